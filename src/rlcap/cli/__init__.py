@@ -1,0 +1,75 @@
+"""The ``rlcap`` command: a thin argparse layer over :mod:`rlcap.api`.
+
+Each subcommand lives in its own module of this package and exposes
+``add_parser(subparsers) -> argparse.ArgumentParser`` whose parser sets ``func=run`` with
+``run(args) -> int``. This package is the only place in rlcap that prints; an
+:class:`~rlcap.errors.RlcapError` becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from rlcap.errors import RlcapError
+
+# name -> module under rlcap.cli. A plain dict, imported lazily so that `rlcap score`
+# never imports torch.
+SUBCOMMANDS: dict[str, str] = {
+    "data": "rlcap.cli.data",
+    "features": "rlcap.cli.features",
+    "train": "rlcap.cli.train",
+    "eval": "rlcap.cli.evaluate",
+    "caption": "rlcap.cli.caption",
+    "score": "rlcap.cli.score",
+    "demo": "rlcap.cli.demo",
+    "bench": "rlcap.cli.bench",
+}
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlcap", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Only the chosen subcommand's module is imported (keeps `score` free of torch).
+    wanted = [a for a in (argv or []) if not a.startswith("-")][:1]
+    for name, module_name in SUBCOMMANDS.items():
+        if wanted and wanted[0] in SUBCOMMANDS and name != wanted[0]:
+            sub.add_parser(name, help=f"see `rlcap {name} --help`")
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("rlcap.cli."):
+                continue  # subcommand not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except RlcapError as exc:
+        print(f"rlcap {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rlcap {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

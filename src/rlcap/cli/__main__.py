@@ -1,0 +1,5 @@
+import sys
+
+from rlcap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,65 @@
+"""The interface every captioner implements.
+
+Models return logits or log-probabilities; losses, rewards and baselines live outside them.
+
+Decoding contract (used by :mod:`rlcap.decoding`):
+
+* ``memory = model.encode(feats)`` encodes the images once: a tuple of tensors, batch first.
+* ``memory = expand_batch(memory, n)`` repeats each image n times (samples or beams);
+  rows of one image stay adjacent (``repeat_interleave``).
+* ``state = model.init_state(memory)``: a tuple of tensors, batch first.
+* ``logprobs, state = model.step(memory, state, tokens)``: ``tokens`` (B,) the previous word
+  (BOS at the first step); ``logprobs`` (B, V) log-softmax over the vocabulary.
+  Beam search reorders ``state`` with :func:`select_batch`; ``memory`` is never reordered
+  because beams of one image share it.
+* ``logits = model(feats, tokens)`` teacher forcing: ``tokens`` (B, T) starting with BOS;
+  ``logits`` (B, T, V), position t predicting token t+1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import torch
+
+Tensors = tuple[torch.Tensor, ...]
+
+
+class Feats(NamedTuple):
+    """Image features for a batch.
+
+    fc: (B, D) pooled vector; att: (B, N, D) grid or region vectors; att_mask: (B, N) bool,
+    True where a region is real (region counts vary per image).
+    """
+
+    fc: torch.Tensor
+    att: torch.Tensor
+    att_mask: torch.Tensor
+
+    def expand(self, n: int) -> "Feats":
+        return Feats(*(t.repeat_interleave(n, dim=0) for t in self))
+
+    def to(self, device: torch.device | str) -> "Feats":
+        return Feats(*(t.to(device) for t in self))
+
+
+def expand_batch(tensors: Tensors, n: int) -> Tensors:
+    """Repeat each row n times, keeping one image's rows adjacent: (B, ...) -> (B*n, ...)."""
+    return tuple(t.repeat_interleave(n, dim=0) for t in tensors)
+
+
+def select_batch(tensors: Tensors, index: torch.Tensor) -> Tensors:
+    """Pick rows by ``index`` (K,) from every tensor: (B, ...) -> (K, ...)."""
+    return tuple(t.index_select(0, index) for t in tensors)
+
+
+class Captioner(Protocol):
+    vocab_size: int
+
+    def encode(self, feats: Feats) -> Tensors: ...
+
+    def init_state(self, memory: Tensors) -> Tensors: ...
+
+    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]: ...
+
+    def __call__(self, feats: Feats, tokens: torch.Tensor) -> torch.Tensor: ...
