@@ -1,0 +1,1 @@
+"""Frozen image encoders, image loading and feature extraction (imports torch)."""

@@ -1,0 +1,32 @@
+"""Pure tensor functions for RL training: baselines, losses and sequence-level exploration.
+
+No model or reward code lives here (STYLE.md rule 3); see docs/RL.md for the conventions.
+"""
+
+from rlcap.rl.baselines import (
+    RunningMean,
+    advantages,
+    greedy_baseline,
+    leave_one_out_baseline,
+    no_baseline,
+    running_mean_baseline,
+    update_running_mean,
+)
+from rlcap.rl.losses import entropy_bonus, masked_mean, masked_sum, reinforce_loss, sequence_logprob, xe_loss
+from rlcap.rl.sle import (
+    bleu34_distance,
+    diversity_advantages,
+    diversity_baseline,
+    pairwise_distances,
+    sentence_bleu,
+    sle_advantages,
+    sle_loss,
+)
+
+__all__ = [
+    "RunningMean", "advantages", "greedy_baseline", "leave_one_out_baseline", "no_baseline",
+    "running_mean_baseline", "update_running_mean",
+    "entropy_bonus", "masked_mean", "masked_sum", "reinforce_loss", "sequence_logprob", "xe_loss",
+    "bleu34_distance", "diversity_advantages", "diversity_baseline", "pairwise_distances", "sentence_bleu",
+    "sle_advantages", "sle_loss",
+]

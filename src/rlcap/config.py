@@ -1,0 +1,164 @@
+"""Typed configuration: dataclasses with help text, YAML recipes and ``key=value`` overrides.
+
+Every field carries its help in ``field(metadata={"help": ...})``. Unknown keys and values of
+the wrong type raise :class:`~rlcap.errors.ConfigError` naming the key and listing the valid
+ones (nanoGPT/TRL style). Nested sections are dataclasses; overrides use dotted paths
+(``model.hidden_dim=256``) and values are parsed as YAML scalars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from rlcap.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def help_field(default: Any, help: str, **kwargs: Any) -> Any:
+    """A dataclass field with help text; mutable defaults go through a factory."""
+    if isinstance(default, (list, dict)):
+        value = default
+        return dataclasses.field(default_factory=lambda: type(value)(value), metadata={"help": help}, **kwargs)
+    if dataclasses.is_dataclass(default) and isinstance(default, type):
+        return dataclasses.field(default_factory=default, metadata={"help": help}, **kwargs)
+    return dataclasses.field(default=default, metadata={"help": help}, **kwargs)
+
+
+def _check_value(name: str, value: Any, tp: Any) -> Any:
+    """Validate (and lightly coerce int->float) ``value`` against the annotation ``tp``."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_value(name, value, arg)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{name}: expected {_type_name(tp)}, got {value!r}")
+    if typing.get_origin(tp) is typing.Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{name}: {value!r} is not one of {list(allowed)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping of {tp.__name__} fields, got {value!r}")
+        return from_dict(tp, value, prefix=f"{name}.")
+    if origin is dict:
+        key_t, val_t = typing.get_args(tp) or (Any, Any)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return {_check_value(f"{name} key", k, key_t): _check_value(f"{name}.{k}", v, val_t) for k, v in value.items()}
+    if origin is list:
+        (item_t,) = typing.get_args(tp) or (Any,)
+        if not isinstance(value, list):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return [_check_value(f"{name}[{i}]", v, item_t) for i, v in enumerate(value)]
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is bool and not isinstance(value, bool):
+        raise ConfigError(f"{name}: expected true or false, got {value!r}")
+    if tp in (int, float) and isinstance(value, bool):
+        raise ConfigError(f"{name}: expected {tp.__name__}, got {value!r}")
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{name}: expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys and wrong types."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key {prefix}{unknown[0]}; valid keys{' in ' + prefix.rstrip('.') if prefix else ''}: "
+            + ", ".join(sorted(fields))
+        )
+    hints = typing.get_type_hints(cls)
+    kwargs = {name: _check_value(f"{prefix}{name}", value, hints[name]) for name, value in data.items()}
+    try:
+        obj = cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{prefix or cls.__name__}: {exc}") from exc
+    if hasattr(obj, "validate"):  # a section may check allowed values and cross-field rules
+        obj.validate()
+    return obj
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b=value`` strings onto a nested dict (values parsed as YAML scalars)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {item!r}: cannot parse value: {exc}") from exc
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {part} is not a section")
+        node[parts[-1]] = value
+    return data
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must be a mapping at the top level")
+    return data
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    """Load ``cls`` from an optional YAML file plus ``key=value`` overrides."""
+    data = read_yaml(path) if path is not None else {}
+    return from_dict(cls, apply_overrides(data, list(overrides or [])))
+
+
+def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, help) for every field, nested sections flattened: for ``--help-config``."""
+    rows: list[tuple[str, str, str]] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows.extend(describe(tp, prefix=f"{prefix}{f.name}."))
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        rows.append((f"{prefix}{f.name}", repr(default), f.metadata.get("help", "")))
+    return rows

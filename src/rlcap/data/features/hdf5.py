@@ -1,0 +1,226 @@
+"""Features of a whole dataset in one HDF5 file.
+
+Layout (every dataset resizable along axis 0, one row per image):
+
+* ``ids`` (n,) variable-length UTF-8 strings;
+* ``fc`` (n, D) pooled vectors;
+* ``att`` (n, Nmax, D) region or grid vectors, zero past ``att_count``;
+* ``att_count`` (n,) int32, the number of real regions of each row;
+* file attributes describing the extraction (``encoder``, ``image_size``, ``grid``, ...).
+
+``fc`` and ``att`` are float16 by default: half the disk and memory of float32, and
+EfficientNet's ReLU6 outputs lie in [0, 6], where float16 keeps about three significant digits.
+
+Rows are committed by ``ids``: the writer extends the feature datasets first and ``ids`` last,
+then flushes, so a run killed mid-batch leaves extra rows that the next writer truncates and
+every reader ignores (readers use ``len(ids)`` rows).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from rlcap.data.features.store import FeatureStore, LoadedFeatures
+from rlcap.errors import ConfigError, DataError
+
+DTYPES = {"float16": np.float16, "float32": np.float32}
+_RUN_GAP = 16  # rows: read across gaps this small instead of issuing another read
+_RUN_MAX = 256  # rows per read, bounding the temporary buffer
+
+
+def _open(path: Path, mode: str) -> h5py.File:
+    try:
+        return h5py.File(path, mode)
+    except OSError as exc:
+        raise DataError(f"cannot open feature file {path}: {exc}") from exc
+
+
+def _read_ids(file: h5py.File, path: Path) -> list[str]:
+    missing = [name for name in ("ids", "fc", "att", "att_count") if name not in file]
+    if missing:
+        raise DataError(f"feature file {path} lacks datasets {missing} (expected ids, fc, att, att_count)")
+    return list(file["ids"].asstr()[()])
+
+
+class HDF5FeatureStore(FeatureStore):
+    """Read side of the HDF5 layout; the file is reopened in a forked process (DataLoader workers)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._file: h5py.File | None = None
+        self._pid = -1
+        file = self._handle()
+        self._ids = _read_ids(file, self.path)
+        self._rows = {id: row for row, id in enumerate(self._ids)}
+        if len(self._rows) != len(self._ids):
+            raise DataError(f"feature file {self.path} has duplicate ids")
+        self._fc_dim = int(file["fc"].shape[1])
+        self._att_dim = int(file["att"].shape[2])
+        self.attrs = {key: file.attrs[key] for key in file.attrs}
+
+    def _handle(self) -> h5py.File:
+        if self._file is None or self._pid != os.getpid():
+            self._file = _open(self.path, "r")
+            self._pid = os.getpid()
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None and self._pid == os.getpid():
+            self._file.close()
+        self._file = None
+
+    def ids(self) -> list[str]:
+        return list(self._ids)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._rows
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def fc_dim(self) -> int:
+        return self._fc_dim
+
+    @property
+    def att_dim(self) -> int:
+        return self._att_dim
+
+    @property
+    def max_regions(self) -> int:
+        return int(self._handle()["att"].shape[1])
+
+    def _row(self, id: str) -> int:
+        row = self._rows.get(id)
+        if row is None:
+            raise self.missing(id)
+        return row
+
+    def get(self, id: str) -> tuple[np.ndarray, np.ndarray]:
+        row = self._row(id)
+        file = self._handle()
+        count = int(file["att_count"][row])
+        return file["fc"][row], file["att"][row, :count]
+
+    def load_all(self, ids: Sequence[str]) -> LoadedFeatures:
+        """Bulk read: rows sorted and merged into contiguous slices, then put in ``ids`` order."""
+        rows = np.array([self._row(id) for id in ids], dtype=np.int64)
+        file = self._handle()
+        fc_ds, att_ds = file["fc"], file["att"]
+        counts = file["att_count"][: len(self._ids)].astype(np.int64)[rows]
+        n_max = int(counts.max()) if len(rows) else 0
+        fc = np.empty((len(rows), self._fc_dim), dtype=fc_ds.dtype)
+        att = np.empty((len(rows), n_max, self._att_dim), dtype=att_ds.dtype)
+        order = np.argsort(rows, kind="stable")
+        for start, stop, members in _runs(rows, order):
+            fc_block = fc_ds[start:stop]
+            att_block = att_ds[start:stop, :n_max]
+            fc[members] = fc_block[rows[members] - start]
+            att[members] = att_block[rows[members] - start]
+        return LoadedFeatures(fc, att, counts)
+
+
+def _runs(rows: np.ndarray, order: np.ndarray):
+    """Yield (start, stop, positions) slices covering ``rows`` visited in sorted ``order``."""
+    i = 0
+    while i < len(order):
+        j = i + 1
+        start = rows[order[i]]
+        while j < len(order) and rows[order[j]] - rows[order[j - 1]] <= _RUN_GAP and rows[order[j]] - start < _RUN_MAX:
+            j += 1
+        yield int(start), int(rows[order[j - 1]]) + 1, order[i:j]
+        i = j
+
+
+class HDF5FeatureWriter:
+    """Appends features in batches to a new or existing HDF5 file (see the module docstring).
+
+    An existing file is resumed: its shapes and dtype must match, and every attribute given in
+    ``attrs`` must equal the stored one (features of different extractions never mix).
+    """
+
+    def __init__(self, path: str | Path, fc_dim: int, att_dim: int, max_regions: int,
+                 dtype: str = "float16", attrs: Mapping[str, str | int | float] | None = None):
+        if dtype not in DTYPES:
+            raise ConfigError(f"feature dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        self.path = Path(path)
+        self.dtype = np.dtype(DTYPES[dtype])
+        self.max_regions = max_regions
+        attrs = dict(attrs or {})
+        if self.path.exists():
+            self._file = _open(self.path, "r+")
+            self._resume(fc_dim, att_dim, attrs)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = _open(self.path, "w")
+            self._create(fc_dim, att_dim, attrs)
+        self._ids = set(self._file["ids"].asstr()[()])
+
+    def _create(self, fc_dim: int, att_dim: int, attrs: dict) -> None:
+        f = self._file
+        f.create_dataset("ids", (0,), maxshape=(None,), dtype=h5py.string_dtype("utf-8"), chunks=(1024,))
+        f.create_dataset("fc", (0, fc_dim), maxshape=(None, fc_dim), dtype=self.dtype, chunks=(64, fc_dim))
+        f.create_dataset("att", (0, self.max_regions, att_dim), maxshape=(None, self.max_regions, att_dim),
+                         dtype=self.dtype, chunks=(1, self.max_regions, att_dim))
+        f.create_dataset("att_count", (0,), maxshape=(None,), dtype=np.int32, chunks=(1024,))
+        f.attrs.update(attrs)
+        f.flush()
+
+    def _resume(self, fc_dim: int, att_dim: int, attrs: dict) -> None:
+        f = self._file
+        n = len(_read_ids(f, self.path))
+        expected = {"fc": (fc_dim,), "att": (self.max_regions, att_dim)}
+        for name, shape in expected.items():
+            if f[name].shape[1:] != shape or f[name].dtype != self.dtype:
+                raise DataError(f"{self.path}: existing '{name}' is {f[name].shape[1:]} {f[name].dtype}, "
+                                f"cannot append {shape} {self.dtype}")
+        for key, value in attrs.items():
+            if key in f.attrs and f.attrs[key] != value:
+                raise DataError(f"{self.path} was written with {key}={f.attrs[key]!r}, not {value!r}; "
+                                "use another output file")
+        for name in ("fc", "att", "att_count"):  # drop rows of a batch whose ids never landed
+            if f[name].shape[0] > n:
+                f[name].resize(n, axis=0)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def write(self, ids: Sequence[str], fc: np.ndarray, att: np.ndarray, att_count: np.ndarray | None = None) -> None:
+        """Append a batch: fc (b, D), att (b, N, D) with N <= max_regions, att_count (b,) or all N."""
+        b = len(ids)
+        if fc.shape[0] != b or att.shape[0] != b or att.shape[1] > self.max_regions:
+            raise ValueError(f"batch of {b} ids with fc {fc.shape}, att {att.shape} "
+                             f"(max_regions {self.max_regions})")
+        repeated = [id for id in ids if id in self._ids]
+        if repeated or len(set(ids)) != b:
+            raise DataError(f"{self.path}: ids written twice: {repeated or sorted(ids)[:5]}")
+        counts = np.full(b, att.shape[1]) if att_count is None else np.asarray(att_count)
+        f = self._file
+        n = f["ids"].shape[0]
+        for name in ("fc", "att", "att_count"):
+            f[name].resize(n + b, axis=0)
+        f["fc"][n:] = fc.astype(self.dtype, copy=False)
+        f["att"][n:, : att.shape[1]] = att.astype(self.dtype, copy=False)
+        f["att_count"][n:] = counts
+        f["ids"].resize(n + b, axis=0)  # ids last: they commit the rows
+        f["ids"][n:] = list(ids)
+        f.flush()
+        self._ids.update(ids)
+
+    def close(self) -> None:
+        if self._file.id.valid:
+            self._file.close()
+
+    def __enter__(self) -> "HDF5FeatureWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,91 @@
+"""The read interface every feature store implements, and bulk loading on top of it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from rlcap.errors import DataError
+
+
+class LoadedFeatures(NamedTuple):
+    """Features of n images in memory, padded to the largest region count among them.
+
+    fc: (n, D); att: (n, Nmax, D), rows past ``att_count`` are zero; att_count: (n,) int64.
+    """
+
+    fc: np.ndarray
+    att: np.ndarray
+    att_count: np.ndarray
+
+    def att_mask(self) -> np.ndarray:
+        """(n, Nmax) bool, True where a region is real (``Feats.att_mask``)."""
+        return np.arange(self.att.shape[1])[None, :] < self.att_count[:, None]
+
+
+class FeatureStore(ABC):
+    """Per-image features keyed by string id: ``fc`` (D,) pooled, ``att`` (N, D) regions.
+
+    N may differ between images (detector regions); grid features have the same N everywhere.
+    """
+
+    path: Path
+
+    @abstractmethod
+    def get(self, id: str) -> tuple[np.ndarray, np.ndarray]:
+        """fc (D,), att (N, D) of one image; :class:`DataError` if the id is absent."""
+
+    @abstractmethod
+    def ids(self) -> list[str]:
+        """Every id in the store, in storage order."""
+
+    @abstractmethod
+    def __contains__(self, id: object) -> bool: ...
+
+    @property
+    @abstractmethod
+    def fc_dim(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def att_dim(self) -> int: ...
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+    def missing(self, id: str) -> DataError:
+        return DataError(f"feature id '{id}' not found in {self.path}")
+
+    def load_all(self, ids: Sequence[str]) -> LoadedFeatures:
+        """Features of ``ids`` (in that order) as padded arrays; see :class:`LoadedFeatures`."""
+        for id in ids:
+            if id not in self:
+                raise self.missing(id)
+        pairs = [self.get(id) for id in ids]
+        return pad_features([fc for fc, _ in pairs], [att for _, att in pairs], self.fc_dim, self.att_dim)
+
+    def close(self) -> None:
+        """Release open files (a no-op for stores that keep none open)."""
+
+    def __enter__(self) -> "FeatureStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def pad_features(fcs: Sequence[np.ndarray], atts: Sequence[np.ndarray], fc_dim: int, att_dim: int) -> LoadedFeatures:
+    """Stack per-image features, zero-padding ``att`` to the largest region count."""
+    counts = np.array([len(a) for a in atts], dtype=np.int64)
+    n_max = int(counts.max()) if len(counts) else 0
+    dtype = atts[0].dtype if atts else np.float32
+    fc = np.zeros((len(fcs), fc_dim), dtype=fcs[0].dtype if fcs else np.float32)
+    att = np.zeros((len(atts), n_max, att_dim), dtype=dtype)
+    for i, (f, a) in enumerate(zip(fcs, atts)):
+        fc[i] = f
+        att[i, : len(a)] = a
+    return LoadedFeatures(fc, att, counts)

@@ -1,0 +1,168 @@
+"""Captions and features held in memory, and deterministic batching for training.
+
+A run's data order is a pure function of ``(seed, epoch, step)``: the image permutation of an
+epoch comes from a generator seeded with ``seed`` and ``epoch``, the captions drawn for a batch
+from one seeded with ``seed``, ``epoch`` and ``step``. Resuming at any step therefore replays
+exactly the batches an uninterrupted run would have seen, with no data-loader state to save.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+
+import numpy as np
+import torch
+
+from rlcap.config import help_field
+from rlcap.data.features import open_feature_store
+from rlcap.data.readers import by_split, read_dataset
+from rlcap.data.records import ImageRecord
+from rlcap.data.vocab import BOS, EOS, PAD, Vocab
+from rlcap.errors import ConfigError, DataError
+from rlcap.models.base import Feats
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DataConfig:
+    dataset: str = help_field("", "caption file: Karpathy split JSON, COCO annotations (with coco_splits) or JSONL")
+    format: str = help_field("auto", "dataset format: auto, karpathy, coco or jsonl")
+    coco_splits: str | None = help_field(None, "for the coco format: JSON mapping split name to a list of image ids")
+    features: str = help_field("", "feature store: an HDF5 file or a folder of per-id .npz files")
+    min_count: int = help_field(5, "words seen fewer times in training captions become <unk>")
+    max_len: int = help_field(16, "training captions are cut to this many words (EOS not counted)")
+    seq_per_img: int = help_field(5, "captions per image in an XE batch (drawn with replacement when an image has fewer)")
+
+    def validate(self) -> None:
+        if self.format not in ("auto", "karpathy", "coco", "jsonl"):
+            raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, jsonl")
+        if self.min_count < 1 or self.max_len < 1 or self.seq_per_img < 1:
+            raise ConfigError("data.min_count, data.max_len and data.seq_per_img must be at least 1")
+
+
+class Batch(NamedTuple):
+    """One training batch of B images.
+
+    index: (B,) image rows in the split; ids: B image ids; feats: features of the B images;
+    tokens: (B*S, T+2) BOS w1..wn EOS PAD..., S captions per image, rows of one image adjacent;
+    refs: B lists of raw reference captions.
+    """
+
+    index: torch.Tensor
+    ids: list[str]
+    feats: Feats
+    tokens: torch.Tensor
+    refs: list[list[str]]
+
+
+class SplitData:
+    """The images of one split: ids, references, encoded captions and features in memory."""
+
+    def __init__(self, records: list[ImageRecord], vocab: Vocab, store_path: str, max_len: int):
+        if not records:
+            raise DataError("the split has no images")
+        self.ids = [r.id for r in records]
+        self.refs = [list(r.captions) for r in records]
+        self.tokens = [[list(t) for t in r.tokens] for r in records]
+        self.caps, self.cap_offsets = _encode_captions(records, vocab, max_len)
+        store = open_feature_store(store_path)
+        # The encoder input size, when the store records it (HDF5 files written by `rlcap features`).
+        self.image_size: int | None = int(store.attrs["image_size"]) if "image_size" in store.attrs else None
+        fc, att, att_count = store.load_all(self.ids)
+        self.fc = torch.from_numpy(np.ascontiguousarray(fc))  # (N, D)
+        self.att = torch.from_numpy(np.ascontiguousarray(att))  # (N, R, D)
+        counts = torch.from_numpy(np.asarray(att_count, dtype=np.int64))
+        self.att_mask = torch.arange(self.att.shape[1])[None, :] < counts[:, None]  # (N, R)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def fc_dim(self) -> int:
+        return int(self.fc.shape[1])
+
+    @property
+    def att_dim(self) -> int:
+        return int(self.att.shape[2])
+
+    def feats(self, index: torch.Tensor) -> Feats:
+        """Features of images ``index`` (B,), as float32."""
+        return Feats(self.fc[index].float(), self.att[index].float(), self.att_mask[index])
+
+    def batches(self, batch_size: int, seq_per_img: int, seed: int, epoch: int,
+                start_step: int = 0) -> Iterator[Batch]:
+        """XE batches of one epoch, from ``start_step`` on (see the module docstring)."""
+        order = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed * 100003 + epoch))
+        n_steps = (len(self) + batch_size - 1) // batch_size
+        for step in range(start_step, n_steps):
+            index = order[step * batch_size:(step + 1) * batch_size]
+            gen = torch.Generator().manual_seed((seed * 100003 + epoch) * 1000003 + step)
+            yield self._batch(index, seq_per_img, gen)
+
+    def eval_batches(self, batch_size: int, limit: int = 0) -> Iterator[Batch]:
+        """Images in order (no captions drawn), for decoding and evaluation."""
+        n = len(self) if limit <= 0 else min(limit, len(self))
+        for start in range(0, n, batch_size):
+            index = torch.arange(start, min(start + batch_size, n))
+            yield Batch(index, [self.ids[i] for i in index.tolist()], self.feats(index),
+                        torch.empty(0, 0, dtype=torch.long), [self.refs[i] for i in index.tolist()])
+
+    def _batch(self, index: torch.Tensor, seq_per_img: int, gen: torch.Generator) -> Batch:
+        rows = []
+        for i in index.tolist():
+            lo, hi = int(self.cap_offsets[i]), int(self.cap_offsets[i + 1])
+            n = hi - lo
+            if n >= seq_per_img:
+                pick = torch.randperm(n, generator=gen)[:seq_per_img]
+            else:
+                pick = torch.randint(n, (seq_per_img,), generator=gen)
+            rows.append(lo + pick)
+        tokens = self.caps[torch.cat(rows)]
+        return Batch(index, [self.ids[i] for i in index.tolist()], self.feats(index), tokens,
+                     [self.refs[i] for i in index.tolist()])
+
+
+def _encode_captions(records: list[ImageRecord], vocab: Vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """All captions as (n_caps, max_len+2) ids BOS..EOS PAD, and per-image offsets (N+1,)."""
+    n_caps = sum(len(r.tokens) for r in records)
+    caps = torch.full((n_caps, max_len + 2), PAD, dtype=torch.long)
+    offsets = torch.zeros(len(records) + 1, dtype=torch.long)
+    row = 0
+    for i, rec in enumerate(records):
+        for words in rec.tokens:
+            ids = vocab.encode(words[:max_len])
+            caps[row, 0] = BOS
+            caps[row, 1:len(ids) + 1] = torch.tensor(ids, dtype=torch.long)
+            caps[row, len(ids) + 1] = EOS
+            row += 1
+        offsets[i + 1] = row
+    return caps, offsets
+
+
+class CaptionData(NamedTuple):
+    vocab: Vocab
+    splits: dict[str, SplitData]
+
+
+def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"),
+              vocab: Vocab | None = None) -> CaptionData:
+    """Read captions, build (or reuse) the vocabulary from the training split, load features."""
+    if not cfg.dataset:
+        raise ConfigError("data.dataset is not set: give the caption file (e.g. data.dataset=path/to/dataset.json)")
+    if not cfg.features:
+        raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5)")
+    grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits))
+    if vocab is None:
+        if "train" not in grouped:
+            raise DataError(f"{cfg.dataset} has no training images to build a vocabulary from")
+        vocab = Vocab.build((t for r in grouped["train"] for t in r.tokens), cfg.min_count)
+        log.info("vocabulary: %d words (min_count=%d)", len(vocab), cfg.min_count)
+    out = {}
+    for split in splits:
+        if split not in grouped:
+            raise DataError(f"{cfg.dataset} has no images in split {split!r} (has: {sorted(grouped)})")
+        out[split] = SplitData(grouped[split], vocab, cfg.features, cfg.max_len)
+    return CaptionData(vocab, out)

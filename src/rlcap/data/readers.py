@@ -1,0 +1,161 @@
+"""Caption readers: the Karpathy split file, COCO annotations plus a split list, and JSONL.
+
+Each returns a list of :class:`ImageRecord`. Captions are tokenized with the same function as
+evaluation (:func:`rlcap.metrics.tokenize`), so that the training vocabulary, the rewards and
+the scores all see the same words; the Karpathy file's own ``tokens`` are not used for that
+reason (they differ from the PTB tokenization in a few hundred COCO captions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rlcap.data.records import SPLITS, ImageRecord
+from rlcap.errors import DataError
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file, turning every failure into a DataError naming the file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text (byte {exc.start})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+
+
+def _tokenize_all(records: list[ImageRecord]) -> list[ImageRecord]:
+    from rlcap.metrics import tokenize
+
+    for rec in records:
+        if not rec.captions:
+            raise DataError(f"image {rec.id!r} has no captions")
+        rec.tokens = [tokenize(c) for c in rec.captions]
+    return records
+
+
+def _record_id(item: dict[str, Any], where: str) -> str:
+    for key in ("cocoid", "id", "imgid"):
+        if key in item:
+            return str(item[key])
+    raise DataError(f"{where}: image entry has none of the id fields cocoid, id, imgid")
+
+
+def read_karpathy(path: str | Path, restval_to_train: bool = True) -> list[ImageRecord]:
+    """``dataset_coco.json`` schema: ``{"images": [{filename, split, sentences: [{raw, tokens}], cocoid}]}``."""
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise DataError(f"{path}: expected a Karpathy split file with an 'images' list")
+    records = []
+    for i, item in enumerate(data["images"]):
+        rid = _record_id(item, f"{path} images[{i}]")
+        split = item.get("split")
+        if split not in SPLITS:
+            raise DataError(f"{path}: image {rid!r} has split {split!r}; expected one of {list(SPLITS)}")
+        if split == "restval" and restval_to_train:
+            split = "train"
+        sentences = item.get("sentences")
+        if not isinstance(sentences, list):
+            raise DataError(f"{path}: image {rid!r} has no 'sentences' list")
+        captions = [s["raw"] if isinstance(s, dict) and "raw" in s else None for s in sentences]
+        if None in captions:
+            raise DataError(f"{path}: image {rid!r} has a sentence without 'raw' text")
+        filename = item.get("filename")
+        if filename and item.get("filepath"):
+            filename = f"{item['filepath']}/{filename}"
+        records.append(ImageRecord(id=rid, split=split, captions=captions, filename=filename))
+    return _tokenize_all(records)
+
+
+def read_coco(annotations: str | Path, splits: str | Path) -> list[ImageRecord]:
+    """COCO caption annotations plus a split list ``{"train": [ids], "val": [...], "test": [...]}``."""
+    data = read_json(annotations)
+    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+        raise DataError(f"{annotations}: expected COCO annotations with an 'annotations' list")
+    split_of: dict[str, str] = {}
+    split_data = read_json(splits)
+    if not isinstance(split_data, dict):
+        raise DataError(f"{splits}: expected a mapping from split name to a list of image ids")
+    for split, ids in split_data.items():
+        if split not in SPLITS:
+            raise DataError(f"{splits}: unknown split {split!r}; expected one of {list(SPLITS)}")
+        for image_id in ids:
+            split_of[str(image_id)] = "train" if split == "restval" else split
+    filenames = {str(im["id"]): im.get("file_name") for im in data.get("images", [])}
+    captions: dict[str, list[str]] = {}
+    for i, ann in enumerate(data["annotations"]):
+        if "image_id" not in ann or "caption" not in ann:
+            raise DataError(f"{annotations}: annotations[{i}] needs 'image_id' and 'caption'")
+        captions.setdefault(str(ann["image_id"]), []).append(ann["caption"])
+    records = [ImageRecord(id=i, split=split_of[i], captions=c, filename=filenames.get(i))
+               for i, c in captions.items() if i in split_of]
+    return _tokenize_all(records)
+
+
+def read_jsonl(path: str | Path) -> list[ImageRecord]:
+    """One JSON object per line: ``{"id", "split", "captions": [...]}`` (optional ``filename``)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text") from exc
+    records = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from exc
+        missing = [k for k in ("id", "split", "captions") if k not in item]
+        if missing:
+            raise DataError(f"{path}:{lineno}: missing {', '.join(missing)}")
+        if item["split"] not in SPLITS:
+            raise DataError(f"{path}:{lineno}: split {item['split']!r} is not one of {list(SPLITS)}")
+        split = "train" if item["split"] == "restval" else item["split"]
+        records.append(ImageRecord(id=str(item["id"]), split=split, captions=list(item["captions"]),
+                                   filename=item.get("filename")))
+    return _tokenize_all(records)
+
+
+READERS: dict[str, Callable[..., list[ImageRecord]]] = {
+    "karpathy": read_karpathy,
+    "coco": read_coco,
+    "jsonl": read_jsonl,
+}
+
+
+def read_dataset(path: str | Path, fmt: str = "auto", coco_splits: str | Path | None = None) -> list[ImageRecord]:
+    """Read any supported format; ``auto`` picks JSONL by the ``.jsonl`` suffix, else inspects the JSON."""
+    path = Path(path)
+    if fmt == "auto":
+        if path.suffix == ".jsonl":
+            fmt = "jsonl"
+        else:
+            fmt = "coco" if coco_splits is not None else "karpathy"
+    if fmt not in READERS:
+        raise DataError(f"unknown dataset format {fmt!r}; expected one of {['auto', *READERS]}")
+    if fmt == "coco":
+        if coco_splits is None:
+            raise DataError("the coco format needs a split list (data.coco_splits)")
+        return read_coco(path, coco_splits)
+    return READERS[fmt](path)
+
+
+def by_split(records: list[ImageRecord]) -> dict[str, list[ImageRecord]]:
+    out: dict[str, list[ImageRecord]] = {}
+    for rec in records:
+        out.setdefault(rec.split, []).append(rec)
+    return out

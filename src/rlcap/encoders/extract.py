@@ -1,0 +1,137 @@
+"""Encode a folder of images into an HDF5 feature store, resumably.
+
+Images are decoded and resized in background threads (Pillow releases the GIL while it
+decodes and resamples) while the main thread runs the network, so loading overlaps encoding.
+Ids already in the output file are skipped, which makes a killed run resumable: run the same
+command again and only the missing images are encoded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from rlcap.data.features import HDF5FeatureWriter
+from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, grid_size
+from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, load_image, normalize, resize
+from rlcap.errors import ConfigError, DataError
+
+logger = logging.getLogger(__name__)
+
+ON_ERROR = ("raise", "skip")
+
+
+@dataclass
+class ExtractStats:
+    """What one call to :func:`extract_features` did."""
+
+    encoded: int = 0  # images encoded and written by this call
+    already_done: int = 0  # ids found in the output file and skipped
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (id, reason), on_error="skip"
+    seconds: float = 0.0
+
+    @property
+    def images_per_second(self) -> float:
+        return self.encoded / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Batch(NamedTuple):
+    ids: list[str]
+    pixels: np.ndarray | None  # (b, S, S, 3) uint8, None when every image failed
+    failed: list[tuple[str, str]]
+
+
+def _load_batch(items: Sequence[tuple[str, Path]], size: int, on_error: str) -> _Batch:
+    ids, arrays, failed = [], [], []
+    for id, path in items:
+        try:
+            arrays.append(resize(load_image(path, draft_size=size), size))
+        except DataError as exc:
+            if on_error == "raise":
+                raise
+            failed.append((id, str(exc)))
+            continue
+        ids.append(id)
+    return _Batch(ids, np.stack(arrays) if arrays else None, failed)
+
+
+def _batches(items: list[tuple[str, Path]], batch_size: int, size: int, on_error: str,
+             num_workers: int) -> Iterator[_Batch]:
+    """Loaded batches in order; ``num_workers`` threads keep up to ``num_workers + 1`` ahead."""
+    chunks = [items[i: i + batch_size] for i in range(0, len(items), batch_size)]
+    if num_workers == 0:
+        for chunk in chunks:
+            yield _load_batch(chunk, size, on_error)
+        return
+    with ThreadPoolExecutor(num_workers, thread_name_prefix="rlcap-load") as pool:
+        pending: deque[Future[_Batch]] = deque()
+        next_chunk = 0
+        try:
+            while next_chunk < len(chunks) or pending:
+                while next_chunk < len(chunks) and len(pending) <= num_workers:
+                    pending.append(pool.submit(_load_batch, chunks[next_chunk], size, on_error))
+                    next_chunk += 1
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def extract_features(
+    images: Mapping[str, str | Path],
+    out: str | Path,
+    image_size: int = 224,
+    batch_size: int = 32,
+    progress: Callable[[int], None] | None = None,
+    on_error: str = "raise",
+    num_workers: int = 1,
+    dtype: str = "float16",
+) -> ExtractStats:
+    """Encode ``images`` (id -> file) with frozen EfficientNet-Lite0 into the HDF5 file ``out``.
+
+    Ids already in ``out`` are skipped (resume). ``progress(n)`` is called with the number of
+    images handled since the last call (done earlier, encoded or failed), e.g. ``tqdm.update``.
+    ``on_error``: ``"raise"`` stops at the first unreadable image (batches before it are kept);
+    ``"skip"`` logs it, leaves it out and lists it in ``ExtractStats.failed``.
+    """
+    if on_error not in ON_ERROR:
+        raise ConfigError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+    if batch_size < 1 or num_workers < 0:
+        raise ConfigError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
+    started = time.perf_counter()
+    grid = grid_size(image_size)
+    attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "grid": grid,
+             "resize": "whole image, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}"}
+    stats = ExtractStats()
+    with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, grid * grid, dtype=dtype, attrs=attrs) as writer:
+        todo = [(id, Path(path)) for id, path in images.items() if id not in writer]
+        stats.already_done = len(images) - len(todo)
+        if stats.already_done and progress:
+            progress(stats.already_done)
+        logger.info("%d images to encode, %d already in %s", len(todo), stats.already_done, out)
+        if todo:
+            encoder = EfficientNetLite0Encoder(image_size)
+            for batch in _batches(todo, batch_size, image_size, on_error, num_workers):
+                for id, reason in batch.failed:
+                    logger.warning("skipped %s: %s", id, reason)
+                stats.failed.extend(batch.failed)
+                if batch.pixels is not None:
+                    with torch.inference_mode():
+                        fc, att = encoder.encode(normalize(torch.from_numpy(batch.pixels)))
+                    writer.write(batch.ids, fc.numpy(), att.numpy())
+                    stats.encoded += len(batch.ids)
+                if progress:
+                    progress(len(batch.ids) + len(batch.failed))
+    stats.seconds = time.perf_counter() - started
+    logger.info("encoded %d images in %.1fs (%.1f/s), %d failed",
+                stats.encoded, stats.seconds, stats.images_per_second, len(stats.failed))
+    return stats

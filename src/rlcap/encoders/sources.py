@@ -1,0 +1,56 @@
+"""Which images to encode: id -> file, from a folder or from a Karpathy-split dataset JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlcap.errors import DataError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+KARPATHY_ID_KEYS = ("cocoid", "id", "imgid")  # first present wins (COCO, then generic, then Flickr)
+
+
+def find_images(image_dir: str | Path) -> dict[str, Path]:
+    """Every image under ``image_dir`` (recursively), keyed by file stem, sorted by id.
+
+    Two files with the same stem are an error (the id would be ambiguous).
+    """
+    image_dir = Path(image_dir)
+    if not image_dir.is_dir():
+        raise DataError(f"image folder not found: {image_dir}")
+    images: dict[str, Path] = {}
+    for path in sorted(image_dir.rglob("*")):
+        if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
+            continue
+        if path.stem in images:
+            raise DataError(f"two images share the id '{path.stem}': {images[path.stem]} and {path}")
+        images[path.stem] = path
+    if not images:
+        raise DataError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {image_dir}")
+    return dict(sorted(images.items()))
+
+
+def karpathy_images(dataset_json: str | Path, image_dir: str | Path) -> dict[str, Path]:
+    """Ids and files of a Karpathy-split ``dataset_*.json``: ``image_dir/[filepath/]filename``.
+
+    The id of a record is its first key among ``cocoid``, ``id``, ``imgid``, as a string.
+    Files are not checked here; a missing one fails (or is skipped) during extraction.
+    """
+    dataset_json, image_dir = Path(dataset_json), Path(image_dir)
+    try:
+        records = json.loads(dataset_json.read_text(encoding="utf-8"))["images"]
+    except FileNotFoundError as exc:
+        raise DataError(f"dataset file not found: {dataset_json}") from exc
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DataError(f"{dataset_json} is not a Karpathy dataset JSON with an 'images' list: {exc}") from exc
+    images: dict[str, Path] = {}
+    for i, record in enumerate(records):
+        key = next((k for k in KARPATHY_ID_KEYS if k in record), None)
+        if key is None or "filename" not in record:
+            raise DataError(f"{dataset_json}: image record {i} needs 'filename' and one of {KARPATHY_ID_KEYS}")
+        id = str(record[key])
+        if id in images:
+            raise DataError(f"{dataset_json}: image id '{id}' appears twice")
+        images[id] = image_dir / record.get("filepath", "") / record["filename"]
+    return images

@@ -1,0 +1,39 @@
+"""Model configuration: one typed dataclass for every captioner and the value network."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from rlcap.errors import ConfigError
+
+ARCHS = ("fc", "updown", "transformer")
+
+
+@dataclass
+class ModelConfig:
+    """Sizes and regularisation of a captioner. Defaults are the field's usual COCO sizes."""
+
+    arch: str = field(default="updown", metadata={"help": f"captioner architecture, one of {', '.join(ARCHS)}"})
+    embed_dim: int = field(default=512, metadata={"help": "word (and projected image) embedding size of the LSTM models"})
+    hidden_dim: int = field(default=512, metadata={"help": "LSTM hidden size; d_model of the transformer (its embeddings too)"})
+    att_hidden_dim: int = field(default=512, metadata={"help": "size of the additive-attention space (UpDown)"})
+    dropout: float = field(default=0.5, metadata={"help": "dropout probability on embeddings and before the output layer"})
+    num_layers: int = field(default=3, metadata={"help": "transformer decoder layers"})
+    num_enc_layers: int = field(default=0, metadata={"help": "transformer encoder layers over the projected att features (0: none)"})
+    num_heads: int = field(default=8, metadata={"help": "transformer attention heads; must divide hidden_dim"})
+    ff_dim: int = field(default=2048, metadata={"help": "transformer feed-forward inner size"})
+    max_len: int = field(default=20, metadata={"help": "longest caption the transformer can decode (words incl. EOS)"})
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ConfigError(f"model.arch: unknown architecture {self.arch!r}; expected one of {', '.join(ARCHS)}")
+        positive = ("embed_dim", "hidden_dim", "att_hidden_dim", "num_layers", "num_heads", "ff_dim", "max_len")
+        for name, value in asdict(self).items():
+            if name in positive and value < 1:
+                raise ConfigError(f"model.{name}: expected a positive integer, got {value}")
+        if self.num_enc_layers < 0:
+            raise ConfigError(f"model.num_enc_layers: expected >= 0, got {self.num_enc_layers}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model.dropout: expected a probability in [0, 1), got {self.dropout}")
+        if self.arch == "transformer" and self.hidden_dim % self.num_heads:
+            raise ConfigError(f"model.num_heads: {self.num_heads} must divide hidden_dim {self.hidden_dim}")

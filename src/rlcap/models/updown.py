@@ -1,0 +1,95 @@
+"""Bottom-up and top-down attention captioner (UpDown; Anderson et al. 2018, Sec. 3.2).
+
+Two LSTMs per word:
+
+* the top-down attention LSTM reads ``[h_lang_{t-1}; v_mean; W_e x_t]`` (Eq. 2);
+* additive attention over the region features ``a_i = w_a^T tanh(W_va v_i + W_ha h_att_t)``,
+  ``alpha = softmax(a)`` over the real regions only (``att_mask``), ``v_hat = sum_i alpha_i v_i``
+  (Eq. 3-5);
+* the language LSTM reads ``[v_hat_t; h_att_t]`` (Eq. 6) and its output gives the word
+  distribution (Eq. 7).
+
+As in self-critical.pytorch, the pooled and region features are first embedded to ``hidden_dim``
+with a ReLU. The attention LSTM's input matrix is split by input so that the image term and
+``W_va v_i`` (``p_att``) are computed once per image in ``encode`` and not at every step.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlcap.models.base import Feats, Tensors, expand_batch
+from rlcap.models.config import ModelConfig
+from rlcap.models.lstm import lstm_update
+
+
+class UpDown(nn.Module):
+    """Memory ``(fc_gates (B, 4H), att (B, N, H), p_att (B, N, A), att_bias (B, N))``;
+    state ``(h_att, c_att, h_lang, c_lang)``, each (B, H)."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int):
+        super().__init__()
+        hid, emb, att_hid = cfg.hidden_dim, cfg.embed_dim, cfg.att_hidden_dim
+        self.vocab_size = vocab_size
+        self.hidden_dim = hid
+        self.fc_embed = nn.Sequential(nn.Linear(fc_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
+        self.att_embed = nn.Sequential(nn.Linear(att_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
+        self.embed = nn.Embedding(vocab_size, emb)
+        self.drop = nn.Dropout(cfg.dropout)
+        # Attention LSTM (Eq. 2), gates (i, f, o, g); its bias sits in att_fc.
+        self.att_word = nn.Linear(emb, 4 * hid, bias=False)
+        self.att_fc = nn.Linear(hid, 4 * hid)
+        self.att_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_lang_{t-1}; h_att_{t-1}]
+        # Additive attention (Eq. 3-4).
+        self.ctx2att = nn.Linear(hid, att_hid)  # W_va
+        self.h2att = nn.Linear(hid, att_hid, bias=False)  # W_ha
+        self.alpha = nn.Linear(att_hid, 1, bias=False)  # w_a (a bias would cancel in the softmax)
+        # Language LSTM (Eq. 6); its bias sits in lang_ctx.
+        self.lang_ctx = nn.Linear(hid, 4 * hid)  # v_hat_t
+        self.lang_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_att_t; h_lang_{t-1}]
+        self.logit = nn.Linear(hid, vocab_size)  # Eq. 7
+
+    def encode(self, feats: Feats) -> Tensors:
+        fc_gates = self.att_fc(self.fc_embed(feats.fc))  # (B, 4H) image term of Eq. 2, once per image
+        att = self.att_embed(feats.att)  # (B, N, H)
+        p_att = self.ctx2att(att)  # (B, N, A) W_va v_i, once per image
+        att_bias = torch.zeros_like(feats.att_mask, dtype=att.dtype).masked_fill(~feats.att_mask, float("-inf"))  # (B, N)
+        return fc_gates, att, p_att, att_bias
+
+    def init_state(self, memory: Tensors) -> Tensors:
+        fc_gates = memory[0]
+        zeros = fc_gates.new_zeros(fc_gates.size(0), self.hidden_dim)  # (B, H)
+        return zeros, zeros, zeros, zeros
+
+    def _advance(self, memory: Tensors, state: Tensors, word_gates: torch.Tensor) -> Tensors:
+        fc_gates, att, p_att, att_bias = memory
+        h_att, c_att, h_lang, c_lang = state  # (B, H) each
+        gates = torch.addmm(word_gates + fc_gates, torch.cat([h_lang, h_att], 1), self.att_hid.weight.t())  # (B, 4H)
+        h_att, c_att = lstm_update(gates, c_att)  # (B, H)
+        e = torch.tanh(p_att + self.h2att(h_att).unsqueeze(1))  # (B, N, A)
+        scores = self.alpha(e).squeeze(2) + att_bias  # (B, N); -inf at padded regions
+        weights = torch.softmax(scores, dim=1)  # (B, N)
+        v_hat = torch.bmm(weights.unsqueeze(1), att).squeeze(1)  # (B, H)
+        gates = torch.addmm(self.lang_ctx(v_hat), torch.cat([h_att, h_lang], 1), self.lang_hid.weight.t())  # (B, 4H)
+        h_lang, c_lang = lstm_update(gates, c_lang)  # (B, H)
+        return h_att, c_att, h_lang, c_lang
+
+    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
+        word_gates = self.att_word(self.drop(self.embed(tokens)))  # (B, 4H)
+        state = self._advance(memory, state, word_gates)
+        logprobs = F.log_softmax(self.logit(self.drop(state[2])), dim=-1)  # (B, V)
+        return logprobs, state
+
+    def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
+        """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
+        memory = expand_batch(self.encode(feats), seq_per_img)
+        state = self.init_state(memory)
+        word_gates = self.att_word(self.drop(self.embed(tokens)))  # (B, T, 4H) one matmul for all steps
+        hs = []
+        for t in range(tokens.size(1)):
+            state = self._advance(memory, state, word_gates[:, t])
+            hs.append(state[2])
+        out = torch.stack(hs, dim=1)  # (B, T, H)
+        return self.logit(self.drop(out))  # (B, T, V)

@@ -1,0 +1,50 @@
+"""What a reward sees: the captions to score and a :class:`RewardBatch` describing them."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import torch
+
+from rlcap.data.vocab import SPECIALS
+from rlcap.models.base import Feats
+
+# The end token appended to candidate and reference tokens when ``RewardConfig.eos_counts``
+# is set: the vocabulary's own EOS spelling, which the caption tokenizer can never produce
+# (it strips punctuation), so it cannot collide with a real word.
+EOS_TOKEN = SPECIALS[2]
+
+
+class RewardBatch(NamedTuple):
+    """Context for scoring ``len(image_ids)`` captions.
+
+    image_ids: one per caption; the samples of one image are adjacent.
+    refs: the raw reference captions of each caption's image, one list per caption.
+    feats: the image features, for rewards that look at the image (retrieval, discriminator);
+        None when the caller has none.
+    """
+
+    image_ids: list[str]
+    refs: list[list[str]]
+    feats: Feats | None = None
+
+
+class Reward(Protocol):
+    """``(captions, batch) -> (len(captions),) float tensor``; one score per caption.
+
+    A reward scores; it never subtracts a baseline, prints or changes the captions.
+    """
+
+    def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor: ...
+
+
+def check_batch(captions: list[str], batch: RewardBatch) -> None:
+    """Raise ValueError unless ``batch`` has one image id and one reference list per caption."""
+    if len(batch.image_ids) != len(captions) or len(batch.refs) != len(captions):
+        raise ValueError(f"reward batch: {len(captions)} captions but {len(batch.image_ids)} image ids and "
+                         f"{len(batch.refs)} reference lists (expected one of each per caption)")
+
+
+def with_eos(tokens: list[str], eos_counts: bool) -> list[str]:
+    """The tokens a reward scores: ``tokens + [EOS_TOKEN]`` when EOS counts, else ``tokens``."""
+    return [*tokens, EOS_TOKEN] if eos_counts else list(tokens)

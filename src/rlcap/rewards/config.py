@@ -1,0 +1,61 @@
+"""``RewardConfig``: which rewards, their weights, and the EOS and non-finite conventions."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+from rlcap.errors import ConfigError
+
+
+def _field(default, help: str):
+    if isinstance(default, dict):
+        value = dict(default)
+        return dataclasses.field(default_factory=lambda: dict(value), metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+@dataclasses.dataclass
+class RewardConfig:
+    """The sequence-level reward: a weighted sum of named rewards (TRL's ``reward_weights``)."""
+
+    weights: dict[str, float] = _field(
+        {"cider_d": 1.0},
+        "reward name -> weight, summed. Names: cider_d, bleu_1..bleu_4, meteor, rouge_l, spider, or a "
+        "user reward by dotted import path ('mypkg.mod:func' or 'mypkg.mod.func') whose object is "
+        "the reward callable (captions, batch) -> Tensor[len(captions)]",
+    )
+    eos_counts: bool = _field(
+        True,
+        "score the end of the caption as a token: an explicit end token is appended to the candidate "
+        "and to every reference before CIDEr-D, BLEU and ROUGE-L (self-critical.pytorch's convention, "
+        "which rewards finishing a caption properly). METEOR and the SPICE half of SPIDEr always "
+        "score the plain words",
+    )
+    nonfinite: Literal["raise", "zero"] = _field(
+        "raise",
+        "what to do when a reward returns NaN or inf for a caption: 'raise' an error naming the "
+        "reward and caption, or 'zero' to score it 0 and log a warning",
+    )
+    cache_dir: str | None = _field(
+        None,
+        "directory where the CIDEr-D document frequencies of the training references are cached "
+        "(None: computed in memory at start-up, not saved)",
+    )
+
+    def validate(self) -> None:
+        """Check weights (non-empty, finite) and names (registered or a dotted path)."""
+        from rlcap.rewards.registry import check_reward_name
+
+        if not self.weights:
+            raise ConfigError("reward.weights is empty; give at least one reward, e.g. {cider_d: 1.0}")
+        for name, weight in self.weights.items():
+            check_reward_name(name)
+            if not math.isfinite(weight):
+                raise ConfigError(f"reward.weights.{name}: weight must be a finite number, got {weight}")
+        if self.nonfinite not in ("raise", "zero"):
+            raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
+
+    def __post_init__(self) -> None:
+        self.validate()

@@ -1,0 +1,89 @@
+"""Reward names -> factories (a plain dict), dotted import paths, and :func:`build_reward`.
+
+A factory is ``factory(cfg, train_refs) -> Reward`` where ``train_refs`` maps each training
+image id to its tokenized reference captions (``ImageRecord.tokens``); CIDEr-D takes its
+document frequencies from them, once. A name that is not in :data:`REWARDS` but contains a
+dot or a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward
+callable itself (TRL's convention), used as is.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+
+from rlcap.errors import ConfigError
+from rlcap.rewards import metric_rewards
+from rlcap.rewards.batch import Reward
+from rlcap.rewards.combine import WeightedReward
+from rlcap.rewards.config import RewardConfig
+
+TrainRefs = Mapping[str, Sequence[Sequence[str]]]
+RewardFactory = Callable[[RewardConfig, TrainRefs], Reward]
+
+REWARDS: dict[str, RewardFactory] = {
+    "cider_d": metric_rewards.make_cider_d,
+    "bleu_1": functools.partial(metric_rewards.make_bleu, n=1),
+    "bleu_2": functools.partial(metric_rewards.make_bleu, n=2),
+    "bleu_3": functools.partial(metric_rewards.make_bleu, n=3),
+    "bleu_4": functools.partial(metric_rewards.make_bleu, n=4),
+    "meteor": metric_rewards.make_meteor,
+    "rouge_l": metric_rewards.make_rouge_l,
+    "spider": metric_rewards.make_spider,
+}
+
+
+def _is_dotted(name: str) -> bool:
+    return ":" in name or "." in name
+
+
+def _unknown(name: str, why: str = "") -> ConfigError:
+    return ConfigError(f"unknown reward {name!r}{why}; allowed: {', '.join(REWARDS)}, "
+                       "or a dotted import path 'mypkg.mod:func'")
+
+
+def check_reward_name(name: str) -> None:
+    """Raise ConfigError unless ``name`` is registered or has the form of a dotted path."""
+    if name not in REWARDS and not _is_dotted(name):
+        raise _unknown(name)
+
+
+def load_dotted(path: str) -> Reward:
+    """Import the reward callable named ``"pkg.mod:attr"`` or ``"pkg.mod.attr"``."""
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise _unknown(path, " (a dotted path needs a module and an attribute)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _unknown(path, f" (cannot import module {module_name!r}: {exc})") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise _unknown(path, f" (module {module_name!r} has no attribute {attr!r})") from None
+    if not callable(obj):
+        raise ConfigError(f"reward {path!r} is a {type(obj).__name__}, not a callable (captions, batch) -> Tensor")
+    return obj
+
+
+def resolve_reward(name: str, cfg: RewardConfig, train_refs: TrainRefs) -> Reward:
+    """The reward called ``name``: a registered factory's product, or an imported callable."""
+    if name in REWARDS:
+        return REWARDS[name](cfg, train_refs)
+    if _is_dotted(name):
+        return load_dotted(name)
+    raise _unknown(name)
+
+
+def build_reward(cfg: RewardConfig, train_refs: TrainRefs) -> WeightedReward:
+    """The weighted sum of ``cfg.weights``' rewards, each built once.
+
+    Args:
+        cfg: the reward section of the run config.
+        train_refs: training image id -> tokenized references (document frequencies for CIDEr-D).
+    """
+    rewards = {name: resolve_reward(name, cfg, train_refs) for name in cfg.weights}
+    return WeightedReward(rewards, cfg.weights, nonfinite=cfg.nonfinite)

@@ -1,0 +1,55 @@
+"""Decode a split and score it: shared by validation, ``rlcap eval`` and the benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+
+from rlcap.data.loader import SplitData
+from rlcap.data.vocab import Vocab
+from rlcap.decoding import beam_search, greedy
+
+
+class Evaluation(NamedTuple):
+    predictions: dict[str, str]          # image id -> caption
+    corpus: dict[str, float]             # metric -> corpus score
+    per_image: dict[str, dict[str, float]]
+
+
+@torch.inference_mode()
+def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
+                 batch_size: int = 100, limit: int = 0, progress: bool = False) -> dict[str, str]:
+    """Caption every image of ``split`` (greedy when beam_size is 1, else beam search)."""
+    was_training = model.training
+    model.eval()
+    predictions: dict[str, str] = {}
+    batches = split.eval_batches(batch_size, limit)
+    total = (min(limit, len(split)) if limit > 0 else len(split) + batch_size - 1) // batch_size
+    for batch in tqdm(batches, total=total, desc="decode", disable=not progress, leave=False):
+        if beam_size <= 1:
+            out = greedy(model, batch.feats, max_len=max_len)
+        else:
+            out = beam_search(model, batch.feats, beam_size=beam_size, max_len=max_len)
+        for image_id, row in zip(batch.ids, out.tokens):
+            predictions[image_id] = vocab.decode(row.tolist())
+    model.train(was_training)
+    return predictions
+
+
+def score_predictions(split: SplitData, predictions: dict[str, str], metrics: Sequence[str]) -> Evaluation:
+    """Score predictions against the split's raw references (pycocoevalcap conventions)."""
+    from rlcap.metrics import score_captions
+
+    refs = {i: r for i, r in zip(split.ids, split.refs) if i in predictions}
+    report = score_captions(refs, {i: [c] for i, c in predictions.items()}, list(metrics))
+    return Evaluation(predictions, dict(report.corpus), dict(report.per_image))
+
+
+def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
+                   metrics: Sequence[str], batch_size: int = 100, limit: int = 0,
+                   progress: bool = False) -> Evaluation:
+    predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress)
+    return score_predictions(split, predictions, metrics)

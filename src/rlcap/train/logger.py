@@ -1,0 +1,56 @@
+"""Run logs: one JSON object per line in ``log.jsonl``, mirrored to TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class RunLogger:
+    """Appends ``{"step", "split", ...}`` records; on resume, drops records past the checkpoint."""
+
+    def __init__(self, out_dir: str | Path, tensorboard: bool, resume_step: int | None = None):
+        self.path = Path(out_dir) / "log.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is None:
+            self.path.write_text("", encoding="utf-8")
+        else:
+            self._truncate_after(resume_step)
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(Path(out_dir) / "tensorboard"))
+
+    def _truncate_after(self, step: int) -> None:
+        if not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+    def note(self, text: str) -> None:
+        """A free-text line for the record (e.g. the conventions that change the numbers)."""
+        self.write(0, "note", {"text": text})
+        log.info("%s", text)
+
+    def write(self, step: int, split: str, values: dict[str, Any]) -> None:
+        record = {"step": step, "split": split, **values}
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self._tb is not None:
+            for key, value in values.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self._tb.add_scalar(f"{split}/{key}", value, step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,87 @@
+"""Generating and scoring captions for sequence-level training: shared by the RL loops."""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import torch
+
+from rlcap.data.loader import Batch
+from rlcap.data.vocab import PAD, Vocab
+from rlcap.decoding import DecodeResult, beam_search, greedy, sample
+from rlcap.rewards import Reward, RewardBatch
+from rlcap.train.config import RLConfig
+
+
+class Rollout(NamedTuple):
+    """n captions for each of B images, rows of one image adjacent.
+
+    tokens, logprobs, mask, entropy: (B*n, T); logprobs and entropy carry gradient.
+    captions: B*n strings; reward_batch: their context; seconds: time spent generating.
+    """
+
+    tokens: torch.Tensor
+    logprobs: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor
+    captions: list[str]
+    reward_batch: RewardBatch
+    seconds: float
+
+
+def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.Tensor,
+                            n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probability and entropy of given captions (B*n, T) under the model, with gradient."""
+    from rlcap.data.vocab import BOS
+
+    bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype)
+    inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
+    logp = torch.log_softmax(model(batch.feats.expand(n), inputs), dim=-1)  # (B*n, T, V)
+    chosen = logp.gather(2, tokens.clamp(min=0)[:, :, None]).squeeze(2)    # (B*n, T)
+    entropy = -(logp.exp() * logp).sum(-1)                                  # (B*n, T)
+    return chosen, entropy
+
+
+def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig) -> Rollout:
+    """Generate ``cfg.n_samples`` captions per image (by sampling, or as the beam's n-best)."""
+    start = time.perf_counter()
+    n = cfg.n_samples
+    if cfg.sample_method == "sample":
+        out: DecodeResult = sample(model, batch.feats, n=n, max_len=cfg.max_len, temperature=cfg.temperature)
+        logprobs, entropy = out.logprobs, out.entropy
+    else:
+        with torch.no_grad():
+            out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=cfg.max_len, n_best=n)
+        logprobs, entropy = teacher_forced_logprobs(model, batch, out.tokens, n)
+    mask = out.mask
+    captions = [vocab.decode(row.tolist()) for row in out.tokens]
+    reward_batch = RewardBatch([i for i in batch.ids for _ in range(n)],
+                               [r for r in batch.refs for _ in range(n)], batch.feats.expand(n))
+    return Rollout(out.tokens, logprobs * mask, mask, entropy * mask, captions, reward_batch,
+                   time.perf_counter() - start)
+
+
+@torch.no_grad()
+def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, max_len: int) -> list[str]:
+    """The greedy caption of each image, decoded in eval mode (the self-critical baseline)."""
+    was_training = model.training
+    model.eval()
+    out = greedy(model, batch.feats, max_len=max_len)
+    model.train(was_training)
+    return [vocab.decode(row.tolist()) for row in out.tokens]
+
+
+def score(reward: Reward, captions: list[str], reward_batch: RewardBatch) -> torch.Tensor:
+    """Rewards as a float tensor (B*n,), checked for shape."""
+    values = reward(captions, reward_batch)
+    if values.shape != (len(captions),):
+        raise ValueError(f"reward returned shape {tuple(values.shape)} for {len(captions)} captions")
+    return values.float()
+
+
+def caption_lengths(tokens: torch.Tensor) -> torch.Tensor:
+    """Words per caption (EOS and padding excluded): (N, T) -> (N,) float."""
+    from rlcap.data.vocab import EOS
+
+    return ((tokens != PAD) & (tokens != EOS)).sum(1).float()

@@ -1,0 +1,83 @@
+import json
+
+import pytest
+
+from rlcap.data.readers import read_coco, read_dataset, read_jsonl, read_karpathy
+from rlcap.data.vocab import BOS, EOS, UNK, Vocab
+from rlcap.errors import DataError
+
+
+def test_vocab_build_counts_and_order():
+    vocab = Vocab.build([["a", "dog"], ["a", "cat"], ["a", "dog"]], min_count=2)
+    assert vocab.itos == ["<pad>", "<bos>", "<eos>", "<unk>", "a", "dog"]
+    assert vocab.encode(["a", "cat"]) == [4, UNK]
+
+
+def test_vocab_decode_cuts_at_eos(tmp_path):
+    vocab = Vocab.build([["a", "dog"]], min_count=1)
+    assert vocab.decode([BOS, 4, 5, EOS, 4, 4]) == "a dog"
+    vocab.save(tmp_path / "v.json")
+    assert Vocab.load(tmp_path / "v.json").itos == vocab.itos
+
+
+def _karpathy(tmp_path, images):
+    path = tmp_path / "dataset.json"
+    path.write_text(json.dumps({"images": images}))
+    return path
+
+
+def test_karpathy_reader_tokenizes_like_evaluation(tmp_path):
+    path = _karpathy(tmp_path, [
+        {"cocoid": 42, "filename": "a.jpg", "filepath": "val2014", "split": "restval",
+         "sentences": [{"raw": "A Dog, running.", "tokens": ["a", "dog", "running"]}]},
+    ])
+    (rec,) = read_karpathy(path)
+    assert rec.id == "42" and rec.split == "train" and rec.filename == "val2014/a.jpg"
+    assert rec.tokens == [["a", "dog", "running"]]
+
+
+def test_karpathy_reader_rejects_bad_split(tmp_path):
+    path = _karpathy(tmp_path, [{"imgid": 1, "split": "dev", "sentences": [{"raw": "x"}]}])
+    with pytest.raises(DataError, match="image '1' has split 'dev'"):
+        read_karpathy(path)
+
+
+def test_empty_caption_list_names_the_image(tmp_path):
+    path = _karpathy(tmp_path, [{"imgid": 7, "split": "train", "sentences": []}])
+    with pytest.raises(DataError, match="image '7' has no captions"):
+        read_karpathy(path)
+
+
+def test_coco_reader_with_split_list(tmp_path):
+    ann = tmp_path / "captions.json"
+    ann.write_text(json.dumps({"images": [{"id": 1, "file_name": "1.jpg"}, {"id": 2, "file_name": "2.jpg"}],
+                               "annotations": [{"image_id": 1, "caption": "a cat"},
+                                               {"image_id": 2, "caption": "two dogs"},
+                                               {"image_id": 1, "caption": "the cat"}]}))
+    splits = tmp_path / "splits.json"
+    splits.write_text(json.dumps({"train": [1], "test": [2]}))
+    recs = {r.id: r for r in read_coco(ann, splits)}
+    assert recs["1"].captions == ["a cat", "the cat"] and recs["1"].split == "train"
+    assert recs["2"].split == "test" and recs["2"].filename == "2.jpg"
+
+
+def test_jsonl_reader_and_auto_format(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"id": "v1", "split": "val", "captions": ["A man runs."]}\n\n')
+    (rec,) = read_dataset(path)
+    assert rec.id == "v1" and rec.tokens == [["a", "man", "runs"]]
+    path.write_text('{"id": "v1", "captions": []}\n')
+    with pytest.raises(DataError, match="data.jsonl:1: missing split"):
+        read_jsonl(path)
+
+
+def test_not_json_and_not_utf8(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(DataError, match="not valid JSON"):
+        read_karpathy(bad)
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(DataError, match="not UTF-8"):
+        read_karpathy(bad)
+    with pytest.raises(DataError, match="cannot read"):
+        read_karpathy(tmp_path / "missing.json")

@@ -1,0 +1,55 @@
+"""A tiny captioning dataset with random features, made fresh for each test that asks."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from rlcap.data.features import HDF5FeatureWriter
+
+WORDS = ["a", "red", "blue", "green", "circle", "square", "triangle", "big", "small", "on", "left", "of"]
+
+
+def make_tiny_dataset(folder, n_train=24, n_val=6, n_test=6, fc_dim=8, regions=4, seed=0):
+    """Captions whose colour word is encoded in the features, so a model can learn something."""
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    images, ids, fcs, atts = [], [], [], []
+    colours = ["red", "blue", "green"]
+    for i in range(n_train + n_val + n_test):
+        split = "train" if i < n_train else "val" if i < n_train + n_val else "test"
+        colour = colours[i % 3]
+        shape = rng.choice(["circle", "square", "triangle"])
+        sentences = [{"raw": f"A {colour} {shape}.", "tokens": []},
+                     {"raw": f"a {rng.choice(['big', 'small'])} {colour} {shape}", "tokens": []},
+                     {"raw": f"{colour} {shape} on the left", "tokens": []}]
+        images.append({"imgid": i, "filename": f"{i}.png", "split": split, "sentences": sentences})
+        fc = nrng.normal(size=fc_dim).astype(np.float32)
+        fc[i % 3] += 4.0
+        ids.append(str(i))
+        fcs.append(fc)
+        atts.append(np.tile(fc, (regions, 1)) + nrng.normal(scale=0.1, size=(regions, fc_dim)).astype(np.float32))
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps({"dataset": "tiny", "images": images}))
+    feats = folder / "feats.h5"
+    with HDF5FeatureWriter(feats, fc_dim, fc_dim, regions, attrs={"image_size": 32}) as writer:
+        writer.write(ids, np.stack(fcs), np.stack(atts))
+    return dataset, feats
+
+
+@pytest.fixture
+def tiny_data(tmp_path):
+    return make_tiny_dataset(tmp_path)
+
+
+def tiny_overrides(dataset, feats, out_dir, arch="fc", **extra):
+    items = {
+        "data.dataset": dataset, "data.features": feats, "data.min_count": 1, "data.seq_per_img": 2,
+        "out_dir": out_dir, "model.arch": arch, "model.embed_dim": 16, "model.hidden_dim": 16,
+        "model.att_hidden_dim": 16, "model.num_layers": 1, "model.num_heads": 2, "model.ff_dim": 32,
+        "model.dropout": 0.1, "xe.epochs": 2, "xe.batch_size": 4, "val.max_len": 6, "log_every": 1,
+        "tensorboard": False, "threads": 1,
+    }
+    items.update(extra)
+    return [f"{k}={v}" for k, v in items.items()]
