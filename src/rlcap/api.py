@@ -53,11 +53,26 @@ DEFAULT_METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", 
 
 
 def evaluation_metrics() -> list[str]:
-    """The pycocoevalcap metrics this machine can compute (METEOR needs Java, SPICE CoreNLP)."""
-    from rlcap.metrics import available_metrics
+    """The pycocoevalcap metrics this machine can compute: METEOR needs Java and the jar in
+    pycocoevalcap's wheel, SPICE (and so SPIDEr) the Stanford CoreNLP jars (RLCAP_CORENLP_DIR).
+    What is left out is logged once, so a table without METEOR never passes silently."""
+    from rlcap.errors import RlcapError
+    from rlcap.metrics.java import java_executable, packaged_jar
+    from rlcap.metrics.spice import corenlp_jars
 
-    available = set(available_metrics())
-    return [m for m in (*DEFAULT_METRICS, "SPICE", "SPIDEr") if m in available]
+    metrics = list(DEFAULT_METRICS)
+    try:
+        java_executable()
+        packaged_jar("meteor/meteor-1.5.jar")
+    except RlcapError as exc:
+        metrics.remove("METEOR")
+        log.warning("METEOR left out: %s", exc)
+    try:
+        corenlp_jars()
+        metrics += ["SPICE", "SPIDEr"]
+    except RlcapError as exc:
+        log.info("SPICE and SPIDEr left out: %s", exc)
+    return metrics
 
 
 def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int = 3, max_len: int = 16,

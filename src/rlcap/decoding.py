@@ -51,13 +51,15 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"decode.method: unknown method {self.method!r}; expected one of {', '.join(METHODS)}")
-        checks = [("max_len", self.max_len >= 1, ">= 1"), ("n", self.n >= 1, ">= 1"),
-                  ("temperature", self.temperature > 0, "> 0"), ("top_k", self.top_k >= 0, ">= 0"),
-                  ("top_p", 0 < self.top_p <= 1, "in (0, 1]"), ("beam_size", self.beam_size >= 1, ">= 1"),
-                  ("n_best", 1 <= self.n_best <= self.beam_size, "in [1, beam_size]")]
-        for name, ok, expected in checks:
+        checks = [("max_len", self.max_len, self.max_len >= 1, ">= 1"), ("n", self.n, self.n >= 1, ">= 1"),
+                  ("temperature", self.temperature, self.temperature > 0, "> 0"),
+                  ("top_k", self.top_k, self.top_k >= 0, ">= 0"),
+                  ("top_p", self.top_p, 0 < self.top_p <= 1, "in (0, 1]"),
+                  ("beam_size", self.beam_size, self.beam_size >= 1, ">= 1"),
+                  ("n_best", self.n_best, 1 <= self.n_best <= self.beam_size, "in [1, beam_size]")]
+        for name, value, ok, expected in checks:
             if not ok:
-                raise ConfigError(f"decode.{name}: expected {expected}, got {self.__dict__[name]}")
+                raise ConfigError(f"decode.{name}: expected {expected}, got {value}")
 
 
 def decode(model: Captioner, feats: Feats, cfg: DecodeConfig,
@@ -79,7 +81,8 @@ def _banned(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
 
 def entropy(logprobs: torch.Tensor) -> torch.Tensor:
     """Entropy of each row's distribution: (R, V) log-probabilities -> (R,); 0 * log 0 = 0."""
-    return torch.special.entr(logprobs.exp()).sum(-1)
+    finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)  # (R, V) so that 0 * log 0 = 0, not nan
+    return -torch.linalg.vecdot(finite.exp(), finite)  # (R,)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -173,41 +176,42 @@ def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int,
 
 def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int,
                  length_penalty: float, n_best: int) -> DecodeResult:
-    b = feats.fc.size(0)
-    memory = expand_batch(model.encode(feats), k)  # never reordered: beams of an image share it
-    state = model.init_state(memory)
-    device = feats.fc.device
-    word = torch.full((b * k,), BOS, dtype=torch.long, device=device)  # (R,) R = B*k
-    scores = torch.zeros(b, k, device=device)
-    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
-    scores = scores.view(-1)  # (R,)
-    done = torch.zeros(b * k, dtype=torch.bool, device=device)  # (R,)
-    first_row = (torch.arange(b, device=device) * k)[:, None]  # (B, 1) row of each image's beam 0
-    hist = (torch.zeros(b * k, 0, dtype=torch.long, device=device),
-            torch.zeros(b * k, 0, device=device), torch.zeros(b * k, 0, device=device))
-    ban = ended = None
+    """Beams per image grow 1 -> k over the first steps (all beams start identical, so the first
+    step runs once per image); row r of the state belongs to image r // beams."""
+    b, device = feats.fc.size(0), feats.fc.device
+    encoded = model.encode(feats)
+    memory, state = encoded, model.init_state(encoded)
+    beams = 1
+    word = torch.full((b,), BOS, dtype=torch.long, device=device)  # (R,) R = B * beams
+    scores = torch.zeros(b, device=device)  # (R,) summed logprobs
+    done = torch.zeros(b, dtype=torch.bool, device=device)  # (R,) EOS already emitted
+    hist = (torch.zeros(b, 0, dtype=torch.long, device=device),
+            torch.zeros(b, 0, device=device), torch.zeros(b, 0, device=device))  # tokens, logprobs, entropy
     for _ in range(max_len):
         step_lp, state = model.step(memory, state, word)  # (R, V)
         v = step_lp.size(1)
-        if ban is None:
-            ban = _banned(v, step_lp)
-            ended = torch.full_like(ban, float("-inf"))  # (V,) an ended beam's only continuation: PAD at 0
-            ended[PAD] = 0.0
-        lp = torch.where(done[:, None], ended, step_lp + ban)  # (R, V)
-        top, idx = (scores[:, None] + lp).view(b, k * v).topk(k, dim=1)  # (B, k) over all beams' words
-        src = (idx // v + first_row).view(-1)  # (R,) row each new beam extends
-        word = (idx % v).view(-1)  # (R,)
-        word_lp = lp.view(b, k * v).gather(1, idx).view(-1)  # (R,)
+        cand = step_lp + scores[:, None]  # (R, V) score of every continuation
+        cand[:, BOS] = float("-inf")  # PAD and BOS are never generated
+        if bool(done.any()):  # an ended beam's only continuation is PAD, at no cost
+            cand.masked_fill_(done[:, None], float("-inf"))
+        cand[:, PAD] = torch.where(done, scores, float("-inf"))
+        new_beams = min(k, beams * v)
+        top, idx = cand.view(b, beams * v).topk(new_beams, dim=1)  # (B, k') over all beams' words
+        src = (idx // v + torch.arange(b, device=device)[:, None] * beams).view(-1)  # (R',) row each beam extends
+        word = (idx % v).view(-1)  # (R',)
         was_done = done.index_select(0, src)
-        word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_done, 0.0)  # (R,)
+        word_lp = step_lp.view(b, beams * v).gather(1, idx).view(-1).masked_fill(was_done, 0.0)  # (R',)
+        word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_done, 0.0)  # (R',)
         hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1) for h, x in zip(hist, (word, word_lp, word_ent)))
         state = select_batch(state, src)
+        if new_beams != beams:  # memory is never reordered: beams of an image share it
+            memory, beams = expand_batch(encoded, new_beams), new_beams
         scores, done = top.view(-1), was_done | (word == EOS)
         if bool(done.all()):
             break
     tokens, logprobs, ent = hist  # (R, T)
     mask = tokens != PAD
     final = scores / mask.sum(1).to(scores.dtype) ** length_penalty if length_penalty else scores  # (R,)
-    order = final.view(b, k).argsort(dim=1, descending=True)[:, :n_best]  # (B, n_best)
-    keep = (order + first_row).view(-1)  # (B*n_best,)
+    order = final.view(b, beams).argsort(dim=1, descending=True)[:, :n_best]  # (B, n_best)
+    keep = (order + torch.arange(b, device=device)[:, None] * beams).view(-1)  # (B*n_best,)
     return DecodeResult(tokens[keep], logprobs[keep], mask[keep], final[keep], ent[keep])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+import torch
 from tqdm import tqdm
 
 from rlcap.encoders.extract import extract_features
@@ -30,6 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip missing or unreadable images (listed at the end) instead of stopping")
     parser.add_argument("--workers", type=int, default=1, help="image loading threads (default 1)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); "
+                        "1 is often fastest on a machine shared with other jobs")
     parser.add_argument("--dtype", choices=("float16", "float32"), default="float16",
                         help="storage precision (default float16: half the size)")
     parser.set_defaults(func=run)
@@ -37,6 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
     images = karpathy_images(args.dataset, args.image_dir) if args.dataset else find_images(args.image_dir)
     with tqdm(total=len(images), unit="img", desc="features") as bar:
         stats = extract_features(

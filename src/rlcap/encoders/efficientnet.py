@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from rlcap.errors import RlcapError
+from rlcap.errors import ConfigError, RlcapError
 
 ENCODER_NAME = "efficientnet-lite0"
 FEATURE_DIM = 1280
@@ -38,6 +38,12 @@ def lite0_weights_path() -> Path:
     return path
 
 
+def check_image_size(image_size: int) -> None:
+    """:class:`ConfigError` unless ``image_size`` gives at least a 1x1 grid."""
+    if image_size < 32:
+        raise ConfigError(f"image_size must be at least 32 pixels, got {image_size}")
+
+
 def grid_size(image_size: int) -> int:
     """Side of the last feature map: five stride-2 stages with SAME padding."""
     return math.ceil(image_size / 32)
@@ -55,9 +61,12 @@ class EfficientNetLite0Encoder(nn.Module):
 
     def __init__(self, image_size: int = 224, weights_path: Path | None = None):
         super().__init__()
-        if image_size < 32:
-            raise ValueError(f"image_size must be at least 32, got {image_size}")
-        from efficientnet_lite_pytorch import EfficientNet
+        check_image_size(image_size)
+        try:
+            from efficientnet_lite_pytorch import EfficientNet
+        except ModuleNotFoundError as exc:
+            raise RlcapError("the EfficientNet-Lite architecture is not installed: "
+                             "pip install efficientnet-lite-pytorch==0.1.0") from exc
 
         self.image_size = image_size
         self.grid = grid_size(image_size)

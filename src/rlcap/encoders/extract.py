@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rlcap.data.features import HDF5FeatureWriter
-from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, grid_size
+from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size, grid_size
 from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, load_image, normalize, resize
 from rlcap.errors import ConfigError, DataError
 
@@ -107,6 +107,7 @@ def extract_features(
         raise ConfigError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     if batch_size < 1 or num_workers < 0:
         raise ConfigError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
+    check_image_size(image_size)
     started = time.perf_counter()
     grid = grid_size(image_size)
     attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "grid": grid,

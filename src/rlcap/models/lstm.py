@@ -7,6 +7,8 @@ input, gates stacked as ``(i, f, o, g)``); this function applies the non-lineari
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 
 def lstm_update(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,3 +24,33 @@ def lstm_update(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, tor
     c = torch.addcmul(f * c, i, g)  # (B, H)
     h = o * torch.tanh(c)  # (B, H)
     return h, c
+
+
+class WordGates(nn.Module):
+    """A word's contribution to LSTM gates: embedding, dropout, input projection. (...) ids -> (..., 4H).
+
+    In evaluation (no dropout, no autograd) the projection depends on the word alone, so it is
+    read from a (V, 4H) table instead of being multiplied out at every decoding step. The table is
+    rebuilt whenever a parameter changes (new storage or in-place update, e.g. an optimizer step).
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int, gate_dim: int, dropout: float, bias: bool = True):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_dim)
+        self.drop = nn.Dropout(dropout)
+        self.proj = nn.Linear(embed_dim, gate_dim, bias=bias)
+        self._table: torch.Tensor | None = None
+        self._table_key: tuple[tuple[int, int], ...] = ()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.training or torch.is_grad_enabled():
+            return self.proj(self.drop(self.embed(tokens)))  # (..., 4H)
+        return F.embedding(tokens, self._gate_table())  # (..., 4H)
+
+    def _gate_table(self) -> torch.Tensor:
+        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        if self._table is None or key != self._table_key:
+            with torch.no_grad():
+                self._table = self.proj(self.embed.weight)  # (V, 4H)
+            self._table_key = key
+        return self._table

@@ -19,7 +19,7 @@ from torch import nn
 
 from rlcap.models.base import Feats, Tensors, expand_batch
 from rlcap.models.config import ModelConfig
-from rlcap.models.lstm import lstm_update
+from rlcap.models.lstm import WordGates, lstm_update
 
 
 class ShowTell(nn.Module):
@@ -31,15 +31,15 @@ class ShowTell(nn.Module):
         self.vocab_size = vocab_size
         self.hidden_dim = cfg.hidden_dim
         self.img_embed = nn.Linear(fc_dim, cfg.embed_dim)  # W_e of Eq. 2
-        self.embed = nn.Embedding(vocab_size, cfg.embed_dim)  # phi of Eq. 3
         self.drop = nn.Dropout(cfg.dropout)
-        self.w_ih = nn.Linear(cfg.embed_dim, 4 * cfg.hidden_dim)  # input -> gates (i, f, o, g), with the bias
+        # phi of Eq. 3 and the input -> gates (i, f, o, g) matrix with the LSTM's bias
+        self.word = WordGates(vocab_size, cfg.embed_dim, 4 * cfg.hidden_dim, cfg.dropout)
         self.w_hh = nn.Linear(cfg.hidden_dim, 4 * cfg.hidden_dim, bias=False)  # hidden -> gates
         self.logit = nn.Linear(cfg.hidden_dim, vocab_size)  # varphi of Eq. 4
 
     def encode(self, feats: Feats) -> Tensors:
         x = self.drop(self.img_embed(feats.fc))  # (B, E) x_{-1}
-        return (self.w_ih(x),)  # (B, 4H): the image step's input gates, computed once per image
+        return (self.word.proj(x),)  # (B, 4H): the image step's input gates, computed once per image
 
     def init_state(self, memory: Tensors) -> Tensors:
         (img_gates,) = memory  # (B, 4H)
@@ -52,7 +52,7 @@ class ShowTell(nn.Module):
         return lstm_update(gates, c)
 
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
-        word_gates = self.w_ih(self.drop(self.embed(tokens)))  # (B, 4H)
+        word_gates = self.word(tokens)  # (B, 4H)
         h, c = self._advance(word_gates, state)  # (B, H)
         logprobs = F.log_softmax(self.logit(self.drop(h)), dim=-1)  # (B, V)
         return logprobs, (h, c)
@@ -60,7 +60,7 @@ class ShowTell(nn.Module):
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
         state = self.init_state(expand_batch(self.encode(feats), seq_per_img))
-        word_gates = self.w_ih(self.drop(self.embed(tokens)))  # (B, T, 4H) one matmul for all steps
+        word_gates = self.word(tokens)  # (B, T, 4H) one matmul for all steps
         hs = []
         for t in range(tokens.size(1)):
             state = self._advance(word_gates[:, t], state)

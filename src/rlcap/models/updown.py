@@ -22,7 +22,7 @@ from torch import nn
 
 from rlcap.models.base import Feats, Tensors, expand_batch
 from rlcap.models.config import ModelConfig
-from rlcap.models.lstm import lstm_update
+from rlcap.models.lstm import WordGates, lstm_update
 
 
 class UpDown(nn.Module):
@@ -36,10 +36,9 @@ class UpDown(nn.Module):
         self.hidden_dim = hid
         self.fc_embed = nn.Sequential(nn.Linear(fc_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
         self.att_embed = nn.Sequential(nn.Linear(att_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
-        self.embed = nn.Embedding(vocab_size, emb)
         self.drop = nn.Dropout(cfg.dropout)
-        # Attention LSTM (Eq. 2), gates (i, f, o, g); its bias sits in att_fc.
-        self.att_word = nn.Linear(emb, 4 * hid, bias=False)
+        # Attention LSTM (Eq. 2), gates (i, f, o, g), input split by part; its bias sits in att_fc.
+        self.att_word = WordGates(vocab_size, emb, 4 * hid, cfg.dropout, bias=False)  # W_e Pi_t
         self.att_fc = nn.Linear(hid, 4 * hid)
         self.att_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_lang_{t-1}; h_att_{t-1}]
         # Additive attention (Eq. 3-4).
@@ -77,7 +76,7 @@ class UpDown(nn.Module):
         return h_att, c_att, h_lang, c_lang
 
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
-        word_gates = self.att_word(self.drop(self.embed(tokens)))  # (B, 4H)
+        word_gates = self.att_word(tokens)  # (B, 4H)
         state = self._advance(memory, state, word_gates)
         logprobs = F.log_softmax(self.logit(self.drop(state[2])), dim=-1)  # (B, V)
         return logprobs, state
@@ -86,7 +85,7 @@ class UpDown(nn.Module):
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
         memory = expand_batch(self.encode(feats), seq_per_img)
         state = self.init_state(memory)
-        word_gates = self.att_word(self.drop(self.embed(tokens)))  # (B, T, 4H) one matmul for all steps
+        word_gates = self.att_word(tokens)  # (B, T, 4H) one matmul for all steps
         hs = []
         for t in range(tokens.size(1)):
             state = self._advance(memory, state, word_gates[:, t])

@@ -1,0 +1,19 @@
+"""Sequence-level rewards: plain callables ``(captions, batch) -> Tensor[len(captions)]``.
+
+A reward scores captions and nothing else: no baseline, no printing (STYLE.md rule 2).
+Rewards are combined by the weights of :class:`RewardConfig` into a :class:`WeightedReward`
+(:func:`build_reward`); names come from the plain dict :data:`REWARDS`, or a user's reward is
+named by dotted import path. See docs/RL.md for the EOS and non-finite conventions.
+"""
+
+from rlcap.rewards.batch import EOS_TOKEN, Reward, RewardBatch
+from rlcap.rewards.combine import NonFiniteRewardError, WeightedReward, check_finite
+from rlcap.rewards.config import RewardConfig
+from rlcap.rewards.metric_rewards import BleuReward, CiderDReward, MeteorReward, RougeLReward, SpiderReward
+from rlcap.rewards.registry import REWARDS, build_reward, load_dotted, resolve_reward
+
+__all__ = [
+    "EOS_TOKEN", "Reward", "RewardBatch", "NonFiniteRewardError", "WeightedReward", "check_finite",
+    "RewardConfig", "BleuReward", "CiderDReward", "MeteorReward", "RougeLReward", "SpiderReward",
+    "REWARDS", "build_reward", "load_dotted", "resolve_reward",
+]

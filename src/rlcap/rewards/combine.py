@@ -19,7 +19,7 @@ NONFINITE_CHOICES: tuple[str, ...] = ("raise", "zero")
 
 @runtime_checkable
 class Closeable(Protocol):
-    """A reward that holds a helper process (METEOR, SPICE) and must be closed."""
+    """A reward that holds a helper process (METEOR) and must be closed."""
 
     def close(self) -> None: ...
 
@@ -91,7 +91,7 @@ class WeightedReward:
         return self.combine(self.components(captions, batch), len(captions))
 
     def close(self) -> None:
-        """Stop any helper process a component holds (METEOR, SPICE)."""
+        """Stop any helper process a component holds (METEOR)."""
         for fn in self.rewards.values():
             if isinstance(fn, Closeable):
                 fn.close()

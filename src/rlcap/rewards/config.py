@@ -29,9 +29,9 @@ class RewardConfig:
     eos_counts: bool = _field(
         True,
         "score the end of the caption as a token: an explicit end token is appended to the candidate "
-        "and to every reference before CIDEr-D, BLEU and ROUGE-L (self-critical.pytorch's convention, "
-        "which rewards finishing a caption properly). METEOR and the SPICE half of SPIDEr always "
-        "score the plain words",
+        "and to every reference before CIDEr-D and BLEU (also the CIDEr-D half of SPIDEr), as "
+        "self-critical.pytorch does, which rewards finishing a caption properly. ROUGE-L, METEOR "
+        "and SPICE always score the plain words",
     )
     nonfinite: Literal["raise", "zero"] = _field(
         "raise",
@@ -42,6 +42,12 @@ class RewardConfig:
         None,
         "directory where the CIDEr-D document frequencies of the training references are cached "
         "(None: computed in memory at start-up, not saved)",
+    )
+
+    corenlp_dir: str | None = _field(
+        None,
+        "folder holding stanford-corenlp-3.6.0.jar and its -models jar, for SPICE in the spider "
+        "reward (None: $RLCAP_CORENLP_DIR)",
     )
 
     def validate(self) -> None:

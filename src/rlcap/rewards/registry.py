@@ -1,8 +1,8 @@
 """Reward names -> factories (a plain dict), dotted import paths, and :func:`build_reward`.
 
 A factory is ``factory(cfg, train_refs) -> Reward`` where ``train_refs`` maps each training
-image id to its tokenized reference captions (``ImageRecord.tokens``); CIDEr-D takes its
-document frequencies from them, once. A name that is not in :data:`REWARDS` but contains a
+image id to its raw reference captions (``ImageRecord.captions``); CIDEr-D tokenizes them and
+takes its document frequencies from them, once. A name that is not in :data:`REWARDS` but contains a
 dot or a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward
 callable itself (TRL's convention), used as is.
 """
@@ -19,7 +19,7 @@ from rlcap.rewards.batch import Reward
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.config import RewardConfig
 
-TrainRefs = Mapping[str, Sequence[Sequence[str]]]
+TrainRefs = Mapping[str, Sequence[str]]
 RewardFactory = Callable[[RewardConfig, TrainRefs], Reward]
 
 REWARDS: dict[str, RewardFactory] = {
@@ -83,7 +83,7 @@ def build_reward(cfg: RewardConfig, train_refs: TrainRefs) -> WeightedReward:
 
     Args:
         cfg: the reward section of the run config.
-        train_refs: training image id -> tokenized references (document frequencies for CIDEr-D).
+        train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
     """
     rewards = {name: resolve_reward(name, cfg, train_refs) for name in cfg.weights}
     return WeightedReward(rewards, cfg.weights, nonfinite=cfg.nonfinite)

@@ -18,7 +18,6 @@ from rlcap.rl.sle import (
     diversity_advantages,
     diversity_baseline,
     pairwise_distances,
-    sentence_bleu,
     sle_advantages,
     sle_loss,
 )
@@ -27,6 +26,6 @@ __all__ = [
     "RunningMean", "advantages", "greedy_baseline", "leave_one_out_baseline", "no_baseline",
     "running_mean_baseline", "update_running_mean",
     "entropy_bonus", "masked_mean", "masked_sum", "reinforce_loss", "sequence_logprob", "xe_loss",
-    "bleu34_distance", "diversity_advantages", "diversity_baseline", "pairwise_distances", "sentence_bleu",
+    "bleu34_distance", "diversity_advantages", "diversity_baseline", "pairwise_distances",
     "sle_advantages", "sle_loss",
 ]

@@ -54,7 +54,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 def _check_sequences(name: str, logprobs: torch.Tensor, mask: torch.Tensor, per_seq: torch.Tensor) -> None:
     if logprobs.dim() != 2 or logprobs.shape != mask.shape:
         raise ValueError(
-            f"{name}: expected logprobs and mask of one shape (B, T), got {tuple(logprobs.shape)} and {tuple(mask.shape)}")
+            f"{name}: expected logprobs and mask of one shape (B, T), "
+            f"got {tuple(logprobs.shape)} and {tuple(mask.shape)}")
     if per_seq.shape != logprobs.shape[:1]:
         raise ValueError(f"{name}: expected advantages of shape ({logprobs.shape[0]},), got {tuple(per_seq.shape)}")
 

@@ -37,59 +37,26 @@ eq. 13 only for a symmetric d; :func:`sle_advantages` therefore uses the symmetr
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 import torch
 
+from rlcap.metrics.bleu import bleu_stats, sentence_bleu
 from rlcap.rl.losses import reinforce_loss
 
-# pycocoevalcap's smoothing constants (bleu_scorer.py): a zero n-gram count gives a tiny
-# precision instead of log(0), and an empty hypothesis a zero brevity penalty.
-_TINY = 1e-15
-_SMALL = 1e-9
+def bleu34_distance(y: Sequence[str], y2: Sequence[str]) -> float:
+    """``d(y, y') = 1 - (BLEU_3(y | y') + BLEU_4(y | y')) / 2`` (sec. 4.3); 0 when y == y'.
 
-
-def _ngrams(tokens: Sequence[Hashable], n: int) -> Counter:
-    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
-
-
-def sentence_bleu(hyp: Sequence[Hashable], ref: Sequence[Hashable], max_n: int = 4) -> list[float]:
-    """Per-sentence BLEU-1..max_n of ``hyp`` against the single reference ``ref``.
-
-    The per-caption BLEU of pycocoevalcap (``BleuScorer.compute_score``, the ``bleu_list``
-    entries): cumulative geometric mean of clipped n-gram precisions with its tiny/small
-    smoothing, times the brevity penalty ``exp(1 - len(ref) / len(hyp))`` when hyp is shorter.
-    A local helper because rlcap.metrics had no per-caption BLEU over token lists when this
-    was written; it is pure Python and only used for SLE's sample-to-sample distances.
-
-    Example: hyp "a b c", ref "a b d" -> BLEU-1 = 2/3, BLEU-2 = sqrt(2/3 * 1/2) = 0.5774.
+    ``BLEU_n(y | y')`` is the per-caption BLEU of pycocoevalcap (:mod:`rlcap.metrics.bleu`)
+    with ``y`` the hypothesis and ``y'`` the single reference.
     """
-    bleus = []
-    score = 1.0
-    for n in range(1, max_n + 1):
-        hyp_counts, ref_counts = _ngrams(hyp, n), _ngrams(ref, n)
-        correct = sum(min(c, ref_counts[g]) for g, c in hyp_counts.items())
-        guess = max(0, len(hyp) - n + 1)
-        score *= (correct + _TINY) / (guess + _SMALL)
-        bleus.append(score ** (1.0 / n))
-    ratio = (len(hyp) + _TINY) / (len(ref) + _SMALL)
-    if ratio < 1:
-        penalty = math.exp(1 - 1 / ratio)
-        bleus = [b * penalty for b in bleus]
-    return bleus
-
-
-def bleu34_distance(y: Sequence[Hashable], y2: Sequence[Hashable]) -> float:
-    """``d(y, y') = 1 - (BLEU_3(y | y') + BLEU_4(y | y')) / 2`` (sec. 4.3); 0 when y == y'."""
     if list(y) == list(y2):
         return 0.0
-    bleu = sentence_bleu(y, y2, max_n=4)
+    bleu = sentence_bleu(bleu_stats(y, [y2]))
     return 1.0 - (bleu[2] + bleu[3]) / 2.0
 
 
-def pairwise_distances(samples: Sequence[Sequence[Hashable]], s: int) -> torch.Tensor:
+def pairwise_distances(samples: Sequence[Sequence[str]], s: int) -> torch.Tensor:
     """Distance matrix between the samples of each image (sec. 4.3).
 
     Args:

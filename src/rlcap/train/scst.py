@@ -91,8 +91,8 @@ def scst_step(session: Session, batch, reward: Reward, state: RunningMean) -> tu
         torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.optim.grad_clip)
     s.optimizer.step()
     backward_s = time.perf_counter() - t0
-    stats = StepStats(float(loss), float(rewards.mean()), float(baseline.mean()), float(adv.mean()),
-                      float(ent), float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, backward_s)
+    stats = StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()),
+                      ent.item(), float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, backward_s)
     return stats, state
 
 

@@ -49,7 +49,7 @@ def sle_step(session: Session, batch, reward: Reward, state: RunningMean) -> tup
     s.optimizer.step()
     backward_s = time.perf_counter() - t0
     ent = float(entropy_bonus(roll.entropy.detach(), roll.mask))
-    stats = StepStats(float(loss), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent,
+    stats = StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent,
                       float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, backward_s)
     return stats, state
 

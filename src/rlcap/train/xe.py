@@ -37,7 +37,7 @@ def xe_step(session: Session, tokens: torch.Tensor, feats) -> float:
     if s.cfg.optim.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(s.model.parameters(), s.cfg.optim.grad_clip)
     s.optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 def train_xe(cfg: RunConfig) -> XEResult:

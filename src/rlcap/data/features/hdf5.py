@@ -40,6 +40,11 @@ def _open(path: Path, mode: str) -> h5py.File:
         raise DataError(f"cannot open feature file {path}: {exc}") from exc
 
 
+def _attr(value: object) -> object:
+    """HDF5 attribute as a plain Python value (h5py returns numpy scalars)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _read_ids(file: h5py.File, path: Path) -> list[str]:
     missing = [name for name in ("ids", "fc", "att", "att_count") if name not in file]
     if missing:
@@ -61,7 +66,7 @@ class HDF5FeatureStore(FeatureStore):
             raise DataError(f"feature file {self.path} has duplicate ids")
         self._fc_dim = int(file["fc"].shape[1])
         self._att_dim = int(file["att"].shape[2])
-        self.attrs = {key: file.attrs[key] for key in file.attrs}
+        self._attrs = {key: _attr(file.attrs[key]) for key in file.attrs}
 
     def _handle(self) -> h5py.File:
         if self._file is None or self._pid != os.getpid():
@@ -90,6 +95,10 @@ class HDF5FeatureStore(FeatureStore):
     @property
     def att_dim(self) -> int:
         return self._att_dim
+
+    @property
+    def attrs(self) -> dict[str, object]:
+        return dict(self._attrs)
 
     @property
     def max_regions(self) -> int:
@@ -180,8 +189,8 @@ class HDF5FeatureWriter:
                 raise DataError(f"{self.path}: existing '{name}' is {f[name].shape[1:]} {f[name].dtype}, "
                                 f"cannot append {shape} {self.dtype}")
         for key, value in attrs.items():
-            if key in f.attrs and f.attrs[key] != value:
-                raise DataError(f"{self.path} was written with {key}={f.attrs[key]!r}, not {value!r}; "
+            if key in f.attrs and _attr(f.attrs[key]) != value:
+                raise DataError(f"{self.path} was written with {key}={_attr(f.attrs[key])!r}, not {value!r}; "
                                 "use another output file")
         for name in ("fc", "att", "att_count"):  # drop rows of a batch whose ids never landed
             if f[name].shape[0] > n:

@@ -57,6 +57,11 @@ class FeatureStore(ABC):
     def __len__(self) -> int:
         return len(self.ids())
 
+    @property
+    def attrs(self) -> dict[str, object]:
+        """How the features were made (``encoder``, ``image_size``, ...) when the store records it."""
+        return {}
+
     def missing(self, id: str) -> DataError:
         return DataError(f"feature id '{id}' not found in {self.path}")
 

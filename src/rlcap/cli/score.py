@@ -1,0 +1,67 @@
+"""``rlcap score``: score predicted captions against references (pycocoevalcap metric names)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from rlcap.errors import DataError
+from rlcap.metrics import DEFAULT_METRICS, METRIC_NAMES, retrieval_metrics, score_captions
+from rlcap.metrics.io import read_preds, read_refs
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("score", help="score captions: BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE, diversity")
+    parser.add_argument("--refs", type=Path, required=True,
+                        help="references: COCO annotations JSON or {image_id: [captions]}")
+    parser.add_argument("--preds", type=Path, required=True,
+                        help="predictions: COCO results JSON or {image_id: [captions]}")
+    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
+                        help=f"comma-separated, from {', '.join(METRIC_NAMES)}")
+    parser.add_argument("--out", type=Path, help="write {'corpus': ..., 'per_image': ...} JSON here")
+    parser.add_argument("--corenlp-dir", type=Path,
+                        help="folder with the Stanford CoreNLP 3.6.0 jars for SPICE (or $RLCAP_CORENLP_DIR)")
+    parser.add_argument("--train-refs", type=Path, help="training captions (same formats as --refs), for Novelty")
+    parser.add_argument("--similarity", type=Path,
+                        help=".npz with 'similarity' (images, captions) and 'caption_image' (captions,) for R@k")
+    parser.set_defaults(func=run)  # fmt: skip
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    refs, preds = read_refs(args.refs), read_preds(args.preds)
+    training = None
+    if args.train_refs is not None:
+        training = [c for captions in read_refs(args.train_refs).values() for c in captions]
+    report = score_captions(refs, preds, metrics, corenlp_dir=args.corenlp_dir, training_captions=training)
+    corpus = dict(report.corpus)
+    if args.similarity is not None:
+        corpus.update(_retrieval(args.similarity))
+    _print_table(corpus, len(report.per_image))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"corpus": corpus, "per_image": report.per_image}, indent=1))
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _retrieval(path: Path) -> dict[str, float]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return retrieval_metrics(data["similarity"], data["caption_image"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"{path}: expected an .npz with 'similarity' and 'caption_image' ({exc})") from None
+
+
+def _print_table(corpus: dict[str, float], num_images: int) -> None:
+    width = max(len(name) for name in corpus)
+    print(f"{'metric':<{width}}  {'score':>9}   ({num_images} images)")
+    print(f"{'-' * width}  {'-' * 9}")
+    for name, value in corpus.items():
+        shown = "nan" if math.isnan(value) else f"{value:.4f}"
+        print(f"{name:<{width}}  {shown:>9}")

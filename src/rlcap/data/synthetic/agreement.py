@@ -1,0 +1,82 @@
+"""How much the simulated annotators agree, and other statistics of a captioned dataset.
+
+Human agreement follows the COCO protocol: one caption of each image is held out as the
+candidate and scored against the others with CIDEr-D as pycocoevalcap computes it (document
+frequencies from the references of the scored images). The inputs are Karpathy-schema image
+entries (``{"split", "sentences": [{"tokens", ...}]}``), so COCO and shapes are measured alike.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from rlcap.errors import DataError
+
+
+class CaptionStats(NamedTuple):
+    """Statistics of the captions of a set of images."""
+
+    n_images: int
+    n_captions: int
+    vocab_size: int  # distinct tokens
+    mean_length: float  # tokens per caption
+    share_4_to_16: float  # captions with 4..16 tokens
+    distinct_share: float  # distinct captions / captions
+    images_sharing: float  # images with a caption identical to one of another image
+    top_caption: str  # the most frequent caption
+    top_caption_images: int  # how many images have it
+
+
+def select(images: Sequence[dict], split: str | None) -> list[dict]:
+    """The entries of ``split`` (all when None); raises if there are none."""
+    chosen = [im for im in images if split is None or im["split"] == split]
+    if not chosen:
+        raise DataError(f"no images in split {split!r}")
+    return chosen
+
+
+def caption_stats(images: Sequence[dict], split: str | None = None) -> CaptionStats:
+    """Vocabulary, lengths and how often captions repeat, over the images of ``split``."""
+    chosen = select(images, split)
+    captions = [" ".join(s["tokens"]) for im in chosen for s in im["sentences"]]
+    per_image = [{" ".join(s["tokens"]) for s in im["sentences"]} for im in chosen]
+    images_with = Counter(c for caps in per_image for c in caps)  # caption -> images having it
+    lengths = [len(c.split()) for c in captions]
+    top, top_count = images_with.most_common(1)[0]
+    return CaptionStats(
+        n_images=len(chosen),
+        n_captions=len(captions),
+        vocab_size=len({w for c in captions for w in c.split()}),
+        mean_length=sum(lengths) / len(lengths),
+        share_4_to_16=sum(4 <= n <= 16 for n in lengths) / len(lengths),
+        distinct_share=len(set(captions)) / len(captions),
+        images_sharing=sum(any(images_with[c] > 1 for c in caps) for caps in per_image)
+        / len(chosen),
+        top_caption=top,
+        top_caption_images=top_count,
+    )
+
+
+def human_agreement(images: Sequence[dict], split: str | None = "test", holdout: int = 0
+                    ) -> float:
+    """Corpus CIDEr-D of caption ``holdout`` of each image against the image's other captions.
+
+    Uses pycocoevalcap's CIDEr-D (an optional dependency) on the lower-case tokens.
+    """
+    try:
+        from pycocoevalcap.cider.cider import Cider
+    except ImportError as exc:
+        raise DataError("human agreement needs pycocoevalcap (pip install rlcap[dev])") from exc
+    chosen = select(images, split)
+    refs: dict[int, list[str]] = {}
+    cands: dict[int, list[str]] = {}
+    for k, im in enumerate(chosen):
+        sentences = [" ".join(s["tokens"]) for s in im["sentences"]]
+        if len(sentences) <= holdout + 1 and len(sentences) < 2:
+            raise DataError(f"image {im.get('imgid', k)} has {len(sentences)} captions; need 2+")
+        cands[k] = [sentences[holdout]]
+        refs[k] = sentences[:holdout] + sentences[holdout + 1:]
+    score, _ = Cider().compute_score(refs, cands)
+    return float(score)

@@ -1,0 +1,200 @@
+"""``score_captions``: raw strings in, pycocoevalcap-named scores out.
+
+Conventions (docs/METRICS.md): captions are tokenized with :func:`rlcap.metrics.tokenize`;
+only the images of ``preds`` are scored and CIDEr-D's document frequencies come from their
+references (as pycocoevalcap). With several predictions per image, the caption metrics use
+the first one and the diversity metrics use all. An empty caption (or one of punctuation
+only) scores 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from rlcap.errors import DataError
+from rlcap.metrics import diversity
+from rlcap.metrics.bleu import bleu
+from rlcap.metrics.cider import cider_d
+from rlcap.metrics.meteor import meteor
+from rlcap.metrics.rouge import rouge_l
+from rlcap.metrics.spice import spice
+from rlcap.metrics.spider import spider
+from rlcap.metrics.tokenize import tokenize
+
+Tokens = list[str]
+
+
+class ScoreReport(NamedTuple):
+    corpus: dict[str, float]
+    per_image: dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class ScoreInputs:
+    """Tokenized captions, one entry per scored image (in the order of ``preds``)."""
+
+    image_ids: list[str]
+    refs: list[list[Tokens]]
+    preds: list[list[Tokens]]  # at least one per image
+    corenlp_dir: Path | None
+    training_captions: list[Tokens] | None
+
+    @property
+    def first(self) -> list[Tokens]:
+        return [p[0] for p in self.preds]
+
+
+class MetricResult(NamedTuple):
+    corpus: dict[str, float]
+    per_image: dict[str, list[float | None]]  # name -> one value per image (None: not defined)
+
+
+def _bleu(x: ScoreInputs) -> MetricResult:
+    corpus, per = bleu(x.first, x.refs)
+    names = [f"Bleu_{k}" for k in range(1, 5)]
+    return MetricResult(dict(zip(names, corpus)), {n: [p[k] for p in per] for k, n in enumerate(names)})
+
+
+def _rouge(x: ScoreInputs) -> MetricResult:
+    per = [rouge_l(c, r) for c, r in zip(x.first, x.refs)]
+    return MetricResult({"ROUGE_L": sum(per) / len(per)}, {"ROUGE_L": list(per)})
+
+
+def _cider(x: ScoreInputs) -> MetricResult:
+    per = cider_d(x.first, x.refs)
+    return MetricResult({"CIDEr": math.fsum(per) / len(per)}, {"CIDEr": list(per)})
+
+
+def _meteor(x: ScoreInputs) -> MetricResult:
+    corpus, per = meteor([" ".join(c) for c in x.first], [[" ".join(r) for r in rs] for rs in x.refs])
+    return MetricResult({"METEOR": corpus}, {"METEOR": list(per)})
+
+
+def _spice(x: ScoreInputs) -> MetricResult:
+    corpus, per = spice([" ".join(c) for c in x.first], [[" ".join(r) for r in rs] for rs in x.refs], x.corenlp_dir)
+    return MetricResult({"SPICE": corpus}, {"SPICE": list(per)})
+
+
+def _spider(x: ScoreInputs) -> MetricResult:
+    cider, spice_result = _cider(x), _spice(x)
+    per = [spider(c, s) for c, s in zip(cider.per_image["CIDEr"], spice_result.per_image["SPICE"])]  # type: ignore[arg-type]
+    return MetricResult({"SPIDEr": spider(cider.corpus["CIDEr"], spice_result.corpus["SPICE"])}, {"SPIDEr": per})
+
+
+def _div(x: ScoreInputs) -> MetricResult:
+    per: dict[str, list[float | None]] = {
+        f"Div-{n}": [diversity.distinct_n(p, n) for p in x.preds] for n in (1, 2)
+    }
+    corpus = {name: sum(v) / len(v) for name, v in per.items()}  # type: ignore[arg-type]
+    return MetricResult(corpus, per)
+
+
+def _mbleu(x: ScoreInputs) -> MetricResult:
+    per = [diversity.mbleu4(p) if len(p) > 1 else None for p in x.preds]
+    defined = [v for v in per if v is not None]
+    if not defined:
+        raise DataError("mBLEU-4 needs several predicted captions for at least one image")
+    return MetricResult({"mBLEU-4": sum(defined) / len(defined)}, {"mBLEU-4": per})
+
+
+def _self_bleu(x: ScoreInputs) -> MetricResult:
+    captions = [c for p in x.preds for c in p]
+    if len(captions) < 2:
+        raise DataError("Self-BLEU needs at least two predicted captions")
+    return MetricResult({"Self-BLEU": diversity.self_bleu(captions)}, {})
+
+
+def _vocab(x: ScoreInputs) -> MetricResult:
+    return MetricResult({"Vocab": float(diversity.vocabulary_size(c for p in x.preds for c in p))}, {})
+
+
+def _novelty(x: ScoreInputs) -> MetricResult:
+    if x.training_captions is None:
+        raise DataError("Novelty needs the training captions (--train-refs FILE)")
+    captions = [c for p in x.preds for c in p]
+    return MetricResult({"Novelty": diversity.novelty(captions, x.training_captions)}, {})
+
+
+# Metric name -> the function computing it (functions that give several names appear once per name).
+METRICS: dict[str, Callable[[ScoreInputs], MetricResult]] = {
+    **{f"Bleu_{k}": _bleu for k in range(1, 5)},
+    "METEOR": _meteor,
+    "ROUGE_L": _rouge,
+    "CIDEr": _cider,
+    "SPICE": _spice,
+    "SPIDEr": _spider,
+    "Div-1": _div,
+    "Div-2": _div,
+    "mBLEU-4": _mbleu,
+    "Self-BLEU": _self_bleu,
+    "Vocab": _vocab,
+    "Novelty": _novelty,
+}
+METRIC_NAMES: tuple[str, ...] = tuple(METRICS)
+# Needs no Java, no CoreNLP, no training captions.
+DEFAULT_METRICS: tuple[str, ...] = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr")
+
+
+def check_metric_names(metrics: Sequence[str]) -> None:
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise DataError(f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(METRIC_NAMES)}")
+
+
+def score_captions(
+    refs: Mapping[str, Sequence[str]],
+    preds: Mapping[str, Sequence[str]],
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    corenlp_dir: Path | None = None,
+    training_captions: Iterable[str] | None = None,
+) -> ScoreReport:
+    """Score raw predicted captions against raw references, image by image.
+
+    ``refs``/``preds`` map image id -> captions; every image of ``preds`` must have references.
+    """
+    check_metric_names(metrics)
+    inputs = _prepare(refs, preds, corenlp_dir, training_captions)
+    corpus: dict[str, float] = {}
+    per_image: dict[str, dict[str, float]] = {i: {} for i in inputs.image_ids}
+    done: dict[Callable[[ScoreInputs], MetricResult], MetricResult] = {}
+    for name in metrics:
+        fn = METRICS[name]
+        if fn not in done:
+            done[fn] = fn(inputs)
+        result = done[fn]
+        corpus[name] = result.corpus[name]
+        for image_id, value in zip(inputs.image_ids, result.per_image.get(name, [])):
+            if value is not None:
+                per_image[image_id][name] = value
+    return ScoreReport(corpus, per_image)
+
+
+def _prepare(
+    refs: Mapping[str, Sequence[str]],
+    preds: Mapping[str, Sequence[str]],
+    corenlp_dir: Path | None,
+    training_captions: Iterable[str] | None,
+) -> ScoreInputs:
+    if not preds:
+        raise DataError("no predictions to score")
+    str_preds = {str(k): v for k, v in preds.items()}
+    image_ids = list(str_preds)
+    str_refs = {str(k): v for k, v in refs.items()}
+    for image_id in image_ids:
+        if image_id not in str_refs:
+            raise DataError(f"image {image_id!r} of the predictions has no references")
+        if len(str_refs[image_id]) == 0:
+            raise DataError(f"image {image_id!r} has no reference captions")
+        if len(str_preds[image_id]) == 0:
+            raise DataError(f"image {image_id!r} has an empty list of predicted captions")
+    return ScoreInputs(
+        image_ids=image_ids,
+        refs=[[tokenize(c) for c in str_refs[i]] for i in image_ids],
+        preds=[[tokenize(c) for c in str_preds[i]] for i in image_ids],
+        corenlp_dir=corenlp_dir,
+        training_captions=None if training_captions is None else [tokenize(c) for c in training_captions],
+    )

@@ -1,0 +1,18 @@
+"""Shared test fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The ``shared`` folder beside the repository (data, papers); tests skip without it."""
+    path = (REPO / ".." / "shared").resolve()
+    if not path.is_dir():
+        pytest.skip(f"{path} not found")
+    return path

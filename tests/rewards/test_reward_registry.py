@@ -1,0 +1,84 @@
+"""Reward names: the registry dict, dotted import paths, unknown names, and RewardConfig."""
+
+import textwrap
+
+import pytest
+import torch
+
+from rlcap.config import from_dict
+from rlcap.errors import ConfigError
+from rlcap.rewards import REWARDS, BleuReward, CiderDReward, RewardBatch, RewardConfig, build_reward, resolve_reward
+
+TRAIN_REFS = {"1": ["A dog."], "2": ["a cat"]}
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "rlcap_test_user_reward.py").write_text(textwrap.dedent("""
+        import torch
+
+        def words(captions, batch):
+            return torch.tensor([float(len(c.split())) for c in captions])
+
+        NOT_CALLABLE = 3
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "rlcap_test_user_reward"
+
+
+def test_registry_is_a_plain_dict_of_the_documented_names():
+    assert set(REWARDS) == {"cider_d", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "spider"}
+
+
+def test_build_weighted_cider_and_bleu():
+    reward = build_reward(RewardConfig(weights={"cider_d": 1.0, "bleu_4": 0.5}), TRAIN_REFS)
+    assert isinstance(reward.rewards["cider_d"], CiderDReward)
+    assert isinstance(reward.rewards["bleu_4"], BleuReward) and reward.rewards["bleu_4"].n == 4
+    assert reward.weights == {"cider_d": 1.0, "bleu_4": 0.5}
+
+
+@pytest.mark.parametrize("style", [":", "."])
+def test_dotted_path_reward(user_module, style):
+    name = f"{user_module}{style}words"
+    reward = build_reward(RewardConfig(weights={name: 2.0}), TRAIN_REFS)
+    batch = RewardBatch(["1", "2"], [["a dog"], ["a cat"]])
+    assert torch.equal(reward(["a dog runs", "x"], batch), torch.tensor([6.0, 2.0]))
+
+
+def test_dotted_path_errors(user_module):
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'"):
+        resolve_reward("no_such_module_xyz:f", RewardConfig(), TRAIN_REFS)
+    with pytest.raises(ConfigError, match="has no attribute 'missing'"):
+        resolve_reward(f"{user_module}:missing", RewardConfig(), TRAIN_REFS)
+    with pytest.raises(ConfigError, match="is a int, not a callable"):
+        resolve_reward(f"{user_module}:NOT_CALLABLE", RewardConfig(), TRAIN_REFS)
+
+
+def test_unknown_name_lists_allowed():
+    with pytest.raises(ConfigError, match=r"unknown reward 'cider'; allowed: cider_d, bleu_1, .* rouge_l, spider"):
+        RewardConfig(weights={"cider": 1.0})
+
+
+def test_config_from_yaml_mapping():
+    cfg = from_dict(RewardConfig, {"weights": {"cider_d": 1, "bleu_4": 0.5}, "eos_counts": False})
+    assert cfg.weights == {"cider_d": 1.0, "bleu_4": 0.5} and cfg.eos_counts is False
+    assert cfg.nonfinite == "raise"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"weights": {}}, "weights is empty"),
+    ({"weights": {"cider_d": float("nan")}}, "finite"),
+    ({"nonfinite": "ignore"}, "not one of"),
+    ({"weigths": {"cider_d": 1.0}}, "unknown config key weigths"),
+])
+def test_config_errors(data, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(RewardConfig, data)
+
+
+def test_spider_without_spice_fails_at_construction(tmp_path, monkeypatch):
+    monkeypatch.delenv("RLCAP_CORENLP_DIR", raising=False)
+    with pytest.raises(ConfigError, match="reward 'spider' needs SPICE"):
+        build_reward(RewardConfig(weights={"spider": 1.0}), TRAIN_REFS)
+    with pytest.raises(ConfigError, match="stanford-corenlp-3.6.0.jar"):
+        build_reward(RewardConfig(weights={"spider": 1.0}, corenlp_dir=str(tmp_path)), TRAIN_REFS)

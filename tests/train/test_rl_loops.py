@@ -1,0 +1,76 @@
+"""A short CPU smoke run per RL method: parameters change, losses stay finite, faults are handled."""
+
+import math
+
+import pytest
+import torch
+
+from rlcap import api
+from rlcap.rewards import NonFiniteRewardError
+from rlcap.train.checkpoint import load_checkpoint
+from rlcap.train.logger import read_log
+from tests.train.conftest import tiny_overrides
+
+
+@pytest.fixture
+def xe_checkpoint(tiny_data, tmp_path):
+    dataset, feats = tiny_data
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "xe", **{"xe.epochs": 3})))
+    return dataset, feats, tmp_path / "xe" / "best"
+
+
+def _rl(dataset, feats, init, out, algorithm, **extra):
+    items = {"algorithm": algorithm, "init_from": init, "rl.epochs": 1, "rl.batch_size": 8, "rl.n_samples": 3,
+             "rl.max_len": 6, "optim.lr": 0.001}
+    items.update(extra)
+    return api.load_run_config(None, tiny_overrides(dataset, feats, out, **items))
+
+
+METHODS = {
+    "scst": ("scst", {}),
+    "sll_me": ("scst", {"rl.entropy_weight": 0.01}),
+    "sll_sle": ("sll_sle", {}),
+    "scst_leave_one_out": ("scst", {"rl.baseline": "leave_one_out"}),
+    "scst_running_mean": ("scst", {"rl.baseline": "running_mean"}),
+    "scst_no_baseline": ("scst", {"rl.baseline": "none"}),
+    "scst_beam": ("scst", {"rl.sample_method": "beam"}),
+    "scst_bleu_mix": ("scst", {"reward.weights": "{cider_d: 1.0, bleu_4: 0.5}"}),
+}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_rl_method_smoke(xe_checkpoint, tmp_path, method):
+    dataset, feats, init = xe_checkpoint
+    algorithm, extra = METHODS[method]
+    result = api.train(_rl(dataset, feats, init, tmp_path / method, algorithm, **extra))
+    assert result.steps == math.ceil(24 / 8)
+    records = read_log(tmp_path / method / "log.jsonl")
+    train = [r for r in records if r["split"] == "train"]
+    assert train and all(math.isfinite(r["loss"]) and math.isfinite(r["reward"]) for r in train)
+    for key in ("reward", "baseline", "advantage", "entropy", "length", "sample_s", "reward_s", "backward_s"):
+        assert key in train[0]
+    note = next(r["text"] for r in records if r["split"] == "note")
+    assert "EOS counts as a token in the reward" in note and "samples per image: 3" in note
+    before, after = load_checkpoint(init).weights, load_checkpoint(tmp_path / method / "last").weights
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def nan_reward(captions, batch):
+    return torch.full((len(captions),), float("nan"))
+
+
+def test_nan_reward_raises_naming_the_reward(xe_checkpoint, tmp_path):
+    dataset, feats, init = xe_checkpoint
+    cfg = _rl(dataset, feats, init, tmp_path / "nan", "scst",
+              **{"reward.weights": "{tests.train.test_rl_loops:nan_reward: 1.0}"})
+    with pytest.raises(NonFiniteRewardError, match="nan_reward"):
+        api.train(cfg)
+
+
+def test_nan_reward_can_be_zeroed(xe_checkpoint, tmp_path):
+    dataset, feats, init = xe_checkpoint
+    cfg = _rl(dataset, feats, init, tmp_path / "nan0", "scst",
+              **{"reward.weights": "{tests.train.test_rl_loops:nan_reward: 1.0, cider_d: 1.0}",
+                 "reward.nonfinite": "zero"})
+    result = api.train(cfg)
+    assert result.steps == 3
