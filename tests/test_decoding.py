@@ -263,9 +263,9 @@ def test_decode_dispatches_on_method():
     assert decode(model, feats, DecodeConfig(method="sample", n=3, max_len=4)).tokens.size(0) == 3
 
 
-@pytest.mark.parametrize("kwargs, name", [({"method": "nucleus"}, "method"), ({"top_p": 0.0}, "top_p"),
-                                          ({"n_best": 4, "beam_size": 3}, "n_best"), ({"temperature": 0}, "temperature"),
-                                          ({"max_len": 0}, "max_len")])
+@pytest.mark.parametrize("kwargs, name", [
+    ({"method": "nucleus"}, "method"), ({"top_p": 0.0}, "top_p"), ({"n_best": 4, "beam_size": 3}, "n_best"),
+    ({"temperature": 0}, "temperature"), ({"max_len": 0}, "max_len")])
 def test_decode_config_rejects_bad_values(kwargs, name):
     with pytest.raises(ConfigError, match=name):
         DecodeConfig(**kwargs)

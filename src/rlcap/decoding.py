@@ -81,8 +81,11 @@ def _banned(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
 
 def entropy(logprobs: torch.Tensor) -> torch.Tensor:
     """Entropy of each row's distribution: (R, V) log-probabilities -> (R,); 0 * log 0 = 0."""
-    finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)  # (R, V) so that 0 * log 0 = 0, not nan
-    return -torch.linalg.vecdot(finite.exp(), finite)  # (R,)
+    h = -torch.linalg.vecdot(logprobs.exp(), logprobs)  # (R,)
+    if bool(h.isnan().any()):  # a word of probability 0: 0 * log 0 must count as 0, not nan
+        finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)  # (R, V)
+        h = -torch.linalg.vecdot(finite.exp(), finite)
+    return h
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -202,7 +205,8 @@ def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int,
         was_done = done.index_select(0, src)
         word_lp = step_lp.view(b, beams * v).gather(1, idx).view(-1).masked_fill(was_done, 0.0)  # (R',)
         word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_done, 0.0)  # (R',)
-        hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1) for h, x in zip(hist, (word, word_lp, word_ent)))
+        new = (word, word_lp, word_ent)
+        hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1) for h, x in zip(hist, new))  # (R', t+1)
         state = select_batch(state, src)
         if new_beams != beams:  # memory is never reordered: beams of an image share it
             memory, beams = expand_batch(encoded, new_beams), new_beams

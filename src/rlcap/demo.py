@@ -29,7 +29,9 @@ def prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Pat
     from rlcap.encoders.extract import extract_features
 
     report(f"[1/5] shapes data -> {data_dir}")
-    dataset = generate_shapes(data_dir, ShapesConfig())
+    config = ShapesConfig()
+    with tqdm(total=config.n_images, desc="shapes", unit="img") as bar:
+        dataset = generate_shapes(config, data_dir, progress=bar.update)
     feats = data_dir / f"feats_{image_size}.h5"
     report(f"[2/5] EfficientNet-Lite0 features at {image_size} px -> {feats}")
     images = {str(item["imgid"]): data_dir / item["filepath"] / item["filename"]

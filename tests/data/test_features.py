@@ -169,3 +169,10 @@ def test_open_errors(tmp_path):
     (tmp_path / "broken" / "a.npz").write_bytes(b"zip? no")
     with pytest.raises(DataError, match="a.npz"):
         open_feature_store(tmp_path / "broken")
+
+
+def test_writer_zeroes_rows_past_count(tmp_path):
+    with HDF5FeatureWriter(tmp_path / "f.h5", D, D, 3) as writer:
+        writer.write(["a", "b"], np.ones((2, D)), np.ones((2, 3, D)), att_count=[1, 3])
+    loaded = open_feature_store(tmp_path / "f.h5").load_all(["a", "b"])
+    np.testing.assert_array_equal(loaded.att.sum(axis=(1, 2)), [D, 3 * D])

@@ -14,12 +14,12 @@ class ModelConfig:
     """Sizes and regularisation of a captioner. Defaults are the field's usual COCO sizes."""
 
     arch: str = field(default="updown", metadata={"help": f"captioner architecture, one of {', '.join(ARCHS)}"})
-    embed_dim: int = field(default=512, metadata={"help": "word (and projected image) embedding size of the LSTM models"})
-    hidden_dim: int = field(default=512, metadata={"help": "LSTM hidden size; d_model of the transformer (its embeddings too)"})
+    embed_dim: int = field(default=512, metadata={"help": "word and image embedding size of the LSTM models"})
+    hidden_dim: int = field(default=512, metadata={"help": "LSTM hidden size; the transformer's d_model"})
     att_hidden_dim: int = field(default=512, metadata={"help": "size of the additive-attention space (UpDown)"})
-    dropout: float = field(default=0.5, metadata={"help": "dropout probability on embeddings and before the output layer"})
+    dropout: float = field(default=0.5, metadata={"help": "dropout on embeddings and before the output layer"})
     num_layers: int = field(default=3, metadata={"help": "transformer decoder layers"})
-    num_enc_layers: int = field(default=0, metadata={"help": "transformer encoder layers over the projected att features (0: none)"})
+    num_enc_layers: int = field(default=0, metadata={"help": "transformer encoder layers over the regions (0: none)"})
     num_heads: int = field(default=8, metadata={"help": "transformer attention heads; must divide hidden_dim"})
     ff_dim: int = field(default=2048, metadata={"help": "transformer feed-forward inner size"})
     max_len: int = field(default=20, metadata={"help": "longest caption the transformer can decode (words incl. EOS)"})

@@ -77,7 +77,7 @@ class DecoderLayer(nn.Module):
         self.mlp = FeedForward(d, cfg.ff_dim, cfg.dropout)
 
     def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor],
-                cross: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                cross: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """x (B, T, d) new positions; past keys/values (B, h, t0, d/h); cross (k, v, mask).
 
         Returns x (B, T, d) and the keys/values extended to t0 + T positions.

@@ -11,7 +11,7 @@ Two LSTMs per word:
 
 As in self-critical.pytorch, the pooled and region features are first embedded to ``hidden_dim``
 with a ReLU. The attention LSTM's input matrix is split by input so that the image term and
-``W_va v_i`` (``p_att``) are computed once per image in ``encode`` and not at every step.
+``W_va v_i`` are computed once per image in ``encode`` and not at every step.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rlcap.models.lstm import WordGates, lstm_update
 
 
 class UpDown(nn.Module):
-    """Memory ``(fc_gates (B, 4H), att (B, N, H), p_att (B, N, A), att_bias (B, N))``;
+    """Memory ``(fc_gates (B, 4H), att (B, N, H), p_att2 (B, N, A), att_bias (B, N))``;
     state ``(h_att, c_att, h_lang, c_lang)``, each (B, H)."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int):
@@ -53,9 +53,9 @@ class UpDown(nn.Module):
     def encode(self, feats: Feats) -> Tensors:
         fc_gates = self.att_fc(self.fc_embed(feats.fc))  # (B, 4H) image term of Eq. 2, once per image
         att = self.att_embed(feats.att)  # (B, N, H)
-        p_att = self.ctx2att(att)  # (B, N, A) W_va v_i, once per image
-        att_bias = torch.zeros_like(feats.att_mask, dtype=att.dtype).masked_fill(~feats.att_mask, float("-inf"))  # (B, N)
-        return fc_gates, att, p_att, att_bias
+        p_att2 = 2.0 * self.ctx2att(att)  # (B, N, A) 2 W_va v_i, once per image (see _advance)
+        att_bias = torch.zeros_like(att[..., 0]).masked_fill(~feats.att_mask, float("-inf"))  # (B, N)
+        return fc_gates, att, p_att2, att_bias
 
     def init_state(self, memory: Tensors) -> Tensors:
         fc_gates = memory[0]
@@ -63,12 +63,14 @@ class UpDown(nn.Module):
         return zeros, zeros, zeros, zeros
 
     def _advance(self, memory: Tensors, state: Tensors, word_gates: torch.Tensor) -> Tensors:
-        fc_gates, att, p_att, att_bias = memory
+        fc_gates, att, p_att2, att_bias = memory
         h_att, c_att, h_lang, c_lang = state  # (B, H) each
         gates = torch.addmm(word_gates + fc_gates, torch.cat([h_lang, h_att], 1), self.att_hid.weight.t())  # (B, 4H)
         h_att, c_att = lstm_update(gates, c_att)  # (B, H)
-        e = torch.tanh(p_att + self.h2att(h_att).unsqueeze(1))  # (B, N, A)
-        scores = self.alpha(e).squeeze(2) + att_bias  # (B, N); -inf at padded regions
+        # w_a^T tanh(z_i) = 2 w_a^T sigmoid(2 z_i) - sum(w_a): the constant cancels in the softmax, and
+        # sigmoid is ~5x cheaper than tanh on CPU (see lstm.tanh). p_att2 = 2 W_va v_i, from encode.
+        e = torch.sigmoid(p_att2 + 2.0 * self.h2att(h_att).unsqueeze(1))  # (B, N, A)
+        scores = 2.0 * self.alpha(e).squeeze(2) + att_bias  # (B, N); -inf at padded regions
         weights = torch.softmax(scores, dim=1)  # (B, N)
         v_hat = torch.bmm(weights.unsqueeze(1), att).squeeze(1)  # (B, H)
         gates = torch.addmm(self.lang_ctx(v_hat), torch.cat([h_att, h_lang], 1), self.lang_hid.weight.t())  # (B, 4H)

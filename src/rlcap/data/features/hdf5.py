@@ -136,13 +136,15 @@ class HDF5FeatureStore(FeatureStore):
 
 def _runs(rows: np.ndarray, order: np.ndarray):
     """Yield (start, stop, positions) slices covering ``rows`` visited in sorted ``order``."""
+    sorted_rows = rows[order]
     i = 0
     while i < len(order):
         j = i + 1
-        start = rows[order[i]]
-        while j < len(order) and rows[order[j]] - rows[order[j - 1]] <= _RUN_GAP and rows[order[j]] - start < _RUN_MAX:
+        start = sorted_rows[i]
+        while (j < len(order) and sorted_rows[j] - sorted_rows[j - 1] <= _RUN_GAP
+               and sorted_rows[j] - start < _RUN_MAX):
             j += 1
-        yield int(start), int(rows[order[j - 1]]) + 1, order[i:j]
+        yield int(start), int(sorted_rows[j - 1]) + 1, order[i:j]
         i = j
 
 
@@ -202,7 +204,8 @@ class HDF5FeatureWriter:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def write(self, ids: Sequence[str], fc: np.ndarray, att: np.ndarray, att_count: np.ndarray | None = None) -> None:
+    def write(self, ids: Sequence[str], fc: np.ndarray, att: np.ndarray,
+              att_count: np.ndarray | None = None) -> None:
         """Append a batch: fc (b, D), att (b, N, D) with N <= max_regions, att_count (b,) or all N."""
         b = len(ids)
         if fc.shape[0] != b or att.shape[0] != b or att.shape[1] > self.max_regions:
@@ -212,6 +215,8 @@ class HDF5FeatureWriter:
         if repeated or len(set(ids)) != b:
             raise DataError(f"{self.path}: ids written twice: {repeated or sorted(ids)[:5]}")
         counts = np.full(b, att.shape[1]) if att_count is None else np.asarray(att_count)
+        if (counts < att.shape[1]).any():  # readers rely on zeros past each count
+            att = np.where(np.arange(att.shape[1])[None, :, None] < counts[:, None, None], att, 0)
         f = self._file
         n = f["ids"].shape[0]
         for name in ("fc", "att", "att_count"):

@@ -83,7 +83,8 @@ class FeatureStore(ABC):
         self.close()
 
 
-def pad_features(fcs: Sequence[np.ndarray], atts: Sequence[np.ndarray], fc_dim: int, att_dim: int) -> LoadedFeatures:
+def pad_features(fcs: Sequence[np.ndarray], atts: Sequence[np.ndarray],
+                 fc_dim: int, att_dim: int) -> LoadedFeatures:
     """Stack per-image features, zero-padding ``att`` to the largest region count."""
     counts = np.array([len(a) for a in atts], dtype=np.int64)
     n_max = int(counts.max()) if len(counts) else 0

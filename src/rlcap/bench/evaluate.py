@@ -1,0 +1,61 @@
+"""The columns of the method table (Table 4 of 003_5a024678a14e9bf6.txt).
+
+- ``beam``: one caption per image by beam search (size 3): the pycocoevalcap metrics.
+- ``rs``: 5 random samples per image (temperature 1): CIDEr-D averaged over the 5 (each sample
+  scored as its own candidate set, document frequencies from the test references), and the
+  diversity of the 5: Div-1, Div-2, mBLEU-4.
+- ``bs``: the 5 best beams of a size-5 beam search: the same four figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlcap.data.loader import SplitData
+from rlcap.data.vocab import Vocab
+from rlcap.decoding import DecodeResult, beam_search, sample
+
+DIVERSITY = ["Div-1", "Div-2", "mBLEU-4"]
+
+
+@torch.no_grad()
+def caption_sets(model: torch.nn.Module, split: SplitData, vocab: Vocab, how: str, n: int, max_len: int,
+                 seed: int, batch_size: int = 100) -> dict[str, list[str]]:
+    """n captions per image: ``how`` is "rs" (random samples) or "bs" (n-best of a size-n beam)."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    out: dict[str, list[str]] = {}
+    for batch in split.eval_batches(batch_size):
+        if how == "rs":
+            result: DecodeResult = sample(model, batch.feats, n=n, max_len=max_len, generator=generator)
+        else:
+            result = beam_search(model, batch.feats, beam_size=n, max_len=max_len, n_best=n)
+        rows = [vocab.decode(r.tolist()) for r in result.tokens]
+        for i, image_id in enumerate(batch.ids):
+            out[image_id] = rows[i * n:(i + 1) * n]
+    return out
+
+
+def set_scores(split: SplitData, captions: dict[str, list[str]]) -> dict[str, float]:
+    """CIDEr-D averaged over the n captions of each image, and their diversity."""
+    from rlcap.metrics import score_captions
+
+    refs = dict(zip(split.ids, split.refs))
+    n = len(next(iter(captions.values())))
+    cider = [score_captions(refs, {i: [c[k]] for i, c in captions.items()}, ["CIDEr"]).corpus["CIDEr"]
+             for k in range(n)]
+    diversity = score_captions(refs, captions, DIVERSITY).corpus
+    return {"CIDEr": sum(cider) / n, **{m: diversity[m] for m in DIVERSITY}}
+
+
+def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: list[str], max_len: int = 16,
+               seed: int = 0) -> dict[str, Any]:
+    """``{"beam": {...}, "rs": {...}, "bs": {...}}`` for one trained model."""
+    from rlcap.train.evaluate import decode_split, score_predictions
+
+    beam = score_predictions(split, decode_split(model, split, vocab, 3, max_len), metrics).corpus
+    rs = set_scores(split, caption_sets(model, split, vocab, "rs", 5, max_len, seed))
+    bs = set_scores(split, caption_sets(model, split, vocab, "bs", 5, max_len, seed))
+    return {"beam": beam, "rs": rs, "bs": bs}

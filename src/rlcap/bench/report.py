@@ -1,0 +1,53 @@
+"""The method table as Markdown, and the training curves as a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+BEAM_COLUMNS = ["METEOR", "CIDEr", "SPICE"]
+SET_COLUMNS = ["CIDEr", "Div-1", "Div-2", "mBLEU-4"]
+
+
+def results_markdown(results: dict[str, Any]) -> str:
+    """Table 4 of 003_5a024678a14e9bf6.txt: beam METEOR/CIDEr-D/SPICE; rs and bs CIDEr-D and diversity."""
+    methods = results["methods"]
+    beam_cols = [c for c in BEAM_COLUMNS if any(c in row["beam"] for row in methods.values())]
+    head = ["method", *(f"beam {c}" for c in beam_cols), *(f"rs {c}" for c in SET_COLUMNS),
+            *(f"bs {c}" for c in SET_COLUMNS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, row in methods.items():
+        cells = [name, *(f"{row['beam'][c]:.3f}" for c in beam_cols),
+                 *(f"{row['rs'][c]:.3f}" for c in SET_COLUMNS), *(f"{row['bs'][c]:.3f}" for c in SET_COLUMNS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(logs: dict[str, Path], out: Path) -> None:
+    """Validation CIDEr-D and mean training reward against steps, one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlcap.train.logger import read_log
+
+    fig, (ax_val, ax_rew) = plt.subplots(1, 2, figsize=(11, 4))
+    for method, path in logs.items():
+        if not path.exists():
+            continue
+        records = read_log(path)
+        val = [(r["step"], r["CIDEr"]) for r in records if "CIDEr" in r]
+        rew = [(r["step"], r["reward"]) for r in records if r.get("split") == "train" and "reward" in r]
+        if val:
+            ax_val.plot(*zip(*val), marker="o", label=method)
+        if rew:
+            ax_rew.plot(*zip(*rew), label=method)
+    ax_val.set(title="validation CIDEr-D", xlabel="step (each method from its own start)", ylabel="CIDEr-D")
+    ax_rew.set(title="mean training reward (RL methods)", xlabel="step", ylabel="reward")
+    for ax in (ax_val, ax_rew):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

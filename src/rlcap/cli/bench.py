@@ -1,0 +1,32 @@
+"""``rlcap bench --benchmark shapes --methods xe,scst,sll_me,sll_sle --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlcap.cli.tables import print_scores
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("bench", help="train methods from one XE checkpoint and tabulate them")
+    p.add_argument("--benchmark", default="shapes", help="benchmark (shapes)")
+    p.add_argument("--methods", default="xe,scst,sll_me,sll_sle", help="comma-separated methods")
+    p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
+    p.add_argument("--data", default="data/shapes", help="benchmark data folder (generated when missing)")
+    p.add_argument("--configs", default="configs", help="folder of the method recipes")
+    p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every RL method (budget)")
+    p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE run")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlcap.bench.methods import run_benchmark
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print)
+    for how in ("beam", "rs", "bs"):
+        print(f"\n{how}:")
+        print_scores({m: r[how] for m, r in results["methods"].items()})
+    print(f"\nwrote {args.out}/results.json, results.md and curves.png")
+    return 0
