@@ -19,25 +19,21 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from benchdoc import DOC, machine, median_seconds, replace_section  # noqa: E402
 
-from rlcap.data.vocab import BOS, EOS, PAD  # noqa: E402
+from rlcap.data.vocab import BOS, EOS, PAD, UNK  # noqa: E402
 from rlcap.decoding import beam_search, greedy  # noqa: E402
 from rlcap.models import Feats, ModelConfig, build_model  # noqa: E402
 
 VOCAB, FEAT_DIM, REGIONS, MAX_LEN = 2107, 2048, 36, 16
 DECODE_IMAGES, XE_IMAGES, XE_CAPTIONS = 50, 10, 5
-START, END = "<!-- bench-decode:start -->", "<!-- bench-decode:end -->"
-# self-critical.pytorch measured on this machine (see the brief of issue #1): images/s, captions/s.
+# self-critical.pytorch on this machine (from the issue): images/s, captions/s.
 REFERENCE = {
     ("fc", "beam3"): 89, ("fc", "beam5"): 51, ("updown", "beam3"): 49, ("updown", "beam5"): 31,
     ("fc", "xe"): 213, ("updown", "xe"): 85,
@@ -50,17 +46,6 @@ def random_feats(n_images: int, gen: torch.Generator) -> Feats:
                  torch.ones(n_images, REGIONS, dtype=torch.bool))
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def decoding_runs(model: torch.nn.Module, feats: Feats) -> dict[str, Callable[[], object]]:
     return {"greedy": lambda: greedy(model, feats, MAX_LEN),
             "beam3": lambda: beam_search(model, feats, 3, MAX_LEN),
@@ -71,7 +56,7 @@ def xe_step(model: torch.nn.Module, gen: torch.Generator) -> Callable[[], None]:
     """One teacher-forced XE step: 10 images x 5 captions of 16 words + EOS, Adam."""
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-4)
     feats = random_feats(XE_IMAGES, gen)
-    words = torch.randint(EOS + 2, VOCAB, (XE_IMAGES * XE_CAPTIONS, MAX_LEN), generator=gen)  # (50, 16)
+    words = torch.randint(UNK + 1, VOCAB, (XE_IMAGES * XE_CAPTIONS, MAX_LEN), generator=gen)  # (50, 16)
     bos = torch.full((words.size(0), 1), BOS)
     eos = torch.full((words.size(0), 1), EOS)
     inputs, targets = torch.cat([bos, words], 1), torch.cat([words, eos], 1)  # (50, 17)
@@ -114,17 +99,10 @@ def bench_model(arch: str, feats: Feats, threads: list[int], repeats: int) -> di
     return best
 
 
-def machine(threads: str) -> str:
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        lines = cpuinfo.read_text().splitlines()
-        names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-
-    when = datetime.datetime.now().isoformat(sep=" ", timespec="minutes")
-    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, threads {threads} (best kept per figure), "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, {when}")
+def machine_line(threads: str) -> str:
+    return (f"{machine(torch=torch.__version__)}, torch threads {threads} (best kept per figure), "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, 1-minute load average at the end "
+            f"{os.getloadavg()[0]:.1f}")
 
 
 def markdown(results: dict[str, dict[str, tuple[float, int]]], command: str, threads: str) -> str:
@@ -137,11 +115,10 @@ def markdown(results: dict[str, dict[str, tuple[float, int]]], command: str, thr
             ratio = f"{ours / ref:.1f}x" if ref else "-"
             rows.append(f"| {label} | {what} | {ours:.0f} | {n_threads} | {ref if ref else '-'} | {ratio} |")
     return "\n".join([
-        START,
         "## Decoding and XE training throughput (`make bench-decode`)",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {machine(threads)}",
+        f"Machine: {machine_line(threads)}",
         "",
         f"Random weights and random features (speed only): vocabulary {VOCAB}, hidden and embedding 512, "
         f"{FEAT_DIM}-d features, {REGIONS} regions, max_len {MAX_LEN} (every decode runs all {MAX_LEN} steps). "
@@ -153,32 +130,20 @@ def markdown(results: dict[str, dict[str, tuple[float, int]]], command: str, thr
         "| model | measure | rlcap | threads | self-critical.pytorch | ratio |",
         "|---|---|---:|---:|---:|---:|",
         *rows,
-        END,
     ])
-
-
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,2", help="torch thread counts to try; each figure keeps the fastest")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per figure (median reported)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--out", type=Path, default=DOC, help="the markdown file whose bench-decode section is replaced")
     args = parser.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     feats = random_feats(DECODE_IMAGES, torch.Generator().manual_seed(0))
     results = {arch: bench_model(arch, feats, threads, args.repeats) for arch in ("fc", "updown")}
     command = f"python benchmarks/bench_decode.py --threads {args.threads} --repeats {args.repeats}"
-    write_section(args.out, markdown(results, command, args.threads))
+    replace_section("bench-decode", markdown(results, command, args.threads), args.out)
     for arch, figures in results.items():
         print(f"{arch}: " + ", ".join(f"{k} {v:.0f} ({t} threads)" for k, (v, t) in figures.items()))
     print(json.dumps({arch: {k: round(v, 1) for k, (v, _) in figs.items()} for arch, figs in results.items()}))

@@ -16,3 +16,11 @@ def shared_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"{path} not found")
     return path
+
+
+@pytest.fixture
+def tiny_data(tmp_path):
+    """(dataset.json, feats.h5) of a tiny captioning task made fresh in tmp_path (see tests/tiny.py)."""
+    from tests.tiny import make_tiny_dataset
+
+    return make_tiny_dataset(tmp_path)

@@ -133,13 +133,18 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     import torch
 
     from rlcap.decoding import beam_search, greedy
-    from rlcap.encoders.efficientnet import EfficientNetLite0Encoder
+    from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder
+    from rlcap.errors import RlcapError
     from rlcap.encoders.images import load_image, preprocess
     from rlcap.models.base import Feats
     from rlcap.train.session import load_model
 
     model, vocab, config = load_model(checkpoint)
-    size = image_size or int(config["feature_dims"].get("image_size") or 224)
+    dims = config["feature_dims"]
+    if dims["fc"] != FEATURE_DIM or dims["att"] != FEATURE_DIM:
+        raise RlcapError(f"{checkpoint} was trained on {dims['fc']}-d features; `caption` encodes images with "
+                         f"EfficientNet-Lite0, whose features are {FEATURE_DIM}-d (train on `rlcap features` output)")
+    size = image_size or int(dims["image_size"] or 224)
     encoder = EfficientNetLite0Encoder(size)
     out: dict[str, str] = {}
     paths = [Path(p) for p in images]

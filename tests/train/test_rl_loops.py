@@ -9,7 +9,7 @@ from rlcap import api
 from rlcap.rewards import NonFiniteRewardError
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
-from tests.train.conftest import tiny_overrides
+from tests.tiny import tiny_overrides
 
 
 @pytest.fixture

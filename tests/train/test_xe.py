@@ -13,7 +13,7 @@ import torch
 from rlcap import api
 from rlcap.train.checkpoint import is_complete, load_checkpoint
 from rlcap.train.logger import read_log
-from tests.train.conftest import tiny_overrides
+from tests.tiny import tiny_overrides
 
 
 @pytest.mark.parametrize("arch", ["fc", "updown", "transformer"])

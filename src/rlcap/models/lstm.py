@@ -1,7 +1,7 @@
-"""The LSTM update shared by the recurrent captioners.
+"""LSTM pieces shared by the recurrent captioners: the gate update and the word-gate lookup.
 
 Each model computes all four gates with as few matrix products as it can (one ``addmm`` per
-input, gates stacked as ``(i, f, o, g)``); this function applies the non-linearities.
+input, gates stacked as ``(i, f, o, g)``); :func:`lstm_update` applies the non-linearities.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from torch import nn
 def tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh(x) = 2 sigmoid(2x) - 1, within 2e-7 of ``torch.tanh``.
 
-    On CPU, ``torch.tanh`` is about 5x slower than ``torch.sigmoid`` (torch 2.13, AVX-512), and
-    UpDown's attention applies it to a (B, N, A) tensor at every step; this form is ~3x faster.
+    On CPU, ``torch.tanh`` is about 5x slower than ``torch.sigmoid`` (torch 2.13, AVX-512); this
+    form is ~3x faster. (UpDown's attention goes further and needs only the sigmoid.)
     """
     return torch.sigmoid(x * 2.0).mul(2.0).sub_(1.0)
 

@@ -19,6 +19,7 @@ from torch import nn
 
 from rlcap.models.base import Feats, Tensors, expand_batch
 from rlcap.models.config import ModelConfig
+from rlcap.models.linear import Linear, addmm
 from rlcap.models.lstm import WordGates, lstm_update
 
 
@@ -35,7 +36,7 @@ class ShowTell(nn.Module):
         # phi of Eq. 3 and the input -> gates (i, f, o, g) matrix with the LSTM's bias
         self.word = WordGates(vocab_size, cfg.embed_dim, 4 * cfg.hidden_dim, cfg.dropout)
         self.w_hh = nn.Linear(cfg.hidden_dim, 4 * cfg.hidden_dim, bias=False)  # hidden -> gates
-        self.logit = nn.Linear(cfg.hidden_dim, vocab_size)  # varphi of Eq. 4
+        self.logit = Linear(cfg.hidden_dim, vocab_size)  # varphi of Eq. 4
 
     def encode(self, feats: Feats) -> Tensors:
         x = self.drop(self.img_embed(feats.fc))  # (B, E) x_{-1}
@@ -48,7 +49,7 @@ class ShowTell(nn.Module):
 
     def _advance(self, word_gates: torch.Tensor, state: Tensors) -> Tensors:
         h, c = state  # (B, H)
-        gates = torch.addmm(word_gates, h, self.w_hh.weight.t())  # (B, 4H)
+        gates = addmm(word_gates, h, self.w_hh.weight)  # (B, 4H)
         return lstm_update(gates, c)
 
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:

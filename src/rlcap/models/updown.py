@@ -22,6 +22,7 @@ from torch import nn
 
 from rlcap.models.base import Feats, Tensors, expand_batch
 from rlcap.models.config import ModelConfig
+from rlcap.models.linear import Linear, addmm
 from rlcap.models.lstm import WordGates, lstm_update
 
 
@@ -43,12 +44,12 @@ class UpDown(nn.Module):
         self.att_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_lang_{t-1}; h_att_{t-1}]
         # Additive attention (Eq. 3-4).
         self.ctx2att = nn.Linear(hid, att_hid)  # W_va
-        self.h2att = nn.Linear(hid, att_hid, bias=False)  # W_ha
+        self.h2att = Linear(hid, att_hid, bias=False)  # W_ha
         self.alpha = nn.Linear(att_hid, 1, bias=False)  # w_a (a bias would cancel in the softmax)
         # Language LSTM (Eq. 6); its bias sits in lang_ctx.
-        self.lang_ctx = nn.Linear(hid, 4 * hid)  # v_hat_t
+        self.lang_ctx = Linear(hid, 4 * hid)  # v_hat_t
         self.lang_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_att_t; h_lang_{t-1}]
-        self.logit = nn.Linear(hid, vocab_size)  # Eq. 7
+        self.logit = Linear(hid, vocab_size)  # Eq. 7
 
     def encode(self, feats: Feats) -> Tensors:
         fc_gates = self.att_fc(self.fc_embed(feats.fc))  # (B, 4H) image term of Eq. 2, once per image
@@ -65,15 +66,15 @@ class UpDown(nn.Module):
     def _advance(self, memory: Tensors, state: Tensors, word_gates: torch.Tensor) -> Tensors:
         fc_gates, att, p_att2, att_bias = memory
         h_att, c_att, h_lang, c_lang = state  # (B, H) each
-        gates = torch.addmm(word_gates + fc_gates, torch.cat([h_lang, h_att], 1), self.att_hid.weight.t())  # (B, 4H)
+        gates = addmm(word_gates + fc_gates, torch.cat([h_lang, h_att], 1), self.att_hid.weight)  # (B, 4H)
         h_att, c_att = lstm_update(gates, c_att)  # (B, H)
         # w_a^T tanh(z_i) = 2 w_a^T sigmoid(2 z_i) - sum(w_a): the constant cancels in the softmax, and
         # sigmoid is ~5x cheaper than tanh on CPU (see lstm.tanh). p_att2 = 2 W_va v_i, from encode.
-        e = torch.sigmoid(p_att2 + 2.0 * self.h2att(h_att).unsqueeze(1))  # (B, N, A)
+        e = torch.sigmoid_(p_att2 + 2.0 * self.h2att(h_att).unsqueeze(1))  # (B, N, A) in place: one big buffer
         scores = 2.0 * self.alpha(e).squeeze(2) + att_bias  # (B, N); -inf at padded regions
         weights = torch.softmax(scores, dim=1)  # (B, N)
         v_hat = torch.bmm(weights.unsqueeze(1), att).squeeze(1)  # (B, H)
-        gates = torch.addmm(self.lang_ctx(v_hat), torch.cat([h_att, h_lang], 1), self.lang_hid.weight.t())  # (B, 4H)
+        gates = addmm(self.lang_ctx(v_hat), torch.cat([h_att, h_lang], 1), self.lang_hid.weight)  # (B, 4H)
         h_lang, c_lang = lstm_update(gates, c_lang)  # (B, H)
         return h_att, c_att, h_lang, c_lang
 

@@ -60,7 +60,10 @@ def spatial(scene: Scene, style: Style, rng: random.Random) -> str:
     second = noun_phrase([b], style, rng)
     if (a.shape, a.colour) == (b.shape, b.colour):
         second = "another " + second.split(" ", 1)[1]  # not "a red circle left of a red circle"
-    text = f"{noun_phrase([a], style, rng)} {relation_phrase(a, b, rng, 0.75)} {second}"
+    verb = rng.choices(("", "is ", "sits "), weights=(6, 3, 1))[0]
+    text = f"{noun_phrase([a], style, rng)} {verb}{relation_phrase(a, b, rng, 0.75)} {second}"
+    if rng.random() < 0.2:
+        text = rng.choice(("in this picture ", "in this image ", "here ")) + text
     if len(objs) >= 3:
         u = rng.random()
         if u < 0.45:
@@ -82,16 +85,23 @@ def _generic(scene: Scene, rng: random.Random) -> str:
 
 def paraphrase(scene: Scene, style: Style, rng: random.Random) -> str:
     """D: synonyms and other word orders ('there is a violet box', 'a circle that is red')."""
+    if rng.random() < 0.15:
+        return _generic(scene, rng)
+    text = _paraphrase_body(scene, style, rng)
+    if rng.random() < 0.25:
+        return rng.choice(("i see ", "this shows ", "looks like ")) + text.removeprefix("there is ")
+    return text
+
+
+def _paraphrase_body(scene: Scene, style: Style, rng: random.Random) -> str:
     objs, n = scene.objects, len(scene.objects)
     u = rng.random()
-    if u < 0.15:
-        return _generic(scene, rng)
-    if u < 0.4:
+    if u < 0.3:
         text = "there is " + noun_phrase(objs[:1], style, rng)
-    elif u < 0.6:
+    elif u < 0.55:
         colour = rng.choice(COLOUR_WORDS[objs[0].colour])
         text = f"{noun_phrase(objs[:1], style, rng, colour=False)} that is {colour}"
-    elif u < 0.8 and n >= 2:
+    elif u < 0.78 and n >= 2:
         near = rng.choice(("next to", "beside", "near"))
         return f"{noun_phrase(objs[:1], style, rng)} {near} {noun_phrase(objs[1:2], style, rng)}"
     elif n >= 2:

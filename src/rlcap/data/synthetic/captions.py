@@ -74,9 +74,12 @@ class Caption:
 
 
 STYLES = {
-    "A": Style(size_prob=0.6, texture_prob=0.2, capital_prob=0.7, period_prob=0.5, large_word="big"),
-    "B": Style(size_prob=0.5, texture_prob=0.2, capital_prob=0.3, period_prob=0.1),
-    "C": Style(size_prob=0.25, texture_prob=0.1, capital_prob=0.8, period_prob=0.8),
+    "A": Style(size_prob=0.6, texture_prob=0.2, capital_prob=0.7, period_prob=0.5,
+               large_word="big"),
+    "B": Style(size_prob=0.5, texture_prob=0.2, synonym_prob=0.2, capital_prob=0.3,
+               period_prob=0.1),
+    "C": Style(size_prob=0.25, texture_prob=0.1, synonym_prob=0.2, capital_prob=0.8,
+               period_prob=0.8),
     "D": Style(size_prob=0.4, texture_prob=0.2, synonym_prob=0.6, capital_prob=0.2,
                period_prob=0.0, large_word="big"),
     "E": Style(size_prob=0.3, texture_prob=0.9, capital_prob=0.6, period_prob=0.6),
@@ -152,7 +155,7 @@ def position_phrase(obj: SceneObject, rng: random.Random) -> str:
             return f"in the {vertical} {horizontal} corner"
         return f"in the {'upper' if vertical == 'top' else 'lower'} {horizontal}"
     if vertical != "middle":
-        return f"{rng.choice(('at', 'near'))} the {vertical}"
+        return f"{rng.choice(('at', 'toward'))} the {vertical}"
     if horizontal != "middle":
         return f"on the {horizontal}" + (" side" if rng.random() < 0.3 else "")
     return rng.choice(("in the middle", "in the center"))

@@ -19,18 +19,19 @@ from rlcap.data.synthetic.scenes import Scene, SceneObject
 
 SUPERSAMPLE = 2
 COLOUR_JITTER = 12  # per channel, on 0..255
-GRADIENT_MAX = 12  # brightness change across the background, on 0..255
+GRADIENT_MAX = 20  # brightness change across the background, on 0..255
+BACKGROUND_JITTER = 12  # per-image brightness change of the background colour
 ROTATION_JITTER = 12.0  # degrees; larger would turn squares into diamonds
 
 COLOUR_RGB = {
-    "red": (215, 35, 35),
-    "orange": (245, 135, 25),
-    "yellow": (240, 215, 35),
-    "green": (45, 160, 60),
-    "blue": (40, 85, 215),
-    "purple": (135, 55, 175),
-    "pink": (245, 135, 190),
-    "brown": (120, 75, 35),
+    "red": (225, 25, 30),
+    "orange": (250, 130, 0),
+    "yellow": (250, 225, 20),
+    "green": (30, 165, 50),
+    "blue": (30, 75, 230),
+    "purple": (130, 40, 185),
+    "pink": (250, 120, 200),
+    "brown": (115, 65, 25),
 }
 BACKGROUND_RGB = {
     "white": (242, 242, 238),
@@ -54,12 +55,13 @@ def render_scene(scene: Scene, image_size: int, rng: random.Random) -> Image.Ima
 
 
 def _background(rgb: tuple[int, int, int], side: int, rng: random.Random) -> Image.Image:
+    shift = rng.uniform(-BACKGROUND_JITTER, BACKGROUND_JITTER)
     amplitude = rng.uniform(0, GRADIENT_MAX)
     angle = rng.uniform(0, 2 * math.pi)
     ramp = np.linspace(-amplitude, amplitude, side, dtype=np.float32)
     # (side, side) gradient along a random direction.
     grad = math.cos(angle) * ramp[None, :] + math.sin(angle) * ramp[:, None]
-    pixels = np.asarray(rgb, dtype=np.float32)[None, None, :] + grad[:, :, None]
+    pixels = np.asarray(rgb, dtype=np.float32)[None, None, :] + shift + grad[:, :, None]
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
 
 

@@ -17,12 +17,15 @@ from dataclasses import asdict, dataclass
 SHAPES = ("circle", "square", "triangle", "star", "diamond", "cross", "heart", "crescent")
 COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown")
 # Bounding radius of each size, as a fraction of the image side (large is ~2x small).
-SIZES = {"small": 0.085, "medium": 0.12, "large": 0.165}
+SIZES = {"small": 0.095, "medium": 0.135, "large": 0.18}
 TEXTURES = ("striped", "dotted", "checkered")
 BACKGROUNDS = ("white", "grey", "black", "beige", "light blue", "light green")
 
 DUPLICATE_PROB = 0.3  # a later object repeats an earlier one's shape and colour
-TEXTURE_PROB = 0.2  # an object is striped, dotted or checkered (when textures are on)
+TEXTURE_PROB = 0.15  # an object is striped, dotted or checkered (when textures are on)
+# The first ("focus") object's size; the others are smaller, or as big with SAME_SIZE_PROB.
+FOCUS_SIZE_WEIGHTS = (0.1, 0.4, 0.5)
+SAME_SIZE_PROB = 0.15
 MARGIN = 0.02  # between an object's bounding circle and the image border
 GAP = 0.035  # between the bounding circles of two objects
 PLACEMENT_TRIES = 200
@@ -33,7 +36,7 @@ DOMINANCE = 1.3
 
 @dataclass(frozen=True)
 class SceneObject:
-    """One object; ``x``, ``y`` its centre and ``radius`` its bounding radius, in image fractions."""
+    """One object: ``x``, ``y`` its centre, ``radius`` its bounding radius (image fractions)."""
 
     shape: str
     colour: str
@@ -77,14 +80,15 @@ def sample_scene(rng: random.Random, max_objects: int, textures: bool) -> Scene:
     """Draw one scene; the result depends only on the state of ``rng``."""
     n = rng.choices(range(1, max_objects + 1), weights=object_count_weights(max_objects))[0]
     background = rng.choice(BACKGROUNDS)
+    sizes = list(SIZES)
+    focus_size = rng.choices(sizes, weights=FOCUS_SIZE_WEIGHTS)[0]
     specs: list[tuple[str, str, str, str | None]] = []
     for i in range(n):
         if i > 0 and rng.random() < DUPLICATE_PROB:
-            shape, colour, size, _ = rng.choice(specs)
-            if rng.random() < 0.4:
-                size = rng.choice(list(SIZES))
+            shape, colour = rng.choice(specs)[:2]
         else:
-            shape, colour, size = rng.choice(SHAPES), rng.choice(COLOURS), rng.choice(list(SIZES))
+            shape, colour = rng.choice(SHAPES), rng.choice(COLOURS)
+        size = focus_size if i == 0 else _other_size(rng, focus_size)
         texture = rng.choice(TEXTURES) if textures and rng.random() < TEXTURE_PROB else None
         specs.append((shape, colour, size, texture))
     # Place the biggest first: packing succeeds more often.
@@ -95,6 +99,15 @@ def sample_scene(rng: random.Random, max_objects: int, textures: bool) -> Scene:
         if obj is not None:
             placed.append(obj)
     return Scene(background, tuple(sorted(placed, key=salience_key)))
+
+
+def _other_size(rng: random.Random, focus_size: str) -> str:
+    """A size no bigger than the focus object's, rarely equal: the salient object stands out."""
+    sizes = list(SIZES)
+    smaller = sizes[: sizes.index(focus_size)]
+    if not smaller or rng.random() < SAME_SIZE_PROB:
+        return focus_size
+    return rng.choice(smaller)
 
 
 def _place(rng: random.Random, placed: list[SceneObject], shape: str, colour: str, size: str,
@@ -122,7 +135,7 @@ def relation(a: SceneObject, b: SceneObject) -> str:
 
 
 def region(obj: SceneObject) -> tuple[str, str]:
-    """Coarse absolute position: (vertical in top/middle/bottom, horizontal in left/middle/right)."""
+    """Coarse position: (top/middle/bottom, left/middle/right)."""
     def third(v: float, low: str, high: str) -> str:
         return low if v < 0.4 else high if v > 0.6 else "middle"
     return third(obj.y, "top", "bottom"), third(obj.x, "left", "right")

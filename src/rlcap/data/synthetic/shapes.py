@@ -34,7 +34,7 @@ DATASET_FILE = "dataset_shapes.json"
 MANIFEST_FILE = "manifest.json"
 IMAGE_DIR = "images"
 # Bump when a change to sampling, drawing or captions changes the output for the same config.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 3
 CAPTIONS_PER_IMAGE = 5
 CHUNK = 64  # images per worker task
 
@@ -43,14 +43,14 @@ CHUNK = 64  # images per worker task
 class ShapesConfig:
     """What to generate. Every field but ``workers`` changes the output."""
 
-    seed: int = field(default=0, metadata={"help": "random seed; image i depends on (seed, i) only"})
+    seed: int = field(default=0, metadata={"help": "random seed; image i depends on (seed, i)"})
     n_train: int = field(default=10_000, metadata={"help": "training images"})
     n_val: int = field(default=1_000, metadata={"help": "validation images"})
     n_test: int = field(default=1_000, metadata={"help": "test images"})
     image_size: int = field(default=128, metadata={"help": "side of the square PNG images, pixels"})
     max_objects: int = field(default=4, metadata={"help": "objects per image, 1 to this (<= 4)"})
     textures: bool = field(default=True, metadata={"help": "striped, dotted, checkered objects"})
-    workers: int = field(default=2, metadata={"help": "processes drawing images (output unchanged)"})
+    workers: int = field(default=2, metadata={"help": "drawing processes (output unchanged)"})
 
     def __post_init__(self) -> None:
         for name in ("n_train", "n_val", "n_test"):
@@ -119,7 +119,8 @@ def is_complete(config: ShapesConfig, out_dir: str | Path) -> bool:
         manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if manifest.get("version") != GENERATOR_VERSION or manifest.get("config") != config.output_dict():
+    if (manifest.get("version"), manifest.get("config")) != (GENERATOR_VERSION,
+                                                             config.output_dict()):
         return False
     if not (out / DATASET_FILE).is_file():
         return False
@@ -146,10 +147,11 @@ def generate_shapes(config: ShapesConfig, out_dir: str | Path,
     records = _build_all(config, image_dir, progress)
     _remove_stale_images(image_dir, config.n_images)
     _write_json(out / DATASET_FILE, {"dataset": "shapes", "images": records})
+    seconds = time.perf_counter() - start
     _write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
-                                      "config": config.output_dict(), "n_images": len(records)})
-    logger.info("wrote %d shapes images to %s in %.1f s", len(records), out,
-                time.perf_counter() - start)
+                                      "config": config.output_dict(), "n_images": len(records),
+                                      "seconds": round(seconds, 1), "workers": config.workers})
+    logger.info("wrote %d shapes images to %s in %.1f s", len(records), out, seconds)
     return out / DATASET_FILE
 
 

@@ -1,17 +1,16 @@
-"""A tiny captioning dataset with random features, made fresh for each test that asks."""
+"""A tiny captioning dataset with random features, for training, evaluation and CLI tests."""
 
 import json
 import random
 
 import numpy as np
-import pytest
 
 from rlcap.data.features import HDF5FeatureWriter
 
 WORDS = ["a", "red", "blue", "green", "circle", "square", "triangle", "big", "small", "on", "left", "of"]
 
 
-def make_tiny_dataset(folder, n_train=24, n_val=6, n_test=6, fc_dim=8, regions=4, seed=0):
+def make_tiny_dataset(folder, n_train=24, n_val=6, n_test=6, fc_dim=8, regions=4, seed=0, image_size=32):
     """Captions whose colour word is encoded in the features, so a model can learn something."""
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -33,14 +32,9 @@ def make_tiny_dataset(folder, n_train=24, n_val=6, n_test=6, fc_dim=8, regions=4
     dataset = folder / "dataset.json"
     dataset.write_text(json.dumps({"dataset": "tiny", "images": images}))
     feats = folder / "feats.h5"
-    with HDF5FeatureWriter(feats, fc_dim, fc_dim, regions, attrs={"image_size": 32}) as writer:
+    with HDF5FeatureWriter(feats, fc_dim, fc_dim, regions, attrs={"image_size": image_size}) as writer:
         writer.write(ids, np.stack(fcs), np.stack(atts))
     return dataset, feats
-
-
-@pytest.fixture
-def tiny_data(tmp_path):
-    return make_tiny_dataset(tmp_path)
 
 
 def tiny_overrides(dataset, feats, out_dir, arch="fc", **extra):

@@ -1,0 +1,59 @@
+"""What every benchmark script shares: the machine line, timing, and its section of docs/BENCHMARKS.md.
+
+Each script owns one section between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; a rerun
+replaces that section only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "BENCHMARKS.md"
+HEADER = ("# Benchmarks\n\nEvery figure below was measured by the command shown with it, on the machine "
+          "named with it. Runs on this 2-core machine vary by about 10%.\n")
+
+
+def cpu_model() -> str:
+    info = Path("/proc/cpuinfo")
+    for line in info.read_text().splitlines() if info.exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def machine(**versions: str) -> str:
+    """One line: CPU, cores, Python and the given library versions, today's date."""
+    libs = "".join(f", {name} {version}" for name, version in versions.items())
+    return (f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}{libs}, "
+            f"{datetime.date.today().isoformat()}")
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def replace_section(name: str, body: str, doc: Path = DOC) -> None:
+    """Put ``body`` between this benchmark's markers, creating the file or the section as needed."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    section = f"{start}\n{body.strip()}\n{end}"
+    text = doc.read_text(encoding="utf-8") if doc.exists() else HEADER
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(text, encoding="utf-8")

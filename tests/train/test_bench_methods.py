@@ -1,0 +1,46 @@
+"""The method benchmark end to end on tiny data: every method trained, tabulated and plotted."""
+
+import json
+
+import pytest
+
+from rlcap.bench.methods import run_benchmark
+from rlcap.bench.report import results_markdown
+from rlcap.errors import ConfigError
+from tests.tiny import tiny_overrides
+
+CONFIGS = __import__("pathlib").Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_bench_methods_tiny(tiny_data, tmp_path):
+    dataset, feats = tiny_data
+    tiny = [o for o in tiny_overrides(dataset, feats, tmp_path / "unused") if not o.startswith("out_dir=")]
+    model_free = [o for o in tiny if not o.startswith("model.")]
+    rl = [*model_free, "rl.epochs=1", "rl.batch_size=12", "rl.n_samples=5", "rl.max_len=6"]
+    results = run_benchmark("shapes", ["xe", "scst", "sll_me", "sll_sle"], tmp_path / "bench", configs=CONFIGS,
+                            rl_overrides=rl, xe_overrides=[*tiny, "xe.epochs=2"], prepared=(dataset, feats))
+    saved = json.loads((tmp_path / "bench" / "results.json").read_text())
+    assert saved == json.loads(json.dumps(results))
+    assert list(saved["methods"]) == ["xe", "scst", "sll_me", "sll_sle"]
+    for row in saved["methods"].values():
+        assert {"CIDEr", "Bleu_4", "ROUGE_L"} <= set(row["beam"])
+        for how in ("rs", "bs"):
+            assert set(row[how]) == {"CIDEr", "Div-1", "Div-2", "mBLEU-4"}
+            assert 0.0 <= row[how]["Div-1"] <= 1.0 and 0.0 <= row[how]["mBLEU-4"] <= 1.0
+    table = (tmp_path / "bench" / "results.md").read_text()
+    assert table.startswith("| method | ") and "| sll_sle |" in table
+    assert (tmp_path / "bench" / "curves.png").stat().st_size > 1000
+
+
+def test_unknown_method_lists_the_known_ones(tmp_path):
+    with pytest.raises(ConfigError, match="sll_sle"):
+        run_benchmark("shapes", ["xe", "ppo"], tmp_path)
+
+
+def test_markdown_layout():
+    row = {"beam": {"METEOR": 0.2, "CIDEr": 1.0}, "rs": {"CIDEr": 0.5, "Div-1": 0.3, "Div-2": 0.4, "mBLEU-4": 0.6},
+           "bs": {"CIDEr": 0.9, "Div-1": 0.2, "Div-2": 0.3, "mBLEU-4": 0.7}}
+    lines = results_markdown({"methods": {"scst": row}}).splitlines()
+    assert lines[0] == ("| method | beam METEOR | beam CIDEr | rs CIDEr | rs Div-1 | rs Div-2 | rs mBLEU-4 | "
+                        "bs CIDEr | bs Div-1 | bs Div-2 | bs mBLEU-4 |")
+    assert lines[2] == "| scst | 0.200 | 1.000 | 0.500 | 0.300 | 0.400 | 0.600 | 0.900 | 0.200 | 0.300 | 0.700 |"
