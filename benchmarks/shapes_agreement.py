@@ -18,12 +18,12 @@ import re
 import time
 from pathlib import Path
 
+from benchdoc import DOC, REPO, machine, replace_section
 from rlcap.data.synthetic.agreement import CaptionStats, caption_stats, human_agreement
 from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes, load_shapes
 
-ROOT = Path(__file__).resolve().parents[1]
-COCO_DIR = ROOT.parent / "shared" / "data" / "coco"
-START, END = "<!-- shapes-agreement:start -->", "<!-- shapes-agreement:end -->"
+COCO_DIR = REPO.parent / "shared" / "data" / "coco"
+SECTION = "shapes-agreement"
 COMMAND = ".venv/bin/python benchmarks/shapes_agreement.py"
 
 
@@ -49,12 +49,11 @@ def render_section(shapes: tuple[float, CaptionStats, CaptionStats], coco, secon
                    config: ShapesConfig) -> str:
     agreement, test_stats, all_stats = shapes
     lines = [
-        START,
         "## Shapes: human agreement",
         "",
         f"`{COMMAND}` (dataset: `rlcap data shapes --out data/shapes`, seed {config.seed}, "
         f"{config.n_train:,} / {config.n_val:,} / {config.n_test:,} images at "
-        f"{config.image_size} px).",
+        f"{config.image_size} px). Machine: {machine()}.",
         "",
         "Caption 0 of each test image is the candidate, the other four are its references; "
         "corpus CIDEr-D as pycocoevalcap 1.2 computes it (document frequencies from those "
@@ -76,24 +75,13 @@ def render_section(shapes: tuple[float, CaptionStats, CaptionStats], coco, secon
               f"({all_stats.top_caption_images} images)."]
     if seconds is not None:
         lines.append(f"Generating the dataset took {seconds:.0f} s on this machine.")
-    return "\n".join(lines + [END])
-
-
-def replace_section(doc: Path, section: str) -> None:
-    text = doc.read_text(encoding="utf-8") if doc.is_file() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text, encoding="utf-8")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(ROOT / "data" / "shapes"), help="dataset folder")
-    parser.add_argument("--doc", default=str(ROOT / "docs" / "BENCHMARKS.md"))
+    parser.add_argument("--data", default=str(REPO / "data" / "shapes"), help="dataset folder")
+    parser.add_argument("--doc", default=str(DOC), help="the markdown file to update")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     config = ShapesConfig()
@@ -108,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads((Path(args.data) / "manifest.json").read_text())
     seconds = manifest.get("seconds")
     section = render_section(shapes, coco, seconds, config)
-    replace_section(Path(args.doc), section)
+    replace_section(SECTION, section, Path(args.doc))
     print(section)
     print(f"({time.perf_counter() - start:.1f} s)")
     return 0

@@ -31,11 +31,11 @@ class ShowTell(nn.Module):
         del att_dim  # the FC model sees only the pooled image vector
         self.vocab_size = vocab_size
         self.hidden_dim = cfg.hidden_dim
-        self.img_embed = nn.Linear(fc_dim, cfg.embed_dim)  # W_e of Eq. 2
+        self.img_embed = Linear(fc_dim, cfg.embed_dim)  # W_e of Eq. 2
         self.drop = nn.Dropout(cfg.dropout)
         # phi of Eq. 3 and the input -> gates (i, f, o, g) matrix with the LSTM's bias
         self.word = WordGates(vocab_size, cfg.embed_dim, 4 * cfg.hidden_dim, cfg.dropout)
-        self.w_hh = nn.Linear(cfg.hidden_dim, 4 * cfg.hidden_dim, bias=False)  # hidden -> gates
+        self.w_hh = Linear(cfg.hidden_dim, 4 * cfg.hidden_dim, bias=False)  # hidden -> gates
         self.logit = Linear(cfg.hidden_dim, vocab_size)  # varphi of Eq. 4
 
     def encode(self, feats: Feats) -> Tensors:

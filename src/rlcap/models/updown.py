@@ -35,20 +35,20 @@ class UpDown(nn.Module):
         hid, emb, att_hid = cfg.hidden_dim, cfg.embed_dim, cfg.att_hidden_dim
         self.vocab_size = vocab_size
         self.hidden_dim = hid
-        self.fc_embed = nn.Sequential(nn.Linear(fc_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
-        self.att_embed = nn.Sequential(nn.Linear(att_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
+        self.fc_embed = nn.Sequential(Linear(fc_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
+        self.att_embed = nn.Sequential(Linear(att_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
         self.drop = nn.Dropout(cfg.dropout)
         # Attention LSTM (Eq. 2), gates (i, f, o, g), input split by part; its bias sits in att_fc.
         self.att_word = WordGates(vocab_size, emb, 4 * hid, cfg.dropout, bias=False)  # W_e Pi_t
-        self.att_fc = nn.Linear(hid, 4 * hid)
-        self.att_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_lang_{t-1}; h_att_{t-1}]
+        self.att_fc = Linear(hid, 4 * hid)
+        self.att_hid = Linear(2 * hid, 4 * hid, bias=False)  # [h_lang_{t-1}; h_att_{t-1}]
         # Additive attention (Eq. 3-4).
-        self.ctx2att = nn.Linear(hid, att_hid)  # W_va
+        self.ctx2att = Linear(hid, att_hid)  # W_va
         self.h2att = Linear(hid, att_hid, bias=False)  # W_ha
-        self.alpha = nn.Linear(att_hid, 1, bias=False)  # w_a (a bias would cancel in the softmax)
+        self.alpha = nn.Linear(att_hid, 1, bias=False)  # w_a (no bias: it cancels in the softmax); a mat-vec
         # Language LSTM (Eq. 6); its bias sits in lang_ctx.
         self.lang_ctx = Linear(hid, 4 * hid)  # v_hat_t
-        self.lang_hid = nn.Linear(2 * hid, 4 * hid, bias=False)  # [h_att_t; h_lang_{t-1}]
+        self.lang_hid = Linear(2 * hid, 4 * hid, bias=False)  # [h_att_t; h_lang_{t-1}]
         self.logit = Linear(hid, vocab_size)  # Eq. 7
 
     def encode(self, feats: Feats) -> Tensors:

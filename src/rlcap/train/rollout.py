@@ -37,7 +37,7 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
 
     bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype)
     inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
-    logp = torch.log_softmax(model(batch.feats.expand(n), inputs), dim=-1)  # (B*n, T, V)
+    logp = torch.log_softmax(model(batch.feats, inputs, seq_per_img=n), dim=-1)  # (B*n, T, V)
     chosen = logp.gather(2, tokens.clamp(min=0)[:, :, None]).squeeze(2)    # (B*n, T)
     entropy = -(logp.exp() * logp).sum(-1)                                  # (B*n, T)
     return chosen, entropy

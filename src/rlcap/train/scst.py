@@ -113,7 +113,7 @@ def run_rl_loop(s: Session, cfg: RunConfig, reward: Reward, step_fn) -> RLResult
     while p.epoch < cfg.rl.epochs:
         batches = train.batches(cfg.rl.batch_size, 1, cfg.seed, p.epoch, p.step_in_epoch)
         bar = tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch, desc=f"{cfg.algorithm} epoch {p.epoch + 1}",
-                   leave=False)
+                   leave=False, disable=None)
         for batch in bar:
             stats, state = step_fn(s, batch, reward, state)
             if not math.isfinite(stats.loss):

@@ -29,7 +29,7 @@ def xe_step(session: Session, tokens: torch.Tensor, feats) -> float:
     s = session
     seq_per_img = tokens.shape[0] // feats.fc.shape[0]
     inputs, targets = tokens[:, :-1], tokens[:, 1:]                  # (N, T+1) each
-    logits = s.model(feats.expand(seq_per_img), inputs)             # (N, T+1, V)
+    logits = s.model(feats, inputs, seq_per_img=seq_per_img)        # (N, T+1, V), each image encoded once
     mask = targets != PAD                                           # (N, T+1) words and EOS
     loss = xe_loss(logits, targets, mask, label_smoothing=s.cfg.xe.label_smoothing)
     s.optimizer.zero_grad(set_to_none=True)
@@ -49,7 +49,7 @@ def train_xe(cfg: RunConfig) -> XEResult:
     while p.epoch < cfg.xe.epochs:
         batches = train.batches(cfg.xe.batch_size, cfg.data.seq_per_img, cfg.seed, p.epoch, p.step_in_epoch)
         bar = tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch, desc=f"xe epoch {p.epoch + 1}",
-                   leave=False)
+                   leave=False, disable=None)
         for batch in bar:
             # 1. teacher-forced cross-entropy and an optimizer step
             loss = xe_step(s, batch.tokens, batch.feats)
