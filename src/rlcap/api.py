@@ -85,7 +85,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int = 3, ma
     ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
     dict) and ``per_image.json``.
     """
-    from rlcap.config import apply_overrides, from_dict, to_dict
+    from rlcap.config import apply_overrides, from_dict
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.train.evaluate import decode_split, score_predictions
     from rlcap.train.session import load_model

@@ -30,8 +30,9 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlcap", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rlcap", description="rlcap: reinforcement learning for image and video captioning.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(func=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Only the chosen subcommand's module is imported (keeps `score` free of torch).
     wanted = [a for a in (argv or []) if not a.startswith("-")][:1]
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    if not getattr(args, "func", None):
+    if args.func is None:
         parser.print_help()
         return 2
     try:

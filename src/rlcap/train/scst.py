@@ -22,16 +22,10 @@ from rlcap.rl.baselines import (RunningMean, advantages, greedy_baseline, leave_
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.train.config import RunConfig
 from rlcap.train.rollout import Rollout, caption_lengths, greedy_captions, rollout, score
-from rlcap.train.session import Session, end_epoch, save, start_session
+from rlcap.train.session import (Session, TrainResult, end_epoch, finish_run, finish_step, optimizer_step,
+                                 start_session)
 
 log = logging.getLogger(__name__)
-
-
-class RLResult(NamedTuple):
-    out_dir: str
-    best_score: float
-    steps: int
-    stopped_early: bool
 
 
 class StepStats(NamedTuple):
@@ -85,18 +79,14 @@ def scst_step(session: Session, batch, reward: Reward, state: RunningMean) -> tu
     t0 = time.perf_counter()
     ent = entropy_bonus(roll.entropy, roll.mask)
     loss = reinforce_loss(roll.logprobs, roll.mask, adv) - cfg.rl.entropy_weight * ent
-    s.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if cfg.optim.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.optim.grad_clip)
-    s.optimizer.step()
+    optimizer_step(s, loss)
     backward_s = time.perf_counter() - t0
     stats = StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()),
                       ent.item(), float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, backward_s)
     return stats, state
 
 
-def train_scst(cfg: RunConfig) -> RLResult:
+def train_scst(cfg: RunConfig) -> TrainResult:
     s = start_session(cfg, splits=("train", cfg.val.split))
     train = s.data.splits["train"]
     reward = build_reward(cfg.reward, dict(zip(train.ids, train.refs)))
@@ -104,7 +94,7 @@ def train_scst(cfg: RunConfig) -> RLResult:
     return run_rl_loop(s, cfg, reward, scst_step)
 
 
-def run_rl_loop(s: Session, cfg: RunConfig, reward: Reward, step_fn) -> RLResult:
+def run_rl_loop(s: Session, cfg: RunConfig, reward: Reward, step_fn) -> TrainResult:
     """Epochs of ``step_fn`` with logging, checkpoints and validation (shared by the RL loops)."""
     train, p = s.data.splits["train"], s.progress
     steps_per_epoch = math.ceil(len(train) / cfg.rl.batch_size)
@@ -116,20 +106,8 @@ def run_rl_loop(s: Session, cfg: RunConfig, reward: Reward, step_fn) -> RLResult
                    leave=False, disable=None)
         for batch in bar:
             stats, state = step_fn(s, batch, reward, state)
-            if not math.isfinite(stats.loss):
-                raise FloatingPointError(f"{cfg.algorithm} loss became {stats.loss} at step {p.step + 1}")
-            p.step += 1
-            p.step_in_epoch += 1
             bar.set_postfix(reward=f"{stats.reward:.3f}")
-            if p.step % cfg.log_every == 0 or p.step_in_epoch == 1:
-                s.logger.write(p.step, "train", {**stats._asdict(), "lr": s.optimizer.param_groups[0]["lr"],
-                                                 "epoch": p.epoch})
-            if cfg.save_every and p.step % cfg.save_every == 0:
-                save(s, "last")
-            if cfg.max_steps and p.step >= cfg.max_steps:
-                save(s, "last")
-                s.logger.close()
-                return RLResult(str(s.out_dir), p.best_score, p.step, True)
+            if finish_step(s, stats._asdict()):
+                return finish_run(s, stopped_early=True)
         end_epoch(s)
-    s.logger.close()
-    return RLResult(str(s.out_dir), p.best_score, p.step, False)
+    return finish_run(s, stopped_early=False)

@@ -7,9 +7,10 @@ run; :class:`Progress` is the part of it that goes into a checkpoint.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -115,6 +116,46 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     manifest = {"epoch": s.progress.epoch, "step": s.progress.step, "algorithm": s.cfg.algorithm,
                 "metrics": metrics or {}}
     return save_checkpoint(s.out_dir / name, s.model, config, s.data.vocab, trainer, manifest)
+
+
+class TrainResult(NamedTuple):
+    out_dir: str
+    best_score: float     # best validation CIDEr-D
+    steps: int
+    stopped_early: bool   # max_steps reached before the last epoch ended
+
+
+def optimizer_step(session: Session, loss: torch.Tensor) -> None:
+    """Backward pass, gradient-norm clipping and one optimizer step."""
+    s = session
+    s.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if s.cfg.optim.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), s.cfg.optim.grad_clip)
+    s.optimizer.step()
+
+
+def finish_step(session: Session, values: dict[str, float]) -> bool:
+    """Count a step, log it and checkpoint as configured; True once ``max_steps`` is reached."""
+    s, p, cfg = session, session.progress, session.cfg
+    if not math.isfinite(values["loss"]):
+        raise FloatingPointError(f"{cfg.algorithm} loss became {values['loss']} at step {p.step + 1}")
+    p.step += 1
+    p.step_in_epoch += 1
+    if p.step % cfg.log_every == 0 or p.step_in_epoch == 1:
+        s.logger.write(p.step, "train", {**values, "lr": s.optimizer.param_groups[0]["lr"], "epoch": p.epoch})
+    if cfg.save_every and p.step % cfg.save_every == 0:
+        save(s, "last")
+    if cfg.max_steps and p.step >= cfg.max_steps:
+        save(s, "last")
+        return True
+    return False
+
+
+def finish_run(session: Session, stopped_early: bool) -> TrainResult:
+    session.logger.close()
+    p = session.progress
+    return TrainResult(str(session.out_dir), p.best_score, p.step, stopped_early)
 
 
 def validate(session: Session) -> dict[str, float]:

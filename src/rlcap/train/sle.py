@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import torch
 
 from rlcap.metrics import tokenize
 from rlcap.rewards import Reward, RewardBatch, build_reward
@@ -21,8 +20,8 @@ from rlcap.rl.losses import entropy_bonus
 from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
 from rlcap.train.config import RunConfig
 from rlcap.train.rollout import caption_lengths, greedy_captions, rollout, score
-from rlcap.train.scst import RLResult, StepStats, conventions, run_rl_loop
-from rlcap.train.session import Session, start_session
+from rlcap.train.scst import StepStats, conventions, run_rl_loop
+from rlcap.train.session import Session, TrainResult, optimizer_step, start_session
 
 
 def sle_step(session: Session, batch, reward: Reward, state: RunningMean) -> tuple[StepStats, RunningMean]:
@@ -42,11 +41,7 @@ def sle_step(session: Session, batch, reward: Reward, state: RunningMean) -> tup
     # 4. surrogate loss of eq. 15-16, backward, step
     t0 = time.perf_counter()
     loss = sle_loss(roll.logprobs, roll.mask, rewards, baseline, distances, cfg.rl.sle_alpha)
-    s.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if cfg.optim.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.optim.grad_clip)
-    s.optimizer.step()
+    optimizer_step(s, loss)
     backward_s = time.perf_counter() - t0
     ent = float(entropy_bonus(roll.entropy.detach(), roll.mask))
     stats = StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent,
@@ -54,7 +49,7 @@ def sle_step(session: Session, batch, reward: Reward, state: RunningMean) -> tup
     return stats, state
 
 
-def train_sle(cfg: RunConfig) -> RLResult:
+def train_sle(cfg: RunConfig) -> TrainResult:
     s = start_session(cfg, splits=("train", cfg.val.split))
     train = s.data.splits["train"]
     reward = build_reward(cfg.reward, dict(zip(train.ids, train.refs)))
