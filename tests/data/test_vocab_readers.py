@@ -79,5 +79,5 @@ def test_not_json_and_not_utf8(tmp_path):
     bad.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(DataError, match="not UTF-8"):
         read_karpathy(bad)
-    with pytest.raises(DataError, match="cannot read"):
+    with pytest.raises(DataError, match="missing.json: file not found"):
         read_karpathy(tmp_path / "missing.json")

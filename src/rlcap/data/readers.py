@@ -15,23 +15,7 @@ from typing import Any
 
 from rlcap.data.records import SPLITS, ImageRecord
 from rlcap.errors import DataError
-
-
-def read_json(path: str | Path) -> Any:
-    """Parse a JSON file, turning every failure into a DataError naming the file."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text (byte {exc.start})") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+from rlcap.metrics.io import read_json  # one JSON reader for every file rlcap reads
 
 
 def _tokenize_all(records: list[ImageRecord]) -> list[ImageRecord]:

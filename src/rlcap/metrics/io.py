@@ -19,6 +19,8 @@ def read_json(path: Path) -> Any:
         text = Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
