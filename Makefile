@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,13 +25,16 @@ bench-metrics: $(STAMP)
 bench-decode: $(STAMP)
 	$(PY) benchmarks/bench_decode.py
 
+bench-demo: $(STAMP)
+	$(PY) benchmarks/bench_demo.py
+
 bench-scst: $(STAMP)
 	$(PY) benchmarks/bench_scst.py
 
 bench-methods: $(STAMP)
-	$(PY) -m rlcap.cli bench --benchmark shapes --methods xe,scst,sll_me,sll_sle --out runs/bench_shapes
+	$(PY) benchmarks/bench_methods.py
 
-bench: bench-metrics bench-decode bench-scst
+bench: bench-metrics bench-decode bench-scst bench-demo bench-methods
 
 clean:
 	rm -rf runs

@@ -74,3 +74,23 @@ def test_nan_reward_can_be_zeroed(xe_checkpoint, tmp_path):
                  "reward.nonfinite": "zero"})
     result = api.train(cfg)
     assert result.steps == 3
+
+
+def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_path):
+    """A policy that ends every caption at once (EOS first): rewards 0, finite loss, no crash."""
+    from rlcap.data.vocab import EOS
+    from rlcap.rewards import build_reward
+    from rlcap.rl.baselines import RunningMean
+    from rlcap.train.scst import scst_step
+    from rlcap.train.session import start_session
+
+    dataset, feats, init = xe_checkpoint
+    session = start_session(_rl(dataset, feats, init, tmp_path / "eos", "scst", **{"model.dropout": 0.0}))
+    with torch.no_grad():
+        session.model.logit.bias[EOS] = 1e4  # every distribution puts all its mass on EOS
+    train = session.data.splits["train"]
+    reward = build_reward(session.cfg.reward, dict(zip(train.ids, train.refs)))
+    batch = next(train.batches(4, 1, seed=0, epoch=0))
+    stats, _ = scst_step(session, batch, reward, RunningMean.init())
+    assert stats.reward == 0.0 and stats.baseline == 0.0 and stats.length == 0.0
+    assert math.isfinite(stats.loss)
