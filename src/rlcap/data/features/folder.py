@@ -53,22 +53,8 @@ class _FolderBase(FeatureStore):
         fc, att = self.get(self._ids[0])
         self._fc_dim, self._att_dim = fc.shape[0], att.shape[1]
 
-    def ids(self) -> list[str]:
-        return list(self._ids)
-
     def __contains__(self, id: object) -> bool:
         return id in self._id_set
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @property
-    def fc_dim(self) -> int:
-        return self._fc_dim
-
-    @property
-    def att_dim(self) -> int:
-        return self._att_dim
 
 
 class NpzFolderStore(_FolderBase):

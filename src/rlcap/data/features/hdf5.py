@@ -79,22 +79,9 @@ class HDF5FeatureStore(FeatureStore):
             self._file.close()
         self._file = None
 
-    def ids(self) -> list[str]:
-        return list(self._ids)
-
     def __contains__(self, id: object) -> bool:
         return id in self._rows
 
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @property
-    def fc_dim(self) -> int:
-        return self._fc_dim
-
-    @property
-    def att_dim(self) -> int:
-        return self._att_dim
 
     @property
     def attrs(self) -> dict[str, object]:

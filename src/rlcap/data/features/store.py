@@ -33,29 +33,33 @@ class FeatureStore(ABC):
     N may differ between images (detector regions); grid features have the same N everywhere.
     """
 
+    # Set by every subclass's __init__: where it reads, its ids in storage order, the sizes.
     path: Path
+    _ids: list[str]
+    _fc_dim: int
+    _att_dim: int
 
     @abstractmethod
     def get(self, id: str) -> tuple[np.ndarray, np.ndarray]:
         """fc (D,), att (N, D) of one image; :class:`DataError` if the id is absent."""
 
     @abstractmethod
-    def ids(self) -> list[str]:
-        """Every id in the store, in storage order."""
-
-    @abstractmethod
     def __contains__(self, id: object) -> bool: ...
 
-    @property
-    @abstractmethod
-    def fc_dim(self) -> int: ...
-
-    @property
-    @abstractmethod
-    def att_dim(self) -> int: ...
+    def ids(self) -> list[str]:
+        """Every id in the store, in storage order."""
+        return list(self._ids)
 
     def __len__(self) -> int:
-        return len(self.ids())
+        return len(self._ids)
+
+    @property
+    def fc_dim(self) -> int:
+        return self._fc_dim
+
+    @property
+    def att_dim(self) -> int:
+        return self._att_dim
 
     @property
     def attrs(self) -> dict[str, object]:
