@@ -9,11 +9,14 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rlcap import api
 from rlcap.config import load_config
 from rlcap.train.config import RunConfig
+
+if TYPE_CHECKING:
+    from rlcap.data.synthetic.shapes import ShapesConfig
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +27,8 @@ Report = Callable[[str], None]
 DEMO_BUDGET = ["xe.epochs=3", "rl.epochs=1"]
 
 
-def prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+def prepare_shapes(data_dir: Path, image_size: int, report: Report,
+                   config: "ShapesConfig | None" = None) -> tuple[Path, Path]:
     """Generate the shapes benchmark and its features (both reused when already complete)."""
     from tqdm.auto import tqdm
 
@@ -33,7 +37,7 @@ def prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Pat
     from rlcap.encoders.extract import extract_features
 
     report(f"[1/5] shapes data -> {data_dir}")
-    config = ShapesConfig()
+    config = config or ShapesConfig()
     with tqdm(total=config.n_images, desc="shapes", unit="img") as bar:
         dataset = generate_shapes(config, data_dir, progress=bar.update)
     feats = data_dir / f"feats_{image_size}.h5"
@@ -46,9 +50,11 @@ def prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Pat
 
 
 def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path, image_size: int = 128,
-             overrides: list[str] | None = None, report: Report = log.info) -> dict[str, Any]:
+             overrides: list[str] | None = None, report: Report = log.info,
+             shapes: "ShapesConfig | None" = None) -> dict[str, Any]:
+    """The whole job; ``shapes`` changes the generated data (default: the 10,000/1,000/1,000 benchmark)."""
     out_dir, data_dir, configs = Path(out_dir), Path(data_dir), Path(configs)
-    dataset, feats = prepare_shapes(data_dir, image_size, report)
+    dataset, feats = prepare_shapes(data_dir, image_size, report, shapes)
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     if out_dir.exists():
         shutil.rmtree(out_dir)

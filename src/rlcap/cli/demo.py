@@ -13,15 +13,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--data", default="data/shapes", help="where the shapes data and features go (reused)")
     p.add_argument("--configs", default="configs", help="folder holding shapes_xe.yaml and shapes_scst.yaml")
     p.add_argument("--image-size", type=int, default=128, help="encoder input size (128 px gives a 4x4 grid)")
+    p.add_argument("--n-train", type=int, default=10_000, help="shapes training images (default 10,000)")
+    p.add_argument("--n-val", type=int, default=1_000, help="shapes validation images (default 1,000)")
+    p.add_argument("--n-test", type=int, default=1_000, help="shapes test images (default 1,000)")
     p.add_argument("overrides", nargs="*", help="key=value overrides applied to both training recipes")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlcap.data.synthetic.shapes import ShapesConfig
     from rlcap.demo import run_demo
 
-    scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print)
+    shapes = ShapesConfig(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
+    scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print, shapes=shapes)
     print()
     print("shapes test split, beam size 3")
     print_scores({"xe": scores["stages"]["xe"], "scst": scores["stages"]["scst"], **scores["baselines"]})
