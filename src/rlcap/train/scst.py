@@ -77,8 +77,12 @@ def scst_step(session: Session, batch, reward: Reward, state: RunningMean) -> tu
     reward_s = time.perf_counter() - t0
     # 4. REINFORCE loss (minus the entropy bonus for SLL-ME), backward, step
     t0 = time.perf_counter()
-    ent = entropy_bonus(roll.entropy, roll.mask)
-    loss = reinforce_loss(roll.logprobs, roll.mask, adv) - cfg.rl.entropy_weight * ent
+    loss = reinforce_loss(roll.logprobs, roll.mask, adv)
+    if cfg.rl.entropy_weight > 0:  # SLL-ME; otherwise the entropy is only logged (no backward through it)
+        ent = entropy_bonus(roll.entropy, roll.mask)
+        loss = loss - cfg.rl.entropy_weight * ent
+    else:
+        ent = entropy_bonus(roll.entropy.detach(), roll.mask)
     optimizer_step(s, loss)
     backward_s = time.perf_counter() - t0
     stats = StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()),
