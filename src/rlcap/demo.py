@@ -24,7 +24,7 @@ Report = Callable[[str], None]
 
 # The demo's budget, so that `make demo` ends within 15 minutes on 2 cores: fewer epochs than the
 # recipes (which `make bench-methods` runs in full). Command-line overrides come after these.
-DEMO_BUDGET = ["xe.epochs=3", "rl.epochs=1"]
+DEMO_BUDGET = ["xe.epochs=3", "rl.epochs=2"]
 
 
 def prepare_shapes(data_dir: Path, image_size: int, report: Report,
