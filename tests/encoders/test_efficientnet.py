@@ -56,11 +56,9 @@ def test_batch_independent(encoder64):
 
 
 def test_imagenet_prediction_on_a_real_photo():
-    cbook = pytest.importorskip("matplotlib.cbook")
-    try:
-        path = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
-    except (OSError, ValueError):
-        pytest.skip("matplotlib sample data not installed")
+    from matplotlib import cbook  # matplotlib (a dependency) ships this photo in its sample data
+
+    path = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
     encoder = EfficientNetLite0Encoder(image_size=224)
     with torch.inference_mode():
         probs = encoder.classify(preprocess([load_image(path)], 224)).softmax(-1)[0]
