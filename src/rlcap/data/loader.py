@@ -68,10 +68,10 @@ class SplitData:
         self.refs = [list(r.captions) for r in records]
         self.tokens = [[list(t) for t in r.tokens] for r in records]
         self.caps, self.cap_offsets = _encode_captions(records, vocab, max_len)
-        store = open_feature_store(store_path)
-        # The encoder input size, when the store records it (HDF5 files written by `rlcap features`).
-        self.image_size: int | None = int(store.attrs["image_size"]) if "image_size" in store.attrs else None
-        fc, att, att_count = store.load_all(self.ids)
+        with open_feature_store(store_path) as store:
+            # The encoder input size, when the store records it (HDF5 files written by `rlcap features`).
+            self.image_size: int | None = int(store.attrs["image_size"]) if "image_size" in store.attrs else None
+            fc, att, att_count = store.load_all(self.ids)
         self.fc = torch.from_numpy(np.ascontiguousarray(fc))  # (N, D)
         self.att = torch.from_numpy(np.ascontiguousarray(att))  # (N, R, D)
         counts = torch.from_numpy(np.asarray(att_count, dtype=np.int64))
