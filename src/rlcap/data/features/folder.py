@@ -56,6 +56,16 @@ class _FolderBase(FeatureStore):
     def __contains__(self, id: object) -> bool:
         return id in self._id_set
 
+    def _read_att(self, id: str, key: str) -> tuple[Path, np.ndarray]:
+        """The file of ``id`` and its region array under ``key``, as (N, D)."""
+        if id not in self._id_set:
+            raise self.missing(id)
+        file = self._att_dir / f"{id}.npz"
+        att = _read_npz(file, key)
+        if att is None:
+            raise DataError(f"feature file {file} has no '{key}' array")
+        return file, _as_regions(att, file)
+
 
 class NpzFolderStore(_FolderBase):
     """``<dir>/<id>.npz`` with ``att`` (N, D) and optional ``fc`` (D,)."""
@@ -65,13 +75,7 @@ class NpzFolderStore(_FolderBase):
         super().__init__(path, path, ".npz")
 
     def get(self, id: str) -> tuple[np.ndarray, np.ndarray]:
-        if id not in self._id_set:
-            raise self.missing(id)
-        file = self._att_dir / f"{id}.npz"
-        att = _read_npz(file, "att")
-        if att is None:
-            raise DataError(f"feature file {file} has no 'att' array")
-        att = _as_regions(att, file)
+        file, att = self._read_att(id, "att")
         fc = _read_npz(file, "fc")
         return (att.mean(axis=0) if fc is None else fc.reshape(-1)), att
 
@@ -87,13 +91,7 @@ class SelfCriticalFolderStore(_FolderBase):
         super().__init__(att_dir, att_dir, ".npz")
 
     def get(self, id: str) -> tuple[np.ndarray, np.ndarray]:
-        if id not in self._id_set:
-            raise self.missing(id)
-        file = self._att_dir / f"{id}.npz"
-        att = _read_npz(file, "feat")
-        if att is None:
-            raise DataError(f"feature file {file} has no 'feat' array")
-        att = _as_regions(att, file)
+        _, att = self._read_att(id, "feat")
         if self._fc_dir is None:
             return att.mean(axis=0), att
         fc_file = self._fc_dir / f"{id}.npy"
