@@ -78,7 +78,7 @@ def evaluation_metrics() -> list[str]:
 def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int = 3, max_len: int = 16,
              out_dir: str | Path | None = None, baselines: tuple[str, ...] = (),
              data_overrides: list[str] | None = None, batch_size: int = 100,
-             progress: bool = False) -> dict[str, Any]:
+             progress: bool = False, length_penalty: float = 0.0) -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally the baselines too.
 
     Returns ``{"model": {metric: value}, "baselines": {name: {metric: value}}}`` and, with
@@ -95,7 +95,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int = 3, ma
     splits = (split, "train") if baselines else (split,)
     data = load_data(data_cfg, splits, vocab=vocab)
     metrics = evaluation_metrics()
-    predictions = decode_split(model, data.splits[split], vocab, beam_size, max_len, batch_size, progress=progress)
+    predictions = decode_split(model, data.splits[split], vocab, beam_size, max_len, batch_size, progress=progress,
+                               length_penalty=length_penalty)
     result = score_predictions(data.splits[split], predictions, metrics)
     scores: dict[str, Any] = {"model": result.corpus, "baselines": {}}
     baseline_preds = {}

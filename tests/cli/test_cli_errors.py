@@ -69,6 +69,23 @@ def test_caption_missing_and_corrupt_images(capsys, encoder_ckpt, tmp_path):
     _one_line_error(capsys, ["caption", str(ckpt), str(bad)], "bad.png")
 
 
+def test_eval_length_penalty_reaches_the_beam_search(capsys, trained, tmp_path, monkeypatch):
+    import rlcap.train.evaluate as evaluate
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["length_penalty"])
+        return beam_search(*args, **kwargs)
+
+    beam_search = evaluate.beam_search
+    monkeypatch.setattr(evaluate, "beam_search", recording)
+    assert main(["eval", str(trained[2]), "--split", "test", "--length-penalty", "0.7", "--out", str(tmp_path / "lp")]) == 0
+    assert seen and set(seen) == {0.7}
+    preds = json.loads((tmp_path / "lp" / "predictions.json").read_text())
+    assert len(preds) == 6
+
+
 def test_eval_and_caption_work(capsys, trained, tmp_path):
     _, _, ckpt = trained
     assert main(["eval", str(ckpt), "--split", "test", "--beam-size", "2", "--out", str(tmp_path / "ev"),

@@ -22,7 +22,7 @@ from rlcap.data.synthetic.scenes import Scene, SceneObject, relation
 from rlcap.data.synthetic.shapes import (
     DATASET_FILE, MANIFEST_FILE, ShapesConfig, generate_shapes, load_shapes, make_image,
 )
-from rlcap.errors import ConfigError
+from rlcap.errors import ConfigError, DataError
 
 SMALL = dict(n_train=8, n_val=2, n_test=2, workers=1)
 
@@ -259,3 +259,17 @@ def test_cli_generates_then_is_a_no_op_then_regenerates(tmp_path, capsys):
 def test_cli_reports_bad_options_in_one_line(tmp_path, capsys):
     assert main(["data", "shapes", "--out", str(tmp_path), "--max-objects", "9"]) == 2
     assert "max_objects" in capsys.readouterr().err
+
+
+def test_salient_object_accuracy_reads_synonyms_and_counts_errors():
+    from rlcap.data.synthetic.agreement import salient_object_accuracy, salient_template
+
+    scene = Scene("white", (obj("crescent", "purple", size="large"), obj("square", "blue", x=0.1))).to_dict()
+    scenes = {"1": scene, "2": scene, "3": scene, "4": scene}
+    preds = {"1": "A violet moon.", "2": "a purple crescent and a blue box", "3": "a blue square", "4": "a purple star"}
+    assert salient_object_accuracy(scenes, preds) == {"colour": 0.75, "shape": 0.5, "both": 0.5}
+    assert salient_template(scene, size=False) == "a purple crescent"
+    assert salient_template(scene, size=True) == "a big purple crescent"
+    assert salient_template(Scene("white", (obj("circle", "orange"),)).to_dict(), size=True) == "an orange circle"
+    with pytest.raises(DataError, match="no scene for image '9'"):
+        salient_object_accuracy(scenes, {"9": "a red circle"})

@@ -44,3 +44,19 @@ def test_markdown_layout():
     assert lines[0] == ("| method | beam METEOR | beam CIDEr | rs CIDEr | rs Div-1 | rs Div-2 | rs mBLEU-4 | "
                         "bs CIDEr | bs Div-1 | bs Div-2 | bs mBLEU-4 |")
     assert lines[2] == "| scst | 0.200 | 1.000 | 0.500 | 0.300 | 0.400 | 0.600 | 0.900 | 0.200 | 0.300 | 0.700 |"
+
+
+def test_cli_image_size_reaches_the_feature_extraction(tmp_path, monkeypatch):
+    import rlcap.demo
+    from rlcap.cli import main
+
+    asked = []
+
+    def prepare(data_dir, image_size, report):
+        asked.append(image_size)
+        raise ConfigError("stop here")  # the data preparation is all this test looks at
+
+    monkeypatch.setattr(rlcap.demo, "prepare_shapes", prepare)
+    assert main(["bench", "--methods", "xe", "--out", str(tmp_path), "--image-size", "224"]) == 2
+    assert main(["bench", "--methods", "xe", "--out", str(tmp_path)]) == 2
+    assert asked == [224, 128]

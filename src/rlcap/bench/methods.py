@@ -54,10 +54,13 @@ def train_methods(methods: list[str], out: Path, data: list[str], configs: Path,
 def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_dir: str | Path = "data/shapes",
                   configs: str | Path = "configs", rl_overrides: list[str] | None = None,
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
-                  prepared: tuple[Path, Path] | None = None) -> dict[str, Any]:
+                  prepared: tuple[Path, Path] | None = None, image_size: int = 128) -> dict[str, Any]:
     """Train, evaluate on the test split, and write results.json, results.md and curves.png.
 
     ``prepared``: (dataset, features) to use instead of generating the benchmark's data.
+    ``image_size``: encoder input side for the generated features (128: a 4x4 grid, the recipes'
+    default; 224: the encoder's ImageNet size, 7x7, slower but the shapes are recognised more often,
+    see docs/SHAPES.md).
     """
     from rlcap.bench.evaluate import method_row
     from rlcap.bench.report import plot_curves, results_markdown
@@ -69,7 +72,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         raise ConfigError(f"unknown benchmark {benchmark!r}; expected one of {list(BENCHMARKS)}")
     check_methods(methods)
     out = Path(out_dir)
-    dataset, feats = prepared or prepare_shapes(Path(data_dir), 128, report)
+    dataset, feats = prepared or prepare_shapes(Path(data_dir), image_size, report)
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     checkpoints = train_methods(methods, out, data, Path(configs), list(rl_overrides or []),
                                 list(xe_overrides or []), report)

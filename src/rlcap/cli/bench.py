@@ -16,6 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--configs", default="configs", help="folder of the method recipes")
     p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every RL method (budget)")
     p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE run")
+    p.add_argument("--image-size", type=int, default=128,
+                   help="encoder input size for the benchmark's features (default 128: 4x4 grid; 224: 7x7)")
     p.set_defaults(func=run)
     return p
 
@@ -24,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.bench.methods import run_benchmark
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print)
+    results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
+                            image_size=args.image_size)
     for how in ("beam", "rs", "bs"):
         print(f"\n{how}:")
         print_scores({m: r[how] for m, r in results["methods"].items()})

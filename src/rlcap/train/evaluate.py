@@ -21,8 +21,10 @@ class Evaluation(NamedTuple):
 
 @torch.inference_mode()
 def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
-                 batch_size: int = 100, limit: int = 0, progress: bool = False) -> dict[str, str]:
-    """Caption every image of ``split`` (greedy when beam_size is 1, else beam search)."""
+                 batch_size: int = 100, limit: int = 0, progress: bool = False,
+                 length_penalty: float = 0.0) -> dict[str, str]:
+    """Caption every image of ``split`` (greedy when beam_size is 1, else beam search ranked by
+    log-probability / length ** ``length_penalty``)."""
     was_training = model.training
     model.eval()
     predictions: dict[str, str] = {}
@@ -32,7 +34,7 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
         if beam_size <= 1:
             out = greedy(model, batch.feats, max_len=max_len)
         else:
-            out = beam_search(model, batch.feats, beam_size=beam_size, max_len=max_len)
+            out = beam_search(model, batch.feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty)
         for image_id, row in zip(batch.ids, out.tokens):
             predictions[image_id] = vocab.decode(row.tolist())
     model.train(was_training)

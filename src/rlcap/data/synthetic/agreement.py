@@ -80,3 +80,42 @@ def human_agreement(images: Sequence[dict], split: str | None = "test", holdout:
         refs[k] = sentences[:holdout] + sentences[holdout + 1:]
     score, _ = Cider().compute_score(refs, cands)
     return float(score)
+
+
+def names_salient_object(scene: dict, caption: str) -> tuple[bool, bool]:
+    """Does ``caption`` name the colour, and the shape, of the scene's salient object?
+
+    ``scene`` is a record's ``"scene"`` entry (objects most salient first). Any of the words the
+    annotators use counts (violet for purple, disc for circle, ...). Used to tell perception
+    errors from wording when a captioner is diagnosed on shapes.
+    """
+    from rlcap.data.synthetic.captions import COLOUR_WORDS, SHAPE_WORDS
+
+    first = scene["objects"][0]
+    words = caption.lower().replace(".", " ").replace(",", " ").split()
+    colour = any(w in words for w in COLOUR_WORDS[first["colour"]])
+    nouns = {word.split()[-1] for pair in SHAPE_WORDS[first["shape"]] for word in pair}
+    return colour, any(w in nouns for w in words)
+
+
+def salient_object_accuracy(scenes: dict[str, dict], predictions: dict[str, str]) -> dict[str, float]:
+    """Share of predicted captions naming the salient object's colour, its shape, and both."""
+    if not predictions:
+        raise DataError("no predictions to check")
+    missing = [i for i in predictions if i not in scenes]
+    if missing:
+        raise DataError(f"no scene for image {missing[0]!r}")
+    named = [names_salient_object(scenes[i], c) for i, c in predictions.items()]
+    n = len(named)
+    return {"colour": sum(c for c, _ in named) / n, "shape": sum(s for _, s in named) / n,
+            "both": sum(c and s for c, s in named) / n}
+
+
+def salient_template(scene: dict, size: bool) -> str:
+    """The salient object in the usual words: 'a red star', with ``size`` 'a big red star'."""
+    from rlcap.data.synthetic.captions import SHAPE_WORDS
+
+    first = scene["objects"][0]
+    words = [{"large": "big", "small": "small"}.get(first["size"], "")] if size else []
+    words = [w for w in words if w] + [first["colour"], SHAPE_WORDS[first["shape"]][0][0]]
+    return ("an " if words[0][0] in "aeiou" else "a ") + " ".join(words)
