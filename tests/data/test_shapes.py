@@ -271,5 +271,8 @@ def test_salient_object_accuracy_reads_synonyms_and_counts_errors():
     assert salient_template(scene, size=False) == "a purple crescent"
     assert salient_template(scene, size=True) == "a big purple crescent"
     assert salient_template(Scene("white", (obj("circle", "orange"),)).to_dict(), size=True) == "an orange circle"
+    circle = {"5": Scene("white", (obj("circle", "red"),)).to_dict()}
+    assert salient_object_accuracy(circle, {"5": "a red round shape."})["both"] == 1.0
+    assert salient_object_accuracy(circle, {"5": "a single red shape"})["shape"] == 0.0  # not "round shape"
     with pytest.raises(DataError, match="no scene for image '9'"):
         salient_object_accuracy(scenes, {"9": "a red circle"})

@@ -92,10 +92,10 @@ def names_salient_object(scene: dict, caption: str) -> tuple[bool, bool]:
     from rlcap.data.synthetic.captions import COLOUR_WORDS, SHAPE_WORDS
 
     first = scene["objects"][0]
-    words = caption.lower().replace(".", " ").replace(",", " ").split()
-    colour = any(w in words for w in COLOUR_WORDS[first["colour"]])
-    nouns = {word.split()[-1] for pair in SHAPE_WORDS[first["shape"]] for word in pair}
-    return colour, any(w in nouns for w in words)
+    text = " " + " ".join(caption.lower().replace(".", " ").replace(",", " ").split()) + " "
+    colour = any(f" {w} " in text for w in COLOUR_WORDS[first["colour"]])
+    shape = any(f" {name} " in text for pair in SHAPE_WORDS[first["shape"]] for name in pair)
+    return colour, shape
 
 
 def salient_object_accuracy(scenes: dict[str, dict], predictions: dict[str, str]) -> dict[str, float]:
