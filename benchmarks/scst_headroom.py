@@ -22,7 +22,6 @@ import torch
 
 from benchdoc import machine, replace_section
 
-SIZE_WORDS = {"big", "large", "small", "little", "tiny"}
 # name -> (beam size, length penalty); beam size 1 is greedy decoding
 DECODINGS = {"greedy": (1, 0.0), "beam 3": (3, 0.0), "beam 3, length-normalised": (3, 1.0)}
 
@@ -41,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.config import from_dict
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.data.synthetic.agreement import salient_object_accuracy, salient_template
+    from rlcap.data.synthetic.captions import SIZE_WORDS
     from rlcap.metrics import score_captions
     from rlcap.train.evaluate import decode_split
     from rlcap.train.session import load_model
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write the section of docs/BENCHMARKS.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
+    size_words = {w for words in SIZE_WORDS.values() for w in words}  # big, large, small, little, tiny
     start = time.perf_counter()
     runs = [r.split("=", 1) for r in args.run]
     rows, scenes, refs = [], None, None
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 accuracy = salient_object_accuracy(scenes, predictions)
                 length = sum(len(c.split()) for c in predictions.values()) / len(predictions)
                 # the same choice of naming the size or not, with the salient object seen perfectly
-                sized = {i: [salient_template(scenes[i], bool(SIZE_WORDS & set(c.lower().split())))]
+                sized = {i: [salient_template(scenes[i], bool(size_words & set(c.lower().split())))]
                          for i, c in predictions.items()}
                 accuracy["perfect"] = score_captions(refs, sized, ["CIDEr"]).corpus["CIDEr"]
         rows.append((label, describe(config), scores, accuracy, length, config["algorithm"] == "xe"))
