@@ -94,3 +94,24 @@ def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_pa
     stats, _ = scst_step(session, batch, reward, RunningMean.init())
     assert stats.reward == 0.0 and stats.baseline == 0.0 and stats.length == 0.0
     assert math.isfinite(stats.loss)
+
+
+def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):
+    """An RL config names only init_from; resuming takes the architecture from the run's checkpoint
+    and replays the same losses as an uninterrupted run."""
+    dataset, feats, init = xe_checkpoint
+
+    def config(out, epochs, *extra):
+        items = tiny_overrides(dataset, feats, out, **{"algorithm": "scst", "init_from": init, "rl.epochs": epochs,
+                                                      "rl.batch_size": 8, "rl.n_samples": 3, "rl.max_len": 6,
+                                                      "optim.lr": 0.001})
+        return api.load_run_config(None, [i for i in items if not i.startswith("model.")] + list(extra))
+
+    api.train(config(tmp_path / "reference", 2))
+    api.train(config(tmp_path / "resumed", 1))
+    api.train(config(tmp_path / "resumed", 2, "resume=true"))
+    losses = {}
+    for name in ("reference", "resumed"):
+        losses[name] = {r["step"]: r["loss"] for r in read_log(tmp_path / name / "log.jsonl") if r["split"] == "train"}
+    assert max(losses["resumed"]) == 2 * math.ceil(24 / 8), "the resumed run must train its second epoch"
+    assert losses["resumed"] == losses["reference"]

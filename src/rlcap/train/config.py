@@ -54,6 +54,9 @@ class RLConfig:
     running_mean_decay: float = help_field(0.9, "decay of the running-mean baseline")
     entropy_weight: float = help_field(0.0, "weight of the per-step entropy bonus (SLL-ME; the paper uses 0.01)")
     sle_alpha: float = help_field(0.75, "SLL-SLE: weight of the precision term against diversity (eq. 8-9)")
+    rollout_dropout: bool = help_field(
+        True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
+        "(false: sample from the network validation decodes with; docs/RL.md)")
 
     def validate(self) -> None:
         if self.sample_method not in SAMPLE_METHODS:

@@ -103,7 +103,7 @@ def run_rl_loop(s: Session, cfg: RunConfig, reward: Reward, step_fn) -> TrainRes
     train, p = s.data.splits["train"], s.progress
     steps_per_epoch = math.ceil(len(train) / cfg.rl.batch_size)
     state = RunningMean.init()
-    s.model.train()
+    s.model.train(cfg.rl.rollout_dropout)
     while p.epoch < cfg.rl.epochs:
         batches = train.batches(cfg.rl.batch_size, 1, cfg.seed, p.epoch, p.step_in_epoch)
         bar = tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch, desc=f"{cfg.algorithm} epoch {p.epoch + 1}",

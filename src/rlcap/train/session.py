@@ -74,9 +74,10 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
     ckpt = load_checkpoint(out_dir / "last") if resume else None
     init = load_checkpoint(cfg.init_from, with_trainer=False) if (cfg.init_from and not resume) else None
     source = ckpt or init
-    if init is not None:
-        # The model must be the one whose weights we load: take its architecture from the checkpoint.
-        cfg.model = from_dict(ModelConfig, init.config["model"])
+    if source is not None:
+        # The model must be the one whose weights we load: take its architecture from that checkpoint
+        # (an RL run's config names only init_from, so on resume the run's own checkpoint is the source).
+        cfg.model = from_dict(ModelConfig, source.config["model"])
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
     model = _model_for(cfg, data)
