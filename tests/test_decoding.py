@@ -62,7 +62,9 @@ class PrefixModel(nn.Module):
 
 
 def brute_force(model, key: float, max_len: int, length_penalty: float = 0.0) -> list[tuple[float, tuple[int, ...]]]:
-    """Every caption (words other than PAD/BOS, cut at EOS, at most max_len) with its score, best first."""
+    """Every caption (words other than PAD/BOS, cut at EOS, at most max_len) with its score, best first.
+
+    Scores are log-probabilities under the model's softmax renormalised without PAD and BOS."""
     words = [w for w in range(model.vocab_size) if w not in (PAD, BOS)]
     found = {}
     for length in range(1, max_len + 1):
@@ -73,7 +75,8 @@ def brute_force(model, key: float, max_len: int, length_penalty: float = 0.0) ->
             state, prev, total = model.init_state(memory), BOS, 0.0
             for w in seq:
                 logprobs, state = model.step(memory, state, torch.tensor([prev]))
-                total += float(logprobs[0, w])
+                policy = logprobs.index_fill(1, torch.tensor([PAD, BOS]), NEG).log_softmax(-1)  # what decoding uses
+                total += float(policy[0, w])
                 prev = w
             found[seq] = total / len(seq) ** length_penalty
     return sorted(((s, q) for q, s in found.items()), reverse=True)
@@ -229,14 +232,57 @@ def test_sample_logprobs_carry_gradients():
     assert model.logit.weight.grad is not None and model.logit.weight.grad.abs().sum() > 0
 
 
+class BiasModel(nn.Module):
+    """Next-word logits are one learnable vector: PAD .2, BOS .2, EOS .1, a .3, b .2 at the start."""
+
+    vocab_size = 5
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.tensor([0.2, 0.2, 0.1, 0.3, 0.2]).log())
+
+    def encode(self, feats):
+        return (feats.fc[:, 0],)
+
+    def init_state(self, memory):
+        return (torch.zeros_like(memory[0]),)
+
+    def step(self, memory, state, tokens):
+        return self.bias.log_softmax(-1).expand(tokens.size(0), -1), state
+
+
+def test_sample_logprobs_are_renormalised_without_pad_and_bos():
+    model = BiasModel()
+    result = sample(model, feats_for([0.0] * 50), n=4, max_len=1, generator=torch.Generator().manual_seed(0))
+    expected = {EOS: math.log(0.1 / 0.6), A: math.log(0.3 / 0.6), B_: math.log(0.2 / 0.6)}
+    words = result.tokens[:, 0].tolist()
+    assert set(words) == set(expected), "only EOS, a and b can be drawn"
+    torch.testing.assert_close(result.logprobs[:, 0], torch.tensor([expected[w] for w in words]))
+    h = -sum(p / 0.6 * math.log(p / 0.6) for p in (0.1, 0.3, 0.2))
+    torch.testing.assert_close(result.entropy[:, 0], torch.full((200,), h))
+
+
+def test_policy_gradient_never_moves_probability_onto_pad_or_bos():
+    """REINFORCE with a negative advantage (a sample below the greedy baseline) pushes the sampled words
+    down; with log-probabilities of the full softmax that mass would go to PAD and BOS, which are
+    never sampled and so never pushed back: the collapse this guards against (docs/RL.md)."""
+    model = BiasModel()
+    result = sample(model, feats_for([0.0] * 50), n=4, max_len=1, generator=torch.Generator().manual_seed(1))
+    (result.logprobs.sum()).backward()  # = -loss for advantage -1 on every sample
+    grad = model.bias.grad  # the full softmax would give PAD and BOS -0.2 per sample each: -40 here
+    assert abs(float(grad[PAD])) < 1e-4 and abs(float(grad[BOS])) < 1e-4
+    assert grad[[EOS, A, B_]].abs().sum() > 1.0
+
+
 @pytest.mark.parametrize("arch", ["fc", "updown", "transformer"])
 def test_sample_logprobs_are_the_models_own(arch):
     model, feats = tiny_captioner(arch)
     model.eval()
     result = sample(model, feats, n=3, max_len=6, temperature=0.7, top_k=5, generator=torch.Generator().manual_seed(0))
     inputs = torch.cat([torch.full((6, 1), BOS), result.tokens[:, :-1]], 1)  # (6, T)
-    logprobs = model(feats, inputs, seq_per_img=3).log_softmax(-1)  # (6, T, V)
-    chosen = logprobs.gather(2, result.tokens[:, :, None]).squeeze(2) * result.mask
+    logits = model(feats, inputs, seq_per_img=3)  # (6, T, V)
+    logprobs = logits.index_fill(2, torch.tensor([PAD, BOS]), NEG).log_softmax(-1)  # the policy: no PAD, BOS
+    chosen = torch.where(result.mask, logprobs.gather(2, result.tokens[:, :, None]).squeeze(2), 0.0)
     torch.testing.assert_close(result.logprobs, chosen, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(result.entropy, entropy(logprobs.flatten(0, 1)).view(6, -1) * result.mask,
                                atol=1e-5, rtol=1e-5)

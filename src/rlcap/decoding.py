@@ -72,7 +72,7 @@ def decode(model: Captioner, feats: Feats, cfg: DecodeConfig,
     return beam_search(model, feats, cfg.beam_size, cfg.max_len, cfg.length_penalty, cfg.n_best)
 
 
-def _banned(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
+def banned_words(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
     """(V,) additive mask: -inf at PAD and BOS, which are never generated."""
     ban = torch.zeros(vocab_size, dtype=like.dtype, device=like.device)
     ban[[PAD, BOS]] = float("-inf")
@@ -81,11 +81,20 @@ def _banned(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
 
 def entropy(logprobs: torch.Tensor) -> torch.Tensor:
     """Entropy of each row's distribution: (R, V) log-probabilities -> (R,); 0 * log 0 = 0."""
-    h = -torch.linalg.vecdot(logprobs.exp(), logprobs)  # (R,)
-    if bool(h.isnan().any()):  # a word of probability 0: 0 * log 0 must count as 0, not nan
-        finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)  # (R, V)
-        h = -torch.linalg.vecdot(finite.exp(), finite)
-    return h
+    finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)  # (R, V) -inf (banned words) -> 0 * finite
+    return -torch.linalg.vecdot(finite.exp(), finite)
+
+
+def word_logprobs(step_lp: torch.Tensor, ban: torch.Tensor) -> torch.Tensor:
+    """The policy over the words that can be generated: (R, V) -> (R, V), renormalised without PAD and BOS.
+
+    Decoding never emits PAD or BOS, so the captions are drawn from this distribution, and the
+    log-probabilities a policy gradient uses must be its own. Taking them from the model's full
+    softmax instead leaves the banned words' share out of every REINFORCE update: with a baseline
+    above the mean sample reward (the greedy baseline's usual case) each step then moves probability
+    onto PAD and BOS, and the policy collapses once they hold most of it (docs/RL.md).
+    """
+    return torch.log_softmax(step_lp + ban, dim=-1)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -119,9 +128,10 @@ def _rollout(model: Captioner, feats: Feats, n: int, max_len: int,
     for _ in range(max_len):
         step_lp, state = model.step(memory, state, word)  # (R, V)
         if ban is None:
-            ban = _banned(step_lp.size(1), step_lp)
+            ban = banned_words(step_lp.size(1), step_lp)
+        step_lp = word_logprobs(step_lp, ban)  # (R, V) what is sampled from, and differentiated
         with torch.no_grad():
-            word = choose(step_lp.detach() + ban).masked_fill(done, PAD)  # (R,)
+            word = choose(step_lp.detach()).masked_fill(done, PAD)  # (R,)
         alive = ~done
         logprobs.append(torch.where(alive, step_lp.gather(1, word[:, None]).squeeze(1), 0.0))  # (R,)
         entropies.append(torch.where(alive, entropy(step_lp), 0.0))  # (R,)
@@ -188,13 +198,16 @@ def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int,
     word = torch.full((b,), BOS, dtype=torch.long, device=device)  # (R,) R = B * beams
     scores = torch.zeros(b, device=device)  # (R,) summed logprobs
     done = torch.zeros(b, dtype=torch.bool, device=device)  # (R,) EOS already emitted
+    ban = None
     hist = (torch.zeros(b, 0, dtype=torch.long, device=device),
             torch.zeros(b, 0, device=device), torch.zeros(b, 0, device=device))  # tokens, logprobs, entropy
     for _ in range(max_len):
         step_lp, state = model.step(memory, state, word)  # (R, V)
         v = step_lp.size(1)
+        if ban is None:
+            ban = banned_words(v, step_lp)
+        step_lp = word_logprobs(step_lp, ban)  # (R, V) -inf at PAD and BOS, which are never generated
         cand = step_lp + scores[:, None]  # (R, V) score of every continuation
-        cand[:, BOS] = float("-inf")  # PAD and BOS are never generated
         if bool(done.any()):  # an ended beam's only continuation is PAD, at no cost
             cand.masked_fill_(done[:, None], float("-inf"))
         cand[:, PAD] = torch.where(done, scores, float("-inf"))

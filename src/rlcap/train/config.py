@@ -11,6 +11,7 @@ from rlcap.models.config import ModelConfig
 from rlcap.rewards import RewardConfig
 
 OPTIMIZERS = ("adam", "adamw")
+CLIP_MODES = ("norm", "value")
 
 
 @dataclass
@@ -20,11 +21,16 @@ class OptimConfig:
     weight_decay: float = help_field(0.0, "weight decay (decoupled for adamw)")
     lr_decay_every: int = help_field(3, "multiply the learning rate by lr_decay_rate every this many epochs (0: never)")
     lr_decay_rate: float = help_field(0.8, "step decay factor")
-    grad_clip: float = help_field(2.0, "clip the gradient's global norm to this (0: no clipping)")
+    grad_clip: float = help_field(2.0, "clip the gradient to this (0: no clipping); see grad_clip_mode")
+    grad_clip_mode: str = help_field(
+        "norm", "norm: scale the whole gradient down to global norm grad_clip; value: clamp every element "
+        "to [-grad_clip, grad_clip] (self-critical.pytorch's RL setting, with 0.1)")
 
     def validate(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ConfigError(f"optim.name: {self.name!r} is not one of {list(OPTIMIZERS)}")
+        if self.grad_clip_mode not in CLIP_MODES:
+            raise ConfigError(f"optim.grad_clip_mode: {self.grad_clip_mode!r} is not one of {list(CLIP_MODES)}")
         if self.lr <= 0:
             raise ConfigError(f"optim.lr must be positive, got {self.lr}")
 

@@ -9,7 +9,7 @@ import torch
 
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD, Vocab
-from rlcap.decoding import DecodeResult, beam_search, greedy, sample
+from rlcap.decoding import DecodeResult, banned_words, beam_search, entropy, greedy, sample, word_logprobs
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.train.config import RLConfig
 
@@ -32,15 +32,18 @@ class Rollout(NamedTuple):
 
 def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.Tensor,
                             n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probability and entropy of given captions (B*n, T) under the model, with gradient."""
+    """Log-probability and entropy of given captions (B*n, T) under the policy, with gradient.
+
+    The policy is the one decoding samples from: the model's softmax renormalised without PAD and
+    BOS (:func:`rlcap.decoding.word_logprobs`)."""
     from rlcap.data.vocab import BOS
 
     bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype)
     inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
-    logp = torch.log_softmax(model(batch.feats, inputs, seq_per_img=n), dim=-1)  # (B*n, T, V)
+    logits = model(batch.feats, inputs, seq_per_img=n)                      # (B*n, T, V)
+    logp = word_logprobs(logits, banned_words(logits.size(-1), logits))      # (B*n, T, V)
     chosen = logp.gather(2, tokens.clamp(min=0)[:, :, None]).squeeze(2)    # (B*n, T)
-    entropy = -(logp.exp() * logp).sum(-1)                                  # (B*n, T)
-    return chosen, entropy
+    return chosen, entropy(logp.flatten(0, 1)).view(logp.shape[:2])        # (B*n, T) each
 
 
 def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig) -> Rollout:

@@ -127,12 +127,14 @@ class TrainResult(NamedTuple):
 
 
 def optimizer_step(session: Session, loss: torch.Tensor) -> None:
-    """Backward pass, gradient-norm clipping and one optimizer step."""
-    s = session
+    """Backward pass, gradient clipping (by global norm or by value) and one optimizer step."""
+    s, clip = session, session.cfg.optim
     s.optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    if s.cfg.optim.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(s.model.parameters(), s.cfg.optim.grad_clip)
+    if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
+        torch.nn.utils.clip_grad_value_(s.model.parameters(), clip.grad_clip)
+    elif clip.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip.grad_clip)
     s.optimizer.step()
 
 
