@@ -115,3 +115,19 @@ def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):
         losses[name] = {r["step"]: r["loss"] for r in read_log(tmp_path / name / "log.jsonl") if r["split"] == "train"}
     assert max(losses["resumed"]) == 2 * math.ceil(24 / 8), "the resumed run must train its second epoch"
     assert losses["resumed"] == losses["reference"]
+
+
+@pytest.mark.parametrize("dropout", [True, False])
+def test_rollout_dropout_sets_the_mode_captions_are_sampled_in(xe_checkpoint, tmp_path, monkeypatch, dropout):
+    import rlcap.train.scst as scst
+
+    dataset, feats, init = xe_checkpoint
+    modes, real = [], scst.rollout
+
+    def spy(model, *args, **kwargs):
+        modes.append(model.training)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(scst, "rollout", spy)
+    api.train(_rl(dataset, feats, init, tmp_path / "run", "scst", **{"rl.rollout_dropout": dropout}))
+    assert len(modes) == math.ceil(24 / 8) and all(m is dropout for m in modes)
