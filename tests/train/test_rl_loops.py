@@ -131,3 +131,11 @@ def test_rollout_dropout_sets_the_mode_captions_are_sampled_in(xe_checkpoint, tm
     monkeypatch.setattr(scst, "rollout", spy)
     api.train(_rl(dataset, feats, init, tmp_path / "run", "scst", **{"rl.rollout_dropout": dropout}))
     assert len(modes) == math.ceil(24 / 8) and all(m is dropout for m in modes)
+
+
+def test_sle_refuses_a_baseline_it_does_not_use(xe_checkpoint, tmp_path):
+    from rlcap.errors import ConfigError
+
+    dataset, feats, init = xe_checkpoint
+    with pytest.raises(ConfigError, match="greedy baseline"):
+        api.train(_rl(dataset, feats, init, tmp_path / "run", "sll_sle", **{"rl.baseline": "leave_one_out"}))

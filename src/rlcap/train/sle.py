@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 
+from rlcap.errors import ConfigError
 from rlcap.metrics import tokenize
 from rlcap.rewards import Reward, RewardBatch, build_reward
 from rlcap.rl.baselines import RunningMean, greedy_baseline
@@ -50,6 +51,10 @@ def sle_step(session: Session, batch, reward: Reward, state: RunningMean) -> tup
 
 
 def train_sle(cfg: RunConfig) -> TrainResult:
+    if cfg.rl.baseline != "greedy":
+        raise ConfigError(f"rl.baseline: SLL-SLE takes the self-critical greedy baseline for its precision term "
+                          f"(003_5a024678a14e9bf6.txt eq. 10-11), not {cfg.rl.baseline!r}; use algorithm=scst "
+                          f"for the other baselines")
     s = start_session(cfg, splits=("train", cfg.val.split))
     train = s.data.splits["train"]
     reward = build_reward(cfg.reward, dict(zip(train.ids, train.refs)))
