@@ -35,21 +35,18 @@ bench-scst: $(STAMP)
 bench-methods: $(STAMP)
 	$(PY) benchmarks/bench_methods.py
 
-# Where SCST's gain goes (docs/RL.md): needs runs/bench_shapes from bench-methods; trains the 224-px runs
-# that are missing (about 40 min), then evaluates every run.
+# Where SCST's gain goes (docs/RL.md): needs runs/bench_shapes from bench-methods; trains the runs
+# that are missing (about 35 min), then evaluates every run.
 H = runs/headroom
 F224 = data.features=data/shapes/feats_224.h5
 bench-headroom: $(STAMP)
 	$(RLCAP) features data/shapes --dataset data/shapes/dataset_shapes.json --out data/shapes/feats_224.h5 --image-size 224
 	test -d $(H)/xe224/best || $(RLCAP) train configs/shapes_xe.yaml out_dir=$(H)/xe224 $(F224)
 	test -d $(H)/scst224/best || $(RLCAP) train configs/shapes_scst.yaml init_from=$(H)/xe224/best out_dir=$(H)/scst224 $(F224)
-	test -d $(H)/scst224_more/best || $(RLCAP) train configs/shapes_scst.yaml init_from=$(H)/scst224/best \
-		out_dir=$(H)/scst224_more $(F224) optim.lr=0.00005 rl.epochs=3
-	test -d $(H)/loo224/best || $(RLCAP) train configs/shapes_scst.yaml init_from=$(H)/xe224/best out_dir=$(H)/loo224 \
-		$(F224) rl.baseline=leave_one_out rl.epochs=4
+	test -d $(H)/loo128/best || $(RLCAP) train configs/shapes_scst.yaml init_from=runs/bench_shapes/xe/best \
+		out_dir=$(H)/loo128 rl.baseline=leave_one_out
 	$(PY) benchmarks/scst_headroom.py --run xe_128px=runs/bench_shapes/xe/best --run scst_128px=runs/bench_shapes/scst/best \
-		--run xe_224px=$(H)/xe224/best --run scst_224px=$(H)/scst224/best --run scst_224px_more=$(H)/scst224_more/best \
-		--run loo_224px=$(H)/loo224/best --write
+		--run loo_128px=$(H)/loo128/best --run xe_224px=$(H)/xe224/best --run scst_224px=$(H)/scst224/best --write
 
 bench: bench-metrics bench-decode bench-scst bench-demo bench-methods
 
