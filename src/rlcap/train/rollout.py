@@ -61,8 +61,9 @@ def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig) -
     captions = [vocab.decode(row.tolist()) for row in out.tokens]
     reward_batch = RewardBatch([i for i in batch.ids for _ in range(n)],
                                [r for r in batch.refs for _ in range(n)], batch.feats.expand(n))
-    return Rollout(out.tokens, logprobs * mask, mask, entropy * mask, captions, reward_batch,
-                   time.perf_counter() - start)
+    # where, not a product: a padded position's log-probability is -inf under the policy (PAD is banned)
+    return Rollout(out.tokens, torch.where(mask, logprobs, 0.0), mask, torch.where(mask, entropy, 0.0), captions,
+                   reward_batch, time.perf_counter() - start)
 
 
 @torch.no_grad()
