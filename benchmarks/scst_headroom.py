@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ref: dict[str, float] = rows[0][2]
     for label, what, s, acc, length, is_xe in rows:
         ref = s if is_xe else ref
-        cells = [f"{s[k]:.3f}" + ("" if is_xe else f" ({s[k] / ref[k] - 1:+.1%})") for k in DECODINGS]
+        cells = [f"{s[k]:.3f}" + ("" if is_xe else f" ({s[k] / ref[k] - 1:+.2%})") for k in DECODINGS]
         lines.append(f"| {label} | {what} | {' | '.join(cells)} | {acc['both']:.1%} | {length:.1f} | {acc['perfect']:.3f} |")
     lines += ["", f"Captions written from the true scene: \"a red star\" {oracle[False]:.3f}, "
                   f"\"a big red star\" {oracle[True]:.3f} (perfect perception of the salient object, nothing else)."]
