@@ -8,7 +8,7 @@ from typing import NamedTuple
 import torch
 
 from rlcap.data.loader import Batch
-from rlcap.data.vocab import PAD, Vocab
+from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.decoding import DecodeResult, banned_words, beam_search, entropy, greedy, sample, word_logprobs
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.train.config import RLConfig
@@ -36,8 +36,6 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
 
     The policy is the one decoding samples from: the model's softmax renormalised without PAD and
     BOS (:func:`rlcap.decoding.word_logprobs`)."""
-    from rlcap.data.vocab import BOS
-
     bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype)
     inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
     logits = model(batch.feats, inputs, seq_per_img=n)                      # (B*n, T, V)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-
 from rlcap.errors import ConfigError
 from rlcap.metrics import tokenize
 from rlcap.rewards import Reward, RewardBatch, build_reward
