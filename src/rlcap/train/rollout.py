@@ -84,6 +84,4 @@ def score(reward: Reward, captions: list[str], reward_batch: RewardBatch) -> tor
 
 def caption_lengths(tokens: torch.Tensor) -> torch.Tensor:
     """Words per caption (EOS and padding excluded): (N, T) -> (N,) float."""
-    from rlcap.data.vocab import EOS
-
     return ((tokens != PAD) & (tokens != EOS)).sum(1).float()
