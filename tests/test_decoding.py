@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import DecodeConfig, DecodeResult, beam_search, decode, entropy, filter_logits, greedy, sample
+from rlcap.decoding import DecodeConfig, DecodeResult, beam_search, decode, draw, entropy, filter_logits, greedy, sample
 from rlcap.errors import ConfigError
 from rlcap.models import Feats, ModelConfig, build_model
 
@@ -197,6 +197,25 @@ def test_sampling_is_reproducible_with_a_generator():
     a = sample(model, feats, 5, 6, generator=torch.Generator().manual_seed(3))
     b = sample(model, feats, 5, 6, generator=torch.Generator().manual_seed(3))
     assert torch.equal(a.tokens, b.tokens)
+
+
+def test_draw_matches_the_probabilities_and_never_draws_a_zero():
+    probs = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0]).expand(200_000, -1)
+    words = draw(probs, torch.Generator().manual_seed(0))
+    freq = torch.bincount(words, minlength=6).double() / words.numel()
+    assert freq[[0, 2, 5]].tolist() == [0.0, 0.0, 0.0]
+    se = (probs[0].double() * (1 - probs[0].double()) / words.numel()).sqrt()  # binomial standard errors
+    assert ((freq - probs[0].double()).abs() <= 5 * se + 1e-12).all(), freq
+    # unnormalised rows are drawn in proportion, like torch.multinomial
+    words = draw(torch.tensor([[2.0, 6.0]]).expand(100_000, -1), torch.Generator().manual_seed(1))
+    assert abs(words.double().mean().item() - 0.75) < 5 * (0.75 * 0.25 / 100_000) ** 0.5
+
+
+@pytest.mark.parametrize("uniform,expected", [(0.0, 4), (1.0 - 2.0 ** -53, 1)])
+def test_draw_at_the_ends_of_the_uniform_range_stays_on_words_with_probability(monkeypatch, uniform, expected):
+    probs = torch.tensor([[0.0, 0.1, 0.0, 0.6, 0.3, 0.0]])
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.full((1, 1), uniform, dtype=torch.float64))
+    assert draw(probs).tolist() == [expected]
 
 
 def test_filter_logits_by_hand():

@@ -173,3 +173,19 @@ def test_config_rejects_bad_values(change):
 
 def test_every_config_field_has_help():
     assert all(f.metadata.get("help") for f in fields(ModelConfig))
+
+
+def test_updown_regions_shared_per_image_give_the_same_values_and_gradients_as_copies():
+    """UpDown keeps the regions once per image for n rows (expand_memory); copying them to each
+    row (expand_batch, or expanded features) must give the same outputs and parameter gradients."""
+    feats, tokens = make_feats(), make_tokens(rows=3 * B)
+    results = []
+    for shared in (True, False):
+        model = build("updown").eval()  # no dropout: copies would draw different masks
+        logits = model(feats, tokens, seq_per_img=3) if shared else model(feats.expand(3), tokens)
+        (logits.log_softmax(-1)[..., 4].sum()).backward()
+        results.append((logits, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (shared_logits, shared_grads), (copied_logits, copied_grads) = results
+    torch.testing.assert_close(shared_logits, copied_logits, atol=1e-5, rtol=1e-5)
+    for name, grad in shared_grads.items():
+        torch.testing.assert_close(grad, copied_grads[name], atol=1e-5, rtol=1e-4, msg=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from rlcap.errors import ConfigError
-from rlcap.models.base import Captioner, Feats, expand_batch, select_batch
+from rlcap.models.base import Captioner, Feats, expand_batch, expand_memory, select_batch
 from rlcap.models.config import ModelConfig
 from rlcap.models.show_tell import ShowTell
 from rlcap.models.transformer import TransformerCaptioner
@@ -33,4 +33,4 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int) -> ValueNe
 
 
 __all__ = ["MODELS", "Captioner", "Feats", "ModelConfig", "ShowTell", "TransformerCaptioner", "UpDown",
-           "ValueNetwork", "build_model", "build_value_model", "expand_batch", "select_batch"]
+           "ValueNetwork", "build_model", "build_value_model", "expand_batch", "expand_memory", "select_batch"]

@@ -5,8 +5,10 @@ Models return logits or log-probabilities; losses, rewards and baselines live ou
 Decoding contract (used by :mod:`rlcap.decoding`):
 
 * ``memory = model.encode(feats)`` encodes the images once: a tuple of tensors, batch first.
-* ``memory = expand_batch(memory, n)`` repeats each image n times (samples or beams);
-  rows of one image stay adjacent (``repeat_interleave``).
+* ``memory = expand_memory(model, memory, n)`` repeats each image n times (samples or beams);
+  rows of one image stay adjacent (``repeat_interleave``). By default that is
+  :func:`expand_batch`; a model may define ``expand_memory(memory, n)`` to keep some tensors
+  once per image (UpDown's regions, which are large), and its ``step`` then accepts both forms.
 * ``state = model.init_state(memory)``: a tuple of tensors, batch first.
 * ``logprobs, state = model.step(memory, state, tokens)``: ``tokens`` (B,) the previous word
   (BOS at the first step); ``logprobs`` (B, V) log-softmax over the vocabulary.
@@ -46,6 +48,12 @@ class Feats(NamedTuple):
 def expand_batch(tensors: Tensors, n: int) -> Tensors:
     """Repeat each row n times, keeping one image's rows adjacent: (B, ...) -> (B*n, ...)."""
     return tuple(t.repeat_interleave(n, dim=0) for t in tensors)
+
+
+def expand_memory(model: object, memory: Tensors, n: int) -> Tensors:
+    """The model's own ``expand_memory`` if it has one, else :func:`expand_batch`."""
+    own = getattr(model, "expand_memory", None)
+    return own(memory, n) if own is not None else expand_batch(memory, n)
 
 
 def select_batch(tensors: Tensors, index: torch.Tensor) -> Tensors:

@@ -20,14 +20,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcap.models.base import Feats, Tensors, expand_batch
+from rlcap.models.attention import additive_scores, weighted_sum
+from rlcap.models.base import Feats, Tensors
 from rlcap.models.config import ModelConfig
 from rlcap.models.linear import Linear, addmm
 from rlcap.models.lstm import WordGates, lstm_update
 
 
 class UpDown(nn.Module):
-    """Memory ``(fc_gates (B, 4H), att (B, N, H), p_att2 (B, N, A), att_bias (B, N))``;
+    """Memory ``(fc_gates (B, 4H), att (I, N, H), p_att2 (I, N, A), att_bias (I, N))``, I images with
+    B = I * n rows (n = 1 after ``encode``; ``expand_memory`` repeats only ``fc_gates``);
     state ``(h_att, c_att, h_lang, c_lang)``, each (B, H)."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int):
@@ -58,6 +60,11 @@ class UpDown(nn.Module):
         att_bias = torch.zeros_like(att[..., 0]).masked_fill(~feats.att_mask, float("-inf"))  # (B, N)
         return fc_gates, att, p_att2, att_bias
 
+    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
+        """n rows per image: the gate term is repeated, the regions stay once per image (I = B / n)."""
+        fc_gates, att, p_att2, att_bias = memory
+        return fc_gates.repeat_interleave(n, dim=0), att, p_att2, att_bias
+
     def init_state(self, memory: Tensors) -> Tensors:
         fc_gates = memory[0]
         zeros = fc_gates.new_zeros(fc_gates.size(0), self.hidden_dim)  # (B, H)
@@ -70,10 +77,12 @@ class UpDown(nn.Module):
         h_att, c_att = lstm_update(gates, c_att)  # (B, H)
         # w_a^T tanh(z_i) = 2 w_a^T sigmoid(2 z_i) - sum(w_a): the constant cancels in the softmax, and
         # sigmoid is ~5x cheaper than tanh on CPU (see lstm.tanh). p_att2 = 2 W_va v_i, from encode.
-        e = torch.sigmoid_(p_att2 + 2.0 * self.h2att(h_att).unsqueeze(1))  # (B, N, A) in place: one big buffer
-        scores = 2.0 * self.alpha(e).squeeze(2) + att_bias  # (B, N); -inf at padded regions
-        weights = torch.softmax(scores, dim=1)  # (B, N)
-        v_hat = torch.bmm(weights.unsqueeze(1), att).squeeze(1)  # (B, H)
+        # The regions are kept once per image (expand_memory): rows are grouped n per image.
+        images, rows = att.size(0), h_att.size(0)
+        query = 2.0 * self.h2att(h_att).view(images, rows // images, -1)  # (I, n, A)
+        scores = 2.0 * additive_scores(p_att2, query, self.alpha.weight[0])  # (I, n, N)
+        weights = torch.softmax(scores + att_bias.unsqueeze(1), dim=2)  # (I, n, N); 0 at padded regions
+        v_hat = weighted_sum(weights, att).view(rows, -1)  # (B, H)
         gates = addmm(self.lang_ctx(v_hat), torch.cat([h_att, h_lang], 1), self.lang_hid.weight)  # (B, 4H)
         h_lang, c_lang = lstm_update(gates, c_lang)  # (B, H)
         return h_att, c_att, h_lang, c_lang
@@ -86,7 +95,7 @@ class UpDown(nn.Module):
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
-        memory = expand_batch(self.encode(feats), seq_per_img)
+        memory = self.expand_memory(self.encode(feats), seq_per_img)
         state = self.init_state(memory)
         word_gates = self.att_word(tokens)  # (B, T, 4H) one matmul for all steps
         hs = []
