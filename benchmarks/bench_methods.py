@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     scst_gain = m["scst"]["beam"]["CIDEr"] / m["xe"]["beam"]["CIDEr"] - 1
     div2_gain = m["sll_sle"]["rs"]["Div-2"] / m["scst"]["rs"]["Div-2"] - 1
     sle_cider = m["sll_sle"]["beam"]["CIDEr"] / m["scst"]["beam"]["CIDEr"] - 1
+    rl_settings = []
+    for method in ("scst", "sll_me", "sll_sle"):
+        cfg = json.loads((REPO / args.out / method / "config.json").read_text())
+        rl_settings.append(f"{method}: {cfg['rl']['baseline']} baseline, {cfg['rl']['epochs']} epochs, "
+                           f"best by validation beam {cfg['val']['beam_size']}")
     import torch
 
     body = "\n".join([
@@ -41,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         "captions of an image; mBLEU-4: each caption against the other 4 (lower is more diverse). Recipes: "
         "configs/shapes_*.yaml; every RL method starts from the same XE checkpoint with the same budget.", "",
         table.strip(), "",
+        f"RL runs: {'; '.join(rl_settings)}.", "",
         f"- SCST over XE, beam CIDEr-D: **{scst_gain:+.1%}** (goal: at least +5%).",
         f"- SLL-SLE over SCST, rs Div-2: **{div2_gain:+.1%}** (goal: at least +10%); "
         f"beam CIDEr-D: **{sle_cider:+.1%}** (goal: no more than 2% below).",
