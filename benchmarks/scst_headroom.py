@@ -31,9 +31,11 @@ def describe(config: dict) -> str:
     feats = Path(config["data"]["features"]).name
     if config["algorithm"] == "xe":
         return f"XE {config['xe']['epochs']} epochs, {feats}"
-    rl = config["rl"]
-    return (f"{config['algorithm']} from {config['init_from']}: {rl['epochs']} epochs at lr {config['optim']['lr']:g}, "
-            f"baseline {rl['baseline']}, {rl['sample_method']}, {feats}")
+    rl, optim, val = config["rl"], config["optim"], config["val"]
+    decay = f" x{optim['lr_decay_rate']:g} every {optim['lr_decay_every']}" if optim["lr_decay_every"] else ""
+    chosen = f"beam {val['beam_size']}" if val["beam_size"] > 1 else "greedy"
+    return (f"{config['algorithm']} from {config['init_from']}: {rl['epochs']} epochs at lr {optim['lr']:g}{decay}, "
+            f"baseline {rl['baseline']}, {rl['sample_method']}, best epoch by {chosen} validation, {feats}")
 
 
 def main(argv: list[str] | None = None) -> int:
