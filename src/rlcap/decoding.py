@@ -120,8 +120,8 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
 
     Inverse-CDF sampling: one uniform number per row, found in the row's cumulative sum. It draws
     from the same distribution as ``torch.multinomial(probs, 1)``, which on CPU draws an exponential
-    variate for every word (about 10 ms for 250 rows x 2,107 words, 8% of an UpDown SCST step;
-    this is under 0.5 ms; ``make bench-scst``). Exactness: with ``u`` in (0, total] and
+    variate for every word: about 10 ms for 250 rows x 2,107 words on the project's 2-core machine,
+    8% of an UpDown SCST step, against under 0.5 ms for this (timed by hand). Exactness: with ``u`` in (0, total] and
     ``searchsorted`` returning the first word whose cumulative sum reaches ``u``, a word of
     probability 0 (its sum equal to its predecessor's, or 0) can never be returned, and the index
     never passes the last word. The sums are in float64 so the draw is exact to float32's probabilities.

@@ -32,16 +32,20 @@ class Rollout(NamedTuple):
 
 def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.Tensor,
                             n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probability and entropy of given captions (B*n, T) under the policy, with gradient.
+    """Log-probability and entropy of given captions (B*n, T) under the policy, with gradient;
+    0 at padded positions, as in a :class:`DecodeResult`.
 
     The policy is the one decoding samples from: the model's softmax renormalised without PAD and
-    BOS (:func:`rlcap.decoding.word_logprobs`)."""
+    BOS (:func:`rlcap.decoding.word_logprobs`). A padded position's log-probability is -inf under
+    it (PAD is banned), so it is zeroed with ``where``: a product with the mask would give NaN."""
     bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype)
     inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
     logits = model(batch.feats, inputs, seq_per_img=n)                      # (B*n, T, V)
     logp = word_logprobs(logits, banned_words(logits.size(-1), logits))      # (B*n, T, V)
     chosen = logp.gather(2, tokens.clamp(min=0)[:, :, None]).squeeze(2)    # (B*n, T)
-    return chosen, entropy(logp.flatten(0, 1)).view(logp.shape[:2])        # (B*n, T) each
+    ent = entropy(logp.flatten(0, 1)).view(logp.shape[:2])                  # (B*n, T)
+    mask = tokens != PAD
+    return torch.where(mask, chosen, 0.0), torch.where(mask, ent, 0.0)
 
 
 def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig) -> Rollout:
@@ -55,13 +59,11 @@ def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig) -
         with torch.no_grad():
             out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=cfg.max_len, n_best=n)
         logprobs, entropy = teacher_forced_logprobs(model, batch, out.tokens, n)
-    mask = out.mask
     captions = [vocab.decode(row.tolist()) for row in out.tokens]
     reward_batch = RewardBatch([i for i in batch.ids for _ in range(n)],
                                [r for r in batch.refs for _ in range(n)], batch.feats.expand(n))
-    # where, not a product: a padded position's log-probability is -inf under the policy (PAD is banned)
-    return Rollout(out.tokens, torch.where(mask, logprobs, 0.0), mask, torch.where(mask, entropy, 0.0), captions,
-                   reward_batch, time.perf_counter() - start)
+    # both paths give 0 at padded positions (decoding's convention)
+    return Rollout(out.tokens, logprobs, out.mask, entropy, captions, reward_batch, time.perf_counter() - start)
 
 
 @torch.no_grad()
