@@ -47,7 +47,8 @@ class UpDown(nn.Module):
         # Additive attention (Eq. 3-4).
         self.ctx2att = Linear(hid, att_hid)  # W_va
         self.h2att = Linear(hid, att_hid, bias=False)  # W_ha
-        self.alpha = nn.Linear(att_hid, 1, bias=False)  # w_a (no bias: cancels in the softmax); weight used by additive_scores
+        # w_a (no bias: it cancels in the softmax); its weight is used by additive_scores
+        self.alpha = nn.Linear(att_hid, 1, bias=False)
         # Language LSTM (Eq. 6); its bias sits in lang_ctx.
         self.lang_ctx = Linear(hid, 4 * hid)  # v_hat_t
         self.lang_hid = Linear(2 * hid, 4 * hid, bias=False)  # [h_att_t; h_lang_{t-1}]
