@@ -51,7 +51,10 @@ def _train_losses(folder: Path) -> dict[int, float]:
 def test_killed_run_resumes_with_identical_losses(tiny_data, tmp_path):
     """SIGKILL a training process after a mid-epoch checkpoint; resuming replays the same losses."""
     dataset, feats = tiny_data
-    common = ["xe.epochs=3", "save_every=2", "model.dropout=0.3"]
+    # Enough steps after the first checkpoints that the kill lands mid-run even when this process is
+    # slow to poll (with 3 epochs, 18 steps, the child sometimes finished first on the 2-core machine).
+    epochs, steps_per_epoch = 12, 6
+    common = [f"xe.epochs={epochs}", "save_every=2", "model.dropout=0.3"]
     reference = tmp_path / "reference"
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, reference) + common))
 
@@ -69,10 +72,11 @@ def test_killed_run_resumes_with_identical_losses(tiny_data, tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     stopped_at = load_checkpoint(killed / "last").manifest["step"]
-    assert 4 <= stopped_at < 18, "the process should be killed mid-run"
+    assert 4 <= stopped_at < epochs * steps_per_epoch, "the process should be killed mid-run"
 
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, killed) + common + ["resume=true"]))
     ref, got = _train_losses(reference), _train_losses(killed)
+    assert max(ref) == epochs * steps_per_epoch
     assert sorted(got) == sorted(ref)
     after = [s for s in ref if s > stopped_at]
     assert after, "some steps must run after the resume"
