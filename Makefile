@@ -29,8 +29,9 @@ bench-decode: $(STAMP)
 bench-demo: $(STAMP)
 	$(PY) benchmarks/bench_demo.py
 
+# PREVIOUS=DIR: a checkout of the previous release, measured alternately for the side-by-side columns
 bench-scst: $(STAMP)
-	$(PY) benchmarks/bench_scst.py
+	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS))
 
 bench-methods: $(STAMP)
 	$(PY) benchmarks/bench_methods.py
@@ -40,14 +41,14 @@ bench-methods: $(STAMP)
 H = runs/headroom
 F224 = data.features=data/shapes/feats_224.h5
 # The earlier SCST recipe's settings (greedy validation, 8 epochs, no decay), as the 224-px run was measured
-EARLIER = rl.epochs=8 optim.lr_decay_every=0 val.beam_size=1
+EARLIER = rl.epochs=8 optim.lr_decay_every=0 decode.beam_size=1
 bench-headroom: $(STAMP)
 	$(RLCAP) features data/shapes --dataset data/shapes/dataset_shapes.json --out data/shapes/feats_224.h5 --image-size 224
 	test -d $(H)/xe224/best || $(RLCAP) train configs/shapes_xe.yaml out_dir=$(H)/xe224 $(F224)
 	test -d $(H)/scst224/best || $(RLCAP) train configs/shapes_scst.yaml init_from=$(H)/xe224/best out_dir=$(H)/scst224 $(F224) \
-		rl.baseline=greedy $(EARLIER)
+		scst.baseline=greedy $(EARLIER)
 	test -d $(H)/greedy128/best || $(RLCAP) train configs/shapes_scst.yaml init_from=runs/bench_shapes/xe/best \
-		out_dir=$(H)/greedy128 rl.baseline=greedy
+		out_dir=$(H)/greedy128 scst.baseline=greedy
 	$(PY) benchmarks/scst_headroom.py --run xe_128px=runs/bench_shapes/xe/best --run scst_128px=runs/bench_shapes/scst/best \
 		--run greedy_128px=$(H)/greedy128/best --run xe_224px=$(H)/xe224/best --run scst_224px=$(H)/scst224/best --write
 

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     scores = json.loads((REPO / args.out / "scores.json").read_text())
     rows = {"XE": scores["stages"]["xe"], "SCST": scores["stages"]["scst"],
-            "nearest neighbour": scores["baselines"]["nearest_neighbour"]}
+            "nearest neighbour": scores["references"]["nearest_neighbour"]}
     ratio = rows["XE"]["CIDEr"] / rows["nearest neighbour"]["CIDEr"]
     gain = rows["SCST"]["CIDEr"] / rows["XE"]["CIDEr"] - 1
     import torch

@@ -33,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     rl_settings = []
     for method in ("scst", "sll_me", "sll_sle"):
         cfg = json.loads((REPO / args.out / method / "config.json").read_text())
-        rl_settings.append(f"{method}: {cfg['rl']['baseline']} baseline, {cfg['rl']['epochs']} epochs, "
-                           f"best by validation beam {cfg['val']['beam_size']}")
+        baseline = cfg[cfg["algorithm"]].get("baseline", "greedy")  # SLL-SLE's precision term: always greedy
+        rl_settings.append(f"{method}: {baseline} baseline, {cfg['rl']['epochs']} epochs, "
+                           f"best by validation beam {cfg['decode']['beam_size']}")
     import torch
 
     body = "\n".join([

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -21,12 +22,15 @@ from pathlib import Path
 from benchdoc import REPO, machine, replace_section
 
 COCO = REPO / ".." / "shared" / "data" / "coco" / "human_agreement_5k.json"
-REFERENCE = {  # self-critical.pytorch on this machine, samples/s (from the issue)
-    ("fc", 10): 129, ("updown", 10): 57, ("fc", 50): 151, ("updown", 50): 80,
+REFERENCE = {  # self-critical.pytorch on this machine, samples/s (from the issues)
+    ("fc", 10): 129, ("updown", 10): 57, ("fc", 50): 151, ("updown", 50): 80, ("transformer", 10): 3.8,
 }
+# self-critical.pytorch's Transformer size: 6 encoder and 6 decoder layers, 512-d, 8 heads, 2048 feed-forward
+TRANSFORMER = ["model.num_layers=6", "model.num_enc_layers=6", "model.num_heads=8", "model.ff_dim=2048"]
+CONFIGS = [("fc", 10, []), ("fc", 50, []), ("updown", 10, []), ("updown", 50, []), ("transformer", 10, TRANSFORMER)]
 
 
-def measure(arch: str, images: int, samples: int, steps: int) -> dict:
+def measure(arch: str, images: int, samples: int, steps: int, model: list[str] | None = None) -> dict:
     """Run in a child process: build everything, warm up, then time ``steps`` SCST steps."""
     import torch
 
@@ -34,13 +38,12 @@ def measure(arch: str, images: int, samples: int, steps: int) -> dict:
     from rlcap.data.vocab import Vocab
     from rlcap.metrics import tokenize
     from rlcap.models import build_model
-    from rlcap.models.base import Feats
+    from rlcap.data.feats import Feats
     from rlcap.rewards import build_reward
-    from rlcap.rl.baselines import RunningMean
     from rlcap.train.config import RunConfig
     from rlcap.config import load_config
     from rlcap.train.scst import scst_step
-    from rlcap.train.session import Progress, Session, build_optimizer
+    from rlcap.train.session import Progress, Session, add_part
 
     torch.set_num_threads(2)
     torch.manual_seed(0)
@@ -52,10 +55,10 @@ def measure(arch: str, images: int, samples: int, steps: int) -> dict:
         counts[w] = counts.get(w, 0) + 1
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", *sorted(counts, key=lambda w: -counts[w])[:2103]])
     cfg = load_config(RunConfig, None, [f"model.arch={arch}", "model.dropout=0.5", f"rl.n_samples={samples}",
-                                        f"rl.batch_size={images}", "rl.max_len=16", "tensorboard=false"])
-    model = build_model(cfg.model, len(vocab), 2048, 2048)
-    optimizer, scheduler = build_optimizer(model.parameters(), cfg.optim)
-    session = Session(cfg, CaptionData(vocab, {}), model, optimizer, scheduler, None, Progress(), Path("."))
+                                        f"rl.batch_size={images}", "decode.max_len=16", "tensorboard=false",
+                                        *(model or [])])
+    session = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."))
+    add_part(session, "policy", build_model(cfg.model, len(vocab), 2048, 2048), cfg.optim)
     reward = build_reward(cfg.reward, refs)
     ids = list(refs)
     regions = 36 if arch != "fc" else 1
@@ -67,7 +70,7 @@ def measure(arch: str, images: int, samples: int, steps: int) -> dict:
                       torch.ones(images, regions, dtype=torch.bool))
         batch = Batch(torch.arange(images), pick, feats, torch.empty(0, 0), [refs[i] for i in pick])
         start = time.perf_counter()
-        stats, _ = scst_step(session, batch, reward, RunningMean.init())
+        stats = scst_step(session, batch, reward)
         elapsed = time.perf_counter() - start
         if step == 0:
             continue  # warm-up
@@ -75,49 +78,70 @@ def measure(arch: str, images: int, samples: int, steps: int) -> dict:
         for key in ("sample_s", "reward_s", "backward_s"):
             totals[key] += getattr(stats, key)
     per_step = {k: v / steps for k, v in totals.items()}
-    return {"arch": arch, "images": images, "samples": samples, **per_step,
+    return {"arch": arch, "images": images, "samples": samples, "model": model or [], **per_step,
             "samples_per_s": images * samples / per_step["step_s"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_before_mb": rss_before / 1024}
 
 
-def markdown(rows: list[dict], command: str) -> str:
+def markdown(rows: list[dict], command: str, previous: dict[tuple[str, int], float]) -> str:
     import torch
 
     lines = ["## SCST step: time split and peak memory", "",
              f"Command: `{command}`. Machine: {machine(torch=torch.__version__)}, 2 torch threads.", "",
-             "Models at the usual sizes (hidden 512, 2048-d features, 36 regions for UpDown, 2,107-word vocabulary "
-             "from COCO captions), random weights and features, CIDEr-D reward against real COCO references, "
-             "greedy (self-critical) baseline. Reward time includes decoding the greedy baseline. "
-             "Reference: self-critical.pytorch on this machine.", "",
-             "| model | images x samples | samples/s | self-critical.pytorch | ratio | sampling | reward + baseline "
-             "| backward + step | peak RSS |", "|---|---|---|---|---|---|---|---|---|"]
+             "Models at the usual sizes (hidden 512, 2048-d features, 36 regions for UpDown and the Transformer, "
+             "2,107-word vocabulary from COCO captions), random weights and features, CIDEr-D reward against real "
+             "COCO references, greedy (self-critical) baseline. Reward time includes decoding the greedy baseline. "
+             "The Transformer is self-critical.pytorch's size: 6 encoder and 6 decoder layers, 8 heads, 2,048 "
+             "feed-forward. Reference: self-critical.pytorch on this machine."
+             + (" Previous release: the same benchmark run from a checkout of the previous release, in the "
+                "same session, configurations alternating." if previous else ""), "",
+             "| model | images x samples | samples/s | self-critical.pytorch | ratio |"
+             + (" previous release | vs previous |" if previous else "")
+             + " sampling | reward + baseline | backward + step | peak RSS |",
+             "|---|---|---|---|---|" + ("---|---|" if previous else "") + "---|---|---|---|"]
     for r in rows:
         ref = REFERENCE[(r["arch"], r["images"])]
         split = {k: r[k] / r["step_s"] for k in ("sample_s", "reward_s", "backward_s")}
-        lines.append(f"| {r['arch']} | {r['images']} x {r['samples']} | {r['samples_per_s']:.0f} | {ref} | "
-                     f"{r['samples_per_s'] / ref:.2f}x | {split['sample_s']:.0%} | {split['reward_s']:.0%} | "
+        before = previous.get((r["arch"], r["images"]))
+        prev = ((f" {before:.0f} | {r['samples_per_s'] / before - 1:+.1%} |" if before else " - | - |")
+                if previous else "")
+        lines.append(f"| {r['arch']} | {r['images']} x {r['samples']} | {r['samples_per_s']:.1f} | {ref} | "
+                     f"{r['samples_per_s'] / ref:.2f}x |{prev} {split['sample_s']:.0%} | {split['reward_s']:.0%} | "
                      f"{split['backward_s']:.0%} | {r['peak_rss_mb']:.0f} MB |")
     return "\n".join(lines)
+
+
+def child(script: Path, cwd: Path, steps: int, arch: str, images: int, model: list[str]) -> dict:
+    argv = [sys.executable, str(script), "--steps", str(steps), "--child", arch, str(images), "5"]
+    env = {**os.environ, "PYTHONPATH": str(cwd / "src")}
+    out = subprocess.run(argv + [a for m in model for a in ("--model", m)], check=True, capture_output=True,
+                         text=True, cwd=cwd, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5, help="timed steps per configuration (after one warm-up)")
+    parser.add_argument("--previous", default=None,
+                        help="a checkout of the previous release: its FC and UpDown rows are measured alternately")
+    parser.add_argument("--model", action="append", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs=3, metavar=("ARCH", "IMAGES", "SAMPLES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         arch, images, samples = args.child
-        print(json.dumps(measure(arch, int(images), int(samples), args.steps)))
+        print(json.dumps(measure(arch, int(images), int(samples), args.steps, args.model)))
         return 0
-    rows = []
-    for arch in ("fc", "updown"):
-        for images in (10, 50):
-            out = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child", arch,
-                                  str(images), "5"], check=True, capture_output=True, text=True, cwd=REPO)
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    replace_section("bench-scst", markdown(rows, "make bench-scst"))
-    print(markdown(rows, "make bench-scst"))
+    rows, previous = [], {}
+    for arch, images, model in CONFIGS:
+        rows.append(child(Path(__file__), REPO, args.steps, arch, images, model))
+        if args.previous and arch != "transformer":
+            old = Path(args.previous).resolve()
+            previous[(arch, images)] = child(old / "benchmarks" / "bench_scst.py", old, args.steps, arch, images,
+                                             [])["samples_per_s"]
+    command = "make bench-scst" + (f" PREVIOUS={args.previous}" if args.previous else "")
+    replace_section("bench-scst", markdown(rows, command, previous))
+    print(markdown(rows, command, previous))
     print(json.dumps({f"{r['arch']}_{r['images']}x{r['samples']}_samples_per_s": round(r["samples_per_s"], 1)
                       for r in rows}))
     return 0

@@ -31,11 +31,14 @@ def describe(config: dict) -> str:
     feats = Path(config["data"]["features"]).name
     if config["algorithm"] == "xe":
         return f"XE {config['xe']['epochs']} epochs, {feats}"
-    rl, optim, val = config["rl"], config["optim"], config["val"]
+    rl, optim = config["rl"], config["optim"]
+    # runs written before the per-algorithm sections kept the baseline in rl and the beam in val
+    baseline = config.get(config["algorithm"], rl).get("baseline", "greedy")
+    beam = config.get("decode", config.get("val"))["beam_size"]
     decay = f" x{optim['lr_decay_rate']:g} every {optim['lr_decay_every']}" if optim["lr_decay_every"] else ""
-    chosen = f"beam {val['beam_size']}" if val["beam_size"] > 1 else "greedy"
+    chosen = f"beam {beam}" if beam > 1 else "greedy"
     return (f"{config['algorithm']} from {config['init_from']}: {rl['epochs']} epochs at lr {optim['lr']:g}{decay}, "
-            f"baseline {rl['baseline']}, {rl['sample_method']}, best epoch by {chosen} validation, {feats}")
+            f"baseline {baseline}, {rl['sample_method']}, best epoch by {chosen} validation, {feats}")
 
 
 def main(argv: list[str] | None = None) -> int:

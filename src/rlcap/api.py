@@ -1,4 +1,4 @@
-"""The Python API behind the CLI: train, evaluate, caption and baselines."""
+"""The Python API behind the CLI: train, evaluate, caption and the reference captioners."""
 
 from __future__ import annotations
 
@@ -9,19 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from rlcap.config import load_config
-from rlcap.errors import ConfigError
 from rlcap.train.config import RunConfig
 
 log = logging.getLogger(__name__)
-
-
-def _trainers() -> dict[str, Callable[[RunConfig], Any]]:
-    from rlcap.train.scst import train_scst
-    from rlcap.train.sle import train_sle
-    from rlcap.train.xe import train_xe
-
-    # SLL (plain SCST) and SLL-ME (SCST with rl.entropy_weight > 0) share the SCST loop.
-    return {"xe": train_xe, "scst": train_scst, "sll_sle": train_sle}
 
 
 def load_run_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
@@ -29,16 +19,22 @@ def load_run_config(path: str | Path | None, overrides: list[str] | None = None)
 
 
 def train(cfg: RunConfig) -> Any:
-    """Run the loop named by ``cfg.algorithm``."""
-    trainers = _trainers()
-    if cfg.algorithm not in trainers:
-        raise ConfigError(f"algorithm: {cfg.algorithm!r} is not one of {sorted(trainers)}")
-    return trainers[cfg.algorithm](cfg)
+    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.TRAINERS`)."""
+    from rlcap.train.registry import trainer
+
+    return trainer(cfg.algorithm)(cfg)
 
 
 def coco_results(predictions: dict[str, str]) -> list[dict[str, Any]]:
-    """COCO results format; an all-digit id becomes an integer ``image_id`` as COCO expects."""
-    return [{"image_id": int(i) if i.isdigit() else i, "caption": c} for i, c in predictions.items()]
+    """COCO results format. Ids stay the strings they are in the dataset, except that when every id
+    is an integer written without leading zeros ("42", not "0042") all are written as integers, as
+    COCO's own are: then reading an id back as a string (``rlcap score``) gives the same id."""
+    as_int = all(_plain_integer(i) for i in predictions)
+    return [{"image_id": int(i) if as_int else i, "caption": c} for i, c in predictions.items()]
+
+
+def _plain_integer(text: str) -> bool:
+    return text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0"))
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -54,11 +50,10 @@ DEFAULT_METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", 
 
 def evaluation_metrics() -> list[str]:
     """The pycocoevalcap metrics this machine can compute: METEOR needs Java and the jar in
-    pycocoevalcap's wheel, SPICE (and so SPIDEr) the Stanford CoreNLP jars (RLCAP_CORENLP_DIR).
-    What is left out is logged once, so a table without METEOR never passes silently."""
+    pycocoevalcap's wheel (left out with a logged warning otherwise, so a table without METEOR never
+    passes silently); SPICE and SPIDEr always, by the Python SPICE (``spice_impl: python``)."""
     from rlcap.errors import RlcapError
     from rlcap.metrics.java import java_executable, packaged_jar
-    from rlcap.metrics.spice import corenlp_jars
 
     metrics = list(DEFAULT_METRICS)
     try:
@@ -67,80 +62,165 @@ def evaluation_metrics() -> list[str]:
     except RlcapError as exc:
         metrics.remove("METEOR")
         log.warning("METEOR left out: %s", exc)
-    try:
-        corenlp_jars()
-        metrics += ["SPICE", "SPIDEr"]
-    except RlcapError as exc:
-        log.info("SPICE and SPIDEr left out: %s", exc)
-    return metrics
+    return metrics + ["SPICE", "SPIDEr"]
 
 
-def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int = 3, max_len: int = 16,
-             out_dir: str | Path | None = None, baselines: tuple[str, ...] = (),
+def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, max_len: int | None = None,
+                        length_penalty: float | None = None) -> Any:
+    """The checkpoint's own decoding settings (its run's ``decode`` section; the defaults for a
+    checkpoint written before that section existed), with the values given here replacing them."""
+    import dataclasses
+
+    from rlcap.config import from_dict
+    from rlcap.train.config import DecodeSettings
+
+    own = from_dict(DecodeSettings, dict(config.get("decode", {})))
+    given = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty}
+    return from_dict(DecodeSettings, {**dataclasses.asdict(own), **{k: v for k, v in given.items() if v is not None}})
+
+
+CHECKPOINT_DATA_PATHS = ("dataset", "features", "coco_splits")
+
+
+def checkpoint_data_config(checkpoint: str | Path, config: dict[str, Any], overrides: list[str] | None = None) -> Any:
+    """The data section of a checkpoint's ``config`` as a DataConfig, with ``key=value`` overrides.
+
+    The checkpoint's own paths (``dataset``, ``features``, ``coco_splits``) are relative to the
+    checkpoint folder when its config says ``paths_relative_to: checkpoint`` (what training writes,
+    so evaluation works from any directory), else (older checkpoints) to the working directory.
+    Paths given as overrides are taken from the working directory. A path that does not exist is a
+    :class:`DataError` naming the path tried.
+    """
+    import os
+
+    from rlcap.config import apply_overrides, from_dict
+    from rlcap.data.loader import DataConfig
+    from rlcap.errors import DataError
+
+    data = dict(config["data"])
+    relative_to = config.get("paths_relative_to")  # absent in checkpoints written before it existed
+    if relative_to not in (None, "checkpoint"):
+        raise DataError(f"{checkpoint}: paths_relative_to is {relative_to!r}; expected 'checkpoint'")
+    stored = {key: data[key] for key in CHECKPOINT_DATA_PATHS if data.get(key)}
+    if relative_to == "checkpoint":
+        for key, value in stored.items():
+            data[key] = os.path.normpath(Path(checkpoint).resolve() / value)
+    data = apply_overrides(data, list(overrides or []))
+    given = {item.split("=", 1)[0].strip() for item in overrides or []}
+    for key in CHECKPOINT_DATA_PATHS:
+        path = data.get(key)
+        if not path or Path(path).exists() or (key == "features" and Path(f"{path}_att").is_dir()):
+            continue  # (a features path may name self-critical <prefix>_fc/_att folders by their prefix)
+        if key in given:
+            how = "as given"
+        elif relative_to == "checkpoint":
+            how = f"the checkpoint's {stored[key]!r}, relative to the checkpoint folder"
+        else:
+            how = f"the checkpoint's path, relative to the working directory {Path.cwd()}"
+        raise DataError(f"data.{key}: {path} not found ({how}); pass data.{key}=PATH")
+    return from_dict(DataConfig, data)
+
+
+def check_feature_image_size(checkpoint: str | Path, config: dict[str, Any], features: str | Path) -> None:
+    """:class:`DataError` when the store records another encoder input size than the checkpoint was
+    trained on (its ``feature_dims.image_size``): such features run, but score far worse."""
+    from rlcap.data.features import open_feature_store
+    from rlcap.errors import DataError
+
+    trained = config["feature_dims"]["image_size"]
+    with open_feature_store(features) as store:
+        stored = store.attrs.get("image_size")  # stores that record no size cannot be checked
+    if trained is not None and stored is not None and int(trained) != int(stored):
+        raise DataError(f"{checkpoint} was trained on features of {trained}-px images, but {features} holds "
+                        f"features of {stored}-px images: pass data.features=FILE extracted with "
+                        f"`rlcap features --image-size {trained}`")
+
+
+def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None = None, max_len: int | None = None,
+             out_dir: str | Path | None = None, references: tuple[str, ...] = (),
              data_overrides: list[str] | None = None, batch_size: int = 100,
-             progress: bool = False, length_penalty: float = 0.0) -> dict[str, Any]:
-    """Caption ``split`` with a checkpoint and score it; optionally the baselines too.
+             progress: bool = False, length_penalty: float | None = None) -> dict[str, Any]:
+    """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
 
-    Returns ``{"model": {metric: value}, "baselines": {name: {metric: value}}}`` and, with
+    Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). Data
+    paths are found as :func:`checkpoint_data_config` says, and features of another image size
+    than the checkpoint was trained on are refused (:func:`check_feature_image_size`).
+
+    Returns ``{"model": {metric: value}, "references": {name: {metric: value}}}`` and, with
     ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
     dict) and ``per_image.json``.
     """
-    from rlcap.config import apply_overrides, from_dict
-    from rlcap.data.loader import DataConfig, load_data
+    import time
+
+    from rlcap.data.loader import load_data
+    from rlcap.progress import stderr_is_terminal
     from rlcap.train.evaluate import decode_split, score_predictions
     from rlcap.train.session import load_model
 
     model, vocab, config = load_model(checkpoint)
-    data_cfg = from_dict(DataConfig, apply_overrides(dict(config["data"]), list(data_overrides or [])))
-    splits = (split, "train") if baselines else (split,)
+    dec = checkpoint_decoding(config, beam_size, max_len, length_penalty)
+    data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)
+    check_feature_image_size(checkpoint, config, data_cfg.features)
+    splits = (split, "train") if references else (split,)
     data = load_data(data_cfg, splits, vocab=vocab)
     metrics = evaluation_metrics()
-    predictions = decode_split(model, data.splits[split], vocab, beam_size, max_len, batch_size, progress=progress,
-                               length_penalty=length_penalty)
+    log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
+    started = time.perf_counter()
+    # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
+    predictions = decode_split(model, data.splits[split], vocab, dec.beam_size, dec.max_len, batch_size,
+                               progress=progress and stderr_is_terminal(), length_penalty=dec.length_penalty)
+    log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
-    scores: dict[str, Any] = {"model": result.corpus, "baselines": {}}
-    baseline_preds = {}
-    for name in baselines:
-        preds = BASELINES[name](data.splits["train"], data.splits[split])
-        baseline_preds[name] = preds
-        scores["baselines"][name] = score_predictions(data.splits[split], preds, metrics).corpus
+    scores: dict[str, Any] = {"model": result.corpus, "references": {}}
+    reference_preds = {}
+    for name in references:
+        preds = REFERENCE_CAPTIONERS[name](data.splits["train"], data.splits[split])
+        reference_preds[name] = preds
+        scores["references"][name] = score_predictions(data.splits[split], preds, metrics).corpus
     if out_dir is not None:
         out = Path(out_dir)
         write_json(out / "predictions.json", coco_results(predictions))
         write_json(out / "per_image.json", result.per_image)
-        for name, preds in baseline_preds.items():
+        for name, preds in reference_preds.items():
             write_json(out / f"predictions_{name}.json", coco_results(preds))
         write_json(out / "scores.json", scores)
-    log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, beam_size, result.corpus)
+    log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, dec.beam_size, result.corpus)
     return scores
 
 
 def _nearest_neighbour(train: Any, query: Any) -> dict[str, str]:
-    from rlcap.baselines import nearest_neighbour_predictions
+    from rlcap.reference_captioners import nearest_neighbour_predictions
 
     return nearest_neighbour_predictions(train, query)
 
 
-BASELINES: dict[str, Callable[[Any, Any], dict[str, str]]] = {"nearest_neighbour": _nearest_neighbour}
+# Captioners that need no training, scored beside a model (not RL baselines)
+REFERENCE_CAPTIONERS: dict[str, Callable[[Any, Any], dict[str, str]]] = {"nearest_neighbour": _nearest_neighbour}
 
 
-def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: int = 3, max_len: int = 16,
-                   image_size: int | None = None, batch_size: int = 16) -> dict[str, str]:
+def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: int | None = None,
+                   max_len: int | None = None, image_size: int | None = None, batch_size: int = 16,
+                   on_bad_image: Callable[[str, str], None] | None = None) -> dict[str, str]:
     """Caption image files end to end: frozen encoder, then the checkpoint's model.
 
+    A folder among ``images`` stands for every image under it (:func:`expand_image_paths`).
     ``image_size`` defaults to the size the checkpoint's training features were extracted at
-    (recorded in the checkpoint), so the model sees features like those it was trained on.
+    (recorded in the checkpoint), so the model sees features like those it was trained on. A file
+    that cannot be read as an image raises :class:`DataError`, or, given ``on_bad_image``, is
+    reported to it as ``(path, reason)`` and left out.
     """
     import torch
 
     from rlcap.decoding import beam_search, greedy
     from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder
+    from rlcap.encoders.images import preprocess
+    from rlcap.encoders.sources import expand_image_paths
     from rlcap.errors import RlcapError
-    from rlcap.encoders.images import load_image, preprocess
     from rlcap.models.base import Feats
     from rlcap.train.session import load_model
 
     model, vocab, config = load_model(checkpoint)
+    dec = checkpoint_decoding(config, beam_size, max_len)
     dims = config["feature_dims"]
     if dims["fc"] != FEATURE_DIM or dims["att"] != FEATURE_DIM:
         raise RlcapError(f"{checkpoint} was trained on {dims['fc']}-d features; `caption` encodes images with "
@@ -148,17 +228,38 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     size = image_size or int(dims["image_size"] or 224)
     encoder = EfficientNetLite0Encoder(size)
     out: dict[str, str] = {}
-    paths = [Path(p) for p in images]
+    paths = expand_image_paths(images)
     for start in range(0, len(paths), batch_size):
-        chunk = paths[start:start + batch_size]
-        pixels = preprocess([load_image(p) for p in chunk], size)  # DataError names a bad file
+        chunk, loaded = _read_images(paths[start:start + batch_size], on_bad_image)
+        if not chunk:
+            continue
+        pixels = preprocess(loaded, size)
         with torch.inference_mode():
             fc, att = encoder.encode(pixels)
             feats = Feats(fc, att, torch.ones(att.shape[:2], dtype=torch.bool))
-            if beam_size <= 1:
-                result = greedy(model, feats, max_len=max_len)
+            if dec.beam_size <= 1:
+                result = greedy(model, feats, max_len=dec.max_len)
             else:
-                result = beam_search(model, feats, beam_size=beam_size, max_len=max_len)
+                result = beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
+                                     length_penalty=dec.length_penalty)
         for path, row in zip(chunk, result.tokens):
             out[str(path)] = vocab.decode(row.tolist())
     return out
+
+
+def _read_images(paths: list[Path], on_bad_image: Callable[[str, str], None] | None) -> tuple[list[Path], list[Any]]:
+    """The readable ``paths`` and their RGB images; a bad file raises, or goes to ``on_bad_image``."""
+    from rlcap.encoders.images import load_image
+    from rlcap.errors import DataError
+
+    good, images = [], []
+    for path in paths:
+        try:
+            images.append(load_image(path))  # DataError names the file
+        except DataError as exc:
+            if on_bad_image is None:
+                raise
+            on_bad_image(str(path), str(exc))
+            continue
+        good.append(path)
+    return good, images

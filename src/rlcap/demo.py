@@ -30,21 +30,20 @@ DEMO_BUDGET = ["xe.epochs=3", "rl.epochs=2"]
 def prepare_shapes(data_dir: Path, image_size: int, report: Report,
                    config: "ShapesConfig | None" = None) -> tuple[Path, Path]:
     """Generate the shapes benchmark and its features (both reused when already complete)."""
-    from tqdm.auto import tqdm
-
     from rlcap.data.readers import read_json
     from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes
     from rlcap.encoders.extract import extract_features
+    from rlcap.progress import progress
 
     report(f"[1/5] shapes data -> {data_dir}")
     config = config or ShapesConfig()
-    with tqdm(total=config.n_images, desc="shapes", unit="img") as bar:
+    with progress(config.n_images, "shapes", unit="img") as bar:
         dataset = generate_shapes(config, data_dir, progress=bar.update)
     feats = data_dir / f"feats_{image_size}.h5"
     report(f"[2/5] EfficientNet-Lite0 features at {image_size} px -> {feats}")
     images = {str(item["imgid"]): data_dir / item["filepath"] / item["filename"]
               for item in read_json(dataset)["images"]}
-    with tqdm(total=len(images), desc="features", unit="img") as bar:
+    with progress(len(images), "features", unit="img") as bar:
         extract_features(images, feats, image_size=image_size, batch_size=64, progress=bar.update)
     return dataset, feats
 
@@ -68,9 +67,9 @@ def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path, ima
     api.train(scst_cfg)
     report("[5/5] evaluation on the test split, beam size 3")
     xe = api.evaluate(out_dir / "xe" / "best", "test", beam_size=3, out_dir=out_dir / "xe" / "eval_test",
-                      baselines=("nearest_neighbour",))
+                      references=("nearest_neighbour",))
     scst = api.evaluate(out_dir / "scst" / "best", "test", beam_size=3, out_dir=out_dir / "scst" / "eval_test")
     scores = {"model": scst["model"], "stages": {"xe": xe["model"], "scst": scst["model"]},
-              "baselines": xe["baselines"]}
+              "references": xe["references"]}
     api.write_json(out_dir / "scores.json", scores)
     return scores

@@ -89,10 +89,10 @@ def test_eval_length_penalty_reaches_the_beam_search(capsys, trained, tmp_path, 
 def test_eval_and_caption_work(capsys, trained, tmp_path):
     _, _, ckpt = trained
     assert main(["eval", str(ckpt), "--split", "test", "--beam-size", "2", "--out", str(tmp_path / "ev"),
-                 "--baseline", "nearest_neighbour"]) == 0
+                 "--reference", "nearest_neighbour"]) == 0
     scores = json.loads((tmp_path / "ev" / "scores.json").read_text())
     assert {"Bleu_4", "CIDEr", "ROUGE_L"} <= set(scores["model"])
-    assert {"Bleu_4", "CIDEr"} <= set(scores["baselines"]["nearest_neighbour"])
+    assert {"Bleu_4", "CIDEr"} <= set(scores["references"]["nearest_neighbour"])
     preds = json.loads((tmp_path / "ev" / "predictions.json").read_text())
     assert len(preds) == 6 and all(isinstance(p["image_id"], int) for p in preds)
     capsys.readouterr()

@@ -7,7 +7,7 @@ from rlcap.cli import main
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY = ["model.embed_dim=16", "model.hidden_dim=16", "model.att_hidden_dim=16", "xe.batch_size=10",
-        "rl.batch_size=10", "rl.max_len=8", "val.max_len=8", "data.min_count=1", "tensorboard=false", "threads=1"]
+        "rl.batch_size=10", "decode.max_len=8", "data.min_count=1", "tensorboard=false", "threads=1"]
 
 
 def test_demo_end_to_end(tmp_path, capsys):
@@ -18,11 +18,11 @@ def test_demo_end_to_end(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "xe" in printed and "scst" in printed and "nearest_neighbour" in printed
     scores = json.loads((out / "scores.json").read_text())
-    assert set(scores) == {"model", "stages", "baselines"}
-    for row in (scores["model"], scores["stages"]["xe"], scores["baselines"]["nearest_neighbour"]):
+    assert set(scores) == {"model", "stages", "references"}
+    for row in (scores["model"], scores["stages"]["xe"], scores["references"]["nearest_neighbour"]):
         assert {"Bleu_1", "Bleu_4", "ROUGE_L", "CIDEr"} <= set(row)
     for stage in ("xe", "scst"):
-        assert (out / stage / "best" / "model.safetensors").is_file()
+        assert (out / stage / "best" / "policy.safetensors").is_file()
         assert (out / stage / "log.jsonl").is_file()
         preds = json.loads((out / stage / "eval_test" / "predictions.json").read_text())
         assert len(preds) == 10

@@ -103,7 +103,7 @@ def test_truncated_jpeg_names_the_file(tmp_path):
 
 
 def test_directory_is_not_an_image(tmp_path):
-    with pytest.raises(DataError, match="image not found"):
+    with pytest.raises(DataError, match="is a folder, not an image file"):
         load_image(tmp_path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -21,7 +22,7 @@ def test_corpus_scores_match_pycocoevalcap(report, coco5k, name):
     assert report.corpus[name] == pytest.approx(coco5k["expected"][name], abs=1e-9)
 
 
-@pytest.mark.parametrize("name", ["CIDEr", "Bleu_4", "Bleu_1", "ROUGE_L"])
+@pytest.mark.parametrize("name", NO_JAVA)
 def test_per_image_scores_match_pycocoevalcap(report, coco5k, name):
     expected = dict(zip((str(i) for i in coco5k["per_image"]["image_ids"]), coco5k["per_image"][name]))
     worst = max(abs(report.per_image[i][name] - expected[i]) for i in expected)
@@ -33,3 +34,26 @@ def test_per_image_scores_match_pycocoevalcap(report, coco5k, name):
 def test_meteor_matches_pycocoevalcap(coco5k):
     report = score_captions(coco5k["refs"], coco5k["preds"], ["METEOR"])
     assert report.corpus["METEOR"] == pytest.approx(coco5k["expected"]["METEOR"], abs=1e-4)
+
+
+@pytest.mark.java
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="java not on PATH")
+def test_rlcap_score_default_set_matches_pycocoevalcap_per_image(coco5k, tmp_path):
+    """`rlcap score` without --metrics: pycocoevalcap's set (METEOR with Java, SPICE by the port), and
+    every metric pycocoevalcap has per image equal to it per image."""
+    from rlcap.cli import main
+
+    refs, preds, out = tmp_path / "refs.json", tmp_path / "preds.json", tmp_path / "scores.json"
+    refs.write_text(json.dumps(coco5k["refs"]))
+    preds.write_text(json.dumps(coco5k["preds"]))
+    assert main(["score", "--refs", str(refs), "--preds", str(preds), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert list(result["corpus"]) == ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE"]
+    assert result["spice_impl"] == "python"
+    ids = [str(i) for i in coco5k["per_image"]["image_ids"]]
+    for name in ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr"]:
+        tolerance = 1e-4 if name == "METEOR" else 1e-9
+        expected = dict(zip(ids, coco5k["per_image"][name]))
+        worst = max(abs(result["per_image"][i][name] - expected[i]) for i in ids)
+        assert worst < tolerance, name

@@ -7,7 +7,8 @@ import torch
 
 from rlcap.config import from_dict
 from rlcap.errors import ConfigError
-from rlcap.rewards import REWARDS, BleuReward, CiderDReward, RewardBatch, RewardConfig, build_reward, resolve_reward
+from rlcap.rewards import (REWARDS, BleuReward, CiderDReward, RewardBatch, RewardConfig, RewardContext, build_reward,
+                           resolve_reward)
 
 TRAIN_REFS = {"1": ["A dog."], "2": ["a cat"]}
 
@@ -47,11 +48,11 @@ def test_dotted_path_reward(user_module, style):
 
 def test_dotted_path_errors(user_module):
     with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'"):
-        resolve_reward("no_such_module_xyz:f", RewardConfig(), TRAIN_REFS)
+        resolve_reward("no_such_module_xyz:f", RewardContext(TRAIN_REFS))
     with pytest.raises(ConfigError, match="has no attribute 'missing'"):
-        resolve_reward(f"{user_module}:missing", RewardConfig(), TRAIN_REFS)
+        resolve_reward(f"{user_module}:missing", RewardContext(TRAIN_REFS))
     with pytest.raises(ConfigError, match="is a int, not a callable"):
-        resolve_reward(f"{user_module}:NOT_CALLABLE", RewardConfig(), TRAIN_REFS)
+        resolve_reward(f"{user_module}:NOT_CALLABLE", RewardContext(TRAIN_REFS))
 
 
 def test_unknown_name_lists_allowed():
@@ -82,3 +83,37 @@ def test_spider_without_spice_fails_at_construction(tmp_path, monkeypatch):
         build_reward(RewardConfig(weights={"spider": 1.0}), TRAIN_REFS)
     with pytest.raises(ConfigError, match="stanford-corenlp-3.6.0.jar"):
         build_reward(RewardConfig(weights={"spider": 1.0}, corenlp_dir=str(tmp_path)), TRAIN_REFS)
+
+
+class _ImageNorm:
+    """A reward that reads the images (as embedding and retrieval rewards do) and must be closed."""
+
+    def __init__(self, ctx):
+        self.ctx, self.closed = ctx, False
+
+    def __call__(self, captions, batch):
+        return batch.caption_feats().fc.norm(dim=1)
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_learned_reward_gets_the_context_and_the_features_once_per_image(monkeypatch, tmp_path):
+    from rlcap.data.feats import Feats
+
+    built = []
+    monkeypatch.setitem(REWARDS, "image_norm", lambda ctx: built.append(_ImageNorm(ctx)) or built[-1])
+    cfg = RewardConfig(weights={"image_norm": 1.0}, paths={"image_norm": str(tmp_path / "ckpt")})
+    with build_reward(cfg, TRAIN_REFS, vocab="VOCAB", fc_dim=2, att_dim=3) as reward:
+        ctx = built[0].ctx
+        assert (ctx.vocab, ctx.fc_dim, ctx.att_dim, ctx.path("image_norm")) == ("VOCAB", 2, 3, tmp_path / "ckpt")
+        feats = Feats(torch.tensor([[3.0, 4.0], [0.0, 1.0]]), torch.zeros(2, 1, 2), torch.ones(2, 1, dtype=torch.bool))
+        batch = RewardBatch(["1", "1", "2"], [["a"], ["a"], ["b"]], feats, torch.tensor([0, 0, 1]))
+        assert batch.feats.fc.shape[0] == 2  # one row per image: the batch holds no per-caption copy
+        assert torch.equal(reward(["x", "y", "z"], batch), torch.tensor([5.0, 5.0, 1.0]))
+    assert built[0].closed
+
+
+def test_a_reward_without_its_path_names_the_key():
+    with pytest.raises(ConfigError, match=r"reward.paths.embedding=PATH"):
+        RewardContext(TRAIN_REFS).path("embedding")

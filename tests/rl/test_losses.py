@@ -58,6 +58,41 @@ def test_reinforce_loss_shape_errors():
         reinforce_loss(torch.zeros(2, 3), torch.ones(2, 2), torch.zeros(2))
 
 
+def test_reinforce_loss_per_word_hand_computed():
+    logprobs = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, -6.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    adv = torch.tensor([[1.0, 0.5, -1.0], [2.0, -1.0, 7.0]])  # 7.0 sits on padding: ignored
+    loss = reinforce_loss(logprobs, mask, adv)
+    # -(1*(-1) + 0.5*(-2) + (-1)*(-3) + 2*(-4) + (-1)*(-5)) / 5 = -(-2) / 5 = 0.4
+    assert loss.item() == pytest.approx(0.4)
+    loss.backward()
+    # d loss / d logprob_it = -A_it * m_it / 5
+    assert torch.allclose(logprobs.grad, torch.tensor([[-0.2, -0.1, 0.2], [-0.4, 0.2, 0.0]]))
+
+
+def test_reinforce_loss_per_word_constant_rows_equal_per_caption():
+    logprobs = torch.tensor([[-1.0, -2.0], [-3.0, -4.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    per_caption = torch.tensor([1.0, -2.0])
+    per_word = torch.tensor([[1.0, 1.0], [-2.0, -2.0]])
+    assert reinforce_loss(logprobs, mask, per_word).item() == pytest.approx(-1.0)
+    assert reinforce_loss(logprobs, mask, per_word).item() == reinforce_loss(logprobs, mask, per_caption).item()
+    # the docstring's per-word example: -((-1) + 0.5*(-2) + (-2)*(-3)) / 3
+    assert reinforce_loss(logprobs, mask, torch.tensor([[1.0, 0.5], [-2.0, 9.0]])).item() == pytest.approx(-4 / 3)
+
+
+def test_reinforce_loss_per_word_does_not_backprop_into_advantages():
+    adv = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    reinforce_loss(torch.tensor([[-1.0, -1.0]], requires_grad=True), torch.ones(1, 2), adv).backward()
+    assert adv.grad is None
+
+
+@pytest.mark.parametrize("shape", [(2, 4), (2, 1), (1, 3), (2, 3, 1), (6,), ()])
+def test_reinforce_loss_rejects_other_advantage_shapes(shape):
+    with pytest.raises(ValueError, match=r"advantages of shape \(2,\) .* or \(2, 3\)"):
+        reinforce_loss(torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(shape))
+
+
 def test_entropy_bonus_is_masked_mean():
     entropy = torch.tensor([[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]])
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])

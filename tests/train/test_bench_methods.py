@@ -16,7 +16,7 @@ def test_bench_methods_tiny(tiny_data, tmp_path):
     dataset, feats = tiny_data
     tiny = [o for o in tiny_overrides(dataset, feats, tmp_path / "unused") if not o.startswith("out_dir=")]
     model_free = [o for o in tiny if not o.startswith("model.")]
-    rl = [*model_free, "rl.epochs=1", "rl.batch_size=12", "rl.n_samples=5", "rl.max_len=6"]
+    rl = [*model_free, "rl.epochs=1", "rl.batch_size=12", "rl.n_samples=5", "decode.max_len=6"]
     results = run_benchmark("shapes", ["xe", "scst", "sll_me", "sll_sle"], tmp_path / "bench", configs=CONFIGS,
                             rl_overrides=rl, xe_overrides=[*tiny, "xe.epochs=2"], prepared=(dataset, feats))
     saved = json.loads((tmp_path / "bench" / "results.json").read_text())

@@ -21,18 +21,19 @@ def xe_checkpoint(tiny_data, tmp_path):
 
 def _rl(dataset, feats, init, out, algorithm, **extra):
     items = {"algorithm": algorithm, "init_from": init, "rl.epochs": 1, "rl.batch_size": 8, "rl.n_samples": 3,
-             "rl.max_len": 6, "optim.lr": 0.001}
+             "decode.max_len": 6, "optim.lr": 0.001}
     items.update(extra)
     return api.load_run_config(None, tiny_overrides(dataset, feats, out, **items))
 
 
 METHODS = {
     "scst": ("scst", {}),
-    "sll_me": ("scst", {"rl.entropy_weight": 0.01}),
+    "sll_me": ("sll_me", {}),
+    "sll_me_greedy": ("sll_me", {"sll_me.baseline": "greedy"}),
     "sll_sle": ("sll_sle", {}),
-    "scst_leave_one_out": ("scst", {"rl.baseline": "leave_one_out"}),
-    "scst_running_mean": ("scst", {"rl.baseline": "running_mean"}),
-    "scst_no_baseline": ("scst", {"rl.baseline": "none"}),
+    "scst_leave_one_out": ("scst", {"scst.baseline": "leave_one_out"}),
+    "scst_running_mean": ("scst", {"scst.baseline": "running_mean"}),
+    "scst_no_baseline": ("scst", {"scst.baseline": "none"}),
     "scst_beam": ("scst", {"rl.sample_method": "beam"}),
     "scst_bleu_mix": ("scst", {"reward.weights": "{cider_d: 1.0, bleu_4: 0.5}"}),
 }
@@ -51,7 +52,7 @@ def test_rl_method_smoke(xe_checkpoint, tmp_path, method):
         assert key in train[0]
     note = next(r["text"] for r in records if r["split"] == "note")
     assert "EOS counts as a token in the reward" in note and "samples per image: 3" in note
-    before, after = load_checkpoint(init).weights, load_checkpoint(tmp_path / method / "last").weights
+    before, after = load_checkpoint(init).weights["policy"], load_checkpoint(tmp_path / method / "last").weights["policy"]
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
@@ -79,9 +80,8 @@ def test_nan_reward_can_be_zeroed(xe_checkpoint, tmp_path):
 def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_path):
     """A policy that ends every caption at once (EOS first): rewards 0, finite loss, no crash."""
     from rlcap.data.vocab import EOS
-    from rlcap.rewards import build_reward
-    from rlcap.rl.baselines import RunningMean
     from rlcap.train.scst import scst_step
+    from rlcap.train.sequence import train_reward
     from rlcap.train.session import start_session
 
     dataset, feats, init = xe_checkpoint
@@ -89,9 +89,9 @@ def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_pa
     with torch.no_grad():
         session.model.logit.bias[EOS] = 1e4  # every distribution puts all its mass on EOS
     train = session.data.splits["train"]
-    reward = build_reward(session.cfg.reward, dict(zip(train.ids, train.refs)))
     batch = next(train.batches(4, 1, seed=0, epoch=0))
-    stats, _ = scst_step(session, batch, reward, RunningMean.init())
+    with train_reward(session) as reward:
+        stats = scst_step(session, batch, reward)
     assert stats.reward == 0.0 and stats.baseline == 0.0 and stats.length == 0.0
     assert math.isfinite(stats.loss)
 
@@ -103,7 +103,7 @@ def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):
 
     def config(out, epochs, *extra):
         items = tiny_overrides(dataset, feats, out, **{"algorithm": "scst", "init_from": init, "rl.epochs": epochs,
-                                                      "rl.batch_size": 8, "rl.n_samples": 3, "rl.max_len": 6,
+                                                      "rl.batch_size": 8, "rl.n_samples": 3, "decode.max_len": 6,
                                                       "optim.lr": 0.001})
         return api.load_run_config(None, [i for i in items if not i.startswith("model.")] + list(extra))
 
@@ -133,9 +133,35 @@ def test_rollout_dropout_sets_the_mode_captions_are_sampled_in(xe_checkpoint, tm
     assert len(modes) == math.ceil(24 / 8) and all(m is dropout for m in modes)
 
 
-def test_sle_refuses_a_baseline_it_does_not_use(xe_checkpoint, tmp_path):
+def test_an_algorithm_section_refuses_keys_of_another():
     from rlcap.errors import ConfigError
 
+    with pytest.raises(ConfigError, match="unknown config key sll_sle.baseline; valid keys in sll_sle: alpha"):
+        api.load_run_config(None, ["algorithm=sll_sle", "sll_sle.baseline=leave_one_out"])
+    with pytest.raises(ConfigError, match="unknown config key rl.baseline"):
+        api.load_run_config(None, ["rl.baseline=greedy"])
+
+
+class _Closeable:
+    """A reward holding a resource (as METEOR holds a Java process)."""
+
+    def __init__(self):
+        self.closed = 0
+
+    def __call__(self, captions, batch):
+        return torch.zeros(len(captions))
+
+    def close(self):
+        self.closed += 1
+
+
+CLOSEABLE = _Closeable()
+
+
+@pytest.mark.parametrize("algorithm", ["scst", "sll_me", "sll_sle"])
+def test_the_reward_is_closed_when_the_run_ends(xe_checkpoint, tmp_path, algorithm):
     dataset, feats, init = xe_checkpoint
-    with pytest.raises(ConfigError, match="greedy baseline"):
-        api.train(_rl(dataset, feats, init, tmp_path / "run", "sll_sle", **{"rl.baseline": "leave_one_out"}))
+    before = CLOSEABLE.closed
+    api.train(_rl(dataset, feats, init, tmp_path / "run", algorithm,
+                  **{"reward.weights": "{tests.train.test_rl_loops:CLOSEABLE: 1.0, cider_d: 1.0}"}))
+    assert CLOSEABLE.closed == before + 1

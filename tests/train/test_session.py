@@ -7,14 +7,14 @@ import torch
 
 from rlcap.errors import ConfigError
 from rlcap.train.config import OptimConfig
-from rlcap.train.session import optimizer_step
+from rlcap.train.session import Part, optimizer_step
 
 
 def _step(mode: str, clip: float) -> list[float]:
     model = torch.nn.Linear(2, 1, bias=False)
     torch.nn.init.zeros_(model.weight)
-    cfg = SimpleNamespace(optim=OptimConfig(grad_clip=clip, grad_clip_mode=mode))
-    session = SimpleNamespace(cfg=cfg, model=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0))
+    part = Part(model, torch.optim.SGD(model.parameters(), lr=1.0), None, OptimConfig(grad_clip=clip, grad_clip_mode=mode))
+    session = SimpleNamespace(parts={"policy": part})
     loss = model(torch.tensor([[10.0, 0.01]])).sum()  # gradient (10, 0.01)
     optimizer_step(session, loss)
     return model.weight.detach().view(-1).tolist()
@@ -36,3 +36,50 @@ def test_no_clipping():
 def test_unknown_clip_mode_is_rejected():
     with pytest.raises(ConfigError, match="grad_clip_mode"):
         OptimConfig(grad_clip_mode="sign").validate()
+
+
+def test_named_parts_and_loop_state_round_trip_through_a_checkpoint(tiny_data, tmp_path):
+    """A session with a policy and a second part (as actor-critic's value network): every module,
+    optimizer, schedule and the loop state come back on resume."""
+    from rlcap import api
+    from rlcap.train.session import add_part, begin, open_session, save
+    from tests.tiny import tiny_overrides
+
+    dataset, feats = tiny_data
+    cfg = api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run"))
+    s = open_session(cfg)
+    add_part(s, "value", torch.nn.Linear(3, 1), OptimConfig(lr=0.1))
+    begin(s)
+    for name in ("policy", "value"):
+        loss = sum(p.sum() for p in s.parts[name].module.parameters())
+        optimizer_step(s, loss, part=name)
+    s.state["phase"] = 2
+    save(s, "last")
+
+    resumed = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run") + ["resume=true"]))
+    add_part(resumed, "value", torch.nn.Linear(3, 1), OptimConfig(lr=0.1))
+    begin(resumed)
+    assert resumed.state == {"phase": 2}
+    for name in ("policy", "value"):
+        a, b = s.parts[name], resumed.parts[name]
+        assert all(torch.equal(x, y) for x, y in zip(a.module.state_dict().values(), b.module.state_dict().values()))
+        assert str(a.optimizer.state_dict()) == str(b.optimizer.state_dict())
+    assert sorted(p.name for p in (tmp_path / "run" / "last").glob("*.safetensors")) == ["policy.safetensors",
+                                                                                         "value.safetensors"]
+
+
+def test_recover_restores_a_checkpoint_caught_between_its_renames(tiny_data, tmp_path):
+    from rlcap.train.checkpoint import is_complete, recover
+    from rlcap import api
+    from tests.tiny import tiny_overrides
+
+    dataset, feats = tiny_data
+    run = tmp_path / "run"
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, run, **{"xe.epochs": 1})))
+    (run / "last").rename(run / "last.old")          # killed after the first rename
+    (run / "best.tmp-123").mkdir()                    # killed while writing
+    (run / "best.tmp-123" / "policy.safetensors").write_bytes(b"half")
+    done = recover(run)
+    assert is_complete(run / "last") and not (run / "last.old").exists()
+    assert not (run / "best.tmp-123").exists()
+    assert len(done) == 2

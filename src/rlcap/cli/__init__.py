@@ -3,7 +3,10 @@
 Each subcommand lives in its own module of this package and exposes
 ``add_parser(subparsers) -> argparse.ArgumentParser`` whose parser sets ``func=run`` with
 ``run(args) -> int``. This package is the only place in rlcap that prints; an
-:class:`~rlcap.errors.RlcapError` becomes one line on stderr and exit code 2.
+:class:`~rlcap.errors.RlcapError` becomes one line on stderr and exit code 2, and so does an
+argument error (:mod:`rlcap.cli.options`). Log lines go to stderr; on a terminal they are
+written above any progress bar rather than into it, and elsewhere no bar is drawn
+(:mod:`rlcap.progress`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import importlib
 import logging
 import sys
 
+from rlcap.cli.options import CommandParser
 from rlcap.errors import RlcapError
 
 # name -> module under rlcap.cli. A plain dict, imported lazily so that `rlcap score`
@@ -30,10 +34,10 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlcap", description="rlcap: reinforcement learning for image and video captioning.")
+    parser = CommandParser(prog="rlcap", description="rlcap: reinforcement learning for image and video captioning.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(func=None)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     # Only the chosen subcommand's module is imported (keeps `score` free of torch).
     wanted = [a for a in (argv or []) if not a.startswith("-")][:1]
     for name, module_name in SUBCOMMANDS.items():
@@ -53,11 +57,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or an argument error, already printed as one line (2)
+        return exc.code if isinstance(exc.code, int) else 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
+        handlers=[_BarSafeHandler()],
     )
     if args.func is None:
         parser.print_help()
@@ -70,6 +78,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rlcap {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+class _BarSafeHandler(logging.StreamHandler):
+    """Log records on stderr; while a tqdm bar is drawn, above it (``tqdm.write``) instead of inside it."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.stream.isatty():
+            super().emit(record)
+            return
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except RecursionError:
+            raise
+        except Exception:  # what logging.StreamHandler.emit does: report, never raise
+            self.handleError(record)
 
 
 if __name__ == "__main__":

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from rlcap.cli.options import IMAGE_SIZE
 from rlcap.cli.tables import print_scores
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("bench", help="train methods from one XE checkpoint and tabulate them")
-    p.add_argument("--benchmark", default="shapes", help="benchmark (shapes)")
-    p.add_argument("--methods", default="xe,scst,sll_me,sll_sle", help="comma-separated methods")
+    from rlcap.bench.registry import BENCHMARKS, METHODS
+
+    p = sub.add_parser("bench", help="train methods (shared stages once) and tabulate them")
+    p.add_argument("--benchmark", default="shapes", help=f"benchmark: {', '.join(sorted(BENCHMARKS))}")
+    p.add_argument("--methods", default="xe,scst,sll_me,sll_sle",
+                   help=f"comma-separated methods: {', '.join(sorted(METHODS))}")
     p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
-    p.add_argument("--data", default="data/shapes", help="benchmark data folder (generated when missing)")
+    p.add_argument("--data", default=None, help="benchmark data folder (default data/BENCHMARK; generated when missing)")
     p.add_argument("--configs", default="configs", help="folder of the method recipes")
-    p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every RL method (budget)")
-    p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE run")
-    p.add_argument("--image-size", type=int, default=128,
+    p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every stage that is not XE (the methods' budget)")
+    p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE stages")
+    p.add_argument("--image-size", type=IMAGE_SIZE, default=128,
                    help="encoder input size for the benchmark's features (default 128: 4x4 grid; 224: 7x7)")
     p.set_defaults(func=run)
     return p

@@ -1,29 +1,52 @@
-"""``rlcap caption CHECKPOINT IMAGE...``: image files to captions."""
+"""``rlcap caption CHECKPOINT IMAGE...``: image files (or folders of them) to captions.
+
+A folder stands for every image under it. With ``--skip-bad`` an unreadable image is reported on
+stderr (one line: the file and why) and the others are captioned; the exit code is then 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rlcap import api
+from rlcap.cli.options import BEAM_SIZE, COUNT, IMAGE_SIZE, MAX_LEN
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("caption", help="caption image files with a trained checkpoint")
     p.add_argument("checkpoint", help="checkpoint folder (e.g. runs/demo/xe/best)")
-    p.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...; converted to RGB)")
-    p.add_argument("--beam-size", type=int, default=3, help="beam size (1: greedy; default 3)")
-    p.add_argument("--max-len", type=int, default=16, help="longest caption in words")
-    p.add_argument("--image-size", type=int, default=None,
+    p.add_argument("images", nargs="+",
+                   help="image files (JPEG, PNG, ...; converted to RGB) or folders (every image under them)")
+    p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
+                   help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
+    p.add_argument("--max-len", type=MAX_LEN, default=None,
+                   help="longest caption in words (default: the checkpoint's decode.max_len)")
+    p.add_argument("--image-size", type=IMAGE_SIZE, default=None,
                    help="encoder input size (default: the size of the checkpoint's training features)")
     p.add_argument("--out", default=None, help="also write {image: caption} to this JSON file")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="caption the readable images, report each unreadable one on stderr and exit with 1 "
+                        "(default: stop at the first, writing nothing)")
+    p.add_argument("--batch-size", type=COUNT, default=16, help="images per forward pass (default 16)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    captions = api.caption_images(args.checkpoint, args.images, args.beam_size, args.max_len, args.image_size)
+    bad: list[tuple[str, str]] = []
+
+    def report(path: str, reason: str) -> None:
+        bad.append((path, reason))
+        print(f"rlcap caption: skipped: {reason}", file=sys.stderr)  # the reason names the file
+
+    captions = api.caption_images(args.checkpoint, args.images, args.beam_size, args.max_len, args.image_size,
+                                  batch_size=args.batch_size, on_bad_image=report if args.skip_bad else None)
     for path, text in captions.items():
         print(f"{path}\t{text}")
     if args.out:
         api.write_json(args.out, captions)
+    if bad:
+        print(f"rlcap caption: {len(bad)} of {len(bad) + len(captions)} images could not be read", file=sys.stderr)
+        return 1
     return 0

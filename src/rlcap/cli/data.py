@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from collections.abc import Callable
 
-from tqdm import tqdm
-
+from rlcap.cli.options import int_range
 from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes, is_complete
+from rlcap.progress import progress
+
+# What each numeric field of ShapesConfig accepts on the command line (every one must be listed).
+SHAPES_RANGES: dict[str, Callable[[str], int]] = {
+    "seed": int_range(0), "n_train": int_range(0), "n_val": int_range(0), "n_test": int_range(0),
+    "image_size": int_range(32), "max_objects": int_range(1, 4), "workers": int_range(1),
+}
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,13 +27,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Render the 'shapes' benchmark: PNG images and dataset_shapes.json "
                     "(Karpathy schema). Rerunning with the same options is a no-op.")
     shapes.add_argument("--out", required=True, help="output folder")
-    _add_config_arguments(shapes, ShapesConfig)
+    _add_config_arguments(shapes, ShapesConfig, SHAPES_RANGES)
     shapes.set_defaults(func=run)
     return parser
 
 
-def _add_config_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:
-    """One ``--flag`` per dataclass field, with the field's help text and default."""
+def _add_config_arguments(parser: argparse.ArgumentParser, config_cls: type,
+                          types: dict[str, Callable[[str], int]]) -> None:
+    """One ``--flag`` per dataclass field, with the field's help text and default; a field that is
+    not a bool is read by its entry in ``types`` (which checks the value's range)."""
     for f in dataclasses.fields(config_cls):
         flag = "--" + f.name.replace("_", "-")
         help_text = f"{f.metadata['help']} (default: {f.default})"
@@ -34,7 +43,7 @@ def _add_config_arguments(parser: argparse.ArgumentParser, config_cls: type) -> 
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
                                 default=f.default, help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, type=type(f.default), default=f.default,
+            parser.add_argument(flag, dest=f.name, type=types[f.name], default=f.default,
                                 help=help_text)
 
 
@@ -45,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.out}: up to date ({config.n_images} images)")
         return 0
     start = time.perf_counter()
-    with tqdm(total=config.n_images, unit="img", desc="shapes") as bar:
+    with progress(config.n_images, "shapes", unit="img") as bar:
         path = generate_shapes(config, args.out, progress=bar.update)
     print(f"wrote {config.n_images} images and {path} in {time.perf_counter() - start:.1f} s")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rlcap.cli.options import COUNT, IMAGE_SIZE
 from rlcap.cli.tables import print_scores
 
 
@@ -12,10 +13,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/demo", help="run folder (replaced)")
     p.add_argument("--data", default="data/shapes", help="where the shapes data and features go (reused)")
     p.add_argument("--configs", default="configs", help="folder holding shapes_xe.yaml and shapes_scst.yaml")
-    p.add_argument("--image-size", type=int, default=128, help="encoder input size (128 px gives a 4x4 grid)")
-    p.add_argument("--n-train", type=int, default=10_000, help="shapes training images (default 10,000)")
-    p.add_argument("--n-val", type=int, default=1_000, help="shapes validation images (default 1,000)")
-    p.add_argument("--n-test", type=int, default=1_000, help="shapes test images (default 1,000)")
+    p.add_argument("--image-size", type=IMAGE_SIZE, default=128, help="encoder input size (128 px gives a 4x4 grid)")
+    p.add_argument("--n-train", type=COUNT, default=10_000, help="shapes training images (default 10,000)")
+    p.add_argument("--n-val", type=COUNT, default=1_000, help="shapes validation images (default 1,000)")
+    p.add_argument("--n-test", type=COUNT, default=1_000, help="shapes test images (default 1,000)")
     p.add_argument("overrides", nargs="*", help="key=value overrides applied to both training recipes")
     p.set_defaults(func=run)
     return p
@@ -29,6 +30,6 @@ def run(args: argparse.Namespace) -> int:
     scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print, shapes=shapes)
     print()
     print("shapes test split, beam size 3")
-    print_scores({"xe": scores["stages"]["xe"], "scst": scores["stages"]["scst"], **scores["baselines"]})
+    print_scores({"xe": scores["stages"]["xe"], "scst": scores["stages"]["scst"], **scores["references"]})
     print(f"\nwrote {args.out}/scores.json, checkpoints, logs and predictions under {args.out}/")
     return 0

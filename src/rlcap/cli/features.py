@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 import torch
-from tqdm import tqdm
 
+from rlcap.cli.options import COUNT, IMAGE_SIZE, int_range
 from rlcap.encoders.extract import extract_features
 from rlcap.encoders.sources import find_images, karpathy_images
+from rlcap.progress import progress
 
 _MAX_LISTED_FAILURES = 10
 
@@ -19,19 +20,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="encode images with frozen EfficientNet-Lite0 into an HDF5 feature file",
         description="Encode every image of IMAGE_DIR (ids = file stems) or of a Karpathy dataset "
         "JSON into an HDF5 feature file. Ids already in the file are skipped, so an "
-        "interrupted run resumes when started again.",
+        "interrupted run resumes when started again; an id whose image file changed since it was "
+        "encoded (size, time and content are recorded) is encoded again. A file of another "
+        "--image-size is refused.",
     )
-    parser.add_argument("image_dir", metavar="IMAGE_DIR", help="folder of images (searched recursively)")
+    parser.add_argument("image_dir", metavar="IMAGE_DIR",
+                        help="folder of images (searched recursively); with --dataset, the folder its "
+                             "filepath/filename entries are relative to (the dataset's own folder for shapes)")
     parser.add_argument("--out", required=True, help="output .h5 file (appended to if it exists)")
-    parser.add_argument("--image-size", type=int, default=224,
+    parser.add_argument("--image-size", type=IMAGE_SIZE, default=224,
                         help="images are resized to this square; grid = ceil(size/32) (default 224 -> 7x7)")
-    parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default 32)")
+    parser.add_argument("--batch-size", type=COUNT, default=32, help="images per forward pass (default 32)")
     parser.add_argument("--dataset", help="Karpathy dataset JSON: ids from cocoid|id|imgid, "
                         "files at IMAGE_DIR/[filepath/]filename")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip missing or unreadable images (listed at the end) instead of stopping")
-    parser.add_argument("--workers", type=int, default=1, help="image loading threads (default 1)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); "
+    parser.add_argument("--workers", type=int_range(0), default=1, help="image loading threads (default 1)")
+    parser.add_argument("--threads", type=COUNT, help="torch CPU threads (default: torch's choice); "
                         "1 is often fastest on a machine shared with other jobs")
     parser.add_argument("--dtype", choices=("float16", "float32"), default="float16",
                         help="storage precision (default float16: half the size)")
@@ -43,13 +48,14 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     images = karpathy_images(args.dataset, args.image_dir) if args.dataset else find_images(args.image_dir)
-    with tqdm(total=len(images), unit="img", desc="features") as bar:
+    with progress(len(images), "features", unit="img") as bar:
         stats = extract_features(
             images, args.out, image_size=args.image_size, batch_size=args.batch_size,
             progress=bar.update, on_error="skip" if args.skip_bad else "raise",
             num_workers=args.workers, dtype=args.dtype,
         )
-    print(f"{args.out}: encoded {stats.encoded} images ({stats.images_per_second:.1f}/s), "
+    changed = f", {stats.changed} of them changed since last encoded" if stats.changed else ""
+    print(f"{args.out}: encoded {stats.encoded} images ({stats.images_per_second:.1f}/s{changed}), "
           f"{stats.already_done} already present, {len(stats.failed)} skipped")
     for id, reason in stats.failed[:_MAX_LISTED_FAILURES]:
         print(f"  skipped {id}: {reason}")

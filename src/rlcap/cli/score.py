@@ -10,21 +10,28 @@ from pathlib import Path
 import numpy as np
 
 from rlcap.errors import DataError
-from rlcap.metrics import DEFAULT_METRICS, METRIC_NAMES, retrieval_metrics, score_captions
+from rlcap.metrics import METRIC_NAMES, default_metrics, retrieval_metrics, score_captions
 from rlcap.metrics.io import read_preds, read_refs
+from rlcap.metrics.spice import SPICE_IMPLEMENTATIONS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("score", help="score captions: BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE, diversity")
     parser.add_argument("--refs", type=Path, required=True,
-                        help="references: COCO annotations JSON or {image_id: [captions]}")
+                        help="references: COCO annotations JSON, a Karpathy split file (every image's "
+                             "sentences) or {image_id: [captions]}")
     parser.add_argument("--preds", type=Path, required=True,
-                        help="predictions: COCO results JSON or {image_id: [captions]}")
-    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
-                        help=f"comma-separated, from {', '.join(METRIC_NAMES)}")
-    parser.add_argument("--out", type=Path, help="write {'corpus': ..., 'per_image': ...} JSON here")
+                        help="predictions: COCO results JSON (one caption per image) or {image_id: [captions]}")
+    parser.add_argument("--metrics",
+                        help=f"comma-separated, from {', '.join(METRIC_NAMES)} (default: pycocoevalcap's set, "
+                             "Bleu_1..4, METEOR if Java is there, ROUGE_L, CIDEr, SPICE)")
+    parser.add_argument("--spice-impl", choices=SPICE_IMPLEMENTATIONS, default="python",
+                        help="SPICE by the Python port (default) or the official jar (needs --corenlp-dir)")
+    parser.add_argument("--out", type=Path, help="write {'corpus': ..., 'per_image': ...} JSON to this file "
+                                                 "(an existing folder: to scores.json inside it)")
     parser.add_argument("--corenlp-dir", type=Path,
-                        help="folder with the Stanford CoreNLP 3.6.0 jars for SPICE (or $RLCAP_CORENLP_DIR)")
+                        help="folder with the Stanford CoreNLP 3.6.0 jars for --spice-impl official-jar "
+                             "(or $RLCAP_CORENLP_DIR)")
     parser.add_argument("--train-refs", type=Path, help="training captions (same formats as --refs), for Novelty")
     parser.add_argument("--similarity", type=Path,
                         help=".npz with 'similarity' (images, captions) and 'caption_image' (captions,) for R@k")
@@ -33,21 +40,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    if args.metrics is None:
+        metrics = list(default_metrics())
+    else:
+        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     refs, preds = read_refs(args.refs), read_preds(args.preds)
     training = None
     if args.train_refs is not None:
         training = [c for captions in read_refs(args.train_refs).values() for c in captions]
-    report = score_captions(refs, preds, metrics, corenlp_dir=args.corenlp_dir, training_captions=training)
+    report = score_captions(refs, preds, metrics, corenlp_dir=args.corenlp_dir, training_captions=training,
+                            spice_impl=args.spice_impl)
     corpus = dict(report.corpus)
     if args.similarity is not None:
         corpus.update(_retrieval(args.similarity))
     _print_table(corpus, len(report.per_image))
+    if report.spice_impl is not None:
+        print(f"spice_impl: {report.spice_impl}")
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"corpus": corpus, "per_image": report.per_image}, indent=1))
-        print(f"wrote {args.out}")
+        out = {"corpus": corpus, "per_image": report.per_image}
+        if report.spice_impl is not None:
+            out["spice_impl"] = report.spice_impl
+        print(f"wrote {_write_scores(args.out, out)}")
     return 0
+
+
+def _write_scores(path: Path, scores: dict) -> Path:
+    """Write ``scores`` as JSON to ``path``, or to ``path/scores.json`` when ``path`` is a folder."""
+    if path.is_dir():
+        path = path / "scores.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(scores, indent=1))
+    except OSError as exc:
+        raise DataError(f"--out {path}: cannot write ({exc.strerror or exc})") from None
+    return path
 
 
 def _retrieval(path: Path) -> dict[str, float]:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
+import sys
+from pathlib import Path
 
 from rlcap import api
 from rlcap.config import describe
@@ -29,6 +33,34 @@ def run(args: argparse.Namespace) -> int:
         print("rlcap train: error: give a YAML recipe (see configs/) or --help-config")
         return 2
     cfg = api.load_run_config(args.config, args.overrides)
-    result = api.train(cfg)
+    previous = signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops a run as Ctrl-C does
+    try:
+        result = api.train(cfg)
+    except KeyboardInterrupt as exc:
+        print(_stopped(args, cfg.out_dir, "terminated" if isinstance(exc, Terminated) else "interrupted"),
+              file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"done: {result.steps} steps, best val CIDEr-D {result.best_score:.4f}, run folder {result.out_dir}")
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is so that it stops as on Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _stopped(args: argparse.Namespace, out_dir: str, how: str) -> str:
+    """One line: where the run stopped and the command that continues it."""
+    from rlcap.train.checkpoint import is_complete, load_checkpoint
+
+    last = Path(out_dir) / "last"
+    where = (f"its last checkpoint is step {load_checkpoint(last, with_trainer=False).manifest['step']}"
+             if is_complete(last) else "it has no checkpoint yet")
+    overrides = [o for o in args.overrides if not o.startswith("resume=")]
+    command = shlex.join(["rlcap", "train", args.config, *overrides, "resume=true"])
+    return f"rlcap train: {how}; {where} in {last}. Continue with: {command}"

@@ -21,7 +21,7 @@ from rlcap.data.readers import by_split, read_dataset
 from rlcap.data.records import ImageRecord
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.errors import ConfigError, DataError
-from rlcap.models.base import Feats
+from rlcap.data.feats import Feats
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,12 @@
 Images are decoded and resized in background threads (Pillow releases the GIL while it
 decodes and resamples) while the main thread runs the network, so loading overlaps encoding.
 Ids already in the output file are skipped, which makes a killed run resumable: run the same
-command again and only the missing images are encoded.
+command again and only the missing images are encoded. The file records a fingerprint of each
+image file (size, modification time, content digest: :mod:`rlcap.data.features.fingerprint`),
+so an id whose image changed since it was encoded (a regenerated dataset) is encoded again, in
+place; rows written without a fingerprint (by an rlcap before it recorded them) count as changed.
+An id whose file is gone keeps its features. The encoder input size is a file attribute: an
+existing file of another ``image_size`` is refused (its grid has another shape).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 import torch
 
 from rlcap.data.features import HDF5FeatureWriter
+from rlcap.data.features.fingerprint import ImageFingerprint, file_stat, fingerprint, is_unchanged
 from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size, grid_size
 from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, load_image, normalize, resize
 from rlcap.errors import ConfigError, DataError
@@ -34,8 +40,9 @@ ON_ERROR = ("raise", "skip")
 class ExtractStats:
     """What one call to :func:`extract_features` did."""
 
-    encoded: int = 0  # images encoded and written by this call
-    already_done: int = 0  # ids found in the output file and skipped
+    encoded: int = 0  # images encoded and written by this call (``changed`` included)
+    already_done: int = 0  # ids found in the output file with an unchanged image, skipped
+    changed: int = 0  # ids found in the output file whose image changed (or was never fingerprinted), re-encoded
     failed: list[tuple[str, str]] = field(default_factory=list)  # (id, reason), on_error="skip"
     seconds: float = 0.0
 
@@ -48,20 +55,56 @@ class _Batch(NamedTuple):
     ids: list[str]
     pixels: np.ndarray | None  # (b, S, S, 3) uint8, None when every image failed
     failed: list[tuple[str, str]]
+    fingerprints: list[ImageFingerprint]  # of the files of ``ids``
 
 
 def _load_batch(items: Sequence[tuple[str, Path]], size: int, on_error: str) -> _Batch:
-    ids, arrays, failed = [], [], []
+    ids, arrays, failed, fingerprints = [], [], [], []
     for id, path in items:
         try:
+            fingerprints.append(fingerprint(path))  # before decoding: a later write shows as a change
             arrays.append(resize(load_image(path, draft_size=size), size))
         except DataError as exc:
             if on_error == "raise":
                 raise
+            del fingerprints[len(ids):]
             failed.append((id, str(exc)))
             continue
         ids.append(id)
-    return _Batch(ids, np.stack(arrays) if arrays else None, failed)
+    return _Batch(ids, np.stack(arrays) if arrays else None, failed, fingerprints)
+
+
+def _todo(images: Mapping[str, str | Path], writer: HDF5FeatureWriter) -> tuple[list[tuple[str, Path]], int]:
+    """(id, file) to encode: ids not in ``writer`` and ids whose image changed; and how many changed.
+
+    A file that stat cannot see is encoded when its id is new (and fails there) and keeps its
+    stored features otherwise. Touched but identical files get their new stat recorded.
+    """
+    todo, changed, touched, gone = [], 0, [], 0
+    for id, path in images.items():
+        path = Path(path)
+        if id not in writer:
+            todo.append((id, path))
+        elif file_stat(path) is None:
+            gone += 1
+        else:
+            try:
+                same, now = is_unchanged(writer.fingerprint(id), path)
+            except DataError:  # unreadable now: encoding it fails (or skips) as for any bad image
+                same, now = False, writer.fingerprint(id)
+            if not same:
+                todo.append((id, path))
+                changed += 1
+            elif now != writer.fingerprint(id):
+                touched.append((id, now))
+    if touched:
+        writer.set_fingerprints([id for id, _ in touched], [fp for _, fp in touched])
+    if gone:
+        logger.warning("%d images already in %s are not on disk; their stored features are kept", gone, writer.path)
+    if changed:
+        logger.info("%d images in %s changed since they were encoded (or have no fingerprint): encoding them again",
+                    changed, writer.path)
+    return todo, changed
 
 
 def _batches(items: list[tuple[str, Path]], batch_size: int, size: int, on_error: str,
@@ -98,8 +141,10 @@ def extract_features(
 ) -> ExtractStats:
     """Encode ``images`` (id -> file) with frozen EfficientNet-Lite0 into the HDF5 file ``out``.
 
-    Ids already in ``out`` are skipped (resume). ``progress(n)`` is called with the number of
-    images handled since the last call (done earlier, encoded or failed), e.g. ``tqdm.update``.
+    Ids already in ``out`` are skipped (resume) unless their image changed since it was encoded,
+    which encodes them again in place (see the module docstring). ``progress(n)`` is called with
+    the number of images handled since the last call (done earlier, encoded or failed), e.g.
+    ``tqdm.update``.
     ``on_error``: ``"raise"`` stops at the first unreadable image (batches before it are kept);
     ``"skip"`` logs it, leaves it out and lists it in ``ExtractStats.failed``.
     """
@@ -114,7 +159,7 @@ def extract_features(
              "resize": "whole image, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}"}
     stats = ExtractStats()
     with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, grid * grid, dtype=dtype, attrs=attrs) as writer:
-        todo = [(id, Path(path)) for id, path in images.items() if id not in writer]
+        todo, stats.changed = _todo(images, writer)
         stats.already_done = len(images) - len(todo)
         if stats.already_done and progress:
             progress(stats.already_done)
@@ -128,7 +173,8 @@ def extract_features(
                 if batch.pixels is not None:
                     with torch.inference_mode():
                         fc, att = encoder.encode(normalize(torch.from_numpy(batch.pixels)))
-                    writer.write(batch.ids, fc.numpy(), att.numpy())
+                    writer.write(batch.ids, fc.numpy(), att.numpy(), fingerprints=batch.fingerprints,
+                                 replace=True)
                     stats.encoded += len(batch.ids)
                 if progress:
                     progress(len(batch.ids) + len(batch.failed))

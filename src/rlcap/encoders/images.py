@@ -49,6 +49,8 @@ def load_image(path: str | Path, draft_size: int | None = None) -> Image.Image:
     Raises :class:`DataError` naming the file when it is missing or cannot be decoded.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a folder, not an image file")
     if not path.is_file():
         raise DataError(f"image not found: {path}")
     try:

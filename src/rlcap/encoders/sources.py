@@ -1,8 +1,10 @@
-"""Which images to encode: id -> file, from a folder or from a Karpathy-split dataset JSON."""
+"""Which images to encode: id -> file, from a folder or from a Karpathy-split dataset JSON; the
+files named on the ``rlcap caption`` command line, folders expanded."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from rlcap.errors import DataError
@@ -29,6 +31,24 @@ def find_images(image_dir: str | Path) -> dict[str, Path]:
     if not images:
         raise DataError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {image_dir}")
     return dict(sorted(images.items()))
+
+
+def expand_image_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """``paths`` in order, each folder replaced by the images under it (recursively, sorted).
+
+    Files are kept whatever their suffix (a bad one fails when it is read); a folder holding no
+    image (:data:`IMAGE_SUFFIXES`) is a :class:`DataError`.
+    """
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not found:
+            raise DataError(f"{path} is a folder with no images in it ({', '.join(IMAGE_SUFFIXES)})")
+        out.extend(found)
+    return out
 
 
 def karpathy_images(dataset_json: str | Path, image_dir: str | Path) -> dict[str, Path]:

@@ -9,6 +9,7 @@ only) scores 0.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,16 +22,18 @@ from rlcap.metrics.bleu import bleu
 from rlcap.metrics.cider import cider_d
 from rlcap.metrics.meteor import meteor
 from rlcap.metrics.rouge import rouge_l
-from rlcap.metrics.spice import spice
+from rlcap.metrics.spice import SPICE_IMPLEMENTATIONS, SpiceScorer, spice
 from rlcap.metrics.spider import spider
-from rlcap.metrics.tokenize import tokenize
+from rlcap.metrics.tokenize import tokenize, tokenize_lines
 
+log = logging.getLogger(__name__)
 Tokens = list[str]
 
 
 class ScoreReport(NamedTuple):
     corpus: dict[str, float]
     per_image: dict[str, dict[str, float]]
+    spice_impl: str | None = None  # "python" | "official-jar" when SPICE or SPIDEr was computed
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class ScoreInputs:
     preds: list[list[Tokens]]  # at least one per image
     corenlp_dir: Path | None
     training_captions: list[Tokens] | None
+    spice_impl: str
 
     @property
     def first(self) -> list[Tokens]:
@@ -75,8 +79,14 @@ def _meteor(x: ScoreInputs) -> MetricResult:
 
 
 def _spice(x: ScoreInputs) -> MetricResult:
-    corpus, per = spice([" ".join(c) for c in x.first], [[" ".join(r) for r in rs] for rs in x.refs], x.corenlp_dir)
-    return MetricResult({"SPICE": corpus}, {"SPICE": list(per)})
+    cands, refs = [" ".join(c) for c in x.first], [[" ".join(r) for r in rs] for rs in x.refs]
+    if x.spice_impl == "official-jar":
+        corpus, per = spice(cands, refs, x.corenlp_dir)
+        return MetricResult({"SPICE": corpus}, {"SPICE": list(per)})
+    # The captions are already pycocoevalcap's tokens; SpiceScorer's own preparation leaves them as they are.
+    scorer = SpiceScorer(dict(zip(x.image_ids, refs)))
+    values = scorer.score(cands, x.image_ids)
+    return MetricResult({"SPICE": math.fsum(values) / len(values)}, {"SPICE": list(values)})
 
 
 def _spider(x: ScoreInputs) -> MetricResult:
@@ -135,8 +145,25 @@ METRICS: dict[str, Callable[[ScoreInputs], MetricResult]] = {
     "Novelty": _novelty,
 }
 METRIC_NAMES: tuple[str, ...] = tuple(METRICS)
+# pycocoevalcap's own set (COCOEvalCap.evaluate), SPICE by the Python port; METEOR needs Java, see
+# default_metrics().
+PYCOCOEVALCAP_METRICS: tuple[str, ...] = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
 # Needs no Java, no CoreNLP, no training captions.
-DEFAULT_METRICS: tuple[str, ...] = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr")
+DEFAULT_METRICS: tuple[str, ...] = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr", "SPICE")
+
+
+def default_metrics() -> tuple[str, ...]:
+    """pycocoevalcap's default set, less METEOR when Java or its jar is missing (logged)."""
+    from rlcap.errors import RlcapError
+    from rlcap.metrics.java import java_executable, packaged_jar
+
+    try:
+        java_executable()
+        packaged_jar("meteor/meteor-1.5.jar")
+    except RlcapError as exc:
+        log.warning("METEOR left out: %s", exc)
+        return DEFAULT_METRICS
+    return PYCOCOEVALCAP_METRICS
 
 
 def check_metric_names(metrics: Sequence[str]) -> None:
@@ -151,13 +178,17 @@ def score_captions(
     metrics: Sequence[str] = DEFAULT_METRICS,
     corenlp_dir: Path | None = None,
     training_captions: Iterable[str] | None = None,
+    spice_impl: str = "python",
 ) -> ScoreReport:
     """Score raw predicted captions against raw references, image by image.
 
     ``refs``/``preds`` map image id -> captions; every image of ``preds`` must have references.
+    ``spice_impl``: "python" (the port, rlcap.metrics.spice) or "official-jar" (needs CoreNLP 3.6.0).
     """
     check_metric_names(metrics)
-    inputs = _prepare(refs, preds, corenlp_dir, training_captions)
+    if spice_impl not in SPICE_IMPLEMENTATIONS:
+        raise DataError(f"unknown SPICE implementation {spice_impl!r}; choose from {', '.join(SPICE_IMPLEMENTATIONS)}")
+    inputs = _prepare(refs, preds, corenlp_dir, training_captions, spice_impl)
     corpus: dict[str, float] = {}
     per_image: dict[str, dict[str, float]] = {i: {} for i in inputs.image_ids}
     done: dict[Callable[[ScoreInputs], MetricResult], MetricResult] = {}
@@ -170,7 +201,8 @@ def score_captions(
         for image_id, value in zip(inputs.image_ids, result.per_image.get(name, [])):
             if value is not None:
                 per_image[image_id][name] = value
-    return ScoreReport(corpus, per_image)
+    uses_spice = any(name in ("SPICE", "SPIDEr") for name in metrics)
+    return ScoreReport(corpus, per_image, spice_impl if uses_spice else None)
 
 
 def _prepare(
@@ -178,6 +210,7 @@ def _prepare(
     preds: Mapping[str, Sequence[str]],
     corenlp_dir: Path | None,
     training_captions: Iterable[str] | None,
+    spice_impl: str,
 ) -> ScoreInputs:
     if not preds:
         raise DataError("no predictions to score")
@@ -191,10 +224,19 @@ def _prepare(
             raise DataError(f"image {image_id!r} has no reference captions")
         if len(str_preds[image_id]) == 0:
             raise DataError(f"image {image_id!r} has an empty list of predicted captions")
+    # pycocoevalcap tokenizes all references in one file and all (first) predictions in another, one
+    # caption a line in image order; the line after a caption can change its last token (tokenize_lines).
+    flat_refs = tokenize_lines([c for i in image_ids for c in str_refs[i]])
+    firsts = tokenize_lines([str_preds[i][0] for i in image_ids])
+    refs_tokens, start = [], 0
+    for i in image_ids:
+        refs_tokens.append(flat_refs[start : start + len(str_refs[i])])
+        start += len(str_refs[i])
     return ScoreInputs(
         image_ids=image_ids,
-        refs=[[tokenize(c) for c in str_refs[i]] for i in image_ids],
-        preds=[[tokenize(c) for c in str_preds[i]] for i in image_ids],
+        refs=refs_tokens,
+        preds=[[first, *(tokenize(c) for c in str_preds[i][1:])] for first, i in zip(firsts, image_ids)],
         corenlp_dir=corenlp_dir,
         training_captions=None if training_captions is None else [tokenize(c) for c in training_captions],
+        spice_impl=spice_impl,
     )

@@ -1,7 +1,10 @@
 """Reading reference and prediction files, with errors that name the file and the item.
 
-REFS: COCO annotations ``{"annotations": [{"image_id", "caption"}, ...]}`` or ``{id: [captions]}``.
-PREDS: COCO results ``[{"image_id", "caption"}, ...]`` or ``{id: [captions]}`` (or ``{id: caption}``).
+REFS: COCO annotations ``{"annotations": [{"image_id", "caption"}, ...]}``, ``{id: [captions]}``, or a
+Karpathy split file ``{"images": [{"cocoid"|"id"|"imgid", "sentences": [{"raw"}]}]}`` (the references of
+every image in it, whatever its split: the predictions pick the images scored).
+PREDS: COCO results ``[{"image_id", "caption"}, ...]``, one caption per image (an id twice is an error),
+or ``{id: [captions]}`` (or ``{id: caption}``), which may hold several captions per image.
 Image ids are strings.
 """
 
@@ -33,30 +36,57 @@ def read_refs(path: Path) -> dict[str, list[str]]:
     data = read_json(path)
     if isinstance(data, dict) and "annotations" in data:
         return _from_records(path, data["annotations"], "annotations")
+    if isinstance(data, dict) and isinstance(data.get("images"), list):
+        return _from_karpathy(path, data["images"])
     if isinstance(data, dict):
         return _from_mapping(path, data)
-    raise DataError(f"{path}: expected COCO annotations {{'annotations': [...]}} or {{image_id: [captions]}}")
+    raise DataError(f"{path}: expected COCO annotations {{'annotations': [...]}}, a Karpathy split file "
+                    "{'images': [...]} or {image_id: [captions]}")
 
 
 def read_preds(path: Path) -> dict[str, list[str]]:
     data = read_json(path)
     if isinstance(data, list):
-        return _from_records(path, data, "results")
+        return _from_records(path, data, "results", one_per_image=True)
     if isinstance(data, dict):
         return _from_mapping(path, data)
     raise DataError(f"{path}: expected COCO results [{{'image_id', 'caption'}}] or {{image_id: [captions]}}")
 
 
-def _from_records(path: Path, records: Any, what: str) -> dict[str, list[str]]:
+def _from_records(path: Path, records: Any, what: str, one_per_image: bool = False) -> dict[str, list[str]]:
     if not isinstance(records, list):
         raise DataError(f"{path}: {what} must be a list of {{'image_id', 'caption'}}")
     out: dict[str, list[str]] = {}
+    first: dict[str, int] = {}
     for i, record in enumerate(records):
         if not isinstance(record, dict) or "image_id" not in record or "caption" not in record:
             raise DataError(f"{path}: {what}[{i}] needs 'image_id' and 'caption'")
         if not isinstance(record["caption"], str):
             raise DataError(f"{path}: {what}[{i}] (image {record['image_id']}): caption is not a string")
-        out.setdefault(str(record["image_id"]), []).append(record["caption"])
+        image_id = str(record["image_id"])
+        if one_per_image and image_id in first:
+            raise DataError(f"{path}: image {image_id!r} appears twice ({what}[{first[image_id]}] and [{i}]); "
+                            "COCO results hold one caption per image (for several, use {image_id: [captions]})")
+        first.setdefault(image_id, i)
+        out.setdefault(image_id, []).append(record["caption"])
+    return out
+
+
+_KARPATHY_ID_KEYS = ("cocoid", "id", "imgid")  # the first present is the id, as rlcap.data.readers reads it
+
+
+def _from_karpathy(path: Path, images: list[Any]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for i, image in enumerate(images):
+        key = next((k for k in _KARPATHY_ID_KEYS if isinstance(image, dict) and k in image), None)
+        sentences = image.get("sentences") if key is not None else None
+        if key is None or not isinstance(sentences, list):
+            raise DataError(f"{path}: images[{i}] needs one of {', '.join(_KARPATHY_ID_KEYS)} and a "
+                            "'sentences' list (a Karpathy split file)")
+        captions = [s.get("raw") if isinstance(s, dict) else None for s in sentences]
+        if not all(isinstance(c, str) for c in captions):
+            raise DataError(f"{path}: images[{i}] (image {image[key]}): every sentence needs 'raw' text")
+        out[str(image[key])] = captions
     return out
 
 

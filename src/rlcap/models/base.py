@@ -14,35 +14,26 @@ Decoding contract (used by :mod:`rlcap.decoding`):
   (BOS at the first step); ``logprobs`` (B, V) log-softmax over the vocabulary.
   Beam search reorders ``state`` with :func:`select_batch`; ``memory`` is never reordered
   because beams of one image share it.
+* ``h = model.hidden(state)``: (B, H) the top layer's output that the logits of the ``step`` which
+  returned ``state`` were computed from (before any output dropout), i.e. the summary of the image
+  and the words read so far that a value network or a learned baseline reads (``return_hidden``
+  in decoding). Pure: no parameters, no computation beyond picking or viewing, differentiable
+  when the state is. A model whose state does not already hold that tensor (the transformer's
+  key/value cache) adds it to the state tuple; every state tensor stays batch first, so
+  ``select_batch`` reorders it with the rest. ShowTell: ``h``; UpDown: ``h_lang``.
 * ``logits = model(feats, tokens)`` teacher forcing: ``tokens`` (B, T) starting with BOS;
   ``logits`` (B, T, V), position t predicting token t+1.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import torch
 
+from rlcap.data.feats import Feats
+
 Tensors = tuple[torch.Tensor, ...]
-
-
-class Feats(NamedTuple):
-    """Image features for a batch.
-
-    fc: (B, D) pooled vector; att: (B, N, D) grid or region vectors; att_mask: (B, N) bool,
-    True where a region is real (region counts vary per image).
-    """
-
-    fc: torch.Tensor
-    att: torch.Tensor
-    att_mask: torch.Tensor
-
-    def expand(self, n: int) -> "Feats":
-        return Feats(*(t.repeat_interleave(n, dim=0) for t in self))
-
-    def to(self, device: torch.device | str) -> "Feats":
-        return Feats(*(t.to(device) for t in self))
 
 
 def expand_batch(tensors: Tensors, n: int) -> Tensors:
@@ -69,5 +60,7 @@ class Captioner(Protocol):
     def init_state(self, memory: Tensors) -> Tensors: ...
 
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]: ...
+
+    def hidden(self, state: Tensors) -> torch.Tensor: ...
 
     def __call__(self, feats: Feats, tokens: torch.Tensor) -> torch.Tensor: ...

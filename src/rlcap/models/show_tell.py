@@ -58,6 +58,10 @@ class ShowTell(nn.Module):
         logprobs = F.log_softmax(self.logit(self.drop(h)), dim=-1)  # (B, V)
         return logprobs, (h, c)
 
+    def hidden(self, state: Tensors) -> torch.Tensor:
+        """The LSTM output h (B, H) the next word's logits are computed from."""
+        return state[0]
+
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
         state = self.init_state(expand_batch(self.encode(feats), seq_per_img))

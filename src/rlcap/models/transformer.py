@@ -5,9 +5,19 @@ Projected att features pass through optional encoder layers (self-attention hono
 encoded regions and a feed-forward block. Words get learned position embeddings, so a
 caption is at most ``max_len`` words after BOS.
 
-Incremental decoding keeps a key/value cache: the state is ``(k_0, v_0, k_1, v_1, ...)``, one pair
-per decoder layer, each (B, heads, t, head_dim), batch first so beam search can reorder it. The
-cross-attention keys and values of every layer are computed once in ``encode``.
+Memory is ``(att_mask, ck_0, cv_0, ck_1, cv_1, ...)``: the cross-attention keys and values of
+every decoder layer, computed once in ``encode``. ``expand_memory`` repeats only ``att_mask``
+(which counts the rows); the keys and values stay once per image and the n rows (samples or
+beams) of an image attend to them together, as one matrix product per image and head. Copying
+them to every row instead (``expand_batch``, still accepted) made the backward pass sum the
+copies' gradients at full size at every decoding step, and the attention a batch of
+matrix-vector products.
+
+Incremental decoding keeps a key/value cache: the state is ``(kv_0, kv_1, ..., hidden)``, one
+(B, t, 2d) tensor per decoder layer (the self-attention keys and values of the t words so far,
+position first so that a new word is appended with one ``cat``) and ``hidden`` (B, d), the top
+layer's output at the last word (:meth:`TransformerCaptioner.hidden`). All are batch first so
+beam search can reorder them.
 """
 
 from __future__ import annotations
@@ -17,8 +27,39 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcap.errors import ConfigError
-from rlcap.models.base import Feats, Tensors, expand_batch
+from rlcap.models.base import Feats, Tensors
 from rlcap.models.config import ModelConfig
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` with the mask drawn as ``uniform >= p``: the same distribution, drawn 3-4x
+    faster on CPU than the Bernoulli draws of ``F.dropout`` (a mask of 25k values per decoder
+    layer and step)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _dropout(x, self.p if self.training else 0.0)
+
+
+def _dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Zero each value with probability p and scale the rest by 1 / (1 - p)."""
+    if p == 0.0:
+        return x
+    return x * torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
+              p: float) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d_h) + bias) v with dropout p on the weights (Vaswani et al. 2017, Eq. 1).
+
+    q (B, h, T, d_h), k and v (B, h, S, d_h), bias broadcastable to (B, h, T, S), -inf where not
+    attended -> (B, h, T, d_h). Written out rather than ``F.scaled_dot_product_attention``: on CPU
+    with dropout that takes its reference path, which scales a copy of every key (the queries,
+    fewer here, are scaled instead).
+    """
+    scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))  # (B, h, T, S)
+    if bias is not None:
+        scores = scores + bias
+    return torch.matmul(_dropout(scores.softmax(-1), p), v)
 
 
 class MultiHeadAttention(nn.Module):
@@ -31,26 +72,41 @@ class MultiHeadAttention(nn.Module):
         self.kv = nn.Linear(dim, 2 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        return x.view(b, t, self.heads, d // self.heads).transpose(1, 2)  # (B, h, T, d/h)
+    def _drop(self) -> float:
+        return self.dropout if self.training else 0.0
 
     def keys_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        k, v = self.kv(x).chunk(2, dim=2)  # (B, S, d) each
-        return self._split(k), self._split(v)  # (B, h, S, d/h) each
+        """x (B, S, d) -> keys and values (B, h, S, d/h) each, contiguous for the matrix products."""
+        b, s, d = x.shape
+        kv = self.kv(x).view(b, s, 2, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)  # (2, B, h, S, d/h)
+        return kv[0].contiguous(), kv[1].contiguous()
 
-    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
-        """x (B, T, d) queries; k, v (B, h, S, d/h); mask (B, 1, 1, S) True where attended."""
-        q = self._split(self.q(x))  # (B, h, T, d/h)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                           dropout_p=self.dropout if self.training else 0.0)  # (B, h, T, d/h)
-        return self.out(y.transpose(1, 2).reshape(x.shape))  # (B, T, d)
+    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """x (R, T, d) queries, rows grouped n per image; k, v (I, h, S, d/h) with R = I * n; bias
+        broadcastable to (I, h, n*T, S) -> (R, T, d). The n rows of an image attend as one block."""
+        rows, t, d = x.shape
+        q = self.q(x).view(k.size(0), -1, self.heads, d // self.heads).transpose(1, 2)  # (I, h, n*T, d/h)
+        y = attention(q, k, v, bias, self._drop())  # (I, h, n*T, d/h)
+        return self.out(y.transpose(1, 2).reshape(rows, t, d))  # (R, T, d)
+
+    def attend_cached(self, x: torch.Tensor, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One new position per row: x (R, 1, d), cache (R, t0, 2d) -> (R, 1, d), cache (R, t0+1, 2d).
+
+        Each row has its own keys, so the products are per row: elementwise products and sums, which
+        on CPU run much faster, forwards and backwards, than batched 1-row matrix products.
+        """
+        rows, _, d = x.shape
+        cache = torch.cat([cache, self.kv(x)], dim=1)  # (R, t, 2d)
+        k, v = cache.view(rows, -1, 2, self.heads, d // self.heads).unbind(2)  # (R, t, h, d/h) each
+        q = self.q(x).view(rows, 1, self.heads, -1) * (d // self.heads) ** -0.5  # (R, 1, h, d/h)
+        weights = _dropout((q * k).sum(-1).softmax(1), self._drop())  # (R, t, h)
+        y = (weights.unsqueeze(-1) * v).sum(1)  # (R, h, d/h)
+        return self.out(y.view(rows, 1, d)), cache
 
 
 class FeedForward(nn.Sequential):
     def __init__(self, dim: int, ff_dim: int, dropout: float):
-        super().__init__(nn.Linear(dim, ff_dim), nn.GELU(), nn.Linear(ff_dim, dim), nn.Dropout(dropout))
+        super().__init__(nn.Linear(dim, ff_dim), nn.GELU(), nn.Linear(ff_dim, dim), Dropout(dropout))
 
 
 class EncoderLayer(nn.Module):
@@ -61,9 +117,10 @@ class EncoderLayer(nn.Module):
         self.attn = MultiHeadAttention(d, cfg.num_heads, cfg.dropout)
         self.mlp = FeedForward(d, cfg.ff_dim, cfg.dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """x (B, N, d); bias (B, 1, 1, N) -inf at padded regions."""
         h = self.ln1(x)  # (B, N, d)
-        x = x + self.attn.attend(h, *self.attn.keys_values(h), mask=mask)  # (B, N, d)
+        x = x + self.attn.attend(h, *self.attn.keys_values(h), bias)  # (B, N, d)
         return x + self.mlp(self.ln2(x))  # (B, N, d)
 
 
@@ -76,74 +133,97 @@ class DecoderLayer(nn.Module):
         self.cross_attn = MultiHeadAttention(d, cfg.num_heads, cfg.dropout)
         self.mlp = FeedForward(d, cfg.ff_dim, cfg.dropout)
 
-    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor],
-                cross: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """x (B, T, d) new positions; past keys/values (B, h, t0, d/h); cross (k, v, mask).
-
-        Returns x (B, T, d) and the keys/values extended to t0 + T positions.
-        """
+    def forward(self, x: torch.Tensor, cache: torch.Tensor | None,
+                cross: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (R, T, d). With ``cache`` (R, t0, 2d): one new position (T = 1) after t0 cached ones,
+        returns x and the cache (R, t0+1, 2d). Without: a whole sequence under a causal mask, no cache.
+        cross: keys, values (I, h, N, d/h) and bias (I, 1, 1, N), R = I * n rows grouped by image."""
         h = self.ln1(x)
-        k, v = self.self_attn.keys_values(h)  # (B, h, T, d/h)
-        k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, h, t0+T, d/h)
-        # Causal only over a whole sequence (t0 = 0); one new position may see every cached one.
-        x = x + self.self_attn.attend(h, k, v, causal=x.size(1) > 1)
+        if cache is None:
+            t = x.size(1)
+            causal = torch.full((t, t), float("-inf"), device=x.device).triu(1)  # (T, T)
+            x = x + self.self_attn.attend(h, *self.self_attn.keys_values(h), causal)
+        else:
+            y, cache = self.self_attn.attend_cached(h, cache)
+            x = x + y
         x = x + self.cross_attn.attend(self.ln2(x), *cross)
-        x = x + self.mlp(self.ln3(x))
-        return x, k, v
+        return x + self.mlp(self.ln3(x)), cache
 
 
 class TransformerCaptioner(nn.Module):
-    """Memory ``(att_mask (B, N), ck_0, cv_0, ck_1, cv_1, ...)``; state ``(k_0, v_0, ...)``."""
+    """Memory ``(att_mask (B, N), ck_0, cv_0, ...)`` with ck, cv (I, h, N, d/h), I images and
+    B = I * n rows; state ``(kv_0, ..., kv_{L-1}, hidden)``. See the module docstring."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int):
         super().__init__()
         del fc_dim  # attends over att features only
         d = cfg.hidden_dim
         self.vocab_size, self.max_len, self.heads = vocab_size, cfg.max_len, cfg.num_heads
-        self.att_proj = nn.Sequential(nn.Linear(att_dim, d), nn.ReLU(), nn.Dropout(cfg.dropout))
+        self.att_proj = nn.Sequential(nn.Linear(att_dim, d), nn.ReLU(), Dropout(cfg.dropout))
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_enc_layers))
         self.ln_mem = nn.LayerNorm(d)
         self.tok_emb = nn.Embedding(vocab_size, d)
         self.pos_emb = nn.Embedding(cfg.max_len + 1, d)  # BOS + max_len words
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.ln_f = nn.LayerNorm(d)
         self.logit = nn.Linear(d, vocab_size)
 
     def encode(self, feats: Feats) -> Tensors:
         x = self.att_proj(feats.att)  # (B, N, d)
-        mask = feats.att_mask[:, None, None, :]  # (B, 1, 1, N)
+        bias = _mask_bias(feats.att_mask, x.dtype)  # (B, 1, 1, N)
         for layer in self.encoder:
-            x = layer(x, mask)
+            x = layer(x, bias)
         x = self.ln_mem(x)
         cross = [t for layer in self.decoder for t in layer.cross_attn.keys_values(x)]  # (B, h, N, d/h) each
         return (feats.att_mask, *cross)
 
-    def init_state(self, memory: Tensors) -> Tensors:
-        k = memory[1]  # (B, h, N, d/h)
-        empty = k.new_zeros(k.size(0), k.size(1), 0, k.size(3))  # (B, h, 0, d/h)
-        return (empty,) * (2 * len(self.decoder))
+    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
+        """n rows per image: ``att_mask`` is repeated, the keys and values stay once per image."""
+        return (memory[0].repeat_interleave(n, dim=0), *memory[1:])
 
-    def _decode(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
-        """tokens (B, T) at positions t0..t0+T-1 (t0 = cached length) -> hidden (B, T, d), new state."""
-        t0, t = state[0].size(2), tokens.size(1)
-        if t0 + t > self.max_len + 1:
-            raise ConfigError(f"transformer: a caption of {t0 + t - 1} words exceeds model.max_len {self.max_len}")
-        pos = torch.arange(t0, t0 + t, device=tokens.device)  # (T,)
-        x = self.drop(self.tok_emb(tokens) + self.pos_emb(pos))  # (B, T, d)
-        mask = memory[0][:, None, None, :]  # (B, 1, 1, N)
-        new_state: list[torch.Tensor] = []
-        for i, layer in enumerate(self.decoder):
-            x, k, v = layer(x, state[2 * i : 2 * i + 2], (memory[1 + 2 * i], memory[2 + 2 * i], mask))
-            new_state += [k, v]
-        return self.ln_f(x), tuple(new_state)
+    def init_state(self, memory: Tensors) -> Tensors:
+        rows, d = memory[0].size(0), self.ln_f.normalized_shape[0]
+        empty = memory[1].new_zeros(rows, 0, 2 * d)  # (B, 0, 2d): no words cached yet
+        return (empty,) * len(self.decoder) + (memory[1].new_zeros(rows, d),)
+
+    def hidden(self, state: Tensors) -> torch.Tensor:
+        """The top layer's output at the last decoded word, (B, d): what its logits are computed from."""
+        return state[-1]
+
+    def _cross(self, memory: Tensors) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Each layer's (keys, values, bias), the bias from the first row of each image."""
+        att_mask, images = memory[0], memory[1].size(0)
+        bias = _mask_bias(att_mask[:: att_mask.size(0) // images], memory[1].dtype)  # (I, 1, 1, N)
+        return [(memory[1 + 2 * i], memory[2 + 2 * i], bias) for i in range(len(self.decoder))]
+
+    def _embed(self, tokens: torch.Tensor, start: int) -> torch.Tensor:
+        """tokens (B, T) at positions start.. -> (B, T, d)."""
+        if start + tokens.size(1) > self.max_len + 1:
+            raise ConfigError(f"transformer: a caption of {start + tokens.size(1) - 1} words exceeds "
+                              f"model.max_len {self.max_len}")
+        pos = torch.arange(start, start + tokens.size(1), device=tokens.device)  # (T,)
+        return self.drop(self.tok_emb(tokens) + self.pos_emb(pos))  # (B, T, d)
 
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
-        h, state = self._decode(memory, state, tokens[:, None])  # (B, 1, d)
-        return F.log_softmax(self.logit(h[:, 0]), dim=-1), state  # (B, V)
+        x = self._embed(tokens[:, None], state[0].size(1))  # (B, 1, d)
+        caches = []
+        for layer, cache, cross in zip(self.decoder, state, self._cross(memory)):
+            x, cache = layer(x, cache, cross)
+            caches.append(cache)
+        h = self.ln_f(x[:, 0])  # (B, d)
+        return F.log_softmax(self.logit(h), dim=-1), (*caches, h)  # (B, V)
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
-        memory = expand_batch(self.encode(feats), seq_per_img)
-        h, _ = self._decode(memory, self.init_state(memory), tokens)  # (B, T, d)
-        return self.logit(h)  # (B, T, V)
+        memory = self.expand_memory(self.encode(feats), seq_per_img)
+        x = self._embed(tokens, 0)  # (B, T, d)
+        for layer, cross in zip(self.decoder, self._cross(memory)):
+            x, _ = layer(x, None, cross)
+        return self.logit(self.ln_f(x))  # (B, T, V)
+
+
+def _mask_bias(att_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, N) bool, True where attended -> (B, 1, 1, N) additive: 0 there, -inf elsewhere."""
+    bias = torch.zeros(att_mask.shape, dtype=dtype, device=att_mask.device)
+    return bias.masked_fill(~att_mask, float("-inf"))[:, None, None]

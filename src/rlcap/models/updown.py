@@ -94,6 +94,10 @@ class UpDown(nn.Module):
         logprobs = F.log_softmax(self.logit(self.drop(state[2])), dim=-1)  # (B, V)
         return logprobs, state
 
+    def hidden(self, state: Tensors) -> torch.Tensor:
+        """The language LSTM's output h_lang (B, H) the next word's logits are computed from (Eq. 7)."""
+        return state[2]
+
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
         memory = self.expand_memory(self.encode(feats), seq_per_img)

@@ -6,14 +6,15 @@ Rewards are combined by the weights of :class:`RewardConfig` into a :class:`Weig
 named by dotted import path. See docs/RL.md for the EOS and non-finite conventions.
 """
 
-from rlcap.rewards.batch import EOS_TOKEN, Reward, RewardBatch
+from rlcap.rewards.batch import EOS_TOKEN, Reward, RewardBatch, TrainRefs
 from rlcap.rewards.combine import NonFiniteRewardError, WeightedReward, check_finite
 from rlcap.rewards.config import RewardConfig
+from rlcap.rewards.context import RewardContext
 from rlcap.rewards.metric_rewards import BleuReward, CiderDReward, MeteorReward, RougeLReward, SpiderReward
 from rlcap.rewards.registry import REWARDS, build_reward, load_dotted, resolve_reward
 
 __all__ = [
-    "EOS_TOKEN", "Reward", "RewardBatch", "NonFiniteRewardError", "WeightedReward", "check_finite",
+    "EOS_TOKEN", "Reward", "RewardBatch", "RewardContext", "TrainRefs", "NonFiniteRewardError", "WeightedReward", "check_finite",
     "RewardConfig", "BleuReward", "CiderDReward", "MeteorReward", "RougeLReward", "SpiderReward",
     "REWARDS", "build_reward", "load_dotted", "resolve_reward",
 ]

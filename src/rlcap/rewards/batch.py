@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import torch
 
 from rlcap.data.vocab import SPECIALS
-from rlcap.models.base import Feats
+from rlcap.data.feats import Feats
 
 # The end token appended to candidate and reference tokens when ``RewardConfig.eos_counts``
 # is set: the vocabulary's own EOS spelling, which the caption tokenizer can never produce
 # (it strips punctuation), so it cannot collide with a real word.
 EOS_TOKEN = SPECIALS[2]
+
+# Training image id -> its raw reference captions.
+TrainRefs = Mapping[str, Sequence[str]]
 
 
 class RewardBatch(NamedTuple):
@@ -20,13 +24,22 @@ class RewardBatch(NamedTuple):
 
     image_ids: one per caption; the samples of one image are adjacent.
     refs: the raw reference captions of each caption's image, one list per caption.
-    feats: the image features, for rewards that look at the image (retrieval, discriminator);
-        None when the caller has none.
+    feats: the features of the batch's *images*, one row per image (not per caption), for rewards
+        that look at the image (embedding, retrieval, discriminator); None when the caller has none.
+    feats_index: (len(image_ids),) long, the row of ``feats`` each caption belongs to; None when
+        feats has one row per caption.
     """
 
     image_ids: list[str]
     refs: list[list[str]]
     feats: Feats | None = None
+    feats_index: torch.Tensor | None = None
+
+    def caption_feats(self) -> Feats | None:
+        """One row of features per caption (copied here, only for the rewards that ask)."""
+        if self.feats is None or self.feats_index is None:
+            return self.feats
+        return self.feats.select(self.feats_index)
 
 
 class Reward(Protocol):

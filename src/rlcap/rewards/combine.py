@@ -95,3 +95,9 @@ class WeightedReward:
         for fn in self.rewards.values():
             if isinstance(fn, Closeable):
                 fn.close()
+
+    def __enter__(self) -> "WeightedReward":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -7,6 +7,7 @@ import math
 from typing import Literal
 
 from rlcap.errors import ConfigError
+from rlcap.rewards.registry import check_reward_name
 
 
 def _field(default, help: str):
@@ -50,10 +51,14 @@ class RewardConfig:
         "reward (None: $RLCAP_CORENLP_DIR)",
     )
 
+    paths: dict[str, str] = _field(
+        {},
+        "reward name -> the checkpoint (file or folder) that a learned reward loads, e.g. "
+        "{embedding: runs/embedding/best}",
+    )
+
     def validate(self) -> None:
         """Check weights (non-empty, finite) and names (registered or a dotted path)."""
-        from rlcap.rewards.registry import check_reward_name
-
         if not self.weights:
             raise ConfigError("reward.weights is empty; give at least one reward, e.g. {cider_d: 1.0}")
         for name, weight in self.weights.items():

@@ -17,7 +17,7 @@ reference, so its idf is 0), 0 for ROUGE-L, METEOR and SPICE.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +32,8 @@ from rlcap.metrics.rouge import rouge_l
 from rlcap.metrics.spice import corenlp_jars, spice
 from rlcap.metrics.spider import spider
 from rlcap.metrics.tokenize import tokenize
-from rlcap.rewards.batch import RewardBatch, check_batch, with_eos
-from rlcap.rewards.config import RewardConfig
-
-TrainRefs = Mapping[str, Sequence[str]]
+from rlcap.rewards.batch import RewardBatch, TrainRefs, check_batch, with_eos
+from rlcap.rewards.context import RewardContext
 
 
 class _RefTokens:
@@ -176,31 +174,31 @@ class SpiderReward:
         return _tensor([spider(c, s) for c, s in zip(cider, spice_scores)])
 
 
-def _cider_cache(cfg: RewardConfig) -> Path | None:
-    if cfg.cache_dir is None:
+def _cider_cache(ctx: RewardContext) -> Path | None:
+    if ctx.cache_dir is None:
         return None
     # One file per EOS convention: the two reference sets have different n-grams.
-    return Path(cfg.cache_dir) / ("cider_d_eos.npz" if cfg.eos_counts else "cider_d.npz")
+    return Path(ctx.cache_dir) / ("cider_d_eos.npz" if ctx.eos_counts else "cider_d.npz")
 
 
-def make_cider_d(cfg: RewardConfig, train_refs: TrainRefs) -> CiderDReward:
-    return CiderDReward(train_refs, cfg.eos_counts, cache=_cider_cache(cfg))
+def make_cider_d(ctx: RewardContext) -> CiderDReward:
+    return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=_cider_cache(ctx))
 
 
-def make_bleu(cfg: RewardConfig, train_refs: TrainRefs, n: int) -> BleuReward:
-    return BleuReward(n, cfg.eos_counts)
+def make_bleu(ctx: RewardContext, n: int) -> BleuReward:
+    return BleuReward(n, ctx.eos_counts)
 
 
-def make_meteor(cfg: RewardConfig, train_refs: TrainRefs) -> MeteorReward:
+def make_meteor(ctx: RewardContext) -> MeteorReward:
     try:
         return MeteorReward()
     except RlcapError as exc:
         raise ConfigError(f"reward 'meteor' is not available: {exc}") from exc
 
 
-def make_spider(cfg: RewardConfig, train_refs: TrainRefs) -> SpiderReward:
-    return SpiderReward(train_refs, cfg.eos_counts, cache=_cider_cache(cfg), corenlp_dir=cfg.corenlp_dir)
+def make_spider(ctx: RewardContext) -> SpiderReward:
+    return SpiderReward(ctx.train_refs, ctx.eos_counts, cache=_cider_cache(ctx), corenlp_dir=ctx.corenlp_dir)
 
 
-def make_rouge_l(cfg: RewardConfig, train_refs: TrainRefs) -> RougeLReward:
+def make_rouge_l(ctx: RewardContext) -> RougeLReward:
     return RougeLReward()

@@ -1,8 +1,8 @@
 """Reward names -> factories (a plain dict), dotted import paths, and :func:`build_reward`.
 
-A factory is ``factory(cfg, train_refs) -> Reward`` where ``train_refs`` maps each training
-image id to its raw reference captions (``ImageRecord.captions``); CIDEr-D tokenizes them and
-takes its document frequencies from them, once. A name that is not in :data:`REWARDS` but contains a
+A factory is ``factory(ctx) -> Reward`` with a :class:`~rlcap.rewards.context.RewardContext`:
+the training references (CIDEr-D tokenizes them and takes its document frequencies from them,
+once), the vocabulary, feature sizes, device and the paths of checkpoints a learned reward loads. A name that is not in :data:`REWARDS` but contains a
 dot or a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward
 callable itself (TRL's convention), used as is.
 """
@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rlcap.errors import ConfigError
 from rlcap.rewards import metric_rewards
-from rlcap.rewards.batch import Reward
+from rlcap.rewards.batch import Reward, TrainRefs
 from rlcap.rewards.combine import WeightedReward
-from rlcap.rewards.config import RewardConfig
+from rlcap.rewards.context import RewardContext
 
-TrainRefs = Mapping[str, Sequence[str]]
-RewardFactory = Callable[[RewardConfig, TrainRefs], Reward]
+if TYPE_CHECKING:  # the config module imports this one to check reward names
+    from rlcap.rewards.config import RewardConfig
+
+RewardFactory = Callable[[RewardContext], Reward]
 
 REWARDS: dict[str, RewardFactory] = {
     "cider_d": metric_rewards.make_cider_d,
@@ -69,21 +72,32 @@ def load_dotted(path: str) -> Reward:
     return obj
 
 
-def resolve_reward(name: str, cfg: RewardConfig, train_refs: TrainRefs) -> Reward:
+def resolve_reward(name: str, ctx: RewardContext) -> Reward:
     """The reward called ``name``: a registered factory's product, or an imported callable."""
     if name in REWARDS:
-        return REWARDS[name](cfg, train_refs)
+        return REWARDS[name](ctx)
     if _is_dotted(name):
         return load_dotted(name)
     raise _unknown(name)
 
 
-def build_reward(cfg: RewardConfig, train_refs: TrainRefs) -> WeightedReward:
-    """The weighted sum of ``cfg.weights``' rewards, each built once.
+def build_reward(cfg: "RewardConfig", train_refs: TrainRefs, vocab: Any = None, fc_dim: int = 0,
+                 att_dim: int = 0, device: str = "cpu") -> WeightedReward:
+    """The weighted sum of ``cfg.weights``' rewards, each built once; close it when the run ends
+    (``with build_reward(...) as reward:``), as METEOR holds a Java process.
 
     Args:
         cfg: the reward section of the run config.
         train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
+        vocab, fc_dim, att_dim, device: the run's, for rewards that hold a model.
     """
-    rewards = {name: resolve_reward(name, cfg, train_refs) for name in cfg.weights}
+    ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, cfg.corenlp_dir, vocab, fc_dim, att_dim,
+                        device, dict(cfg.paths))
+    rewards = {}
+    try:
+        for name in cfg.weights:
+            rewards[name] = resolve_reward(name, ctx)
+    except BaseException:
+        WeightedReward(rewards, {n: cfg.weights[n] for n in rewards}).close()
+        raise
     return WeightedReward(rewards, cfg.weights, nonfinite=cfg.nonfinite)

@@ -51,31 +51,42 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     return total / count.clamp(min=_MIN_DENOMINATOR)
 
 
-def _check_sequences(name: str, logprobs: torch.Tensor, mask: torch.Tensor, per_seq: torch.Tensor) -> None:
+def _check_sequences(name: str, logprobs: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor) -> None:
     if logprobs.dim() != 2 or logprobs.shape != mask.shape:
         raise ValueError(
             f"{name}: expected logprobs and mask of one shape (B, T), "
             f"got {tuple(logprobs.shape)} and {tuple(mask.shape)}")
-    if per_seq.shape != logprobs.shape[:1]:
-        raise ValueError(f"{name}: expected advantages of shape ({logprobs.shape[0]},), got {tuple(per_seq.shape)}")
+    b, t = logprobs.shape
+    if advantages.shape not in ((b,), (b, t)):
+        raise ValueError(f"{name}: expected advantages of shape ({b},) (one per caption) or ({b}, {t}) "
+                         f"(one per word), got {tuple(advantages.shape)}")
 
 
 def reinforce_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    """REINFORCE surrogate loss ``-sum_{i,t} A_i * log p(w_it) * m_it / sum_{i,t} m_it``.
+    """REINFORCE surrogate loss ``-sum_{i,t} A_it * log p(w_it) * m_it / sum_{i,t} m_it``.
 
     Args:
         logprobs: (B, T) log-probability of each sampled token under the policy (with grad).
         mask: (B, T) 1 for the tokens the reward counts (the words, plus EOS when it counts).
-        advantages: (B,) reward minus baseline per sequence; treated as a constant (detached).
+        advantages: treated as a constant (detached), either
+            (B,) reward minus baseline per caption, the same for each of its tokens
+            (``A_it = A_i``), or
+            (B, T) one advantage per word (``rlcap.rl.credit``: value, TD or Monte-Carlo
+            credit); entries at padding are ignored.
 
     Returns:
-        () scalar loss; 0 when the mask is empty.
+        () scalar loss; 0 when the mask is empty. The normalisation is the same for both
+        shapes, so (B, T) advantages that repeat A_i along each row give the (B,) loss.
 
     Example: logprobs [[-1, -2], [-3, -4]], mask [[1, 1], [1, 0]], advantages [1, -2]
-    -> -((-1) + (-2) + (-2)(-3)) / 3 = -1.0.
+    -> -((-1) + (-2) + (-2)(-3)) / 3 = -1.0; per word, advantages [[1, 0.5], [-2, 9]]
+    -> -((-1) + 0.5(-2) + (-2)(-3)) / 3 = -4/3.
     """
     _check_sequences("reinforce_loss", logprobs, mask, advantages)
-    weighted = -advantages.detach().to(logprobs.dtype)[:, None] * logprobs  # (B, T)
+    adv = advantages.detach().to(logprobs.dtype)
+    if adv.dim() == 1:
+        adv = adv[:, None]  # (B, 1): one advantage for every token of the caption
+    weighted = -adv * logprobs  # (B, T)
     return masked_mean(weighted, mask)
 
 

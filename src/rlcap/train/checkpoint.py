@@ -1,15 +1,22 @@
-"""Checkpoints: weights as safetensors, config and vocabulary as JSON, trainer state.
+"""Checkpoints of runs with several learned parts: one safetensors file per named module.
 
 A checkpoint is a folder::
 
-    model.safetensors   weights
-    config.json         the full run config (rebuilds the model) plus feature sizes
-    vocab.json          the vocabulary
-    trainer.pt          optimizer, scheduler, random-generator and data-order state
-    checkpoint.json     written last: step, epoch, metrics; its presence marks a complete checkpoint
+    policy.safetensors   the weights of each named part (policy, value, discriminator, ...)
+    config.json          the full run config (rebuilds the models) plus feature sizes
+    vocab.json           the vocabulary
+    trainer.pt           optimizers and schedulers by part name, random-generator state,
+                         progress and the loop's own state (baseline statistics, phase counters)
+    checkpoint.json      written last: format, part names, step, epoch, metrics
 
-Every file is written to a temporary name and renamed into place, and ``checkpoint.json``
-goes last, so a run killed mid-write leaves the previous complete checkpoint readable.
+Atomic by folder (never by file): a checkpoint is written into a sibling temporary folder
+``NAME.tmp-PID``, fsynced, then swapped in by two renames (``NAME`` -> ``NAME.old``, temporary
+-> ``NAME``) and the old one removed. At every instant either ``NAME`` or ``NAME.old`` is a
+complete checkpoint; :func:`recover` (run at the start of every run) puts ``NAME.old`` back when
+a kill landed between the renames, and removes leftover temporary folders.
+
+Format 1 (rlcap 0.1: a single ``model.safetensors`` and trainer keys ``optimizer`` and
+``scheduler``) still loads: its model is the part ``policy``.
 """
 
 from __future__ import annotations
@@ -18,26 +25,22 @@ import io
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from rlcap.data.vocab import Vocab
 from rlcap.errors import RlcapError
 
 MANIFEST = "checkpoint.json"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+FORMAT = 2
+POLICY = "policy"
+_OLD_WEIGHTS = "model.safetensors"  # format 1
 
 
 def rng_state() -> dict[str, Any]:
@@ -51,51 +54,148 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 class Checkpoint(NamedTuple):
-    weights: dict[str, torch.Tensor]
+    weights: dict[str, dict[str, torch.Tensor]]  # part name -> state dict
     config: dict[str, Any]
     vocab: Vocab
-    trainer: dict[str, Any] | None
+    trainer: dict[str, Any] | None  # {"optimizers", "schedulers", "rng", "progress", "state"}
     manifest: dict[str, Any]
 
 
-def save_checkpoint(folder: str | Path, model: torch.nn.Module, config: dict[str, Any], vocab: Vocab,
+def _fsync_write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# Fault injection (tests/train/test_faults.py): seconds to pause inside every save, before the
+# manifest and between the two renames, so that kills land there.
+_SAVE_HOOK_ENV = "RLCAP_TEST_SLOW_SAVE"
+
+
+def _pause() -> None:
+    if os.environ.get(_SAVE_HOOK_ENV):
+        import time
+
+        time.sleep(float(os.environ[_SAVE_HOOK_ENV]))
+
+
+def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
                     trainer: dict[str, Any] | None, manifest: dict[str, Any]) -> Path:
-    """Write a complete checkpoint into ``folder`` (see the module docstring)."""
+    """Write a complete checkpoint at ``folder``, atomically (see the module docstring)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST).unlink(missing_ok=True)  # incomplete until the manifest is back
-    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = folder / "model.safetensors.tmp"
-    save_file(weights, str(tmp))
-    os.replace(tmp, folder / "model.safetensors")
-    _atomic_write(folder / "config.json", json.dumps(config, indent=2).encode())
-    _atomic_write(folder / "vocab.json", vocab.to_json().encode())
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    for name, module in modules.items():
+        weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+        save_file(weights, str(tmp / f"{name}.safetensors"))
+        with open(tmp / f"{name}.safetensors", "rb+") as fh:
+            os.fsync(fh.fileno())
+    _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
+    _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
         buf = io.BytesIO()
         torch.save(trainer, buf)
-        _atomic_write(folder / "trainer.pt", buf.getvalue())
-    _atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
+        _fsync_write(tmp / "trainer.pt", buf.getvalue())
+    _pause()
+    full = {"format": FORMAT, "parts": sorted(modules), **manifest}
+    _fsync_write(tmp / MANIFEST, json.dumps(full, indent=2).encode())
+    _fsync_dir(tmp)
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(folder, old)
+        _pause()
+    os.replace(tmp, folder)
+    _fsync_dir(folder.parent)
+    if old.exists():
+        shutil.rmtree(old)
     return folder
+
+
+def recover(run_dir: str | Path) -> list[str]:
+    """Tidy a run folder after a kill: restore ``NAME.old`` where ``NAME`` is missing, remove
+    temporary folders and stale ``.old`` copies. Returns what was done, one line each."""
+    run_dir = Path(run_dir)
+    done: list[str] = []
+    if not run_dir.is_dir():
+        return done
+    for path in sorted(run_dir.iterdir()):
+        if ".tmp-" in path.name:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            done.append(f"removed the unfinished checkpoint {path}")
+    for old in sorted(run_dir.glob("*.old")):
+        live = old.with_name(old.name[: -len(".old")])
+        if not is_complete(live) and is_complete(old):
+            if live.exists():
+                shutil.rmtree(live)
+            os.replace(old, live)
+            done.append(f"restored {live} from {old.name} (a save was interrupted between its renames)")
+        else:
+            shutil.rmtree(old)
+            done.append(f"removed the superseded checkpoint {old}")
+    return done
 
 
 def is_complete(folder: str | Path) -> bool:
     return (Path(folder) / MANIFEST).is_file()
 
 
+def _read_weights(folder: Path, manifest: dict[str, Any]) -> dict[str, dict[str, torch.Tensor]]:
+    if "format" not in manifest:  # format 1
+        files = {POLICY: folder / _OLD_WEIGHTS}
+    elif manifest["format"] == FORMAT:
+        files = {name: folder / f"{name}.safetensors" for name in manifest["parts"]}
+    else:
+        raise RlcapError(f"{folder}: checkpoint format {manifest['format']!r} is newer than this rlcap reads "
+                         f"(format {FORMAT}); upgrade rlcap")
+    weights = {}
+    for name, path in files.items():
+        try:
+            weights[name] = load_file(str(path))
+        except (OSError, SafetensorError, ValueError) as exc:
+            raise RlcapError(f"cannot read checkpoint {folder}: {path.name} is missing or corrupt ({exc})") from exc
+    return weights
+
+
+def _upgrade_trainer(trainer: dict[str, Any]) -> dict[str, Any]:
+    """Format 1's trainer state (one optimizer, one scheduler) in format 2's shape."""
+    if "optimizers" in trainer:
+        return trainer
+    return {"optimizers": {POLICY: trainer["optimizer"]}, "schedulers": {POLICY: trainer["scheduler"]},
+            "rng": trainer["rng"], "progress": trainer["progress"], "state": {}}
+
+
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:
+    """Read a checkpoint folder (format 1 or 2); one clear error for a missing or corrupt file."""
     folder = Path(folder)
     if not folder.is_dir():
         raise RlcapError(f"checkpoint folder not found: {folder}")
     if not is_complete(folder):
         raise RlcapError(f"{folder} is not a complete checkpoint (no {MANIFEST})")
     try:
-        weights = load_file(str(folder / "model.safetensors"))
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RlcapError(f"cannot read checkpoint {folder}: {exc}") from exc
+    weights = _read_weights(folder, manifest)
     vocab = Vocab.load(folder / "vocab.json")
     trainer = None
     if with_trainer and (folder / "trainer.pt").is_file():
-        trainer = torch.load(folder / "trainer.pt", weights_only=False)
+        try:
+            trainer = _upgrade_trainer(torch.load(folder / "trainer.pt", weights_only=False))
+        except Exception as exc:  # torch.load raises many types for a damaged pickle
+            raise RlcapError(f"cannot read checkpoint {folder}: trainer.pt is corrupt ({type(exc).__name__})") from exc
     return Checkpoint(weights, config, vocab, trainer, manifest)

@@ -11,6 +11,12 @@ from rlcap.models.config import ModelConfig
 from rlcap.rewards import RewardConfig
 
 OPTIMIZERS = ("adam", "adamw")
+
+
+def check_min(key: str, value: int | float, least: int | float) -> None:
+    """One clear line for a setting below its least allowed value."""
+    if value < least:
+        raise ConfigError(f"{key}: expected at least {least}, got {value}")
 CLIP_MODES = ("norm", "value")
 
 
@@ -41,25 +47,43 @@ class XEConfig:
     batch_size: int = help_field(50, "images per batch (each with data.seq_per_img captions)")
     label_smoothing: float = help_field(0.0, "label smoothing of the cross-entropy (0: none)")
 
+    def validate(self) -> None:
+        check_min("xe.epochs", self.epochs, 1)
+        check_min("xe.batch_size", self.batch_size, 1)
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"xe.label_smoothing: expected a number in [0, 1), got {self.label_smoothing}")
+
 
 SAMPLE_METHODS = ("sample", "beam")
-BASELINES = ("greedy", "leave_one_out", "running_mean", "none")
+SCST_BASELINES = ("greedy", "leave_one_out", "running_mean", "none")
+
+
+@dataclass
+class DecodeSettings:
+    """How captions are generated: one set of settings for training, validation and evaluation."""
+
+    max_len: int = help_field(16, "most words per generated caption (RL samples, validation, evaluation)")
+    temperature: float = help_field(1.0, "softmax temperature of the captions sampled for RL")
+    beam_size: int = help_field(3, "beam size of validation and evaluation (1: greedy)")
+    length_penalty: float = help_field(0.0, "beam search ranks by sum logprob / length**this (0: off)")
+
+    def validate(self) -> None:
+        check_min("decode.max_len", self.max_len, 1)
+        check_min("decode.beam_size", self.beam_size, 1)
+        if not self.temperature > 0:
+            raise ConfigError(f"decode.temperature: expected > 0, got {self.temperature}")
+        if self.length_penalty < 0:
+            raise ConfigError(f"decode.length_penalty: expected >= 0, got {self.length_penalty}")
 
 
 @dataclass
 class RLConfig:
-    """Sequence-level training (SCST and the methods built on it)."""
+    """The budget and the rollouts every sequence-level loop shares; each algorithm has its own section."""
 
     epochs: int = help_field(5, "training epochs")
     batch_size: int = help_field(50, "images per batch")
     n_samples: int = help_field(5, "captions generated per image (s in 003_5a024678a14e9bf6.txt)")
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
-    temperature: float = help_field(1.0, "sampling temperature")
-    max_len: int = help_field(16, "longest sampled caption in words")
-    baseline: str = help_field("greedy", "greedy (self-critical), leave_one_out, running_mean or none")
-    running_mean_decay: float = help_field(0.9, "decay of the running-mean baseline")
-    entropy_weight: float = help_field(0.0, "weight of the per-step entropy bonus (SLL-ME; the paper uses 0.01)")
-    sle_alpha: float = help_field(0.75, "SLL-SLE: weight of the precision term against diversity (eq. 8-9)")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
         "(false: sample from the network validation decodes with; docs/RL.md)")
@@ -67,12 +91,47 @@ class RLConfig:
     def validate(self) -> None:
         if self.sample_method not in SAMPLE_METHODS:
             raise ConfigError(f"rl.sample_method: {self.sample_method!r} is not one of {list(SAMPLE_METHODS)}")
-        if self.baseline not in BASELINES:
-            raise ConfigError(f"rl.baseline: {self.baseline!r} is not one of {list(BASELINES)}")
-        if self.n_samples < 1:
-            raise ConfigError("rl.n_samples must be at least 1")
-        if self.baseline == "leave_one_out" and self.n_samples < 2:
-            raise ConfigError("rl.baseline=leave_one_out needs rl.n_samples >= 2")
+        check_min("rl.epochs", self.epochs, 1)
+        check_min("rl.batch_size", self.batch_size, 1)
+        check_min("rl.n_samples", self.n_samples, 1)
+
+
+@dataclass
+class ScstConfig:
+    """Self-critical sequence training (Rennie et al. 2017) and its baselines."""
+
+    baseline: str = help_field("greedy", "greedy (self-critical), leave_one_out, running_mean or none")
+    running_mean_decay: float = help_field(0.9, "decay of the running-mean baseline")
+
+    def validate(self) -> None:
+        if self.baseline not in SCST_BASELINES:
+            raise ConfigError(f"scst.baseline: {self.baseline!r} is not one of {list(SCST_BASELINES)}")
+        if not 0 <= self.running_mean_decay < 1:
+            raise ConfigError(f"scst.running_mean_decay: expected a number in [0, 1), got {self.running_mean_decay}")
+
+
+@dataclass
+class SllMeConfig(ScstConfig):
+    """SLL-ME (003_5a024678a14e9bf6.txt sec. 5.2): SCST plus a per-word entropy bonus."""
+
+    entropy_weight: float = help_field(0.01, "weight of the per-step entropy bonus (the paper's 0.01)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.entropy_weight < 0:
+            raise ConfigError(f"sll_me.entropy_weight: expected >= 0, got {self.entropy_weight}")
+
+
+@dataclass
+class SllSleConfig:
+    """SLL-SLE (003_5a024678a14e9bf6.txt eq. 8-16): the greedy baseline for precision, the mean
+    pairwise distance for diversity."""
+
+    alpha: float = help_field(0.75, "weight of the precision term against diversity (eq. 8-9)")
+
+    def validate(self) -> None:
+        if not 0 <= self.alpha <= 1:
+            raise ConfigError(f"sll_sle.alpha: expected a number in [0, 1], got {self.alpha}")
 
 
 @dataclass
@@ -80,18 +139,24 @@ class ValConfig:
     split: str = help_field("val", "split used to pick the best checkpoint")
     max_images: int = help_field(0, "validate on at most this many images (0: all)")
     batch_size: int = help_field(100, "images decoded at once")
-    max_len: int = help_field(16, "longest generated caption during validation")
-    beam_size: int = help_field(1, "beam size for validation decoding (1: greedy)")
+
+    def validate(self) -> None:
+        check_min("val.max_images", self.max_images, 0)
+        check_min("val.batch_size", self.batch_size, 1)
 
 
 @dataclass
 class RunConfig:
-    """Everything one training run needs. Sections: data, model, optim, xe, val."""
+    """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
+    and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst or sll_sle (see rlcap.api.TRAINERS)")
+    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me or sll_sle (rlcap.train.TRAINERS)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
-    resume: bool = help_field(False, "continue the run in out_dir from its last checkpoint")
+    resume: bool = help_field(False, "continue the run in out_dir from its last checkpoint, applying changed "
+                              "settings that a run may change (learning rate, epochs, ...)")
+    overwrite: bool = help_field(False, "replace a run already in out_dir (otherwise a run with the same settings "
+                                        "continues and one with other settings is refused)")
     init_from: str | None = help_field(None, "start from the weights of this checkpoint folder")
     threads: int = help_field(2, "torch CPU threads")
     log_every: int = help_field(20, "write a log line every this many steps")
@@ -103,5 +168,18 @@ class RunConfig:
     optim: OptimConfig = help_field(OptimConfig, "optimizer and learning-rate schedule")
     xe: XEConfig = help_field(XEConfig, "cross-entropy training")
     val: ValConfig = help_field(ValConfig, "validation during training")
-    rl: RLConfig = help_field(RLConfig, "sequence-level (reinforcement) training")
+    decode: DecodeSettings = help_field(DecodeSettings, "caption generation: RL samples, validation, evaluation")
+    rl: RLConfig = help_field(RLConfig, "budget and rollouts shared by the sequence-level (RL) loops")
+    scst: ScstConfig = help_field(ScstConfig, "algorithm=scst: the baseline")
+    sll_me: SllMeConfig = help_field(SllMeConfig, "algorithm=sll_me: SCST plus an entropy bonus")
+    sll_sle: SllSleConfig = help_field(SllSleConfig, "algorithm=sll_sle: SCST plus sequence-level exploration")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
+
+    def validate(self) -> None:
+        check_min("threads", self.threads, 1)
+        check_min("log_every", self.log_every, 1)
+        check_min("save_every", self.save_every, 0)
+        check_min("max_steps", self.max_steps, 0)
+        method = {"scst": self.scst, "sll_me": self.sll_me}.get(self.algorithm)
+        if method is not None and method.baseline == "leave_one_out" and self.rl.n_samples < 2:
+            raise ConfigError(f"{self.algorithm}.baseline=leave_one_out needs rl.n_samples >= 2, got {self.rl.n_samples}")

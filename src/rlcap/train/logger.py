@@ -16,15 +16,24 @@ class RunLogger:
     def __init__(self, out_dir: str | Path, tensorboard: bool, resume_step: int | None = None):
         self.path = Path(out_dir) / "log.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        tb_dir = Path(out_dir) / "tensorboard"
         if resume_step is None:
             self.path.write_text("", encoding="utf-8")
+            if tb_dir.is_dir():  # a fresh run's curves must not mix with an old run's
+                import shutil
+
+                shutil.rmtree(tb_dir)
         else:
             self._truncate_after(resume_step)
+        old = read_log(self.path) if self.path.exists() else []
+        self._notes = {r.get("text") for r in old if r.get("split") == "note"}
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(Path(out_dir) / "tensorboard"))
+            # On resume, TensorBoard drops the old event files' records after the checkpoint's step.
+            purge = None if resume_step is None else resume_step + 1
+            self._tb = SummaryWriter(str(tb_dir), purge_step=purge)
 
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
@@ -34,9 +43,13 @@ class RunLogger:
         self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def note(self, text: str) -> None:
-        """A free-text line for the record (e.g. the conventions that change the numbers)."""
-        self.write(0, "note", {"text": text})
+        """A free-text line for the record (e.g. the conventions that change the numbers); a resumed
+        run does not repeat a note its log already holds."""
         log.info("%s", text)
+        if text in self._notes:
+            return
+        self._notes.add(text)
+        self.write(0, "note", {"text": text})
 
     def write(self, step: int, split: str, values: dict[str, Any]) -> None:
         record = {"step": step, "split": split, **values}

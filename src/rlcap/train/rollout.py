@@ -11,7 +11,7 @@ from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.decoding import DecodeResult, banned_words, beam_search, entropy, greedy, sample, word_logprobs
 from rlcap.rewards import Reward, RewardBatch
-from rlcap.train.config import RLConfig
+from rlcap.train.config import DecodeSettings, RLConfig
 
 
 class Rollout(NamedTuple):
@@ -48,22 +48,27 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
     return torch.where(mask, chosen, 0.0), torch.where(mask, ent, 0.0)
 
 
-def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig) -> Rollout:
+def reward_batch(batch: Batch, n: int) -> RewardBatch:
+    """The context of n captions per image: ids and references per caption, features once per image."""
+    rows = torch.arange(len(batch.ids)).repeat_interleave(n)  # (B*n,) caption -> image row
+    return RewardBatch([i for i in batch.ids for _ in range(n)], [r for r in batch.refs for _ in range(n)],
+                       batch.feats, rows)
+
+
+def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decode: DecodeSettings) -> Rollout:
     """Generate ``cfg.n_samples`` captions per image (by sampling, or as the beam's n-best)."""
     start = time.perf_counter()
     n = cfg.n_samples
     if cfg.sample_method == "sample":
-        out: DecodeResult = sample(model, batch.feats, n=n, max_len=cfg.max_len, temperature=cfg.temperature)
-        logprobs, entropy = out.logprobs, out.entropy
+        out: DecodeResult = sample(model, batch.feats, n=n, max_len=decode.max_len, temperature=decode.temperature)
+        logprobs, ent = out.logprobs, out.entropy
     else:
         with torch.no_grad():
-            out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=cfg.max_len, n_best=n)
-        logprobs, entropy = teacher_forced_logprobs(model, batch, out.tokens, n)
+            out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=decode.max_len, n_best=n)
+        logprobs, ent = teacher_forced_logprobs(model, batch, out.tokens, n)
     captions = [vocab.decode(row.tolist()) for row in out.tokens]
-    reward_batch = RewardBatch([i for i in batch.ids for _ in range(n)],
-                               [r for r in batch.refs for _ in range(n)], batch.feats.expand(n))
     # both paths give 0 at padded positions (decoding's convention)
-    return Rollout(out.tokens, logprobs, out.mask, entropy, captions, reward_batch, time.perf_counter() - start)
+    return Rollout(out.tokens, logprobs, out.mask, ent, captions, reward_batch(batch, n), time.perf_counter() - start)
 
 
 @torch.no_grad()

@@ -1,27 +1,38 @@
-"""What every training loop shares: set-up, resume, optimizer, and checkpoint writing.
+"""What every training loop shares: set-up, named parts, resume, optimizer steps and checkpoints.
 
 Loops share these functions, not a base class. A :class:`Session` holds the live objects of a
-run; :class:`Progress` is the part of it that goes into a checkpoint.
+run: its learned parts by role name (``policy``, and e.g. ``value``, ``baseline``,
+``discriminator``, ``manager``), each with its own optimizer and schedule; the loop's own state
+(baseline statistics, phase counters) in ``state``; and :class:`Progress`. All of it goes into
+every checkpoint, so a resumed run continues exactly as an uninterrupted one.
+
+A loop with one part calls :func:`start_session`. A loop with more calls :func:`open_session`,
+adds its parts with :func:`add_part`, then :func:`begin`, which restores everything when resuming.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import torch
+from tqdm.auto import tqdm
 
 from rlcap.config import from_dict, to_dict
-from rlcap.data.loader import CaptionData, load_data
+from rlcap.data.loader import Batch, CaptionData, load_data
+from rlcap.errors import RlcapError
 from rlcap.models import build_model
 from rlcap.models.config import ModelConfig
-from rlcap.train.checkpoint import is_complete, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, recover, rng_state,
+                                    save_checkpoint, set_rng_state)
 from rlcap.train.config import OptimConfig, RunConfig
 from rlcap.train.evaluate import evaluate_split
 from rlcap.train.logger import RunLogger
+from rlcap.train.run_folder import prepare_run_folder
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +47,35 @@ class Progress:
 
 
 @dataclass
+class Part:
+    """One learned part of a method: its module and, when it trains, its optimizer and schedule."""
+
+    module: torch.nn.Module
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+    grad_clip: OptimConfig | None = None  # clipping settings of its optimizer
+
+
+@dataclass
 class Session:
     cfg: RunConfig
     data: CaptionData
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    logger: RunLogger
+    parts: dict[str, Part]
     progress: Progress
     out_dir: Path
+    state: dict[str, Any] = field(default_factory=dict)  # loop state saved with every checkpoint
+    logger: RunLogger | None = None
+    source: Checkpoint | None = None   # the checkpoint resumed from (or initialised from)
+    resuming: bool = False
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The policy (the captioner every method trains)."""
+        return self.parts[POLICY].module
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.parts[POLICY].optimizer
 
 
 def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -58,19 +89,23 @@ def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimize
     return optimizer, scheduler
 
 
-def _model_for(cfg: RunConfig, data: CaptionData) -> torch.nn.Module:
+def feature_dims(data: CaptionData) -> dict[str, Any]:
     split = next(iter(data.splits.values()))
-    return build_model(cfg.model, len(data.vocab), split.fc_dim, split.att_dim)
+    return {"fc": split.fc_dim, "att": split.att_dim, "image_size": split.image_size}
 
 
-def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> Session:
-    """Build data, model and optimizer; resume from ``out_dir/last`` or start from ``init_from``."""
+def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> Session:
+    """Data and the policy, initialised from ``init_from`` or the run's own last checkpoint when
+    resuming; the trainer state is restored by :func:`begin`, after every part is added."""
     torch.set_num_threads(cfg.threads)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    resume = cfg.resume and is_complete(out_dir / "last")
-    if cfg.resume and not resume:
-        log.info("resume=true but %s holds no checkpoint yet: starting fresh", out_dir / "last")
+    for line in recover(out_dir):
+        log.info("%s", line)
+    continuing = prepare_run_folder(cfg)
+    resume = continuing and is_complete(out_dir / "last")
+    if continuing and not resume:
+        log.info("%s holds no checkpoint yet: starting fresh", out_dir / "last")
     ckpt = load_checkpoint(out_dir / "last") if resume else None
     init = load_checkpoint(cfg.init_from, with_trainer=False) if (cfg.init_from and not resume) else None
     source = ckpt or init
@@ -80,43 +115,101 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
         cfg.model = from_dict(ModelConfig, source.config["model"])
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
-    model = _model_for(cfg, data)
-    if source is not None:
-        model.load_state_dict(source.weights)
-    optimizer, scheduler = build_optimizer(model.parameters(), cfg.optim)
-    progress = Progress()
-    if ckpt is not None and ckpt.trainer is not None:
-        optimizer.load_state_dict(ckpt.trainer["optimizer"])
-        scheduler.load_state_dict(ckpt.trainer["scheduler"])
-        set_rng_state(ckpt.trainer["rng"])
-        progress = Progress(**ckpt.trainer["progress"])
-        log.info("resumed %s at epoch %d, step %d", out_dir, progress.epoch, progress.step)
-    logger = RunLogger(out_dir, cfg.tensorboard, resume_step=progress.step if ckpt is not None else None)
-    (out_dir / "config.json").write_text(_config_json(cfg), encoding="utf-8")
-    return Session(cfg, data, model, optimizer, scheduler, logger, progress, out_dir)
+    dims = feature_dims(data)
+    policy = build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"])
+    s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None)
+    add_part(s, POLICY, policy, cfg.optim)
+    return s
 
 
-def _config_json(cfg: RunConfig) -> str:
-    import json
+def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimConfig | None) -> Part:
+    """Hold ``module`` under ``name`` (with an optimizer unless ``optim`` is None); its weights come
+    from the source checkpoint when that has a part of this name."""
+    if name in session.parts:
+        raise RlcapError(f"a part named {name!r} is already in the session")
+    source = session.source
+    if source is not None and name in source.weights:
+        module.load_state_dict(source.weights[name])
+    part = Part(module)
+    if optim is not None:
+        part.optimizer, part.scheduler = build_optimizer(module.parameters(), optim)
+        part.grad_clip = optim
+    session.parts[name] = part
+    return part
 
-    return json.dumps(to_dict(cfg), indent=2)
+
+def begin(session: Session) -> Session:
+    """Restore optimizers, schedules, random state, progress and loop state when resuming; open the log."""
+    s, ckpt = session, session.source
+    if s.resuming and ckpt.trainer is not None:
+        trainer = ckpt.trainer
+        for name, part in s.parts.items():
+            if part.optimizer is not None and name in trainer["optimizers"]:
+                part.optimizer.load_state_dict(trainer["optimizers"][name])
+                part.scheduler.load_state_dict(trainer["schedulers"][name])
+                apply_optim_settings(part)
+        set_rng_state(trainer["rng"])
+        s.progress = Progress(**trainer["progress"])
+        s.state.update(trainer["state"])
+        log.info("resumed %s at epoch %d, step %d", s.out_dir, s.progress.epoch, s.progress.step)
+    s.logger = RunLogger(s.out_dir, s.cfg.tensorboard, resume_step=s.progress.step if s.resuming else None)
+    (s.out_dir / "config.json").write_text(json.dumps(to_dict(s.cfg), indent=2), encoding="utf-8")
+    return s
+
+
+def apply_optim_settings(part: Part) -> None:
+    """After loading a part's optimizer and schedule, apply the run's (possibly changed) settings:
+    the learning rate keeps the decay reached so far, applied to the new base rate."""
+    cfg = part.grad_clip
+    for group in part.optimizer.param_groups:
+        base = group.get("initial_lr", group["lr"])
+        if cfg.lr != base:  # (an unchanged rate stays bit-exact)
+            group["lr"] = group["lr"] * cfg.lr / base
+            group["initial_lr"] = cfg.lr
+        group["weight_decay"] = cfg.weight_decay
+    part.scheduler.base_lrs = [cfg.lr for _ in part.optimizer.param_groups]
+    if isinstance(part.scheduler, torch.optim.lr_scheduler.StepLR):
+        part.scheduler.step_size, part.scheduler.gamma = cfg.lr_decay_every, cfg.lr_decay_rate
+
+
+def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> Session:
+    """:func:`open_session` then :func:`begin`: the set-up of a loop whose only part is the policy."""
+    return begin(open_session(cfg, splits))
 
 
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
-    """Write checkpoint ``out_dir/name`` (``last`` carries the full trainer state for resuming)."""
+    """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
     s = session
-    split = next(iter(s.data.splits.values()))
-    config = {**to_dict(s.cfg), "feature_dims": {"fc": split.fc_dim, "att": split.att_dim,
-                                                 "image_size": split.image_size}}
+    folder = s.out_dir / name
+    config = {**to_dict(s.cfg), "feature_dims": feature_dims(s.data), "paths_relative_to": "checkpoint"}
+    config["data"] = relative_data_paths(config["data"], folder)
+    trained = {n: p for n, p in s.parts.items() if p.optimizer is not None}
     trainer = {
-        "optimizer": s.optimizer.state_dict(),
-        "scheduler": s.scheduler.state_dict(),
+        "optimizers": {n: p.optimizer.state_dict() for n, p in trained.items()},
+        "schedulers": {n: p.scheduler.state_dict() for n, p in trained.items()},
         "rng": rng_state(),
         "progress": vars(s.progress).copy(),
+        "state": dict(s.state),
     }
     manifest = {"epoch": s.progress.epoch, "step": s.progress.step, "algorithm": s.cfg.algorithm,
                 "metrics": metrics or {}}
-    return save_checkpoint(s.out_dir / name, s.model, config, s.data.vocab, trainer, manifest)
+    modules = {n: p.module for n, p in s.parts.items()}
+    return save_checkpoint(folder, modules, config, s.data.vocab, trainer, manifest)
+
+
+DATA_PATHS = ("dataset", "features", "coco_splits")
+
+
+def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The data section with its file paths relative to the checkpoint ``folder``, so that the
+    checkpoint can be evaluated from any working directory (``paths_relative_to: checkpoint``)."""
+    import os
+
+    out = dict(data)
+    for key in DATA_PATHS:
+        if out.get(key):
+            out[key] = os.path.relpath(Path(out[key]).resolve(), folder.resolve())
+    return out
 
 
 class TrainResult(NamedTuple):
@@ -126,16 +219,31 @@ class TrainResult(NamedTuple):
     stopped_early: bool   # max_steps reached before the last epoch ended
 
 
-def optimizer_step(session: Session, loss: torch.Tensor) -> None:
-    """Backward pass, gradient clipping (by global norm or by value) and one optimizer step."""
-    s, clip = session, session.cfg.optim
-    s.optimizer.zero_grad(set_to_none=True)
+def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY) -> None:
+    """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer."""
+    p = session.parts[part]
+    clip = p.grad_clip
+    p.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
-        torch.nn.utils.clip_grad_value_(s.model.parameters(), clip.grad_clip)
+        torch.nn.utils.clip_grad_value_(p.module.parameters(), clip.grad_clip)
     elif clip.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip.grad_clip)
-    s.optimizer.step()
+        torch.nn.utils.clip_grad_norm_(p.module.parameters(), clip.grad_clip)
+    p.optimizer.step()
+
+
+def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: int = 1) -> Iterator[Batch]:
+    """The training batches from where the run stands to the end of ``epochs``; after each epoch's
+    last batch, :func:`end_epoch` (decay, validation, checkpoints). A loop that stops early
+    (``max_steps``) simply leaves the ``for``."""
+    s, p = session, session.progress
+    train = s.data.splits["train"]
+    steps_per_epoch = math.ceil(len(train) / batch_size)
+    while p.epoch < epochs:
+        batches = train.batches(batch_size, seq_per_img, s.cfg.seed, p.epoch, p.step_in_epoch)
+        yield from tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch,
+                        desc=f"{s.cfg.algorithm} epoch {p.epoch + 1}", leave=False, disable=None)
+        end_epoch(s)
 
 
 def finish_step(session: Session, values: dict[str, float]) -> bool:
@@ -147,6 +255,8 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     p.step_in_epoch += 1
     if p.step % cfg.log_every == 0 or p.step_in_epoch == 1:
         s.logger.write(p.step, "train", {**values, "lr": s.optimizer.param_groups[0]["lr"], "epoch": p.epoch})
+        log.info("step %d (epoch %d): %s", p.step, p.epoch + 1,
+                 ", ".join(f"{k} {v:.4g}" for k, v in values.items() if not k.endswith("_s")))
     if cfg.save_every and p.step % cfg.save_every == 0:
         save(s, "last")
     if cfg.max_steps and p.step >= cfg.max_steps:
@@ -155,24 +265,31 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     return False
 
 
-def finish_run(session: Session, stopped_early: bool) -> TrainResult:
+def finish_run(session: Session) -> TrainResult:
+    """Close the log; the run stopped early when its epochs are not all done."""
     session.logger.close()
     p = session.progress
-    return TrainResult(str(session.out_dir), p.best_score, p.step, stopped_early)
+    return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < _epochs(session.cfg))
+
+
+def _epochs(cfg: RunConfig) -> int:
+    return cfg.xe.epochs if cfg.algorithm == "xe" else cfg.rl.epochs
 
 
 def validate(session: Session) -> dict[str, float]:
     """Validation CIDEr-D (pycocoevalcap's, document frequencies from the validation references)."""
-    s, v = session, session.cfg.val
-    result = evaluate_split(s.model, s.data.splits[v.split], s.data.vocab, v.beam_size, v.max_len,
+    s, v, d = session, session.cfg.val, session.cfg.decode
+    result = evaluate_split(s.model, s.data.splits[v.split], s.data.vocab, d.beam_size, d.max_len,
                             metrics=["CIDEr"], batch_size=v.batch_size, limit=v.max_images)
     return {"CIDEr": result.corpus["CIDEr"]}
 
 
 def end_epoch(session: Session) -> dict[str, float]:
-    """Decay the learning rate, validate, keep the best checkpoint and write the last one."""
+    """Decay every part's learning rate, validate, keep the best checkpoint and write the last one."""
     s, p = session, session.progress
-    s.scheduler.step()
+    for part in s.parts.values():
+        if part.scheduler is not None:
+            part.scheduler.step()
     p.epoch += 1
     p.step_in_epoch = 0
     scores = validate(s)
@@ -186,12 +303,16 @@ def end_epoch(session: Session) -> dict[str, float]:
     return scores
 
 
-def load_model(folder: str | Path) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
-    """Rebuild a trained model from a checkpoint folder: (model in eval mode, vocab, config dict)."""
+def load_model(folder: str | Path, name: str = POLICY) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+    """Rebuild the captioner of a checkpoint folder: (model in eval mode, vocab, config dict).
+
+    ``name`` picks the part; parts other than the policy are rebuilt by their method's own loader."""
     ckpt = load_checkpoint(folder, with_trainer=False)
+    if name not in ckpt.weights:
+        raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")
     model_cfg = from_dict(ModelConfig, ckpt.config["model"])
     dims = ckpt.config["feature_dims"]
     model = build_model(model_cfg, len(ckpt.vocab), dims["fc"], dims["att"])
-    model.load_state_dict(ckpt.weights)
+    model.load_state_dict(ckpt.weights[name])
     model.eval()
     return model, ckpt.vocab, ckpt.config

@@ -6,6 +6,10 @@ Layout (every dataset resizable along axis 0, one row per image):
 * ``fc`` (n, D) pooled vectors;
 * ``att`` (n, Nmax, D) region or grid vectors, zero past ``att_count``;
 * ``att_count`` (n,) int32, the number of real regions of each row;
+* ``file_size``, ``file_mtime_ns`` (n,) int64 and ``file_digest`` (n,) UTF-8: the fingerprint of the
+  image file each row was encoded from (:mod:`rlcap.data.features.fingerprint`; -1, -1, "" when
+  unknown, e.g. in files written before rlcap recorded it), so that re-running ``rlcap features``
+  re-encodes exactly the images that changed;
 * file attributes describing the extraction (``encoder``, ``image_size``, ``grid``, ...).
 
 ``fc`` and ``att`` are float16 by default: half the disk and memory of float32, and
@@ -13,7 +17,9 @@ EfficientNet's ReLU6 outputs lie in [0, 6], where float16 keeps about three sign
 
 Rows are committed by ``ids``: the writer extends the feature datasets first and ``ids`` last,
 then flushes, so a run killed mid-batch leaves extra rows that the next writer truncates and
-every reader ignores (readers use ``len(ids)`` rows).
+every reader ignores (readers use ``len(ids)`` rows). A row re-encoded in place has its
+fingerprint cleared first and set last, so a run killed in between leaves it marked unknown
+(re-encoded next time), never a new fingerprint over old features or the reverse.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from rlcap.data.features.fingerprint import UNKNOWN, ImageFingerprint
 from rlcap.data.features.store import FeatureStore, LoadedFeatures
 from rlcap.errors import ConfigError, DataError
 
 DTYPES = {"float16": np.float16, "float32": np.float32}
 _RUN_GAP = 16  # rows: read across gaps this small instead of issuing another read
 _RUN_MAX = 256  # rows per read, bounding the temporary buffer
+_FINGERPRINT = ("file_size", "file_mtime_ns", "file_digest")
 
 
 def _open(path: Path, mode: str) -> h5py.File:
@@ -139,7 +147,8 @@ class HDF5FeatureWriter:
     """Appends features in batches to a new or existing HDF5 file (see the module docstring).
 
     An existing file is resumed: its shapes and dtype must match, and every attribute given in
-    ``attrs`` must equal the stored one (features of different extractions never mix).
+    ``attrs`` must equal the stored one (features of different extractions never mix). Rows of
+    ids already in the file are rewritten only when :meth:`write` is asked to (``replace``).
     """
 
     def __init__(self, path: str | Path, fc_dim: int, att_dim: int, max_regions: int,
@@ -157,7 +166,11 @@ class HDF5FeatureWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = _open(self.path, "w")
             self._create(fc_dim, att_dim, attrs)
-        self._ids = set(self._file["ids"].asstr()[()])
+        self._rows = {id: row for row, id in enumerate(self._file["ids"].asstr()[()])}
+        f = self._file
+        n = len(self._rows)
+        self._fingerprints = [ImageFingerprint(int(s), int(m), d) for s, m, d in zip(
+            f["file_size"][:n], f["file_mtime_ns"][:n], f["file_digest"].asstr()[:n])]
 
     def _create(self, fc_dim: int, att_dim: int, attrs: dict) -> None:
         f = self._file
@@ -166,55 +179,105 @@ class HDF5FeatureWriter:
         f.create_dataset("att", (0, self.max_regions, att_dim), maxshape=(None, self.max_regions, att_dim),
                          dtype=self.dtype, chunks=(1, self.max_regions, att_dim))
         f.create_dataset("att_count", (0,), maxshape=(None,), dtype=np.int32, chunks=(1024,))
+        _create_fingerprints(f, 0)
         f.attrs.update(attrs)
         f.flush()
 
     def _resume(self, fc_dim: int, att_dim: int, attrs: dict) -> None:
         f = self._file
         n = len(_read_ids(f, self.path))
+        # how the features were made first: a different image_size also changes the grid's shape
+        for key, value in attrs.items():
+            if key in f.attrs and _attr(f.attrs[key]) != value:
+                raise DataError(f"{self.path} holds features made with {key}={_attr(f.attrs[key])!r}, not {value!r}: "
+                                "write them to another file (or delete this one to start over)")
         expected = {"fc": (fc_dim,), "att": (self.max_regions, att_dim)}
         for name, shape in expected.items():
             if f[name].shape[1:] != shape or f[name].dtype != self.dtype:
                 raise DataError(f"{self.path}: existing '{name}' is {f[name].shape[1:]} {f[name].dtype}, "
                                 f"cannot append {shape} {self.dtype}")
-        for key, value in attrs.items():
-            if key in f.attrs and _attr(f.attrs[key]) != value:
-                raise DataError(f"{self.path} was written with {key}={_attr(f.attrs[key])!r}, not {value!r}; "
-                                "use another output file")
         for name in ("fc", "att", "att_count"):  # drop rows of a batch whose ids never landed
             if f[name].shape[0] > n:
                 f[name].resize(n, axis=0)
+        if _FINGERPRINT[0] not in f:  # written before fingerprints were recorded: all unknown
+            _create_fingerprints(f, n)
+        for name in _FINGERPRINT:
+            f[name].resize(n, axis=0)
 
     def __contains__(self, id: object) -> bool:
-        return id in self._ids
+        return id in self._rows
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._rows)
 
-    def write(self, ids: Sequence[str], fc: np.ndarray, att: np.ndarray,
-              att_count: np.ndarray | None = None) -> None:
-        """Append a batch: fc (b, D), att (b, N, D) with N <= max_regions, att_count (b,) or all N."""
+    def fingerprint(self, id: str) -> ImageFingerprint:
+        """The recorded fingerprint of the image ``id`` was encoded from (``UNKNOWN`` if none)."""
+        return self._fingerprints[self._rows[id]]
+
+    def set_fingerprints(self, ids: Sequence[str], fingerprints: Sequence[ImageFingerprint]) -> None:
+        """Record new fingerprints for ids already in the file (an unchanged image that was touched)."""
+        f = self._file
+        for id, fp in zip(ids, fingerprints, strict=True):
+            row = self._rows[id]
+            f["file_size"][row], f["file_mtime_ns"][row], f["file_digest"][row] = fp
+            self._fingerprints[row] = fp
+        f.flush()
+
+    def write(self, ids: Sequence[str], fc: np.ndarray, att: np.ndarray, att_count: np.ndarray | None = None,
+              fingerprints: Sequence[ImageFingerprint] | None = None, replace: bool = False) -> None:
+        """Write a batch: fc (b, D), att (b, N, D) with N <= max_regions, att_count (b,) or all N, and the
+        fingerprints of the image files (unknown when None). New ids are appended; ids already in
+        the file are an error unless ``replace``, which rewrites their rows in place."""
         b = len(ids)
         if fc.shape[0] != b or att.shape[0] != b or att.shape[1] > self.max_regions:
             raise ValueError(f"batch of {b} ids with fc {fc.shape}, att {att.shape} "
                              f"(max_regions {self.max_regions})")
-        repeated = [id for id in ids if id in self._ids]
-        if repeated or len(set(ids)) != b:
+        fps = list(fingerprints) if fingerprints is not None else [UNKNOWN] * b
+        repeated = [id for id in ids if id in self._rows]
+        if (repeated and not replace) or len(set(ids)) != b or len(fps) != b:
             raise DataError(f"{self.path}: ids written twice: {repeated or sorted(ids)[:5]}")
         counts = np.full(b, att.shape[1]) if att_count is None else np.asarray(att_count)
         if (counts < att.shape[1]).any():  # readers rely on zeros past each count
             att = np.where(np.arange(att.shape[1])[None, :, None] < counts[:, None, None], att, 0)
+        fc, att = fc.astype(self.dtype, copy=False), att.astype(self.dtype, copy=False)
+        old = [i for i, id in enumerate(ids) if id in self._rows]
+        new = [i for i, id in enumerate(ids) if id not in self._rows]
+        if old:
+            self._rewrite([ids[i] for i in old], fc[old], att[old], counts[old], [fps[i] for i in old])
+        if new:
+            self._append([ids[i] for i in new], fc[new], att[new], counts[new], [fps[i] for i in new])
+
+    def _append(self, ids: list[str], fc: np.ndarray, att: np.ndarray, counts: np.ndarray,
+                fps: list[ImageFingerprint]) -> None:
         f = self._file
-        n = f["ids"].shape[0]
-        for name in ("fc", "att", "att_count"):
+        n, b = f["ids"].shape[0], len(ids)
+        for name in ("fc", "att", "att_count", *_FINGERPRINT):
             f[name].resize(n + b, axis=0)
-        f["fc"][n:] = fc.astype(self.dtype, copy=False)
-        f["att"][n:, : att.shape[1]] = att.astype(self.dtype, copy=False)
+        f["fc"][n:] = fc
+        f["att"][n:, : att.shape[1]] = att
         f["att_count"][n:] = counts
+        for name, values in zip(_FINGERPRINT, zip(*fps)):
+            f[name][n:] = list(values)
         f["ids"].resize(n + b, axis=0)  # ids last: they commit the rows
         f["ids"][n:] = list(ids)
         f.flush()
-        self._ids.update(ids)
+        self._rows.update((id, n + k) for k, id in enumerate(ids))
+        self._fingerprints.extend(fps)
+
+    def _rewrite(self, ids: list[str], fc: np.ndarray, att: np.ndarray, counts: np.ndarray,
+                 fps: list[ImageFingerprint]) -> None:
+        """Rows of existing ids in place: fingerprints cleared, features written, fingerprints set."""
+        self.set_fingerprints(ids, [UNKNOWN] * len(ids))
+        f = self._file
+        for k, id in enumerate(ids):
+            row = self._rows[id]
+            f["fc"][row] = fc[k]
+            padded = np.zeros((self.max_regions, att.shape[2]), dtype=self.dtype)
+            padded[: att.shape[1]] = att[k]
+            f["att"][row] = padded
+            f["att_count"][row] = counts[k]
+        f.flush()
+        self.set_fingerprints(ids, fps)
 
     def close(self) -> None:
         if self._file.id.valid:
@@ -225,3 +288,12 @@ class HDF5FeatureWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _create_fingerprints(f: h5py.File, n: int) -> None:
+    """The three fingerprint datasets with ``n`` unknown rows."""
+    for name in _FINGERPRINT[:2]:
+        f.create_dataset(name, (n,), maxshape=(None,), dtype=np.int64, chunks=(1024,), fillvalue=-1)
+    f.create_dataset("file_digest", (n,), maxshape=(None,), dtype=h5py.string_dtype("utf-8"), chunks=(1024,))
+    if n:
+        f["file_digest"][:] = [""] * n

@@ -1,4 +1,4 @@
-"""SPICE 1.0 through the official jar, with the user's Stanford CoreNLP 3.6.0 jars.
+"""SPICE 1.0 through the official jar (``spice_impl: official-jar``), with the user's Stanford CoreNLP 3.6.0 jars.
 
 pycocoevalcap ships ``spice-1.0.jar`` and its libraries but downloads CoreNLP at first use.
 rlcap never downloads: name the folder holding ``stanford-corenlp-3.6.0.jar`` and

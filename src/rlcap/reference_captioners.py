@@ -1,4 +1,4 @@
-"""Reference baselines that need no training: the nearest-neighbour captioner.
+"""Reference captioners that need no training: the nearest-neighbour captioner.
 
 The nearest-neighbour baseline (Devlin et al. 2015, "Exploring nearest neighbor approaches for
 image captioning") copies a caption of the training image closest to the test image in encoder

@@ -1,0 +1,90 @@
+"""Benchmarks and methods for ``rlcap bench``: plain dicts, one entry each.
+
+A method is a sequence of :class:`Stage`s, each a training run from a recipe
+``configs/<benchmark>_<recipe>.yaml``, started from an earlier stage's best checkpoint. Stages
+of the same name are trained once per benchmark run and shared (every method's XE pretraining).
+The last stage's best checkpoint is the method's model in the table.
+
+Adding a method is an entry in :data:`METHODS` plus its recipe (and, for a new algorithm, its
+loop in :data:`rlcap.train.registry.TRAINERS`); adding a benchmark is an entry in
+:data:`BENCHMARKS`. See docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rlcap.errors import ConfigError
+
+Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training run: ``name`` is its folder and identity, ``recipe`` the config it runs,
+    ``init_from`` the stage whose best checkpoint it starts from (None: from scratch)."""
+
+    name: str
+    recipe: str
+    init_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Method:
+    stages: tuple[Stage, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """``prepare(data_dir, image_size, report) -> (dataset, features)`` builds (or reuses) the data;
+    recipes are ``configs/<recipes>_<recipe>.yaml``."""
+
+    prepare: Callable[[Path, int, Report], tuple[Path, Path]]
+    recipes: str
+    description: str = ""
+
+
+def _prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+    from rlcap.demo import prepare_shapes
+
+    return prepare_shapes(data_dir, image_size, report)
+
+
+XE = Stage("xe", "xe")
+
+METHODS: dict[str, Method] = {
+    "xe": Method((XE,), "cross-entropy (teacher forcing)"),
+    "scst": Method((XE, Stage("scst", "scst", "xe")), "self-critical sequence training (Rennie et al. 2017)"),
+    "sll_me": Method((XE, Stage("sll_me", "sll_me", "xe")), "SCST with an entropy bonus (003 sec. 5.2)"),
+    "sll_sle": Method((XE, Stage("sll_sle", "sll_sle", "xe")), "SCST with sequence-level exploration (003)"),
+}
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)"),
+}
+
+
+def check_names(benchmark: str, methods: list[str]) -> None:
+    """One clear line for an unknown benchmark or method, listing the known ones."""
+    if benchmark not in BENCHMARKS:
+        raise ConfigError(f"unknown benchmark {benchmark!r}; expected one of {sorted(BENCHMARKS)}")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ConfigError(f"unknown method {unknown[0]!r}; expected some of {sorted(METHODS)}")
+
+
+def stages_of(methods: list[str]) -> list[Stage]:
+    """Every stage the methods need, each once, in an order where a stage follows the one it starts from."""
+    order: dict[str, Stage] = {}
+    for method in methods:
+        for stage in METHODS[method].stages:
+            known = order.setdefault(stage.name, stage)
+            if known != stage:
+                raise ConfigError(f"two stages are named {stage.name!r} with different recipes: {known} and {stage}")
+    for stage in order.values():
+        if stage.init_from is not None and stage.init_from not in order:
+            raise ConfigError(f"stage {stage.name!r} starts from {stage.init_from!r}, which no method trains")
+    return list(order.values())

@@ -1,0 +1,75 @@
+"""How every ``rlcap`` command reads its arguments: checked numbers, intermixed positionals and
+argument errors as one line.
+
+* Numeric options use the types made here (``type=int_range(1)``), so ``--beam-size 0`` fails as
+  ``rlcap eval: error: argument --beam-size: expected an integer >= 1, got 0``.
+* Subcommand parsers are :class:`CommandParser`: positionals may come anywhere among the options
+  (``rlcap eval CKPT --split val data.features=x.h5``), as with ``parse_intermixed_args``; plain
+  argparse stops filling positionals at the first option.
+* An argument error is one line (``PROG: error: MESSAGE (see PROG --help)``), not the usage text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
+    """argparse ``type``: an integer in ``low..high`` (no upper bound when ``high`` is None)."""
+    allowed = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {value}")
+        return value
+
+    return parse
+
+
+def float_range(low: float) -> Callable[[str], float]:
+    """argparse ``type``: a finite number >= ``low``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number >= {low:g}, got {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"expected a number >= {low:g}, got {text}")
+        return value
+
+    return parse
+
+
+# The numeric options several commands share.
+BEAM_SIZE = int_range(1)
+MAX_LEN = int_range(1)
+IMAGE_SIZE = int_range(32)  # the encoder needs at least a 1x1 feature grid
+COUNT = int_range(1)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose positionals may follow options and whose errors are one line."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        # parse_known_intermixed_args calls parse_known_args twice (options, then positionals);
+        # a parser holding subcommands cannot be intermixed (argparse refuses), so it parses plainly.
+        nested = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._get_positional_actions())
+        if self._intermixing or nested:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

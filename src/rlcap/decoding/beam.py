@@ -1,0 +1,107 @@
+"""Beam search batched over images and beams, optionally from each image's prefix."""
+
+from __future__ import annotations
+
+import torch
+
+from rlcap.data.vocab import BOS, EOS, PAD
+from rlcap.decoding.policy import banned_words, entropy, word_logprobs
+from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
+from rlcap.errors import ConfigError
+from rlcap.models.base import Captioner, Feats, expand_memory, select_batch
+
+
+def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, length_penalty: float = 0.0,
+                n_best: int = 1, prefix: torch.Tensor | None = None, return_hidden: bool = False) -> DecodeResult:
+    """Beam search batched over images and beams: (B*n_best, T) rows, best first per image.
+
+    One ``model.step`` per time step over all B*beam_size rows. Beams are ranked by their summed
+    log-probability; a beam that has emitted EOS stays in the beam with its score fixed (it
+    continues with PAD at no cost) until every beam has ended or ``max_len`` is reached. The final
+    ranking divides by ``length ** length_penalty`` (EOS counted; 0 disables it).
+
+    ``prefix`` (B, P): every beam of image b starts with ``prefix[b]`` (PAD-padded, no BOS). Forced
+    words cost nothing: scores rank the continuations given the prefix; ``length`` counts the prefix.
+    An image with fewer than ``n_best`` possible captions (its prefix ends with EOS or fills
+    ``max_len``) repeats its best one.
+    """
+    if not 1 <= n_best <= beam_size:
+        raise ConfigError(f"beam_search: n_best must be in [1, beam_size={beam_size}], got {n_best}")
+    with torch.inference_mode():
+        prefix = check_prefix(prefix, feats.fc.size(0), max_len, model.vocab_size)
+        result = _beam_search(model, feats, beam_size, max_len, length_penalty, n_best, prefix, return_hidden)
+    return outside_inference(result)
+
+
+def _force(cand: torch.Tensor, words: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Candidates (R, V) where each of ``rows`` (R,) bool can only continue with its ``words`` (R,), at no cost."""
+    only = torch.full_like(cand, float("-inf")).scatter_(1, words[:, None], scores[:, None].to(cand.dtype))
+    return torch.where(rows[:, None], only, cand)
+
+
+def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_penalty: float, n_best: int,
+                 prefix: torch.Tensor | None, return_hidden: bool) -> DecodeResult:
+    """Beams per image grow 1 -> k over the first steps (all beams start identical, so the first
+    step runs once per image); row r of the state belongs to image r // beams. While an image is in
+    its prefix, only its first beam has a finite score; the others are dropped once it is free."""
+    b, device = feats.fc.size(0), feats.fc.device
+    encoded = model.encode(feats)
+    memory, state = encoded, model.init_state(encoded)
+    beams, forced_len = 1, 0 if prefix is None else prefix.size(1)
+    word = torch.full((b,), BOS, dtype=torch.long, device=device)  # (R,) R = B * beams
+    scores = torch.zeros(b, device=device)  # (R,) summed logprobs
+    done = torch.zeros(b, dtype=torch.bool, device=device)  # (R,) EOS already emitted
+    ban = None
+    hist: tuple[torch.Tensor, ...] = (torch.zeros(b, 0, dtype=torch.long, device=device),  # tokens, logprobs,
+                                      torch.zeros(b, 0, device=device), torch.zeros(b, 0, device=device))  # entropy
+    for p in range(max_len):
+        step_lp, state = model.step(memory, state, word)  # (R, V)
+        v = step_lp.size(1)
+        if ban is None:
+            ban = banned_words(v, step_lp)
+        step_lp = word_logprobs(step_lp, ban)  # (R, V) -inf at PAD and BOS, which are never generated
+        cand = step_lp + scores[:, None]  # (R, V) score of every continuation
+        if bool(done.any()):  # an ended beam's only continuation is PAD, at no cost
+            cand.masked_fill_(done[:, None], float("-inf"))
+        cand[:, PAD] = torch.where(done, scores, float("-inf"))
+        silent = done  # (R,) rows whose next word has no logprob: ended, or forced
+        if p < forced_len:
+            forced = prefix[:, p].repeat_interleave(beams)  # (R,)
+            silent = done | (forced != PAD)
+            cand = _force(cand, forced, silent & ~done, scores)
+        new_beams = min(k, beams * v)
+        top, idx = cand.view(b, beams * v).topk(new_beams, dim=1)  # (B, k') over all beams' words
+        src = (idx // v + torch.arange(b, device=device)[:, None] * beams).view(-1)  # (R',) row each beam extends
+        word = (idx % v).view(-1)  # (R',)
+        was_done = done.index_select(0, src)
+        was_silent = was_done if silent is done else silent.index_select(0, src)
+        word_lp = step_lp.view(b, beams * v).gather(1, idx).view(-1).masked_fill(was_silent, 0.0)  # (R',)
+        word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_silent, 0.0)  # (R',)
+        new = (word, word_lp, word_ent)
+        if return_hidden:  # the state this step's words were chosen from
+            new += (model.hidden(state).index_select(0, src),)  # (R', H)
+            hist += (new[3].new_zeros(b, 0, new[3].size(1)),) if p == 0 else ()
+        hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1) for h, x in zip(hist, new))  # (R', t+1)
+        state = select_batch(state, src)
+        if new_beams != beams:  # memory is never reordered: beams of an image share it
+            memory, beams = expand_memory(model, encoded, new_beams), new_beams
+        scores, done = top.view(-1), was_done | (word == EOS)
+        if prefix is not None:  # a beam without a caption (score -inf, see above) must not delay the end
+            done |= scores == float("-inf")
+        if bool(done.all()):
+            break
+    return _best(hist, scores, b, beams, length_penalty, n_best)
+
+
+def _best(hist: tuple[torch.Tensor, ...], scores: torch.Tensor, b: int, beams: int, length_penalty: float,
+          n_best: int) -> DecodeResult:
+    """The n_best hypotheses of each image by ``score / length ** length_penalty``, best first."""
+    tokens, logprobs, ent = hist[:3]  # (R, T)
+    mask = tokens != PAD
+    final = scores / mask.sum(1).to(scores.dtype) ** length_penalty if length_penalty else scores  # (R,)
+    order = final.view(b, beams).argsort(dim=1, descending=True)[:, :n_best]  # (B, n_best)
+    found = final.view(b, beams).gather(1, order).isfinite()  # (B, n_best) False: no such caption
+    order = torch.where(found, order, order[:, :1])
+    keep = (order + torch.arange(b, device=tokens.device)[:, None] * beams).view(-1)  # (B*n_best,)
+    hidden = zero_pads(hist[3][keep], mask[keep]) if len(hist) > 3 else None
+    return DecodeResult(tokens[keep], logprobs[keep], mask[keep], final[keep], ent[keep], hidden)

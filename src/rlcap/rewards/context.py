@@ -1,0 +1,42 @@
+"""What a reward factory receives: the run's references, vocabulary, feature sizes and paths.
+
+Metric rewards read the training references; rewards that learn or load a model (the embedding
+reward of 000, the retrieval and discriminator rewards of 002) read the vocabulary, the feature
+sizes, the device and the checkpoint named for them in ``reward.paths``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlcap.errors import ConfigError
+from rlcap.rewards.batch import TrainRefs
+
+
+@dataclass(frozen=True)
+class RewardContext:
+    """Everything a reward factory may need; built once per run by :func:`rlcap.rewards.build_reward`.
+
+    train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
+    eos_counts, cache_dir, corenlp_dir: the metric conventions of :class:`RewardConfig`.
+    vocab: the run's vocabulary (None outside a training run); fc_dim, att_dim: feature sizes.
+    paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
+    """
+
+    train_refs: TrainRefs
+    eos_counts: bool = True
+    cache_dir: str | None = None
+    corenlp_dir: str | None = None
+    vocab: Any = None
+    fc_dim: int = 0
+    att_dim: int = 0
+    device: str = "cpu"
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def path(self, reward: str) -> Path:
+        """The path given for ``reward`` in ``reward.paths``; one clear error when there is none."""
+        if reward not in self.paths:
+            raise ConfigError(f"reward {reward!r} loads a model: give its checkpoint as reward.paths.{reward}=PATH")
+        return Path(self.paths[reward])

@@ -1,0 +1,90 @@
+"""A run folder is never silently overwritten (docs/TRAINING.md, "Run folders").
+
+``rlcap train`` into a folder that already holds a run compares the settings with the run's
+``config.json``: the same settings continue the run (a finished run stays finished; a killed one
+resumes from its last checkpoint); different settings are refused with one line naming them and
+the three ways on. With ``resume=true`` the settings a run cannot change (architecture, data and
+vocabulary, algorithm, seed, starting checkpoint) are still refused, and the others (learning
+rate, epochs, batch size, validation, logging) are applied and recorded. ``overwrite=true``
+removes the old run first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rlcap.config import to_dict
+from rlcap.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Settings a resumed run cannot change: the weights, vocabulary and data order depend on them.
+FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name")
+# Settings that say how to start, not what to train.
+IGNORED = ("resume", "overwrite", "out_dir", "threads", "tensorboard")
+RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and key not in ("weights", "paths"):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _is(key: str, names: tuple[str, ...]) -> bool:
+    return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
+
+
+def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool) -> dict[str, tuple]:
+    """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint)."""
+    old, new = flatten(previous), flatten(current)
+    keys = sorted(set(old) | set(new))
+    return {k: (old.get(k), new.get(k)) for k in keys
+            if old.get(k) != new.get(k) and not _is(k, IGNORED) and not (model_from_checkpoint and k.startswith("model."))}
+
+
+def _describe(changes: dict[str, tuple]) -> str:
+    return ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in ((k, *v) for k, v in changes.items()))
+
+
+def prepare_run_folder(cfg: Any) -> bool:
+    """Decide how a run starts in ``cfg.out_dir``; returns True when it continues the run there.
+
+    Raises ConfigError (one line) when the folder holds a run with other settings."""
+    out = Path(cfg.out_dir)
+    stored = out / "config.json"
+    if cfg.overwrite:
+        for name in RUN_FILES:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        return False
+    if not stored.is_file():
+        return bool(cfg.resume)
+    try:
+        previous = json.loads(stored.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"{stored} is not valid JSON ({exc}); give overwrite=true to start the run afresh") from exc
+    changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from))
+    fixed = {k: v for k, v in changes.items() if _is(k, FIXED)}
+    if cfg.resume and fixed:
+        raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
+                          f"train into a new out_dir, or give overwrite=true to replace it")
+    if not cfg.resume and changes:
+        raise ConfigError(f"{out} already holds a run with other settings ({_describe(changes)}); give resume=true "
+                          f"to continue it with the new settings, a new out_dir, or overwrite=true to replace it")
+    if changes:
+        log.info("resuming %s with changed settings: %s", out, _describe(changes))
+    elif not cfg.resume:
+        log.info("%s already holds a run with these settings: continuing it (overwrite=true starts afresh)", out)
+    return True

@@ -1,0 +1,79 @@
+"""What the sequence-level (RL) loops share: their reward, the SCST baselines, and step statistics."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, NamedTuple
+
+import torch
+
+from rlcap.data.loader import Batch
+from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
+from rlcap.rl.baselines import (RunningMean, greedy_baseline, leave_one_out_baseline, no_baseline,
+                                running_mean_baseline, update_running_mean)
+from rlcap.train.config import RunConfig, ScstConfig
+from rlcap.train.rollout import greedy_captions, score
+from rlcap.train.session import Session, feature_dims, start_session
+
+
+class StepStats(NamedTuple):
+    loss: float
+    reward: float
+    baseline: float
+    advantage: float
+    entropy: float
+    length: float
+    sample_s: float
+    reward_s: float
+    backward_s: float
+
+
+def train_reward(session: Session) -> WeightedReward:
+    """The run's weighted reward, given the training references, vocabulary and feature sizes;
+    use it as a context manager so that it is closed when the run ends."""
+    train = session.data.splits["train"]
+    dims = feature_dims(session.data)
+    return build_reward(session.cfg.reward, dict(zip(train.ids, train.refs)), vocab=session.data.vocab,
+                        fc_dim=dims["fc"], att_dim=dims["att"])
+
+
+def conventions(cfg: RunConfig, n_train_images: int, baseline: str) -> str:
+    """One line stating what must match for scores to be comparable across papers."""
+    return (f"conventions: EOS counts as a token in the reward: {cfg.reward.eos_counts}; "
+            f"baseline: {baseline}; samples per image: {cfg.rl.n_samples} ({cfg.rl.sample_method}, "
+            f"temperature {cfg.decode.temperature}); rewards: {cfg.reward.weights}; CIDEr-D document frequencies: "
+            f"the training references ({n_train_images} images)")
+
+
+@contextmanager
+def rl_run(cfg: RunConfig, baseline: str, settings: str = "") -> Iterator[tuple[Session, WeightedReward]]:
+    """The set-up of a sequence-level loop whose only part is the policy: the session (resumed when
+    asked), the run's reward (closed on exit), the conventions line in the log, and the policy in
+    the mode it samples in (``rl.rollout_dropout``)."""
+    s = start_session(cfg, splits=("train", cfg.val.split))
+    with train_reward(s) as reward:
+        s.logger.note(conventions(cfg, len(s.data.splits["train"]), baseline) + (f"; {settings}" if settings else ""))
+        s.model.train(cfg.rl.rollout_dropout)
+        yield s, reward
+
+
+def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tensor:
+    """Reward of each image's greedy caption (the self-critical baseline of Rennie et al. 2017): (B,)."""
+    captions = greedy_captions(session.model, batch, session.data.vocab, session.cfg.decode.max_len)
+    return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats))
+
+
+def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torch.Tensor,
+                  reward: Reward) -> torch.Tensor:
+    """The baseline named by ``cfg.baseline`` for rewards (B*n,). The running mean's statistics
+    live in ``session.state`` and so are checkpointed with the run."""
+    n = session.cfg.rl.n_samples
+    if cfg.baseline == "greedy":
+        return greedy_baseline(greedy_rewards(session, batch, reward), n)
+    if cfg.baseline == "leave_one_out":
+        return leave_one_out_baseline(rewards, n)
+    if cfg.baseline == "running_mean":
+        state = session.state.get("running_mean", RunningMean.init())
+        session.state["running_mean"] = update_running_mean(state, rewards, cfg.running_mean_decay)
+        return running_mean_baseline(state, rewards)
+    return no_baseline(rewards)

@@ -1,0 +1,48 @@
+"""SLL-ME: SCST with maximum-entropy regularisation, the word-level exploration that
+003_5a024678a14e9bf6.txt compares its sequence-level term against (sec. 4.1, 5.2; weight 0.01).
+
+The loss is SCST's REINFORCE loss minus ``sll_me.entropy_weight`` times the mean per-word
+entropy of the policy (Mnih et al. 2016), differentiated through the entropy. It takes SCST's
+baselines (``sll_me.baseline``). This file is the worked example of docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rlcap.data.loader import Batch
+from rlcap.rewards import Reward
+from rlcap.rl.baselines import advantages
+from rlcap.rl.losses import entropy_bonus, reinforce_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.rollout import caption_lengths, rollout, score
+from rlcap.train.sequence import StepStats, rl_run, scst_baseline
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+
+
+def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
+    cfg, me = s.cfg, s.cfg.sll_me
+    # 1. sample n captions per image; their log-probabilities and per-step entropies carry gradient
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    # 2. score the samples, and 3. subtract SCST's baseline
+    t0 = time.perf_counter()
+    rewards = score(reward, roll.captions, roll.reward_batch)              # (B*n,)
+    baseline = scst_baseline(s, me, batch, rewards, reward)                # (B*n,)
+    adv = advantages(rewards, baseline)                                    # (B*n,)
+    reward_s = time.perf_counter() - t0
+    # 4. REINFORCE minus the entropy bonus H(p(w_t | w_<t, x)) averaged over the words, then a step
+    t0 = time.perf_counter()
+    ent = entropy_bonus(roll.entropy, roll.mask)
+    loss = reinforce_loss(roll.logprobs, roll.mask, adv) - me.entropy_weight * ent
+    optimizer_step(s, loss)
+    return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent.item(),
+                     float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
+
+
+def train_sll_me(cfg: RunConfig) -> TrainResult:
+    with rl_run(cfg, cfg.sll_me.baseline,
+                f"entropy weight {cfg.sll_me.entropy_weight}") as (s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(s, sll_me_step(s, batch, reward)._asdict()):
+                break
+    return finish_run(s)

@@ -1,0 +1,54 @@
+"""SLL-SLE: SCST plus the sequence-level exploration term of Chen & Jin
+(003_5a024678a14e9bf6.txt, eq. 8-16, Algorithm 1).
+
+Each step samples s captions per image, scores their precision reward (CIDEr-D), takes the
+self-critical greedy baseline for it, measures the pairwise distances d(y_j, y_k) built on
+BLEU-3 and BLEU-4 between the samples of each image, and minimises the surrogate of eq. 15-16
+with the mean pairwise distance as the diversity baseline (sec. 4.3). The formulas and the
+choices where the paper is silent are in :mod:`rlcap.rl.sle` and docs/RL.md.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rlcap.data.loader import Batch
+from rlcap.metrics import tokenize
+from rlcap.rewards import Reward
+from rlcap.rl.baselines import greedy_baseline
+from rlcap.rl.losses import entropy_bonus
+from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.rollout import caption_lengths, rollout, score
+from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+
+
+def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
+    cfg, n, alpha = s.cfg, s.cfg.rl.n_samples, s.cfg.sll_sle.alpha
+    # 1. sample s captions per image (Algorithm 1, line 4)
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
+    t0 = time.perf_counter()
+    rewards = score(reward, roll.captions, roll.reward_batch)                       # (B*s,)
+    baseline = greedy_baseline(greedy_rewards(s, batch, reward), n)                 # (B*s,)
+    # 3. pairwise distances between the samples of each image (eq. 12-14, BLEU-3/4 based)
+    distances = pairwise_distances([tokenize(c) for c in roll.captions], n)         # (B, s, s)
+    adv = sle_advantages(rewards, baseline, distances, alpha)                       # (B*s,)
+    reward_s = time.perf_counter() - t0
+    # 4. surrogate loss of eq. 15-16, backward, step
+    t0 = time.perf_counter()
+    loss = sle_loss(roll.logprobs, roll.mask, rewards, baseline, distances, alpha)
+    optimizer_step(s, loss)
+    ent = float(entropy_bonus(roll.entropy.detach(), roll.mask))
+    return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent,
+                     float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
+
+
+def train_sll_sle(cfg: RunConfig) -> TrainResult:
+    with rl_run(cfg, "greedy (self-critical)",
+                f"SLE alpha {cfg.sll_sle.alpha}, distance 1 - (BLEU-3 + BLEU-4)/2") as (s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(s, sll_sle_step(s, batch, reward)._asdict()):
+                break
+    return finish_run(s)

@@ -1,0 +1,114 @@
+"""Numeric options are checked in one line naming the option, the value and what is allowed;
+positionals (data overrides, key=value) may come anywhere among the options."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlcap import api
+from rlcap.cli import main
+from tests.tiny import tiny_overrides
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["eval", "ckpt", "--beam-size", "0"],
+     "rlcap eval: error: argument --beam-size: expected an integer >= 1, got 0 (see rlcap eval --help)"),
+    (["eval", "ckpt", "--beam-size", "-2"],
+     "rlcap eval: error: argument --beam-size: expected an integer >= 1, got -2 (see rlcap eval --help)"),
+    (["eval", "ckpt", "--max-len", "0"],
+     "rlcap eval: error: argument --max-len: expected an integer >= 1, got 0 (see rlcap eval --help)"),
+    (["eval", "ckpt", "--beam-size", "two"],
+     "rlcap eval: error: argument --beam-size: expected an integer >= 1, got 'two' (see rlcap eval --help)"),
+    (["eval", "ckpt", "--length-penalty", "-0.5"],
+     "rlcap eval: error: argument --length-penalty: expected a number >= 0, got -0.5 (see rlcap eval --help)"),
+    (["eval", "ckpt", "--length-penalty", "nan"],
+     "rlcap eval: error: argument --length-penalty: expected a number >= 0, got nan (see rlcap eval --help)"),
+    (["caption", "ckpt", "a.png", "--beam-size", "0"],
+     "rlcap caption: error: argument --beam-size: expected an integer >= 1, got 0 (see rlcap caption --help)"),
+    (["caption", "ckpt", "a.png", "--max-len", "0"],
+     "rlcap caption: error: argument --max-len: expected an integer >= 1, got 0 (see rlcap caption --help)"),
+    (["caption", "ckpt", "a.png", "--image-size", "16"],
+     "rlcap caption: error: argument --image-size: expected an integer >= 32, got 16 (see rlcap caption --help)"),
+    (["caption", "ckpt", "a.png", "--batch-size", "0"],
+     "rlcap caption: error: argument --batch-size: expected an integer >= 1, got 0 (see rlcap caption --help)"),
+    (["features", "im", "--out", "f.h5", "--image-size", "0"],
+     "rlcap features: error: argument --image-size: expected an integer >= 32, got 0 (see rlcap features --help)"),
+    (["features", "im", "--out", "f.h5", "--batch-size", "0"],
+     "rlcap features: error: argument --batch-size: expected an integer >= 1, got 0 (see rlcap features --help)"),
+    (["features", "im", "--out", "f.h5", "--workers", "-1"],
+     "rlcap features: error: argument --workers: expected an integer >= 0, got -1 (see rlcap features --help)"),
+    (["features", "im", "--out", "f.h5", "--threads", "0"],
+     "rlcap features: error: argument --threads: expected an integer >= 1, got 0 (see rlcap features --help)"),
+    (["demo", "--image-size", "8"],
+     "rlcap demo: error: argument --image-size: expected an integer >= 32, got 8 (see rlcap demo --help)"),
+    (["demo", "--n-train", "0"],
+     "rlcap demo: error: argument --n-train: expected an integer >= 1, got 0 (see rlcap demo --help)"),
+    (["demo", "--n-val", "0"],
+     "rlcap demo: error: argument --n-val: expected an integer >= 1, got 0 (see rlcap demo --help)"),
+    (["demo", "--n-test", "-3"],
+     "rlcap demo: error: argument --n-test: expected an integer >= 1, got -3 (see rlcap demo --help)"),
+    (["bench", "--out", "o", "--image-size", "31"],
+     "rlcap bench: error: argument --image-size: expected an integer >= 32, got 31 (see rlcap bench --help)"),
+    (["data", "shapes", "--out", "o", "--n-train", "-1"],
+     "rlcap data shapes: error: argument --n-train: expected an integer >= 0, got -1 (see rlcap data shapes --help)"),
+    (["data", "shapes", "--out", "o", "--workers", "0"],
+     "rlcap data shapes: error: argument --workers: expected an integer >= 1, got 0 (see rlcap data shapes --help)"),
+    (["data", "shapes", "--out", "o", "--image-size", "10"],
+     "rlcap data shapes: error: argument --image-size: expected an integer >= 32, got 10 "
+     "(see rlcap data shapes --help)"),
+    (["eval", "ckpt", "--nope"],
+     "rlcap: error: unrecognized arguments: --nope (see rlcap --help)"),
+])
+def test_bad_numeric_option_is_one_line(capsys, argv, line):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err == line + "\n" and captured.out == ""
+
+
+def test_every_numeric_option_is_checked():
+    """No subcommand reads a number with a bare int/float (which would accept 0 or -2 silently)."""
+    from rlcap.cli import SUBCOMMANDS, build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    assert set(SUBCOMMANDS) <= set(commands)
+    stack = list(commands.values())
+    while stack:
+        sub = stack.pop()
+        for action in sub._actions:
+            assert action.type not in (int, float), f"{sub.prog} {action.option_strings}"
+            if action.choices and isinstance(action.choices, dict):
+                stack.extend(action.choices.values())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from tests.tiny import make_tiny_dataset
+
+    folder = tmp_path_factory.mktemp("options")
+    dataset, feats = make_tiny_dataset(folder)
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "run", **{"xe.epochs": 1})))
+    return dataset, feats, folder / "run" / "best"
+
+
+@pytest.mark.parametrize("order", ["after-checkpoint", "after-options", "between-options"])
+def test_eval_data_overrides_anywhere(trained, tmp_path, capsys, order):
+    dataset, feats, ckpt = trained
+    override, out = f"data.features={feats}", ["--out", str(tmp_path / "e")]
+    argv = {
+        "after-checkpoint": ["eval", str(ckpt), override, "--beam-size", "1", *out],
+        "after-options": ["eval", str(ckpt), "--beam-size", "1", *out, override],
+        "between-options": ["eval", "--beam-size", "1", str(ckpt), override, *out, "--split", "val"],
+    }[order]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (tmp_path / "e" / "predictions.json").is_file()
+
+
+def test_train_overrides_anywhere():
+    """`rlcap train CONFIG key=value` overrides are read wherever an option sits among them."""
+    from rlcap.cli import build_parser
+
+    for argv in (["train", "c.yaml", "--help-config", "a=1", "b=2"], ["train", "--help-config", "c.yaml", "a=1", "b=2"],
+                 ["train", "c.yaml", "a=1", "--help-config", "b=2"]):
+        args = build_parser(argv).parse_args(argv)
+        assert (args.config, args.overrides, args.help_config) == ("c.yaml", ["a=1", "b=2"], True)
