@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench-demo: $(STAMP)
 # PREVIOUS=DIR: a checkout of the previous release, measured alternately for the side-by-side columns
 bench-scst: $(STAMP)
 	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS))
+
+# SIGKILL at random moments (many inside checkpoint saves) in XE and SCST runs: kills, exact resumes, checkpoints lost
+bench-faults: $(STAMP)
+	$(PY) benchmarks/bench_faults.py
 
 bench-methods: $(STAMP)
 	$(PY) benchmarks/bench_methods.py

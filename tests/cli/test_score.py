@@ -65,11 +65,19 @@ def test_bad_preds_give_one_line_error(files, tmp_path, capsys, content, message
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_spice_without_corenlp_says_how_to_supply_it(files, capsys, monkeypatch):
+def test_official_spice_without_corenlp_says_how_to_supply_it(files, capsys, monkeypatch):
     monkeypatch.delenv("RLCAP_CORENLP_DIR", raising=False)
     refs, preds = files
-    assert main(["score", "--refs", str(refs), "--preds", str(preds), "--metrics", "SPICE"]) == 2
+    assert main(["score", "--refs", str(refs), "--preds", str(preds), "--metrics", "SPICE",
+                 "--spice-impl", "official-jar"]) == 2
     assert "RLCAP_CORENLP_DIR" in capsys.readouterr().err
+
+
+def test_spice_in_python_needs_no_java(files, capsys, monkeypatch):
+    monkeypatch.delenv("RLCAP_CORENLP_DIR", raising=False)
+    refs, preds = files
+    assert main(["score", "--refs", str(refs), "--preds", str(preds), "--metrics", "SPICE"]) == 0
+    assert "spice_impl: python" in capsys.readouterr().out
 
 
 def test_unknown_metric(files, capsys):

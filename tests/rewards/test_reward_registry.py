@@ -28,7 +28,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_registry_is_a_plain_dict_of_the_documented_names():
-    assert set(REWARDS) == {"cider_d", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "spider"}
+    assert set(REWARDS) == {"cider_d", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "spice", "spider"}
 
 
 def test_build_weighted_cider_and_bleu():
@@ -56,7 +56,7 @@ def test_dotted_path_errors(user_module):
 
 
 def test_unknown_name_lists_allowed():
-    with pytest.raises(ConfigError, match=r"unknown reward 'cider'; allowed: cider_d, bleu_1, .* rouge_l, spider"):
+    with pytest.raises(ConfigError, match=r"unknown reward 'cider'; allowed: cider_d, bleu_1, .* rouge_l, spice, spider"):
         RewardConfig(weights={"cider": 1.0})
 
 
@@ -77,12 +77,19 @@ def test_config_errors(data, message):
         from_dict(RewardConfig, data)
 
 
-def test_spider_without_spice_fails_at_construction(tmp_path, monkeypatch):
-    monkeypatch.delenv("RLCAP_CORENLP_DIR", raising=False)
-    with pytest.raises(ConfigError, match="reward 'spider' needs SPICE"):
-        build_reward(RewardConfig(weights={"spider": 1.0}), TRAIN_REFS)
-    with pytest.raises(ConfigError, match="stanford-corenlp-3.6.0.jar"):
-        build_reward(RewardConfig(weights={"spider": 1.0}, corenlp_dir=str(tmp_path)), TRAIN_REFS)
+def test_spice_and_spider_rewards_need_no_java():
+    refs = {"1": ["A red car.", "a red car parked"], "2": ["a dog"]}
+    batch = RewardBatch(["1", "1", "2"], [refs["1"], refs["1"], refs["2"]])
+    captions = ["a red car", "a dog", "a dog"]
+    with build_reward(RewardConfig(weights={"spice": 1.0}), refs) as spice:
+        spice_scores = spice(captions, batch)
+    # "a red car": tuples {car, (car, red)}, both in the references' merged graph {car, (car, red),
+    # (car, parked)}: P 1, R 2/3, F 0.8; "a dog" against image 1: no match; against image 2: F 1
+    assert spice_scores.tolist() == pytest.approx([0.8, 0.0, 1.0])
+    with build_reward(RewardConfig(weights={"cider_d": 1.0}), refs) as cider:
+        cider_scores = cider(captions, batch)
+    with build_reward(RewardConfig(weights={"spider": 1.0}), refs) as spider:
+        assert torch.allclose(spider(captions, batch), (cider_scores + spice_scores) / 2)
 
 
 class _ImageNorm:

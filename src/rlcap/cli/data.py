@@ -1,4 +1,5 @@
-"""``rlcap data``: prepare datasets (``rlcap data shapes --out DIR``: the synthetic benchmark)."""
+"""``rlcap data``: prepare datasets (``rlcap data shapes --out DIR``: the synthetic benchmark;
+``rlcap data concepts --captions FILE --out DIR``: scenes from the concepts of human captions)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from rlcap.cli.options import int_range
+from rlcap.data.concepts import ConceptsConfig
 from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes, is_complete
 from rlcap.progress import progress
 
@@ -29,7 +31,48 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     shapes.add_argument("--out", required=True, help="output folder")
     _add_config_arguments(shapes, ShapesConfig, SHAPES_RANGES)
     shapes.set_defaults(func=run)
+    concepts = datasets.add_parser(
+        "concepts", help="build a dataset of scenes from the concepts of human captions (docs/CONCEPTS.md)",
+        description="For every image of a caption file, hold out caption 0 and turn its content words, "
+                    "with perception noise, into GloVe region features; the other captions are the "
+                    "references. Writes feats.h5, dataset_concepts.json and concepts.json. Rerunning "
+                    "with the same options is a no-op.")
+    concepts.add_argument("--captions", required=True,
+                          help="{id: [captions]} JSON, COCO annotations or a Karpathy split file")
+    concepts.add_argument("--out", required=True, help="output folder")
+    _add_config_arguments(concepts, ConceptsConfig, CONCEPTS_TYPES)
+    concepts.set_defaults(func=run_concepts)
     return parser
+
+
+def _share(text: str) -> float:
+    """argparse ``type``: a probability in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return value
+
+
+def _distractors(text: str) -> str:
+    """argparse ``type``: N or LO-HI."""
+    from rlcap.data.concepts.noise import parse_distractors
+    from rlcap.errors import ConfigError
+
+    try:
+        parse_distractors(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"expected N or LO-HI with 0 <= LO <= HI (e.g. 1-2), got {text!r}") from None
+    return text
+
+
+# What each field of ConceptsConfig accepts on the command line (every one must be listed).
+CONCEPTS_TYPES: dict[str, Callable[[str], object]] = {
+    "seed": int_range(0), "drop": _share, "distractors": _distractors, "n_val": int_range(0),
+    "n_test": int_range(0), "agreement": str, "max_train_images": int_range(0),
+}
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser, config_cls: type,
@@ -45,6 +88,20 @@ def _add_config_arguments(parser: argparse.ArgumentParser, config_cls: type,
         else:
             parser.add_argument(flag, dest=f.name, type=types[f.name], default=f.default,
                                 help=help_text)
+
+
+def run_concepts(args: argparse.Namespace) -> int:
+    from rlcap.data.concepts import build_concepts
+
+    config = ConceptsConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ConceptsConfig)})
+    start = time.perf_counter()
+    result = build_concepts(args.captions, args.out, config)
+    counts = ", ".join(f"{n} {split}" for split, n in result.n_images.items())
+    if result.skipped:
+        print(f"{args.out}: up to date ({counts})")
+    else:
+        print(f"wrote {result.features} and {result.dataset} ({counts}) in {time.perf_counter() - start:.1f} s")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,11 +10,12 @@ from rlcap.rewards.batch import EOS_TOKEN, Reward, RewardBatch, TrainRefs
 from rlcap.rewards.combine import NonFiniteRewardError, WeightedReward, check_finite
 from rlcap.rewards.config import RewardConfig
 from rlcap.rewards.context import RewardContext
-from rlcap.rewards.metric_rewards import BleuReward, CiderDReward, MeteorReward, RougeLReward, SpiderReward
+from rlcap.rewards.metric_rewards import BleuReward, CiderDReward, MeteorReward, RougeLReward
+from rlcap.rewards.spice_rewards import SpiceReward, SpiderReward
 from rlcap.rewards.registry import REWARDS, build_reward, load_dotted, resolve_reward
 
 __all__ = [
     "EOS_TOKEN", "Reward", "RewardBatch", "RewardContext", "TrainRefs", "NonFiniteRewardError", "WeightedReward", "check_finite",
-    "RewardConfig", "BleuReward", "CiderDReward", "MeteorReward", "RougeLReward", "SpiderReward",
+    "RewardConfig", "BleuReward", "CiderDReward", "MeteorReward", "RougeLReward", "SpiceReward", "SpiderReward",
     "REWARDS", "build_reward", "load_dotted", "resolve_reward",
 ]

@@ -23,7 +23,7 @@ class RewardConfig:
 
     weights: dict[str, float] = _field(
         {"cider_d": 1.0},
-        "reward name -> weight, summed. Names: cider_d, bleu_1..bleu_4, meteor, rouge_l, spider, or a "
+        "reward name -> weight, summed. Names: cider_d, bleu_1..bleu_4, meteor, rouge_l, spice, spider (SPICE in Python, no Java), or a "
         "user reward by dotted import path ('mypkg.mod:func' or 'mypkg.mod.func') whose object is "
         "the reward callable (captions, batch) -> Tensor[len(captions)]",
     )
@@ -43,12 +43,6 @@ class RewardConfig:
         None,
         "directory where the CIDEr-D document frequencies of the training references are cached "
         "(None: computed in memory at start-up, not saved)",
-    )
-
-    corenlp_dir: str | None = _field(
-        None,
-        "folder holding stanford-corenlp-3.6.0.jar and its -models jar, for SPICE in the spider "
-        "reward (None: $RLCAP_CORENLP_DIR)",
     )
 
     paths: dict[str, str] = _field(

@@ -20,7 +20,7 @@ class RewardContext:
     """Everything a reward factory may need; built once per run by :func:`rlcap.rewards.build_reward`.
 
     train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
-    eos_counts, cache_dir, corenlp_dir: the metric conventions of :class:`RewardConfig`.
+    eos_counts, cache_dir: the metric conventions of :class:`RewardConfig`.
     vocab: the run's vocabulary (None outside a training run); fc_dim, att_dim: feature sizes.
     paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
     """
@@ -28,7 +28,6 @@ class RewardContext:
     train_refs: TrainRefs
     eos_counts: bool = True
     cache_dir: str | None = None
-    corenlp_dir: str | None = None
     vocab: Any = None
     fc_dim: int = 0
     att_dim: int = 0

@@ -1,4 +1,4 @@
-"""The caption metrics as rewards: CIDEr-D, BLEU-n, ROUGE-L, METEOR and SPIDEr.
+"""The caption metrics as rewards: CIDEr-D, BLEU-n, ROUGE-L and METEOR (SPICE and SPIDEr: spice_rewards.py).
 
 Each reward tokenizes the captions with :func:`rlcap.metrics.tokenize.tokenize` (the
 pycocoevalcap tokenization the vocabulary also uses) and returns per-caption scores on the
@@ -26,11 +26,8 @@ import torch
 from rlcap.errors import ConfigError, DataError, RlcapError
 from rlcap.metrics.bleu import bleu_stats, sentence_bleu
 from rlcap.metrics.cider_reward import CiderD
-from rlcap.metrics.java import java_executable, packaged_jar
 from rlcap.metrics.meteor import Meteor
 from rlcap.metrics.rouge import rouge_l
-from rlcap.metrics.spice import corenlp_jars, spice
-from rlcap.metrics.spider import spider
 from rlcap.metrics.tokenize import tokenize
 from rlcap.rewards.batch import RewardBatch, TrainRefs, check_batch, with_eos
 from rlcap.rewards.context import RewardContext
@@ -134,47 +131,7 @@ class MeteorReward:
         self.meteor.close()
 
 
-def check_spice(corenlp_dir: str | None) -> None:
-    """Raise ConfigError unless Java, the SPICE jar and the CoreNLP jars are all present."""
-    try:
-        java_executable()
-        packaged_jar("spice/spice-1.0.jar")
-        corenlp_jars(corenlp_dir)
-    except RlcapError as exc:
-        raise ConfigError(f"reward 'spider' needs SPICE, which is not available: {exc}") from exc
-
-
-class SpiderReward:
-    """SPIDEr (Liu et al. 2017) = (CIDEr-D + SPICE) / 2 per caption.
-
-    CIDEr-D follows ``eos_counts`` like :class:`CiderDReward`; SPICE parses the plain words
-    (one SPICE run per call). An empty caption has no scene-graph tuples: its SPICE is 0
-    (SPICE itself would give no F-score). Construction fails with a clear error when Java,
-    the SPICE jar or the Stanford CoreNLP jars are missing.
-    """
-
-    def __init__(self, train_refs: TrainRefs, eos_counts: bool, cache: Path | None = None,
-                 corenlp_dir: str | None = None):
-        check_spice(corenlp_dir)  # before the CIDEr-D tables are built, so a missing jar fails fast
-        self.cider = CiderDReward(train_refs, eos_counts, cache=cache)
-        self.corenlp_dir = corenlp_dir
-        self._refs = _RefTokens(eos_counts=False)
-
-    def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
-        check_batch(captions, batch)
-        cider = self.cider(captions, batch).tolist()
-        cands = [" ".join(tokenize(c)) for c in captions]
-        scored = [i for i, c in enumerate(cands) if c]
-        spice_scores = [0.0] * len(captions)
-        if scored:
-            refs = [[" ".join(r) for r in self._refs(batch.refs[i])] for i in scored]
-            _, values = spice([cands[i] for i in scored], refs, corenlp_dir=self.corenlp_dir)
-            for i, v in zip(scored, values):
-                spice_scores[i] = v
-        return _tensor([spider(c, s) for c, s in zip(cider, spice_scores)])
-
-
-def _cider_cache(ctx: RewardContext) -> Path | None:
+def cider_cache(ctx: RewardContext) -> Path | None:
     if ctx.cache_dir is None:
         return None
     # One file per EOS convention: the two reference sets have different n-grams.
@@ -182,7 +139,7 @@ def _cider_cache(ctx: RewardContext) -> Path | None:
 
 
 def make_cider_d(ctx: RewardContext) -> CiderDReward:
-    return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=_cider_cache(ctx))
+    return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=cider_cache(ctx))
 
 
 def make_bleu(ctx: RewardContext, n: int) -> BleuReward:
@@ -194,10 +151,6 @@ def make_meteor(ctx: RewardContext) -> MeteorReward:
         return MeteorReward()
     except RlcapError as exc:
         raise ConfigError(f"reward 'meteor' is not available: {exc}") from exc
-
-
-def make_spider(ctx: RewardContext) -> SpiderReward:
-    return SpiderReward(ctx.train_refs, ctx.eos_counts, cache=_cider_cache(ctx), corenlp_dir=ctx.corenlp_dir)
 
 
 def make_rouge_l(ctx: RewardContext) -> RougeLReward:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcap.errors import ConfigError
-from rlcap.rewards import metric_rewards
+from rlcap.rewards import metric_rewards, spice_rewards
 from rlcap.rewards.batch import Reward, TrainRefs
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.context import RewardContext
@@ -33,7 +33,8 @@ REWARDS: dict[str, RewardFactory] = {
     "bleu_4": functools.partial(metric_rewards.make_bleu, n=4),
     "meteor": metric_rewards.make_meteor,
     "rouge_l": metric_rewards.make_rouge_l,
-    "spider": metric_rewards.make_spider,
+    "spice": spice_rewards.make_spice,
+    "spider": spice_rewards.make_spider,
 }
 
 
@@ -91,8 +92,7 @@ def build_reward(cfg: "RewardConfig", train_refs: TrainRefs, vocab: Any = None, 
         train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
         vocab, fc_dim, att_dim, device: the run's, for rewards that hold a model.
     """
-    ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, cfg.corenlp_dir, vocab, fc_dim, att_dim,
-                        device, dict(cfg.paths))
+    ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, vocab, fc_dim, att_dim, device, dict(cfg.paths))
     rewards = {}
     try:
         for name in cfg.weights:
