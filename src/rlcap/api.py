@@ -136,15 +136,45 @@ def check_feature_image_size(checkpoint: str | Path, config: dict[str, Any], fea
                         f"`rlcap features --image-size {trained}`")
 
 
+def dataset_overrides(folder: str | Path) -> list[str]:
+    """The data overrides that point a checkpoint at a folder built by ``rlcap data concepts``
+    (its Karpathy split file and feature store); :class:`DataError` when the folder lacks them."""
+    from rlcap.data.concepts import DATASET_FILE, FEATURES_FILE
+    from rlcap.errors import DataError
+
+    folder = Path(folder)
+    for name in (DATASET_FILE, FEATURES_FILE):
+        if not (folder / name).is_file():
+            raise DataError(f"--dataset {folder}: no {name} there (build the folder with "
+                            f"`rlcap data concepts --captions FILE --out {folder}`)")
+    return [f"dataset={folder / DATASET_FILE}", f"features={folder / FEATURES_FILE}", "format=karpathy"]
+
+
+def check_feature_dims(checkpoint: str | Path, config: dict[str, Any], data: Any) -> None:
+    """:class:`DataError` when the features' sizes are not those the checkpoint was trained on."""
+    from rlcap.errors import DataError
+
+    trained = config["feature_dims"]
+    split = next(iter(data.splits.values()))
+    if (split.fc_dim, split.att_dim) != (trained["fc"], trained["att"]):
+        raise DataError(f"{checkpoint} was trained on {trained['fc']}-d pooled and {trained['att']}-d region "
+                        f"features, but the data has {split.fc_dim}-d and {split.att_dim}-d ones: evaluate it "
+                        "on features made like its training features")
+
+
 def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None = None, max_len: int | None = None,
              out_dir: str | Path | None = None, references: tuple[str, ...] = (),
              data_overrides: list[str] | None = None, batch_size: int = 100,
-             progress: bool = False, length_penalty: float | None = None) -> dict[str, Any]:
+             progress: bool = False, length_penalty: float | None = None,
+             dataset: str | Path | None = None) -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
 
     Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). Data
     paths are found as :func:`checkpoint_data_config` says, and features of another image size
     than the checkpoint was trained on are refused (:func:`check_feature_image_size`).
+    ``dataset``: a folder built by ``rlcap data concepts`` to evaluate on instead of the
+    checkpoint's own data (:func:`dataset_overrides`; ``data_overrides`` still apply after it); its
+    captions are encoded with the checkpoint's vocabulary, unknown words as ``<unk>``.
 
     Returns ``{"model": {metric: value}, "references": {name: {metric: value}}}`` and, with
     ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
@@ -153,22 +183,24 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     import time
 
     from rlcap.data.loader import load_data
-    from rlcap.progress import stderr_is_terminal
     from rlcap.train.evaluate import decode_split, score_predictions
     from rlcap.train.session import load_model
 
     model, vocab, config = load_model(checkpoint)
     dec = checkpoint_decoding(config, beam_size, max_len, length_penalty)
+    if dataset is not None:
+        data_overrides = [*dataset_overrides(dataset), *(data_overrides or [])]
     data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)
     check_feature_image_size(checkpoint, config, data_cfg.features)
     splits = (split, "train") if references else (split,)
     data = load_data(data_cfg, splits, vocab=vocab)
+    check_feature_dims(checkpoint, config, data)
     metrics = evaluation_metrics()
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
     started = time.perf_counter()
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
     predictions = decode_split(model, data.splits[split], vocab, dec.beam_size, dec.max_len, batch_size,
-                               progress=progress and stderr_is_terminal(), length_penalty=dec.length_penalty)
+                               progress=progress, length_penalty=dec.length_penalty)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}}
@@ -188,14 +220,45 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     return scores
 
 
+def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", beam_size: int | None = None,
+              max_len: int | None = None, length_penalty: float | None = None, out_dir: str | Path | None = None,
+              data_overrides: list[str] | None = None, batch_size: int = 100, progress: bool = False) -> Any:
+    """CIDEr-D of ``split`` decoded by lookahead inference (000, Fig. 1) at each lambda, with an
+    actor-critic checkpoint (policy and value network); the best lambda is the one to use.
+
+    Returns :class:`rlcap.train.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
+    from rlcap.data.loader import load_data
+    from rlcap.train.lookahead import load_actor_critic, lookahead_scores, write_choice
+
+    policy, value_net, vocab, config = load_actor_critic(checkpoint)
+    dec = checkpoint_decoding(config, beam_size, max_len, length_penalty)
+    data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)
+    check_feature_image_size(checkpoint, config, data_cfg.features)
+    data = load_data(data_cfg, (split,), vocab=vocab)
+    check_feature_dims(checkpoint, config, data)
+    choice = lookahead_scores(policy, value_net, data.splits[split], vocab, lambdas, dec.beam_size, dec.max_len,
+                              dec.length_penalty, batch_size, progress=progress)
+    if out_dir is not None:
+        write_choice(Path(out_dir) / "lookahead.json", choice, split, str(checkpoint))
+    return choice
+
+
 def _nearest_neighbour(train: Any, query: Any) -> dict[str, str]:
     from rlcap.reference_captioners import nearest_neighbour_predictions
 
     return nearest_neighbour_predictions(train, query)
 
 
-# Captioners that need no training, scored beside a model (not RL baselines)
-REFERENCE_CAPTIONERS: dict[str, Callable[[Any, Any], dict[str, str]]] = {"nearest_neighbour": _nearest_neighbour}
+def _template(train: Any, query: Any) -> dict[str, str]:
+    from rlcap.reference_captioners import template_predictions
+
+    return template_predictions(train, query)
+
+
+# Captioners that need no training, scored beside a model (not RL baselines); "template" reads the
+# concept features of a dataset built by `rlcap data concepts` (docs/CONCEPTS.md)
+REFERENCE_CAPTIONERS: dict[str, Callable[[Any, Any], dict[str, str]]] = {
+    "nearest_neighbour": _nearest_neighbour, "template": _template}
 
 
 def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: int | None = None,

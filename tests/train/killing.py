@@ -43,12 +43,13 @@ def kill_after(overrides: list[str], out: Path, step: int, timeout: float = 180.
 
 
 def assert_resume_is_exact(overrides: list[str], reference: Path, killed: Path, kill_step: int,
-                           total_steps: int) -> None:
-    """Train ``reference`` uninterrupted, kill ``killed`` past ``kill_step``, resume it, and compare losses."""
+                           total_steps: int, resume: list[str] = ("resume=true",)) -> None:
+    """Train ``reference`` uninterrupted, kill ``killed`` past ``kill_step``, resume it (by default
+    with ``resume=true``; ``resume=[]`` re-runs the same command), and compare losses."""
     api.train(api.load_run_config(None, [*overrides, f"out_dir={reference}"]))
     stopped_at = kill_after([*overrides, f"out_dir={killed}"], killed, kill_step)
     assert kill_step <= stopped_at < total_steps, "the process should be killed mid-run"
-    api.train(api.load_run_config(None, [*overrides, f"out_dir={killed}", "resume=true"]))
+    api.train(api.load_run_config(None, [*overrides, f"out_dir={killed}", *resume]))
     ref, got = train_losses(reference), train_losses(killed)
     assert max(ref) == total_steps
     assert sorted(got) == sorted(ref)

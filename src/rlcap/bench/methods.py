@@ -29,6 +29,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
     for stage in stages_of(methods):
         recipe = configs / f"{recipes}_{stage.recipe}.yaml"
         start = [f"init_from={best[stage.init_from]}"] if stage.init_from else []
+        start += [f"reward.paths.{reward}={best[source]}" for reward, source in stage.paths]
         cfg = load_config(RunConfig, recipe, [*data, f"out_dir={out / stage.name}", *start])
         extra = xe_overrides if cfg.algorithm == "xe" else rl_overrides
         cfg = load_config(RunConfig, recipe, [*data, f"out_dir={out / stage.name}", *start, *extra])

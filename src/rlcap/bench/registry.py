@@ -24,11 +24,14 @@ Report = Callable[[str], None]
 @dataclass(frozen=True)
 class Stage:
     """One training run: ``name`` is its folder and identity, ``recipe`` the config it runs,
-    ``init_from`` the stage whose best checkpoint it starts from (None: from scratch)."""
+    ``init_from`` the stage whose best checkpoint it starts from (None: from scratch), ``paths``
+    (reward name, stage) pairs: a learned reward loads that stage's best checkpoint
+    (``reward.paths.<reward>``)."""
 
     name: str
     recipe: str
     init_from: str | None = None
+    paths: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,17 +56,41 @@ def _prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Pa
     return prepare_shapes(data_dir, image_size, report)
 
 
+# Where `rlcap bench --benchmark coco-concepts` reads COCO's captions, relative to the working directory
+# (the repository root, as for configs/): the shared data folder beside the repository.
+COCO_CAPTIONS = Path("../shared/data/coco")
+
+
+def _prepare_coco_concepts(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+    """COCO scenes from their concepts (docs/CONCEPTS.md); ``image_size`` does not apply (no images)."""
+    from rlcap.data.concepts import ConceptsConfig, build_concepts
+
+    report(f"[1/1] COCO concepts data from {COCO_CAPTIONS} -> {data_dir}")
+    config = ConceptsConfig(agreement=str(COCO_CAPTIONS / "human_agreement_5k.json"))
+    result = build_concepts(COCO_CAPTIONS / "val2014_captions.json", data_dir, config)
+    return result.dataset, result.features
+
+
 XE = Stage("xe", "xe")
+EMBEDDING = Stage("embedding", "embedding")  # the embedding reward's model (000 sec. 3.3.1)
 
 METHODS: dict[str, Method] = {
     "xe": Method((XE,), "cross-entropy (teacher forcing)"),
     "scst": Method((XE, Stage("scst", "scst", "xe")), "self-critical sequence training (Rennie et al. 2017)"),
     "sll_me": Method((XE, Stage("sll_me", "sll_me", "xe")), "SCST with an entropy bonus (003 sec. 5.2)"),
     "sll_sle": Method((XE, Stage("sll_sle", "sll_sle", "xe")), "SCST with sequence-level exploration (003)"),
+    "ac": Method((XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),))),
+                 "actor-critic with a value network, CIDEr-D + embedding reward (000)"),
+    "pg_cider": Method((XE, Stage("pg_cider", "pg_cider", "xe")), "PG with Monte-Carlo rollouts, CIDEr-D reward (001)"),
+    "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward (001)"),
+    "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr (001)"),
+    "mixer": Method((XE, Stage("mixer", "mixer", "xe")), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, 001)"),
 }
 
 BENCHMARKS: dict[str, Benchmark] = {
     "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)"),
+    "coco-concepts": Benchmark(_prepare_coco_concepts, "coco-concepts",
+                               "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)"),
 }
 
 
@@ -87,4 +114,7 @@ def stages_of(methods: list[str]) -> list[Stage]:
     for stage in order.values():
         if stage.init_from is not None and stage.init_from not in order:
             raise ConfigError(f"stage {stage.name!r} starts from {stage.init_from!r}, which no method trains")
+        for reward, source in stage.paths:
+            if source not in order:
+                raise ConfigError(f"stage {stage.name!r} loads reward {reward!r} from {source!r}, which no method trains")
     return list(order.values())

@@ -16,7 +16,7 @@ from rlcap.cli.tables import print_scores
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="caption a split with a checkpoint and score it")
     p.add_argument("checkpoint", help="checkpoint folder (e.g. runs/x/best)")
-    p.add_argument("--split", default="test", help="split to caption (default: test)")
+    p.add_argument("--split", default=None, help="split to caption (default: test; val with --lookahead)")
     p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
@@ -24,7 +24,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--length-penalty", type=float_range(0.0), default=None,
                    help="rank beams by log-probability / length**this (default: the checkpoint's "
                         "decode.length_penalty; 0: summed log-probability; 1: per-word average, which RL models trained with a leave-one-out baseline may need)")
+    p.add_argument("--lookahead", type=lambdas, default=None, metavar="L1,L2,...",
+                   help="with an actor-critic checkpoint: CIDEr-D of lookahead inference (000) at each lambda "
+                        "in [0, 1] (1: plain beam search), to choose lambda on validation")
     p.add_argument("--out", default=None, help="folder for predictions.json and scores.json (default: beside the checkpoint)")
+    p.add_argument("--dataset", default=None, metavar="DIR",
+                   help="evaluate on a folder built by `rlcap data concepts` (its dataset_concepts.json and "
+                        "feats.h5) instead of the checkpoint's own data; the checkpoint's vocabulary is "
+                        "kept (unknown words count as <unk>)")
     p.add_argument("--reference", action="append", default=[], choices=sorted(api.REFERENCE_CAPTIONERS),
                    help="also score this reference captioner, which needs no training (repeatable)")
     p.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
@@ -33,13 +40,42 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def lambdas(text: str) -> list[float]:
+    """``0.3,0.5,1`` -> [0.3, 0.5, 1.0], each in [0, 1]."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1], got {text!r}") from None
+    if not values or any(not 0 <= v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1], got {text!r}")
+    return values
+
+
 def run(args: argparse.Namespace) -> int:
     overrides = [o.removeprefix("data.") for o in args.data_overrides]
+    if args.lookahead is not None:
+        return run_lookahead(args, overrides)
+    args.split = args.split or "test"
     out = args.out or f"{args.checkpoint.rstrip('/')}/eval_{args.split}"
     scores = api.evaluate(args.checkpoint, split=args.split, beam_size=args.beam_size, max_len=args.max_len,
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
-                          length_penalty=args.length_penalty)
+                          length_penalty=args.length_penalty, dataset=args.dataset)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")
+    return 0
+
+
+def run_lookahead(args: argparse.Namespace, overrides: list[str]) -> int:
+    split = args.split or "val"
+    if args.dataset is not None:
+        overrides = [*api.dataset_overrides(args.dataset), *overrides]
+    out = args.out or f"{args.checkpoint.rstrip('/')}/lookahead_{split}"
+    choice = api.lookahead(args.checkpoint, args.lookahead, split=split, beam_size=args.beam_size,
+                           max_len=args.max_len, length_penalty=args.length_penalty, out_dir=out,
+                           data_overrides=overrides, progress=True)
+    print(f"{'lambda':>8s}  CIDEr-D ({split})")
+    for lam, value in choice.scores.items():
+        print(f"{lam:8.3g}  {value:.4f}{'  <- best' if lam == choice.best else ''}")
+    print(f"wrote {out}/lookahead.json")
     return 0

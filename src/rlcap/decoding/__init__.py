@@ -27,6 +27,7 @@ n rows, then image 1's, ...). Conventions shared by all of them:
 """
 
 from rlcap.decoding.beam import beam_search
+from rlcap.decoding.lookahead import lookahead_search  # noqa: F401 (000's lookahead inference)
 from rlcap.decoding.dispatch import METHODS, DecodeConfig, decode
 from rlcap.decoding.policy import banned_words, draw, entropy, filter_logits, word_logprobs
 from rlcap.decoding.result import DecodeResult

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcap.errors import ConfigError
-from rlcap.rewards import metric_rewards, spice_rewards
+from rlcap.rewards import bcmr, embedding, metric_rewards, spice_rewards
 from rlcap.rewards.batch import Reward, TrainRefs
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.context import RewardContext
@@ -35,6 +35,8 @@ REWARDS: dict[str, RewardFactory] = {
     "rouge_l": metric_rewards.make_rouge_l,
     "spice": spice_rewards.make_spice,
     "spider": spice_rewards.make_spider,
+    "embedding": embedding.make_embedding,
+    "bcmr": bcmr.make_bcmr,
 }
 
 

@@ -8,6 +8,7 @@ from rlcap.config import help_field
 from rlcap.data.loader import DataConfig
 from rlcap.errors import ConfigError
 from rlcap.models.config import ModelConfig
+from rlcap.models.embedding import EmbeddingModelConfig
 from rlcap.rewards import RewardConfig
 
 OPTIMIZERS = ("adam", "adamw")
@@ -135,6 +136,88 @@ class SllSleConfig:
 
 
 @dataclass
+class PgConfig:
+    """PG-SPIDEr (001_ce1e9980f3932db2.txt): Monte-Carlo Q per word and a learned baseline MLP."""
+
+    rollouts: int = help_field(3, "K: Monte-Carlo rollouts completing every prefix g_1:t (001's Q estimate)")
+    samples: int = help_field(1, "M: captions sampled per image (001 uses M = 1)")
+    baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP B_phi (its own Adam, part 'baseline')")
+    baseline_hidden: int = help_field(256, "hidden units of the baseline MLP B_phi")
+
+    def validate(self) -> None:
+        check_min("pg.rollouts", self.rollouts, 1)
+        check_min("pg.samples", self.samples, 1)
+        check_min("pg.baseline_hidden", self.baseline_hidden, 1)
+        if not self.baseline_lr > 0:
+            raise ConfigError(f"pg.baseline_lr: expected > 0, got {self.baseline_lr}")
+
+
+@dataclass
+class MixerConfig:
+    """MIXER (Ranzato et al. 2016, as 001_ce1e9980f3932db2.txt describes it): XE on the first M words
+    of the reference, REINFORCE on the words sampled after them; M annealed to 0."""
+
+    start: int = help_field(16, "M in the first epoch (Ranzato: the longest caption, i.e. pure XE)")
+    delta: int = help_field(2, "Delta: M decreases by this every epochs_per_stage epochs, down to 0")
+    epochs_per_stage: int = help_field(2, "epochs trained at each M")
+    baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP on the hidden state (part 'baseline')")
+    baseline_hidden: int = help_field(256, "hidden units of the baseline MLP")
+
+    def validate(self) -> None:
+        check_min("mixer.start", self.start, 0)
+        check_min("mixer.delta", self.delta, 1)
+        check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
+        check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
+        if not self.baseline_lr > 0:
+            raise ConfigError(f"mixer.baseline_lr: expected > 0, got {self.baseline_lr}")
+
+
+@dataclass
+class EmbeddingConfig:
+    """algorithm=embedding: the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1, trained
+    with eq. 5's ranking loss; the model the embedding reward (eq. 6) loads."""
+
+    model: EmbeddingModelConfig = help_field(EmbeddingModelConfig, "sizes of the embedding model")
+    epochs: int = help_field(10, "training epochs")
+    batch_size: int = help_field(128, "image-caption pairs per batch, one caption per image; the batch's other "
+                                      "images and captions are the negatives of eq. 5")
+    margin: float = help_field(0.2, "margin of eq. 5's hinge (000's penalty gamma, in (0, 1))")
+    skip_identical: bool = help_field(True, "a caption word for word the same as the pair's own is not a negative "
+                                            "(frequent on shapes, where many images share a caption)")
+
+    def validate(self) -> None:
+        check_min("embedding.epochs", self.epochs, 1)
+        check_min("embedding.batch_size", self.batch_size, 2)
+        if not 0 < self.margin < 1:
+            raise ConfigError(f"embedding.margin: expected a number in (0, 1), got {self.margin}")
+
+
+@dataclass
+class ActorCriticConfig:
+    """algorithm=ac: actor-critic with a value network (000_45a29dab880026f9.txt sec. 3.2.2, 3.3.2,
+    eq. 8-12). The policy trains with ``optim``, the value network with these settings."""
+
+    value_lr: float = help_field(5e-4, "learning rate of the value network (000 sec. 4.1: 5e-4)")
+    value_lr_decay_every: int = help_field(2, "decay the value network's rate every this many joint epochs "
+                                              "(000 sec. 4.1: 2; 0: never)")
+    value_lr_decay_rate: float = help_field(0.9, "its decay factor (000 sec. 4.1: 0.9)")
+    value_pretrain_epochs: int = help_field(1, "epochs of value training on samples of the frozen XE policy "
+                                               "before the joint phase (000 sec. 3.3.2; the paper gives no number)")
+    lookahead: list[float] = help_field([], "after training, decode the validation split with lookahead "
+                                            "inference at each of these lambdas (Fig. 1) and write lookahead.json "
+                                            "beside the checkpoints ([]: skip; 1.0 is plain beam search)")
+
+    def validate(self) -> None:
+        if self.value_lr <= 0:
+            raise ConfigError(f"ac.value_lr must be positive, got {self.value_lr}")
+        check_min("ac.value_lr_decay_every", self.value_lr_decay_every, 0)
+        check_min("ac.value_pretrain_epochs", self.value_pretrain_epochs, 0)
+        bad = [x for x in self.lookahead if not 0 <= x <= 1]
+        if bad:
+            raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
+
+
+@dataclass
 class ValConfig:
     split: str = help_field("val", "split used to pick the best checkpoint")
     max_images: int = help_field(0, "validate on at most this many images (0: all)")
@@ -150,7 +233,7 @@ class RunConfig:
     """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
     and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me or sll_sle (rlcap.train.TRAINERS)")
+    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding or ac (rlcap.train.TRAINERS)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
     resume: bool = help_field(False, "continue the run in out_dir from its last checkpoint, applying changed "
@@ -173,6 +256,10 @@ class RunConfig:
     scst: ScstConfig = help_field(ScstConfig, "algorithm=scst: the baseline")
     sll_me: SllMeConfig = help_field(SllMeConfig, "algorithm=sll_me: SCST plus an entropy bonus")
     sll_sle: SllSleConfig = help_field(SllSleConfig, "algorithm=sll_sle: SCST plus sequence-level exploration")
+    embedding: EmbeddingConfig = help_field(EmbeddingConfig, "algorithm=embedding: the embedding reward's model (000)")
+    ac: ActorCriticConfig = help_field(ActorCriticConfig, "algorithm=ac: actor-critic with a value network (000)")
+    pg: PgConfig = help_field(PgConfig, "algorithm=pg: PG-SPIDEr, Monte-Carlo rollouts and a baseline MLP (001)")
+    mixer: MixerConfig = help_field(MixerConfig, "algorithm=mixer: MIXER, XE on a prefix annealed to 0 (001)")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
 
     def validate(self) -> None:

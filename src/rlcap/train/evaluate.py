@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-from tqdm.auto import tqdm
 
 from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import beam_search, greedy
+from rlcap.progress import track
 
 
 class Evaluation(NamedTuple):
@@ -24,13 +24,13 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
                  batch_size: int = 100, limit: int = 0, progress: bool = False,
                  length_penalty: float = 0.0) -> dict[str, str]:
     """Caption every image of ``split`` (greedy when beam_size is 1, else beam search ranked by
-    log-probability / length ** ``length_penalty``)."""
+    log-probability / length ** ``length_penalty``). ``progress``: a bar on a terminal, else log lines."""
     was_training = model.training
     model.eval()
     predictions: dict[str, str] = {}
     batches = split.eval_batches(batch_size, limit)
     total = (min(limit, len(split)) if limit > 0 else len(split) + batch_size - 1) // batch_size
-    for batch in tqdm(batches, total=total, desc="decode", disable=not progress, leave=False):
+    for batch in (track(batches, total, "decode", "batch", leave=False) if progress else batches):
         if beam_size <= 1:
             out = greedy(model, batch.feats, max_len=max_len)
         else:

@@ -19,6 +19,10 @@ TRAINERS: dict[str, str | Trainer] = {
     "scst": "rlcap.train.scst:train_scst",
     "sll_me": "rlcap.train.sll_me:train_sll_me",
     "sll_sle": "rlcap.train.sll_sle:train_sll_sle",
+    "embedding": "rlcap.train.embedding:train_embedding",
+    "ac": "rlcap.train.actor_critic:train_actor_critic",
+    "pg": "rlcap.train.pg:train_pg",
+    "mixer": "rlcap.train.mixer:train_mixer",
 }
 
 

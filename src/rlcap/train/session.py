@@ -94,9 +94,10 @@ def feature_dims(data: CaptionData) -> dict[str, Any]:
     return {"fc": split.fc_dim, "att": split.att_dim, "image_size": split.image_size}
 
 
-def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> Session:
+def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), policy: bool = True) -> Session:
     """Data and the policy, initialised from ``init_from`` or the run's own last checkpoint when
-    resuming; the trainer state is restored by :func:`begin`, after every part is added."""
+    resuming; the trainer state is restored by :func:`begin`, after every part is added.
+    ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of 000)."""
     torch.set_num_threads(cfg.threads)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -116,9 +117,9 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> 
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
     dims = feature_dims(data)
-    policy = build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"])
     s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None)
-    add_part(s, POLICY, policy, cfg.optim)
+    if policy:
+        add_part(s, POLICY, build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]), cfg.optim)
     return s
 
 
@@ -254,7 +255,8 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     p.step += 1
     p.step_in_epoch += 1
     if p.step % cfg.log_every == 0 or p.step_in_epoch == 1:
-        s.logger.write(p.step, "train", {**values, "lr": s.optimizer.param_groups[0]["lr"], "epoch": p.epoch})
+        lr = next(part.optimizer for part in s.parts.values() if part.optimizer is not None).param_groups[0]["lr"]
+        s.logger.write(p.step, "train", {**values, "lr": lr, "epoch": p.epoch})
         log.info("step %d (epoch %d): %s", p.step, p.epoch + 1,
                  ", ".join(f"{k} {v:.4g}" for k, v in values.items() if not k.endswith("_s")))
     if cfg.save_every and p.step % cfg.save_every == 0:
@@ -273,7 +275,7 @@ def finish_run(session: Session) -> TrainResult:
 
 
 def _epochs(cfg: RunConfig) -> int:
-    return cfg.xe.epochs if cfg.algorithm == "xe" else cfg.rl.epochs
+    return {"xe": cfg.xe.epochs, "embedding": cfg.embedding.epochs}.get(cfg.algorithm, cfg.rl.epochs)
 
 
 def validate(session: Session) -> dict[str, float]:

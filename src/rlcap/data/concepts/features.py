@@ -27,15 +27,17 @@ def region_features(regions: Sequence[Concept], glove: Glove) -> np.ndarray:
     return att
 
 
-def nearest_concepts(att: np.ndarray, words: Sequence[str], vectors: np.ndarray) -> list[Concept]:
+def nearest_concepts(att: np.ndarray, words: Sequence[str], vectors: np.ndarray, chunk: int = 256) -> list[Concept]:
     """The concept of each region ``att`` (n, 53): the word of ``words`` whose vector (``vectors``,
-    (V, 50)) has the highest cosine with the region's, and the part of speech of its one-hot."""
+    (V, 50)) has the highest cosine with the region's, and the part of speech of its one-hot
+    (``chunk`` regions at a time, bounding the (chunk, V) similarity matrix)."""
     att = np.asarray(att, dtype=np.float32)
     if not len(att):
         return []
     table = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-8)  # (V, 50)
     query = att[:, :GLOVE_DIM]
     query = query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-8)       # (n, 50)
-    best = (query @ table.T).argmax(axis=1)                                               # (n,)
+    best = np.concatenate([(query[i:i + chunk] @ table.T).argmax(axis=1)                 # (n,)
+                           for i in range(0, len(query), chunk)])
     pos = att[:, GLOVE_DIM:].argmax(axis=1)                                               # (n,)
     return [Concept(words[b], POS_TAGS[p]) for b, p in zip(best.tolist(), pos.tolist())]

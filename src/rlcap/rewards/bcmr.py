@@ -1,0 +1,32 @@
+"""BCMR: the weighted sum of BLEU-4, CIDEr-D, METEOR and ROUGE-L that 001_ce1e9980f3932db2.txt
+optimises as PG-BCMR (the four COCO metrics of the time).
+
+The summary of 001 we hold names the four metrics but not their weights, so rlcap uses equal
+weights (a plain sum, :data:`BCMR_WEIGHTS`): the simplest choice that favours no metric by
+design. On their own scales CIDEr-D (pycocoevalcap's, about 1 on COCO and 0-10 in range) varies
+the most between captions, so it carries most of the reward's variance; a run that wants other
+weights lists the four rewards in ``reward.weights`` itself instead of naming ``bcmr``.
+METEOR needs Java; the reward is closed with the run's :class:`WeightedReward`, which stops its
+process.
+"""
+
+from __future__ import annotations
+
+from rlcap.errors import ConfigError, RlcapError
+from rlcap.rewards.combine import WeightedReward
+from rlcap.rewards.context import RewardContext
+from rlcap.rewards.metric_rewards import BleuReward, MeteorReward, RougeLReward, make_cider_d
+
+BCMR_WEIGHTS: dict[str, float] = {"bleu_4": 1.0, "cider_d": 1.0, "meteor": 1.0, "rouge_l": 1.0}
+
+
+def make_bcmr(ctx: RewardContext) -> WeightedReward:
+    """BLEU-4 + CIDEr-D + METEOR + ROUGE-L (weights :data:`BCMR_WEIGHTS`); BLEU-4 and CIDEr-D follow
+    ``eos_counts`` as their own rewards do."""
+    try:
+        meteor = MeteorReward()
+    except RlcapError as exc:
+        raise ConfigError(f"reward 'bcmr' is not available (its METEOR part): {exc}") from exc
+    parts = {"bleu_4": BleuReward(4, ctx.eos_counts), "cider_d": make_cider_d(ctx), "meteor": meteor,
+             "rouge_l": RougeLReward()}
+    return WeightedReward(parts, BCMR_WEIGHTS)

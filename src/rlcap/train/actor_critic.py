@@ -1,0 +1,166 @@
+"""Actor-critic captioning with a value network: ../shared/papers/000_45a29dab880026f9.txt.
+
+Two parts: ``policy`` (the captioner, eq. 1-4, started from an XE checkpoint: eq. 8) and
+``value`` (:class:`rlcap.models.ValueNetwork`, sec. 3.2.2), each with its own optimizer. Two
+phases (sec. 3.3.2), the phase and its position kept in ``session.state`` so that a killed run
+resumes exactly:
+
+1. value pretraining (``ac.value_pretrain_epochs``): the value network learns eq. 9 on captions
+   sampled from the frozen XE policy;
+2. joint training (``rl.epochs``): per-word advantages ``R - v(s_t)`` (eq. 10) weigh the policy's
+   REINFORCE loss, and the value network keeps learning eq. 9 (its update is eq. 11).
+
+The reward ``R`` is the run's weighted reward: 000's eq. 7 mixes CIDEr-D with the embedding
+reward of eq. 6, ``reward.weights: {cider_d: 1, embedding: w}`` with ``reward.paths.embedding`` a
+checkpoint of ``algorithm: embedding``. After training, ``ac.lookahead`` picks the lambda of
+lookahead inference (Fig. 1) on the validation split (``train/lookahead.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+
+from rlcap.data.loader import Batch
+from rlcap.data.vocab import BOS
+from rlcap.models import build_value_model
+from rlcap.rewards import Reward
+from rlcap.rl.credit import value_advantages, value_loss
+from rlcap.rl.losses import masked_mean, reinforce_loss
+from rlcap.train.config import OptimConfig, RunConfig
+from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
+from rlcap.train.sequence import conventions, train_reward
+from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
+                                 open_session, optimizer_step, train_batches)
+
+log = logging.getLogger(__name__)
+
+VALUE = "value"
+PRETRAIN = "value_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of phase 1
+
+
+class AcStats(NamedTuple):
+    loss: float          # policy loss + value loss (the policy's is 0 in value pretraining)
+    policy_loss: float
+    value_loss: float
+    reward: float        # mean R
+    value: float         # mean v(s_t) over the valid steps
+    advantage: float     # mean R - v(s_t) over the valid steps
+    length: float
+    phase: float         # 1: value pretraining, 2: joint
+    sample_s: float
+    reward_s: float
+    backward_s: float
+
+
+def value_optim(cfg: RunConfig) -> OptimConfig:
+    """The value network's optimizer: the run's ``optim`` with the ``ac`` section's rate and decay."""
+    ac = cfg.ac
+    return dataclasses.replace(cfg.optim, lr=ac.value_lr, lr_decay_every=ac.value_lr_decay_every,
+                               lr_decay_rate=ac.value_lr_decay_rate)
+
+
+def value_inputs(tokens: torch.Tensor) -> torch.Tensor:
+    """Sampled captions (R, T) -> the value network's inputs BOS w_1..w_{T-1} (R, T), so that
+    ``values[:, t]`` is ``v(s_t)``, the state word ``t`` is chosen from (rl/credit.py's convention)."""
+    bos = torch.full_like(tokens[:, :1], BOS)
+    return torch.cat([bos, tokens[:, :-1]], dim=1)
+
+
+def critic(s: Session, batch: Batch, roll: Rollout) -> torch.Tensor:
+    """v(s_t) of every step of the sampled captions: (B*n, T), with the value network's gradient."""
+    return s.parts[VALUE].module(batch.feats, value_inputs(roll.tokens), seq_per_img=s.cfg.rl.n_samples)
+
+
+def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
+    cfg = s.cfg
+    # 1. sample n captions per image from the frozen XE policy (no gradient reaches it)
+    with torch.no_grad():
+        roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    # 2. score them: R (B*n,)
+    t0 = time.perf_counter()
+    rewards = score(reward, roll.captions, roll.reward_batch)
+    reward_s = time.perf_counter() - t0
+    # 3. eq. 9: regress v(s_t) on R at every step of each caption; a step of the value network
+    t0 = time.perf_counter()
+    values = critic(s, batch, roll)  # (B*n, T)
+    v_loss = value_loss(values, rewards, roll.mask)
+    optimizer_step(s, v_loss, part=VALUE)
+    adv = value_advantages(rewards, values, roll.mask)
+    return AcStats(v_loss.item(), 0.0, v_loss.item(), float(rewards.mean()), float(masked_mean(values.detach(), roll.mask)),
+                   float(masked_mean(adv, roll.mask)), float(caption_lengths(roll.tokens).mean()), 1.0,
+                   roll.seconds, reward_s, time.perf_counter() - t0)
+
+
+def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
+    cfg = s.cfg
+    # 1. sample n captions per image; their log-probabilities carry the policy's gradient
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
+    t0 = time.perf_counter()
+    rewards = score(reward, roll.captions, roll.reward_batch)
+    reward_s = time.perf_counter() - t0
+    # 3. the critic: v(s_t) for every step (B*n, T)
+    t0 = time.perf_counter()
+    values = critic(s, batch, roll)
+    # 4. eq. 10: per-word advantages R - v(s_t), detached; the policy's REINFORCE step
+    adv = value_advantages(rewards, values, roll.mask)  # (B*n, T)
+    p_loss = reinforce_loss(roll.logprobs, roll.mask, adv)
+    optimizer_step(s, p_loss)
+    # 5. eq. 9 / 11: the value network's squared error to R, and its own step (the policy is not in its graph)
+    v_loss = value_loss(values, rewards, roll.mask)
+    optimizer_step(s, v_loss, part=VALUE)
+    return AcStats(p_loss.item() + v_loss.item(), p_loss.item(), v_loss.item(), float(rewards.mean()),
+                   float(masked_mean(values.detach(), roll.mask)), float(masked_mean(adv, roll.mask)),
+                   float(caption_lengths(roll.tokens).mean()), 2.0, roll.seconds, reward_s, time.perf_counter() - t0)
+
+
+def pretrain_value(s: Session, reward: Reward) -> bool:
+    """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run.
+
+    Its epochs are counted in ``session.state[PRETRAIN]``, not in the run's progress: the run's
+    epochs (validation, learning-rate decay) are those of the joint phase."""
+    cfg, p = s.cfg, s.progress
+    phase = s.state.setdefault(PRETRAIN, {"epoch": 0, "step_in_epoch": 0})
+    train = s.data.splits["train"]
+    steps = (len(train) + cfg.rl.batch_size - 1) // cfg.rl.batch_size
+    while phase["epoch"] < cfg.ac.value_pretrain_epochs:
+        batches = train.batches(cfg.rl.batch_size, 1, cfg.seed, phase["epoch"], phase["step_in_epoch"])
+        for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
+                          desc=f"value pretraining epoch {phase['epoch'] + 1}"):
+            stats = value_pretrain_step(s, batch, reward)
+            phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
+            if finish_step(s, stats._asdict()):
+                return True
+        phase["epoch"] += 1
+        phase["step_in_epoch"] = 0
+        p.step_in_epoch = 0  # finish_step counted the phase's steps there; the joint phase starts its epoch at 0
+        log.info("value pretraining: epoch %d of %d done", phase["epoch"], cfg.ac.value_pretrain_epochs)
+    return False
+
+
+def train_actor_critic(cfg: RunConfig) -> TrainResult:
+    s = open_session(cfg, splits=("train", cfg.val.split))
+    value_net = build_value_model(cfg.model, len(s.data.vocab), feature_dims(s.data)["fc"])
+    add_part(s, VALUE, value_net, value_optim(cfg))
+    begin(s)
+    with train_reward(s) as reward:
+        s.logger.note(conventions(cfg, len(s.data.splits["train"]), "value network v(s_t), per word (000 eq. 10)")
+                      + f"; value pretraining epochs {cfg.ac.value_pretrain_epochs}; value lr {cfg.ac.value_lr}")
+        s.model.train(cfg.rl.rollout_dropout)
+        value_net.train()
+        if not pretrain_value(s, reward):
+            for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+                if finish_step(s, joint_step(s, batch, reward)._asdict()):
+                    break
+    result = finish_run(s)
+    if cfg.ac.lookahead and not result.stopped_early:
+        from rlcap.train.lookahead import lookahead_for_run
+
+        lookahead_for_run(s, cfg.ac.lookahead)
+    return result

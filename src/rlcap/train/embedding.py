@@ -1,0 +1,100 @@
+"""Training the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1 (eq. 5): the model the
+embedding reward (eq. 6, ``rewards/embedding.py``) loads from ``reward.paths.embedding``.
+
+One caption per image per batch; the batch's other images and captions are the negatives of
+eq. 5's bidirectional hinge. After every epoch the model is validated by cross-modal retrieval on
+the validation split (R@1/5/10, caption -> image and image -> caption, ``rlcap.metrics.retrieval``)
+and the best epoch by the mean of the six recalls is kept in ``best/``. The checkpoint's only part
+is ``embedding``; its vocabulary is the one the reward tokenizes captions with.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from rlcap.data.loader import Batch, SplitData
+from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
+from rlcap.models.embedding import EMBEDDING, EmbeddingModel
+from rlcap.rl.embedding_loss import ranking_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
+                                 open_session, optimizer_step, save)
+
+log = logging.getLogger(__name__)
+
+
+def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
+    """(B, T) word ids -> (B, B) bool, True where captions i and j are the same word for word."""
+    return (tokens[:, None, :] == tokens[None, :, :]).all(dim=2)
+
+
+def embedding_step(s: Session, batch: Batch) -> float:
+    cfg = s.cfg.embedding
+    model = s.parts[EMBEDDING].module
+    # 1. embed the B images and their B captions (one each) into the joint space
+    images = model.embed_images(batch.feats)  # (B, D)
+    texts = model.embed_texts(batch.tokens)  # (B, D)
+    # 2. eq. 5: every other caption and image of the batch is a negative
+    same = identical_captions(batch.tokens) if cfg.skip_identical else None
+    loss = ranking_loss(images, texts, cfg.margin, same)
+    # 3. a step of the embedding's optimizer
+    optimizer_step(s, loss, part=EMBEDDING)
+    return loss.item()
+
+
+@torch.no_grad()
+def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 100, limit: int = 0) -> dict[str, float]:
+    """R@1/5/10, median rank and MRR in both directions over the first ``limit`` images (0: all)
+    and all their captions, plus ``mean_R``, the mean of the six recalls."""
+    was_training = model.training
+    model.eval()
+    n = len(split) if limit <= 0 else min(limit, len(split))
+    images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))))
+                        for i in range(0, n, batch_size)])  # (I, D)
+    caps = split.caps[: int(split.cap_offsets[n])]  # (C, T)
+    owner = torch.arange(n).repeat_interleave(split.cap_offsets[1:n + 1] - split.cap_offsets[:n])  # (C,)
+    texts = torch.cat([model.embed_texts(caps[i:i + batch_size]) for i in range(0, len(caps), batch_size)])  # (C, D)
+    model.train(was_training)
+    scores = retrieval_metrics((images @ texts.T).numpy(), owner.numpy())
+    scores["mean_R"] = float(np.mean([scores[f"{d}_R@{k}"] for d in ("t2i", "i2t") for k in RECALL_AT]))
+    return scores
+
+
+def end_embedding_epoch(s: Session) -> dict[str, float]:
+    """Decay the rate, validate by retrieval, keep the best checkpoint by mean recall, write the last one."""
+    p, v = s.progress, s.cfg.val
+    s.parts[EMBEDDING].scheduler.step()
+    p.epoch += 1
+    p.step_in_epoch = 0
+    scores = retrieval_scores(s.parts[EMBEDDING].module, s.data.splits[v.split], v.batch_size, v.max_images)
+    p.history.append({"epoch": p.epoch, "step": p.step, **scores})
+    s.logger.write(p.step, v.split, {**scores, "epoch": p.epoch})
+    log.info("epoch %d: %s retrieval mean recall %.2f (R@1 caption->image %.1f, image->caption %.1f)",
+             p.epoch, v.split, scores["mean_R"], scores["t2i_R@1"], scores["i2t_R@1"])
+    if scores["mean_R"] > p.best_score:
+        p.best_score = scores["mean_R"]
+        save(s, "best", scores)
+    save(s, "last", scores)
+    return scores
+
+
+def train_embedding(cfg: RunConfig) -> TrainResult:
+    s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
+    model = EmbeddingModel(cfg.embedding.model, len(s.data.vocab), feature_dims(s.data)["fc"])
+    add_part(s, EMBEDDING, model, cfg.optim)
+    begin(s)
+    model.train()
+    p, e, train = s.progress, cfg.embedding, s.data.splits["train"]
+    steps_per_epoch = (len(train) + e.batch_size - 1) // e.batch_size
+    while p.epoch < e.epochs:
+        batches = train.batches(e.batch_size, 1, cfg.seed, p.epoch, p.step_in_epoch)
+        for batch in tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch, desc=f"embedding epoch {p.epoch + 1}",
+                          leave=False, disable=None):
+            if finish_step(s, {"loss": embedding_step(s, batch)}):
+                return finish_run(s)
+        end_embedding_epoch(s)
+    return finish_run(s)

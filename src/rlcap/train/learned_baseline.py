@@ -1,0 +1,44 @@
+"""The set-up of a sequence-level loop with a learned baseline: parts ``policy`` and ``baseline``.
+
+PG-SPIDEr (001_ce1e9980f3932db2.txt) and MIXER (Ranzato et al. 2016) both regress the expected
+reward from the decoder's hidden state with a small network that has its own optimizer. The
+baseline reads ``hidden.detach()``: its loss never reaches the captioner (001: "to avoid a feedback
+loop").
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Iterator
+
+from rlcap.errors import ConfigError
+from rlcap.models.baseline_mlp import BaselineMLP
+from rlcap.rewards import WeightedReward
+from rlcap.train.config import RunConfig
+from rlcap.train.sequence import conventions, train_reward
+from rlcap.train.session import Session, add_part, begin, open_session
+
+BASELINE = "baseline"
+
+
+@contextmanager
+def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
+                 settings: str) -> Iterator[tuple[Session, WeightedReward]]:
+    """Session with the policy and a :class:`BaselineMLP` of ``width`` units trained at ``lr``
+    (the run's optimizer settings otherwise), resumed when asked; the reward (closed on exit); the
+    conventions line with ``samples`` captions per image; the policy in its sampling mode."""
+    if cfg.rl.sample_method != "sample":
+        raise ConfigError(f"{cfg.algorithm} samples its captions: rl.sample_method must be 'sample', "
+                          f"got {cfg.rl.sample_method!r}")
+    s = open_session(cfg, splits=("train", cfg.val.split))
+    # Every captioner's hidden(state) has hidden_dim units (the transformer's d_model); the model
+    # section comes from the checkpoint the run starts from.
+    add_part(s, BASELINE, BaselineMLP(s.cfg.model.hidden_dim, width), replace(cfg.optim, lr=lr))
+    begin(s)
+    with train_reward(s) as reward:
+        stated = replace(cfg, rl=replace(cfg.rl, n_samples=samples))
+        s.logger.note(f"{conventions(stated, len(s.data.splits['train']), 'learned (MLP on the hidden state)')}; "
+                      f"{settings}")
+        s.model.train(cfg.rl.rollout_dropout)
+        yield s, reward

@@ -1,0 +1,92 @@
+"""Choosing lookahead inference's lambda on validation (000_45a29dab880026f9.txt Fig. 1).
+
+A checkpoint of ``algorithm: ac`` holds the policy and the value network. Its validation split is
+decoded with :func:`rlcap.decoding.lookahead_search` at each lambda and scored with CIDEr-D; the
+best lambda is the one to caption with. ``lambda = 1`` is plain beam search, so it is the
+reference every other value is compared with. Used at the end of an ``ac`` run (``ac.lookahead``)
+and by ``rlcap eval CHECKPOINT --lookahead 0.3,0.5,1.0``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+
+from rlcap.config import from_dict
+from rlcap.data.loader import SplitData
+from rlcap.data.vocab import Vocab
+from rlcap.decoding import lookahead_search
+from rlcap.errors import RlcapError
+from rlcap.models import ValueNetwork, build_value_model
+from rlcap.models.config import ModelConfig
+from rlcap.train.checkpoint import load_checkpoint
+from rlcap.train.evaluate import score_predictions
+from rlcap.train.session import Session, load_model
+
+log = logging.getLogger(__name__)
+
+VALUE = "value"
+
+
+class LookaheadChoice(NamedTuple):
+    best: float                 # the lambda with the highest CIDEr-D (ties: the larger lambda)
+    scores: dict[float, float]  # lambda -> corpus CIDEr-D
+
+
+def load_actor_critic(folder: str | Path) -> tuple[torch.nn.Module, ValueNetwork, Vocab, dict]:
+    """(policy, value network, vocabulary, config) of an actor-critic checkpoint, both in eval mode."""
+    ckpt = load_checkpoint(folder, with_trainer=False)
+    if VALUE not in ckpt.weights:
+        raise RlcapError(f"{folder} holds no value network (part {VALUE!r}; it has {sorted(ckpt.weights)}): "
+                         "lookahead needs a checkpoint of algorithm=ac")
+    policy, vocab, config = load_model(folder)
+    value_net = build_value_model(from_dict(ModelConfig, config["model"]), len(vocab), config["feature_dims"]["fc"])
+    value_net.load_state_dict(ckpt.weights[VALUE])
+    return policy, value_net.eval(), vocab, config
+
+
+@torch.inference_mode()
+def lookahead_scores(policy: torch.nn.Module, value_net: ValueNetwork, split: SplitData, vocab: Vocab,
+                     lambdas: list[float], beam_size: int, max_len: int, length_penalty: float = 0.0,
+                     batch_size: int = 100, limit: int = 0, progress: bool = False) -> LookaheadChoice:
+    """Corpus CIDEr-D of ``split`` (its first ``limit`` images; 0: all) decoded at each lambda."""
+    modes = policy.training, value_net.training
+    policy.eval()
+    value_net.eval()
+    scores: dict[float, float] = {}
+    for lam in lambdas:
+        predictions = {}
+        for batch in tqdm(list(split.eval_batches(batch_size, limit)), desc=f"lookahead {lam}", disable=not progress,
+                          leave=False):
+            out = lookahead_search(policy, value_net, batch.feats, beam_size, max_len, lam, length_penalty)
+            predictions.update({i: vocab.decode(row.tolist()) for i, row in zip(batch.ids, out.tokens)})
+        scores[lam] = score_predictions(split, predictions, ["CIDEr"]).corpus["CIDEr"]
+    policy.train(modes[0])
+    value_net.train(modes[1])
+    best = max(scores, key=lambda lam: (scores[lam], lam))
+    return LookaheadChoice(best, scores)
+
+
+def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
+    """At the end of an ``ac`` run: its best checkpoint on the validation split at each lambda;
+    writes ``out_dir/lookahead.json``."""
+    cfg = s.cfg
+    policy, value_net, vocab, _ = load_actor_critic(s.out_dir / "best")
+    choice = lookahead_scores(policy, value_net, s.data.splits[cfg.val.split], vocab, lambdas, cfg.decode.beam_size,
+                              cfg.decode.max_len, cfg.decode.length_penalty, cfg.val.batch_size, cfg.val.max_images)
+    write_choice(s.out_dir / "lookahead.json", choice, cfg.val.split, str(s.out_dir / "best"))
+    log.info("lookahead on %s: best lambda %s (CIDEr-D %s)", cfg.val.split, choice.best,
+             ", ".join(f"{lam}: {v:.4f}" for lam, v in choice.scores.items()))
+    return choice
+
+
+def write_choice(path: Path, choice: LookaheadChoice, split: str, checkpoint: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = {"checkpoint": checkpoint, "split": split, "metric": "CIDEr", "best_lambda": choice.best,
+            "scores": {str(lam): v for lam, v in choice.scores.items()}}
+    path.write_text(json.dumps(rows, indent=2), encoding="utf-8")

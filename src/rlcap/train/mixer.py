@@ -1,0 +1,94 @@
+"""MIXER (Ranzato et al. 2016, as ../shared/papers/001_ce1e9980f3932db2.txt describes it), from an
+XE checkpoint: cross-entropy on the first M words of a reference, REINFORCE on the words the
+policy samples after them, M annealed towards 0 (``mixer.start``, ``mixer.delta`` every
+``mixer.epochs_per_stage`` epochs; rl/mixer.py).
+
+Each step draws ``rl.n_samples`` references per image (as XE draws captions) and continues each
+with one sampled completion. The REINFORCE baseline is Ranzato's regressor of the reward on the
+hidden state, here the baseline MLP of PG-SPIDEr (part ``baseline``) on the detached hidden state.
+Choices where the papers are silent: docs/RL.md, "PG-SPIDEr and MIXER (001)".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import torch
+
+from rlcap.data.loader import Batch
+from rlcap.decoding import sample
+from rlcap.rewards import Reward
+from rlcap.rl.credit import value_advantages, value_loss
+from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
+from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
+from rlcap.train.config import RunConfig
+from rlcap.train.learned_baseline import BASELINE, baseline_run
+from rlcap.train.rollout import caption_lengths, reward_batch
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+from rlcap.train.unique_scores import score_unique
+
+
+class MixerStats(NamedTuple):
+    loss: float  # XE and REINFORCE terms, one per word
+    xe_loss: float
+    rl_loss: float
+    prefix_len: float  # M
+    rl_words: float  # share of the words trained by REINFORCE
+    reward: float
+    baseline: float
+    advantage: float  # mean over the REINFORCE words
+    baseline_loss: float
+    length: float
+    sample_s: float
+    reward_s: float
+    backward_s: float
+
+
+def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
+    cfg, n = s.cfg, s.cfg.rl.n_samples
+    targets = batch.tokens[:, 1:]  # (B*n, L) w_1 .. w_k EOS PAD.., the references
+    # 1. continue each reference after its first M words by sampling (the words from M on are the policy's)
+    t0 = time.perf_counter()
+    prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
+    out = sample(s.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
+                 prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
+    xe_mask, rl_mask = mixer_masks(targets, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
+    sample_s = time.perf_counter() - t0
+    # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
+    captions = [s.data.vocab.decode(row.tolist()) for row in out.tokens]
+    scored = score_unique(reward, captions, reward_batch(batch, n))
+    rewards = scored.rewards  # (B*n,)
+    # 3. the baseline (Ranzato: a regressor of the reward on the hidden state), advantages r - b_t
+    base = s.parts[BASELINE].module(out.hidden.detach())  # (B*n, T)
+    adv = value_advantages(rewards, base, out.mask)  # (B*n, T), detached
+    # 4. XE on the first M reference words (teacher forcing) and REINFORCE on the rest, every word
+    #    weighted alike (Ranzato's per-sequence sum over t), then a step of each part
+    t0 = time.perf_counter()
+    n_xe, n_rl = float(xe_mask.sum()), float(rl_mask.sum())
+    xe = torch.zeros(())
+    if n_xe > 0:
+        logits = s.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
+        xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)
+    rl = reinforce_loss(out.logprobs, rl_mask, adv)
+    loss = (n_xe * xe + n_rl * rl) / max(n_xe + n_rl, 1.0)
+    optimizer_step(s, loss)
+    b_loss = value_loss(base, rewards, out.mask)  # every valid step's state regresses the caption's reward
+    optimizer_step(s, b_loss, part=BASELINE)
+    backward_s = time.perf_counter() - t0
+    return MixerStats(loss.item(), xe.item(), rl.item(), float(m), n_rl / max(n_xe + n_rl, 1.0),
+                      float(rewards.mean()), masked_mean(base.detach(), out.mask).item(),
+                      masked_mean(adv, rl_mask).item(), b_loss.item(), float(caption_lengths(out.tokens).mean()),
+                      sample_s, scored.seconds, backward_s)
+
+
+def train_mixer(cfg: RunConfig) -> TrainResult:
+    mx = cfg.mixer
+    settings = (f"MIXER: XE on the first M reference words, M = {mx.start} minus {mx.delta} every "
+                f"{mx.epochs_per_stage} epochs, down to 0; baseline MLP of {mx.baseline_hidden} units")
+    with baseline_run(cfg, mx.baseline_lr, mx.baseline_hidden, cfg.rl.n_samples, settings) as (s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, seq_per_img=cfg.rl.n_samples):
+            m = mixer_prefix_len(s.progress.epoch, mx.start, mx.delta, mx.epochs_per_stage)
+            if finish_step(s, mixer_step(s, batch, reward, m)._asdict()):
+                break
+    return finish_run(s)

@@ -1,0 +1,134 @@
+"""PG-SPIDEr: policy gradient with Monte-Carlo rollouts and a learned baseline
+(Liu et al. 2017, ../shared/papers/001_ce1e9980f3932db2.txt), from an XE checkpoint.
+
+Each step samples M captions per image (001: M = 1). For every word g_t of a caption, K rollouts
+complete the prefix g_1:t and ``Q(g_1:t-1, g_t)`` is the mean of their K rewards; at the
+caption's last word Q is the caption's own reward. The MLP ``B_phi`` reads the decoder's hidden
+state (detached) and is trained to predict Q (``L_phi``); the policy's per-word advantage is
+``Q - B``. The reward is the run's ``reward.weights``: ``spider`` (PG-SPIDEr), ``cider_d``,
+``bcmr`` (PG-BCMR), ... Choices where 001 is silent: docs/RL.md, "PG-SPIDEr and MIXER (001)".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import torch
+
+from rlcap.data.loader import Batch
+from rlcap.data.vocab import Vocab
+from rlcap.decoding import DecodeResult, prefix_rollouts, sample
+from rlcap.models import Feats
+from rlcap.rewards import Reward, RewardBatch
+from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
+from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.learned_baseline import BASELINE, baseline_run
+from rlcap.train.rollout import caption_lengths
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+from rlcap.train.unique_scores import UniqueScores, score_unique
+
+
+class PgStats(NamedTuple):
+    loss: float  # the policy's loss
+    reward: float  # mean reward of the sampled captions
+    q: float  # mean Q over the sampled words
+    baseline: float  # mean B_phi over the sampled words
+    advantage: float  # mean Q - B
+    baseline_loss: float  # L_phi
+    entropy: float
+    length: float
+    scored: float  # unique (caption, image) pairs scored / rollout rows
+    sample_s: float
+    rollout_s: float
+    reward_s: float
+    backward_s: float
+
+
+class RolloutRewards(NamedTuple):
+    rollout: torch.Tensor  # (R, T, K) reward of rollout k of prefix g_1:t+1; 0 where Q does not need it
+    final: torch.Tensor  # (R,) reward of each sampled caption
+    scores: UniqueScores
+
+
+def needed_rollouts(mask: torch.Tensor) -> torch.Tensor:
+    """(R, T) bool: the steps whose Q comes from rollouts: valid and not the caption's last step
+    (there the caption is complete and Q is its own reward). mask (R, T), valid steps then padding."""
+    after = torch.zeros_like(mask[:, :1])
+    return mask & torch.cat([mask[:, 1:], after], dim=1)
+
+
+def rollout_rewards(reward: Reward, vocab: Vocab, sampled: DecodeResult, rolls: DecodeResult, k: int,
+                    context: RewardBatch) -> RolloutRewards:
+    """Score the rollouts Q needs and the sampled captions, each unique (caption, image) pair once.
+
+    sampled: R captions (R, T); rolls: their ``prefix_rollouts``, R*T*K rows ordered (r, t, k);
+    context: the RewardBatch of the R sampled captions (one image id, refs and feature row each)."""
+    r, t = sampled.tokens.shape
+    need = needed_rollouts(sampled.mask)  # (R, T)
+    rows = need[:, :, None].expand(r, t, k).reshape(-1).nonzero().squeeze(1)  # (N,) rollout rows to score
+    owner = rows // (t * k)  # (N,) the sampled caption each belongs to
+    captions = [vocab.decode(row.tolist()) for row in rolls.tokens[rows]]
+    captions += [vocab.decode(row.tolist()) for row in sampled.tokens]
+    every = torch.cat([owner, torch.arange(r)])  # (N + R,) sampled caption of every scored string
+    batch = RewardBatch([context.image_ids[i] for i in every.tolist()], [context.refs[i] for i in every.tolist()],
+                        context.feats, context.feats_index[every] if context.feats_index is not None else None)
+    scores = score_unique(reward, captions, batch)
+    rollout = torch.zeros(r * t * k).index_put((rows,), scores.rewards[: rows.numel()]).view(r, t, k)
+    return RolloutRewards(rollout, scores.rewards[rows.numel():], scores)
+
+
+def sample_context(batch: Batch, m: int) -> tuple[Feats, RewardBatch]:
+    """Features (one row per sampled caption, for the rollouts) and the reward context of M captions per image."""
+    image_row = torch.arange(len(batch.ids)).repeat_interleave(m)  # (B*M,)
+    feats = batch.feats if m == 1 else batch.feats.select(image_row)
+    context = RewardBatch([i for i in batch.ids for _ in range(m)], [r for r in batch.refs for _ in range(m)],
+                          batch.feats, image_row)
+    return feats, context
+
+
+def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
+    cfg, pg = s.cfg, s.cfg.pg
+    # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
+    t0 = time.perf_counter()
+    out = sample(s.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len,
+                 temperature=cfg.decode.temperature, return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
+    sample_s = time.perf_counter() - t0
+    # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
+    t0 = time.perf_counter()
+    feats, context = sample_context(batch, pg.samples)
+    with torch.no_grad():
+        rolls = prefix_rollouts(s.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
+                                temperature=cfg.decode.temperature)  # R*T*K rows, ordered (r, t, k)
+    rollout_s = time.perf_counter() - t0
+    # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
+    #    the caption's own reward at its last word (001, the Monte-Carlo estimate of Q)
+    scored = rollout_rewards(reward, s.data.vocab, out, rolls, pg.rollouts, context)
+    q = mc_q_estimates(scored.rollout, scored.final, out.mask)  # (R, T)
+    # 4. the baseline B_phi(s_t) on the detached hidden state; per-word advantages Q - B_phi
+    base = s.parts[BASELINE].module(out.hidden.detach())  # (R, T)
+    adv = value_advantages(q, base, out.mask)  # (R, T), detached
+    # 5. the policy's step (the gradient of V(s_0) with Q - B) and the baseline's step (L_phi)
+    t0 = time.perf_counter()
+    loss = reinforce_loss(out.logprobs, out.mask, adv)
+    optimizer_step(s, loss)
+    b_loss = baseline_loss(base, q, out.mask)
+    optimizer_step(s, b_loss, part=BASELINE)
+    backward_s = time.perf_counter() - t0
+    valid = out.mask
+    return PgStats(loss.item(), float(scored.final.mean()), masked_mean(q, valid).item(),
+                   masked_mean(base.detach(), valid).item(), masked_mean(adv, valid).item(), b_loss.item(),
+                   entropy_bonus(out.entropy.detach(), valid).item(), float(caption_lengths(out.tokens).mean()),
+                   scored.scores.unique / max(1, len(scored.scores.rewards)), sample_s, rollout_s,
+                   scored.scores.seconds, backward_s)
+
+
+def train_pg(cfg: RunConfig) -> TrainResult:
+    pg = cfg.pg
+    settings = f"PG-SPIDEr (001): {pg.rollouts} rollouts per word, baseline MLP of {pg.baseline_hidden} units"
+    with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, pg.samples, settings) as (s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(s, pg_step(s, batch, reward)._asdict()):
+                break
+    return finish_run(s)
