@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,12 +33,20 @@ bench-demo: $(STAMP)
 bench-scst: $(STAMP)
 	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS))
 
+# One PG-SPIDEr update (K = 3 rollouts) next to one SCST step; rollout vs greedy throughput; reward dedupe
+bench-pg: $(STAMP)
+	$(PY) benchmarks/bench_pg.py
+
 # SIGKILL at random moments (many inside checkpoint saves) in XE and SCST runs: kills, exact resumes, checkpoints lost
 bench-faults: $(STAMP)
 	$(PY) benchmarks/bench_faults.py
 
 bench-methods: $(STAMP)
 	$(PY) benchmarks/bench_methods.py
+
+# COCO concepts (docs/CONCEPTS.md): builds data/coco-concepts if missing, its statistics beside COCO's and shapes'
+bench-concepts: $(STAMP)
+	$(PY) benchmarks/concepts_stats.py
 
 # Where SCST's gain goes (docs/RL.md): needs runs/bench_shapes from bench-methods; trains the runs
 # that are missing (about 35 min), then evaluates every run.

@@ -45,24 +45,13 @@ def write_json(path: str | Path, obj: Any) -> None:
     tmp.replace(path)
 
 
-DEFAULT_METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr")
-
-
 def evaluation_metrics() -> list[str]:
-    """The pycocoevalcap metrics this machine can compute: METEOR needs Java and the jar in
-    pycocoevalcap's wheel (left out with a logged warning otherwise, so a table without METEOR never
-    passes silently); SPICE and SPIDEr always, by the Python SPICE (``spice_impl: python``)."""
-    from rlcap.errors import RlcapError
-    from rlcap.metrics.java import java_executable, packaged_jar
+    """The metrics of every evaluation table: pycocoevalcap's default set
+    (:func:`rlcap.metrics.default_metrics`: METEOR when Java is there, SPICE by the Python port,
+    ``spice_impl: python``) plus SPIDEr."""
+    from rlcap.metrics import default_metrics
 
-    metrics = list(DEFAULT_METRICS)
-    try:
-        java_executable()
-        packaged_jar("meteor/meteor-1.5.jar")
-    except RlcapError as exc:
-        metrics.remove("METEOR")
-        log.warning("METEOR left out: %s", exc)
-    return metrics + ["SPICE", "SPIDEr"]
+    return [*default_metrics(), "SPIDEr"]
 
 
 def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, max_len: int | None = None,
@@ -203,7 +192,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
                                progress=progress, length_penalty=dec.length_penalty)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
-    scores: dict[str, Any] = {"model": result.corpus, "references": {}}
+    scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python"}
     reference_preds = {}
     for name in references:
         preds = REFERENCE_CAPTIONERS[name](data.splits["train"], data.splits[split])

@@ -118,8 +118,8 @@ def template_caption(concepts: Sequence, stats: WordStats) -> str:
     for word, pos in concepts:
         if word not in by_pos[pos]:
             by_pos[pos].append(word)
-    order = lambda w: stats.position.get(w, 0.5)  # noqa: E731
-    nouns, verbs, adjs = (sorted(by_pos[p], key=order) for p in ("noun", "verb", "adj"))
+    nouns, verbs, adjs = (sorted(by_pos[p], key=lambda w: stats.position.get(w, 0.5))  # unseen: mid-caption
+                          for p in ("noun", "verb", "adj"))
     if not nouns:
         return " ".join(["a", *adjs[:1], *(ing_form(v, stats) for v in verbs[:1])] or ["a", "picture"])
     head = [*adjs[:1], nouns[0]]

@@ -56,6 +56,9 @@ def test_load_embedding_model_round_trip(tmp_path):
     assert loaded_vocab.itos == vocab.itos and not loaded.training and loaded.fc_dim == FC
     f = feats()
     torch.testing.assert_close(loaded.embed_images(f), model.embed_images(f))
+    state = torch.get_rng_state()
+    load_embedding_model(tmp_path / "ckpt")
+    assert torch.equal(torch.get_rng_state(), state)  # loading draws nothing: runs that resume stay exact
     with pytest.raises(RlcapError, match="not a checkpoint of an embedding model"):
         load_embedding_model(tmp_path)
 

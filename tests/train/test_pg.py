@@ -95,7 +95,8 @@ def test_rollout_rewards_match_scoring_every_row_on_a_toy_model():
     got = pg.rollout_rewards(WordCount(), VOCAB, out, rolls, 3, context)
     r, t = out.tokens.shape
     owner_ids = [context.image_ids[i // (t * 3)] for i in range(r * t * 3)]
-    naive = WordCount()([VOCAB.decode(x.tolist()) for x in rolls.tokens], RewardBatch(owner_ids, [["r"]] * len(owner_ids)))
+    every = [VOCAB.decode(x.tolist()) for x in rolls.tokens]
+    naive = WordCount()(every, RewardBatch(owner_ids, [["r"]] * len(owner_ids)))
     need = pg.needed_rollouts(out.mask)[:, :, None].expand(r, t, 3)
     assert torch.equal(got.rollout, torch.where(need, naive.view(r, t, 3), 0.0))
     finals = WordCount()([VOCAB.decode(x.tolist()) for x in out.tokens], context)
@@ -198,3 +199,19 @@ def test_config_ranges(item, message):
 
     with pytest.raises(ConfigError, match=message):
         api.load_run_config(None, [item])
+
+
+@pytest.mark.parametrize("method, algorithm, reward", [("pg_cider", "pg", "cider_d"), ("pg_bcmr", "pg", "bcmr"),
+                                                       ("pg_spider", "pg", "spider"), ("mixer", "mixer", "cider_d")])
+def test_bench_methods_train_from_xe_with_their_recipe(method, algorithm, reward):
+    from pathlib import Path
+
+    from rlcap.bench.registry import METHODS
+    from rlcap.config import load_config
+    from rlcap.train.config import RunConfig
+
+    xe, stage = METHODS[method].stages
+    assert xe.name == "xe" and stage.init_from == "xe"
+    cfg = load_config(RunConfig, Path(__file__).resolve().parents[2] / "configs" / f"shapes_{stage.recipe}.yaml")
+    assert cfg.algorithm == algorithm and cfg.reward.weights == {reward: 1.0}
+    assert cfg.rl.epochs == 12 and cfg.rl.batch_size == 50 and cfg.optim.lr == 1e-4  # shapes_scst.yaml's budget

@@ -77,11 +77,12 @@ def _lookahead(model: Captioner, value_net: ValueNetwork, feats: Feats, k: int, 
         top_lp, top_w = cand.topk(min(c, cand.size(1)), dim=1)  # (R, c)
         rows, c_now = top_w.size(0), top_w.size(1)
         # 2. the value of the state each leads to; EOS and ended beams keep the value of their state
-        cand_v, cand_state = value_net.step(select_batch(vstate, torch.arange(rows, device=device).repeat_interleave(c_now)),
-                                            top_w.reshape(-1))  # (R*c,)
+        expanded = select_batch(vstate, torch.arange(rows, device=device).repeat_interleave(c_now))  # (R*c, ...)
+        cand_v, cand_state = value_net.step(expanded, top_w.reshape(-1))  # (R*c,)
         cand_v = torch.where((top_w == EOS) | done[:, None], value[:, None], cand_v.view(rows, c_now))  # (R, c)
         # 3. rank by the mixture, keep the k best of each image
         rank = lam * top_lp + (1.0 - lam) * cand_v  # (R, c); lam = 1 is exactly top_lp
+        rank.masked_fill_(top_lp == float("-inf"), float("-inf"))  # impossible words stay so (also at lam = 0)
         new_beams = min(k, beams * c_now)
         _, idx = rank.view(b, beams * c_now).topk(new_beams, dim=1)  # (B, k')
         flat = (idx + torch.arange(b, device=device)[:, None] * beams * c_now).view(-1)  # (R',) into (R*c)
@@ -89,7 +90,8 @@ def _lookahead(model: Captioner, value_net: ValueNetwork, feats: Feats, k: int, 
         word, was_done = top_w.view(-1)[flat], done.index_select(0, src)
         word_lp = step_lp[src, word].masked_fill(was_done, 0.0)  # (R',)
         word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_done, 0.0)  # (R',)
-        hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1) for h, x in zip(hist, (word, word_lp, word_ent)))
+        hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1)
+                     for h, x in zip(hist, (word, word_lp, word_ent)))  # (R', t+1)
         state, vstate = select_batch(state, src), select_batch(cand_state, flat)
         if new_beams != beams:  # memory is never reordered: beams of an image share it
             memory, beams = expand_memory(model, encoded, new_beams), new_beams

@@ -93,6 +93,9 @@ def load_embedding_model(folder: str | Path) -> tuple[EmbeddingModel, Vocab]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RlcapError(f"cannot read the embedding model's config in {folder}: {exc}") from exc
     vocab = Vocab.load(folder / "vocab.json")
-    model = EmbeddingModel(cfg, len(vocab), fc_dim)
+    # Its random initialisation is overwritten at once; it must not draw from the global generator,
+    # or a run that builds this reward after restoring its random state would not resume exactly.
+    with torch.random.fork_rng(devices=[]):
+        model = EmbeddingModel(cfg, len(vocab), fc_dim)
     model.load_state_dict(load_file(str(weights)))
     return model.eval(), vocab

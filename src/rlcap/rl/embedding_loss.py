@@ -51,7 +51,8 @@ def ranking_loss(images: torch.Tensor, texts: torch.Tensor, margin: float,
     skip = torch.eye(b, dtype=torch.bool, device=sim.device)
     if not_negative is not None:
         if not_negative.shape != (b, b):
-            raise ValueError(f"ranking_loss: expected not_negative of shape ({b}, {b}), got {tuple(not_negative.shape)}")
+            raise ValueError(f"ranking_loss: expected not_negative of shape ({b}, {b}), "
+                             f"got {tuple(not_negative.shape)}")
         skip = skip | not_negative.bool()
     to_caption = (margin - pos[:, None] + sim).clamp(min=0)  # (B, B) image i ranks caption j
     to_image = (margin - pos[None, :] + sim).clamp(min=0)  # (B, B) caption j ranks image i

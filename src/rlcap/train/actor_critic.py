@@ -92,9 +92,9 @@ def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     v_loss = value_loss(values, rewards, roll.mask)
     optimizer_step(s, v_loss, part=VALUE)
     adv = value_advantages(rewards, values, roll.mask)
-    return AcStats(v_loss.item(), 0.0, v_loss.item(), float(rewards.mean()), float(masked_mean(values.detach(), roll.mask)),
-                   float(masked_mean(adv, roll.mask)), float(caption_lengths(roll.tokens).mean()), 1.0,
-                   roll.seconds, reward_s, time.perf_counter() - t0)
+    return AcStats(v_loss.item(), 0.0, v_loss.item(), float(rewards.mean()),
+                   float(masked_mean(values.detach(), roll.mask)), float(masked_mean(adv, roll.mask)),
+                   float(caption_lengths(roll.tokens).mean()), 1.0, roll.seconds, reward_s, time.perf_counter() - t0)
 
 
 def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:

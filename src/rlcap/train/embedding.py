@@ -47,7 +47,8 @@ def embedding_step(s: Session, batch: Batch) -> float:
 
 
 @torch.no_grad()
-def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 100, limit: int = 0) -> dict[str, float]:
+def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 100,
+                     limit: int = 0) -> dict[str, float]:
     """R@1/5/10, median rank and MRR in both directions over the first ``limit`` images (0: all)
     and all their captions, plus ``mean_R``, the mean of the six recalls."""
     was_training = model.training
@@ -92,8 +93,8 @@ def train_embedding(cfg: RunConfig) -> TrainResult:
     steps_per_epoch = (len(train) + e.batch_size - 1) // e.batch_size
     while p.epoch < e.epochs:
         batches = train.batches(e.batch_size, 1, cfg.seed, p.epoch, p.step_in_epoch)
-        for batch in tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch, desc=f"embedding epoch {p.epoch + 1}",
-                          leave=False, disable=None):
+        for batch in tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch,
+                          desc=f"embedding epoch {p.epoch + 1}", leave=False, disable=None):
             if finish_step(s, {"loss": embedding_step(s, batch)}):
                 return finish_run(s)
         end_embedding_epoch(s)

@@ -72,8 +72,9 @@ def rollout_rewards(reward: Reward, vocab: Vocab, sampled: DecodeResult, rolls: 
     captions = [vocab.decode(row.tolist()) for row in rolls.tokens[rows]]
     captions += [vocab.decode(row.tolist()) for row in sampled.tokens]
     every = torch.cat([owner, torch.arange(r)])  # (N + R,) sampled caption of every scored string
+    feats_row = context.feats_index if context.feats_index is not None else torch.arange(r)  # (R,)
     batch = RewardBatch([context.image_ids[i] for i in every.tolist()], [context.refs[i] for i in every.tolist()],
-                        context.feats, context.feats_index[every] if context.feats_index is not None else None)
+                        context.feats, feats_row[every] if context.feats is not None else None)
     scores = score_unique(reward, captions, batch)
     rollout = torch.zeros(r * t * k).index_put((rows,), scores.rewards[: rows.numel()]).view(r, t, k)
     return RolloutRewards(rollout, scores.rewards[rows.numel():], scores)

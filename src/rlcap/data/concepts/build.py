@@ -77,7 +77,8 @@ def build_concepts(captions_path: str | Path, out_dir: str | Path, config: Conce
     (about a minute for COCO's 40,504 on two cores); it shows a progress bar (log lines off a terminal)."""
     out = Path(out_dir)
     noise = config.noise  # invalid settings fail before any work
-    manifest = {"version": BUILD_VERSION, "captions": str(Path(captions_path).resolve()), **asdict(config)}
+    manifest = {"version": BUILD_VERSION, **asdict(config), "captions": str(Path(captions_path).resolve()),
+                "agreement": str(Path(config.agreement).resolve()) if config.agreement else None}
     if _is_complete(out, manifest):
         return BuildResult(out / DATASET_FILE, out / FEATURES_FILE, _split_counts(out), True)
     # 1. scenes and splits

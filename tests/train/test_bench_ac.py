@@ -1,0 +1,64 @@
+"""The actor-critic method in `rlcap bench`: its stages (XE, the embedding, actor-critic from XE) run
+in order, and the ac stage's reward loads the embedding stage's best checkpoint (Stage.paths)."""
+
+import json
+
+import pytest
+import yaml
+
+from rlcap.bench.registry import BENCHMARKS, METHODS, Benchmark, Method, Stage, stages_of
+from rlcap.bench.methods import train_stages
+from rlcap.errors import ConfigError
+from tests.tiny import make_tiny_dataset, tiny_overrides
+
+
+def test_ac_stages_and_their_order():
+    assert [s.name for s in stages_of(["ac"])] == ["xe", "embedding", "ac"]
+    assert METHODS["ac"].stages[-1].paths == (("embedding", "embedding"),)
+
+
+def test_a_reward_stage_no_method_trains_is_refused(monkeypatch):
+    monkeypatch.setitem(METHODS, "orphan", Method((Stage("x", "x", None, (("embedding", "e"),)),)))
+    with pytest.raises(ConfigError, match="loads reward 'embedding' from 'e'"):
+        stages_of(["orphan"])
+
+
+def _recipe(path, items: dict):
+    data = {}
+    for key, value in items.items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(str(value))
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_ac_stages_train_in_order_with_the_embedding_path(tmp_path, monkeypatch):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    tiny = dict(o.split("=", 1) for o in tiny_overrides("unused", "unused", "unused"))
+    for key in ("data.dataset", "data.features", "out_dir"):
+        del tiny[key]
+    model = {k: v for k, v in tiny.items() if k.startswith("model.")}
+    shared = {k: v for k, v in tiny.items() if not k.startswith("model.")}
+    _recipe(configs / "tiny_xe.yaml", {**tiny, "algorithm": "xe", "xe.epochs": 1})
+    _recipe(configs / "tiny_embedding.yaml", {**shared, "algorithm": "embedding", "embedding.epochs": 1,
+                                              "embedding.batch_size": 8, "embedding.model.word_dim": 8,
+                                              "embedding.model.hidden_dim": 8, "embedding.model.joint_dim": 8})
+    _recipe(configs / "tiny_ac.yaml", {**shared, "algorithm": "ac", "rl.epochs": 1, "rl.batch_size": 8,
+                                       "rl.n_samples": 2, "ac.value_pretrain_epochs": 1,
+                                       "reward.weights": "{cider_d: 1.0, embedding: 0.5}"})
+    assert model  # the ac stage takes its architecture from the XE checkpoint
+
+    dataset, feats = make_tiny_dataset(tmp_path)
+    monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(lambda *args: (dataset, feats), "tiny"))
+    out = tmp_path / "bench"
+    # what `rlcap bench --methods ac` trains before it evaluates (the evaluation is the same for every method)
+    best = train_stages("tiny", ["ac"], out, [f"data.dataset={dataset}", f"data.features={feats}"], configs, [], [],
+                        lambda line: None)
+    assert best == {"ac": out / "ac" / "best"}
+    config = json.loads((out / "ac" / "config.json").read_text())
+    assert config["reward"]["paths"] == {"embedding": str(out / "embedding" / "best")}
+    assert config["init_from"] == str(out / "xe" / "best")
+    assert (out / "ac" / "best" / "value.safetensors").is_file()
