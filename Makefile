@@ -48,7 +48,7 @@ bench-methods: $(STAMP)
 bench-concepts: $(STAMP)
 	$(PY) benchmarks/concepts_stats.py
 
-# Where SCST's gain goes (docs/RL.md): needs runs/bench_shapes from bench-methods; trains the runs
+# Where SCST's gain goes (docs/BENCHMARKS.md): needs runs/bench_shapes from bench-methods; trains the runs
 # that are missing (about 35 min), then evaluates every run.
 H = runs/headroom
 F224 = data.features=data/shapes/feats_224.h5

@@ -2,7 +2,7 @@
 
 Run with ``make bench-demo``. Records in docs/BENCHMARKS.md (section bench-demo): the wall time of
 each stage of the run, the test-split scores (beam size 3) of the XE and SCST models, and the
-nearest-neighbour baseline, with the ratio the foundation issue asks for (XE CIDEr-D / NN CIDEr-D).
+nearest-neighbour reference captioner, with the ratio the foundation issue asks for (XE CIDEr-D / NN CIDEr-D).
 Prints a last line of JSON.
 """
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["## Demo: shapes test split (XE, SCST, nearest neighbour)", "",
              f"Command: `make bench-demo` (runs `rlcap demo --out {args.out}`; data and features are reused when "
              f"already built). Machine: {machine(torch=torch.__version__)}. Wall time of the run: {seconds:.0f} s.", "",
-             "Test split (1,000 images), beam size 3, pycocoevalcap metrics. The nearest-neighbour baseline copies "
+             "Test split (1,000 images), beam size 3, pycocoevalcap metrics. The nearest-neighbour reference captioner copies "
              "the highest-consensus caption of the closest training image in EfficientNet-Lite0 feature space.", "",
              "| system | " + " | ".join(METRICS) + " |", "|---|" + "---:|" * len(METRICS)]
     for name, row in rows.items():

@@ -7,7 +7,7 @@ written from the true scene ("a red star", "a big red star"), what perfect perce
 salient object would score. Writes the scst-headroom section of docs/BENCHMARKS.md.
 
     python benchmarks/scst_headroom.py --run xe=runs/bench_shapes/xe/best --run scst=runs/bench_shapes/scst/best
-    make bench-headroom   # the runs of docs/RL.md, trained when missing
+    make bench-headroom   # the runs of docs/BENCHMARKS.md (measurement history), trained when missing
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reference captioners that need no training: the nearest-neighbour and the concepts-template captioners.
 
-The nearest-neighbour baseline (Devlin et al. 2015, "Exploring nearest neighbor approaches for
+The nearest-neighbour captioner (Devlin et al. 2015, "Exploring nearest neighbor approaches for
 image captioning") copies a caption of the training image closest to the test image in encoder
 feature space (cosine similarity of the pooled vectors). Among that image's captions it takes
 the one with the highest consensus: the CIDEr-D of each caption against the image's other

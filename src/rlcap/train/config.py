@@ -89,7 +89,7 @@ class RLConfig:
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
-        "(false: sample from the network validation decodes with; docs/RL.md)")
+        "(false: sample from the network validation decodes with; measured in docs/BENCHMARKS.md)")
 
     def validate(self) -> None:
         if self.sample_method not in SAMPLE_METHODS:
