@@ -47,3 +47,12 @@ def tiny_overrides(dataset, feats, out_dir, arch="fc", **extra):
     }
     items.update(extra)
     return [f"{k}={v}" for k, v in items.items()]
+
+
+def tiny_xe_run(folder, epochs=2):
+    """The tiny dataset made in ``folder`` and an XE run on it: (dataset, feats, best checkpoint)."""
+    from rlcap import api
+
+    dataset, feats = make_tiny_dataset(folder)
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "xe", **{"xe.epochs": epochs})))
+    return dataset, feats, folder / "xe" / "best"

@@ -7,7 +7,7 @@ import pytest
 
 from rlcap import api
 from rlcap.cli import main
-from tests.tiny import tiny_overrides
+
 
 
 @pytest.mark.parametrize(("argv", "line"), [
@@ -83,12 +83,9 @@ def test_every_numeric_option_is_checked():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from tests.tiny import make_tiny_dataset
+    from tests.tiny import tiny_xe_run
 
-    folder = tmp_path_factory.mktemp("options")
-    dataset, feats = make_tiny_dataset(folder)
-    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "run", **{"xe.epochs": 1})))
-    return dataset, feats, folder / "run" / "best"
+    return tiny_xe_run(tmp_path_factory.mktemp("options"), epochs=1)
 
 
 @pytest.mark.parametrize("order", ["after-checkpoint", "after-options", "between-options"])

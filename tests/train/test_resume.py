@@ -17,12 +17,9 @@ from tests.tiny import tiny_overrides
 
 @pytest.fixture(scope="module")
 def xe_run(tmp_path_factory):
-    from tests.tiny import make_tiny_dataset
+    from tests.tiny import tiny_xe_run
 
-    folder = tmp_path_factory.mktemp("xe")
-    dataset, feats = make_tiny_dataset(folder)
-    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "xe", **{"xe.epochs": 2})))
-    return dataset, feats, folder / "xe" / "best"
+    return tiny_xe_run(tmp_path_factory.mktemp("xe"), epochs=2)
 
 
 RL_EPOCHS, RL_STEPS_PER_EPOCH = 6, 3  # 24 training images, 8 per batch

@@ -9,14 +9,12 @@ from rlcap import api
 from rlcap.rewards import NonFiniteRewardError
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
-from tests.tiny import tiny_overrides
+from tests.tiny import tiny_overrides, tiny_xe_run
 
 
 @pytest.fixture
-def xe_checkpoint(tiny_data, tmp_path):
-    dataset, feats = tiny_data
-    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "xe", **{"xe.epochs": 3})))
-    return dataset, feats, tmp_path / "xe" / "best"
+def xe_checkpoint(tmp_path):
+    return tiny_xe_run(tmp_path, epochs=3)
 
 
 def _rl(dataset, feats, init, out, algorithm, **extra):

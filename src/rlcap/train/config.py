@@ -28,8 +28,6 @@ class OptimConfig:
     weight_decay: float = help_field(0.0, "weight decay (decoupled for adamw)")
     lr_decay_every: int = help_field(3, "multiply the learning rate by lr_decay_rate every this many epochs (0: never)")
     lr_decay_rate: float = help_field(0.8, "step decay factor")
-    fused: bool = help_field(True, "Adam's fused CPU kernel: the same update, about 2.4x faster; its "
-                                   "float rounding differs from the loop kernel's in the last bit (docs/TRAINING.md)")
     grad_clip: float = help_field(2.0, "clip the gradient to this (0: no clipping); see grad_clip_mode")
     grad_clip_mode: str = help_field(
         "norm", "norm: scale the whole gradient down to global norm grad_clip; value: clamp every element "

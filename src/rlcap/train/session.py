@@ -81,7 +81,7 @@ class Session:
 def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     """Adam or AdamW, with step decay every ``lr_decay_every`` epochs (the scheduler steps per epoch)."""
     opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg.name]
-    optimizer = opt_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=cfg.fused or None)
+    optimizer = opt_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.lr_decay_every > 0:
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, cfg.lr_decay_every, gamma=cfg.lr_decay_rate)
     else:
