@@ -127,7 +127,8 @@ def test_a_damaged_checkpoint_gives_one_line_everywhere(tiny, tmp_path, capsys, 
         assert "Traceback" not in err and len(err.splitlines()) == 1 and "run/" in err, (argv, err)
 
 
-def test_sigterm_stops_like_ctrl_c_and_says_how_to_resume(tiny, tmp_path):
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_sigterm_and_sigint_stop_and_say_how_to_resume(tiny, tmp_path, sig, code, word):
     run = tmp_path / "run"
     argv = [sys.executable, "-m", "rlcap.cli", "train", str(EMPTY), *tiny_overrides(*tiny, run), "xe.epochs=50",
             "save_every=1"]
@@ -135,11 +136,11 @@ def test_sigterm_stops_like_ctrl_c_and_says_how_to_resume(tiny, tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not (run / "last" / "checkpoint.json").exists():
         time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143
+    assert proc.returncode == code
     last = err.strip().splitlines()[-1]
-    assert last.startswith("rlcap train: terminated; its last checkpoint is step") and last.endswith("resume=true")
+    assert last.startswith(f"rlcap train: {word}; its last checkpoint is step") and last.endswith("resume=true")
 
 
 def test_a_resumed_log_appends_cleanly(tiny, tmp_path):
