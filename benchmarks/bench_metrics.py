@@ -163,8 +163,9 @@ def write_section(f: dict) -> None:
         "",
         f"Loading spaCy and Meteor's WordNet tables ({f['spice_wordnet_synsets']:,} words): {f['spice_load_s']:.1f} s. "
         f"Corpus SPICE of the 5,000 held-out human captions (Python port): {f['spice_corpus_human_5k']:.4f}. "
-        f"Load average at the end of the run: {f['load_average_1min']} on {os.cpu_count()} cores (other jobs "
-        "shared the machine; spaCy's parse is the limit for new captions, see docs/METRICS.md).",
+        f"Load average at the end of the run: {f['load_average_1min']} on {os.cpu_count()} cores (the benchmark "
+        "itself is about 1). spaCy's tagger and parser are the limit for new captions (about 90% of the cold "
+        "time; docs/METRICS.md).",
         END,
     ])  # fmt: skip
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"

@@ -233,7 +233,8 @@ class RunConfig:
     """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
     and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding or ac (rlcap.train.TRAINERS)")
+    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg or mixer "
+                                      "(rlcap.train.registry.TRAINERS)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
     resume: bool = help_field(False, "continue the run in out_dir from its last checkpoint, applying changed "
