@@ -76,8 +76,7 @@ def teacher_forced(model, feats: Feats, tokens: torch.Tensor, n: int):
 
 
 def needs_hidden(model) -> None:
-    if not hasattr(model, "hidden"):
-        pytest.skip("this model does not implement hidden(state) yet")
+    assert hasattr(model, "hidden"), f"{type(model).__name__} does not implement hidden(state) (models/base.py)"
 
 
 # --- the empty prefix changes nothing -----------------------------------------------------------

@@ -25,7 +25,7 @@ def test_masks_split_the_reference_prefix_from_the_sampled_words():
     # row 0: "5 6" forced, two sampled words; row 1: its reference is shorter than M (ended);
     # row 2: "4 5" forced, then one sampled word and EOS
     sample_mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0]], dtype=torch.bool)
-    xe, rl = mixer_masks(targets, sample_mask, 2)
+    xe, rl = mixer_masks(targets != PAD, sample_mask, 2)
     assert xe.tolist() == [[True, True], [True, True], [True, True]]
     assert rl.int().tolist() == [[0, 0, 1, 1, 0], [0, 0, 0, 0, 0], [0, 0, 1, 1, 0]]
 
@@ -33,7 +33,7 @@ def test_masks_split_the_reference_prefix_from_the_sampled_words():
 def test_masks_at_the_ends_of_the_schedule():
     targets = torch.tensor([[5, 6, EOS, PAD]])
     sample_mask = torch.tensor([[1, 1, 1]], dtype=torch.bool)
-    xe, rl = mixer_masks(targets, sample_mask, 0)  # M = 0: all REINFORCE
+    xe, rl = mixer_masks(targets != PAD, sample_mask, 0)  # M = 0: all REINFORCE
     assert xe.shape == (1, 0) and rl.tolist() == [[True, True, True]]
-    xe, rl = mixer_masks(targets, sample_mask, 6)  # M beyond the reference: all XE (words and EOS)
+    xe, rl = mixer_masks(targets != PAD, sample_mask, 6)  # M beyond the reference: all XE (words and EOS)
     assert xe.tolist() == [[True, True, True, False]] and not rl.any()

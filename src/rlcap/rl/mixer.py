@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-from rlcap.data.vocab import PAD
 
 
 def mixer_prefix_len(epoch: int, start: int, delta: int, epochs_per_stage: int) -> int:
@@ -22,11 +21,11 @@ def mixer_prefix_len(epoch: int, start: int, delta: int, epochs_per_stage: int) 
     return max(0, start - delta * (epoch // epochs_per_stage))
 
 
-def mixer_masks(targets: torch.Tensor, sample_mask: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+def mixer_masks(target_mask: torch.Tensor, sample_mask: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Which words each loss covers, for references continued by the policy after their first M words.
 
     Args:
-        targets: (R, L) reference words (w_1 .. w_n EOS, PAD-padded; no BOS).
+        target_mask: (R, L) True at the reference's words and EOS (w_1 .. w_n EOS, then padding; no BOS).
         sample_mask: (R, T) valid positions of the sampled captions, whose first M positions are the
             reference's (forced; a reference shorter than M is the whole caption, EOS included).
         m: M, the words of the reference trained with cross-entropy.
@@ -35,14 +34,14 @@ def mixer_masks(targets: torch.Tensor, sample_mask: torch.Tensor, m: int) -> tup
         xe_mask (R, min(M, L)): the reference's words and EOS among its first M positions;
         rl_mask (R, T): the sampled positions from M on (the words REINFORCE trains).
 
-    Example: targets [[5, 6, EOS, PAD], [7, EOS, PAD, PAD]], sample_mask [[1, 1, 1, 1], [1, 1, 0, 0]]
+    Example: target_mask [[1, 1, 1, 0], [1, 1, 0, 0]] (references "w w EOS", "w EOS"), sample_mask [[1, 1, 1, 1], [1, 1, 0, 0]]
     (row 0 sampled two words after "5 6"; row 1 is its reference), M = 2
     -> xe_mask [[1, 1], [1, 1]], rl_mask [[0, 0, 1, 1], [0, 0, 0, 0]].
     """
-    if targets.dim() != 2 or sample_mask.dim() != 2 or targets.size(0) != sample_mask.size(0) or m < 0:
-        raise ValueError(f"mixer_masks: expected targets (R, L), sample_mask (R, T) and M >= 0; got "
-                         f"{tuple(targets.shape)}, {tuple(sample_mask.shape)}, {m}")
-    xe_mask = targets[:, :m] != PAD  # (R, min(M, L))
+    if target_mask.dim() != 2 or sample_mask.dim() != 2 or target_mask.size(0) != sample_mask.size(0) or m < 0:
+        raise ValueError(f"mixer_masks: expected target_mask (R, L), sample_mask (R, T) and M >= 0; got "
+                         f"{tuple(target_mask.shape)}, {tuple(sample_mask.shape)}, {m}")
+    xe_mask = target_mask[:, :m].bool()  # (R, min(M, L))
     positions = torch.arange(sample_mask.size(1), device=sample_mask.device)  # (T,)
     rl_mask = sample_mask.bool() & (positions >= m)[None, :]  # (R, T)
     return xe_mask, rl_mask

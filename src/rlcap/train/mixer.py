@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 
 from rlcap.data.loader import Batch
+from rlcap.data.vocab import PAD
 from rlcap.decoding import sample
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
@@ -53,7 +54,7 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
     out = sample(s.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
                  prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
-    xe_mask, rl_mask = mixer_masks(targets, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
+    xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
     # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
     captions = [s.data.vocab.decode(row.tolist()) for row in out.tokens]
