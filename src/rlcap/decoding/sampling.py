@@ -14,6 +14,7 @@ from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, s
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory
+from rlcap.models.linear import weight_grads_once
 
 CONTINUE_METHODS = ("greedy", "sample")
 
@@ -25,6 +26,12 @@ def _steps(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor
     ``done`` (R,): rows already ended (they emit PAD). ``prefix`` (R, P): forced words, PAD-padded;
     forced positions count in ``mask`` but get logprob and entropy 0. Stops once every row has ended.
     """
+    with weight_grads_once(model):  # with autograd: one weight-gradient product per layer, not one per word
+        return _lockstep(model, memory, state, word, steps, choose, done, prefix, return_hidden)
+
+
+def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
+              done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool) -> DecodeResult:
     forced_len = 0 if prefix is None else prefix.size(1)
     ban = None
     tokens, logprobs, entropies, hiddens = [], [], [], []
