@@ -44,7 +44,8 @@ CASES = [
      {("boy", "frisbee", "throw"), ("boy", "park", "throw in"), ("boy",), ("frisbee",), ("park",)}),
     ("a cat is sitting on a chair", {("cat", "chair", "sit on"), ("cat",), ("chair",)}),
     # verb modifiers of nouns
-    ("a cat sitting in a chair", {("cat", "chair", "sit in"), ("cat",), ("chair",)}),
+    # (a plural noun's; a singular noun's gives none, as CoreNLP: test_fragments_read_as_corenlp_reads_them)
+    ("cats sitting in a chair", {("cat", "chair", "sit in"), ("cat",), ("chair",)}),
     ("a pillow propped against the headboard",
      {("pillow", "headboard", "prop against"), ("pillow",), ("headboard",)}),
     # noun-preposition-noun
@@ -69,7 +70,7 @@ CASES = [
     ("a woman sitting and eating pizza", {("woman", "pizza", "eat"), ("woman", "sit"), ("woman",), ("pizza",)}),
     # pronouns resolved to the first noun found from the root, or dropped
     ("a man talking on his cell phone",
-     {("man", "phone", "talk on"), ("man", "phone", "have"), ("phone", "cell"), ("man",)}),
+     {("man", "phone", "have"), ("phone", "cell"), ("man",)}),
     ("a dog with a ball in its mouth",
      {("dog", "ball", "with"), ("ball", "mouth", "in"), ("dog", "mouth", "have"), ("dog",), ("ball",), ("mouth",)}),
     ("they are playing", set()),
@@ -78,11 +79,11 @@ CASES = [
     ("there is a dog on the bed", {("dog", "bed", "on"), ("dog",), ("bed",)}),
     ("the giraffe is on top of the hill", {("giraffe", "hill", "on top of"), ("giraffe",), ("top",), ("hill",)}),
     ("a hillside next to the water", {("hillside", "water", "next to"), ("hillside",), ("water",)}),
-    ("a train coming out of a tunnel", {("train", "tunnel", "come out of"), ("train",), ("tunnel",)}),
+    ("trains coming out of a tunnel", {("train", "tunnel", "come out of"), ("train",), ("tunnel",)}),
     # relative clauses: the relative pronoun stands for its noun
     ("a man who is riding a bike", {("man", "bike", "ride"), ("man",), ("bike",)}),
     # lemmas from WordNet: "riding" -> "ride" (spaCy: "rid"), "pants" kept, "men" -> "man"
-    ("a woman riding a bike down the street",
+    ("women riding bikes down the street",
      {("woman",), ("bike",), ("street",), ("woman", "street", "ride down")}),
     ("people wearing pants", {("people",), ("pants",)}),
     ("men playing frisbee", {("man",), ("frisbee",)}),
@@ -95,13 +96,17 @@ def test_rules_give_the_hand_written_tuples(parser, caption, expected):
 
 
 def test_spice_paper_figure_1(parser):
-    """Anderson et al. 2016, Fig. 1: two captions with the same n-grams but different scene graphs."""
-    girl, giraffe = parser.parse(["a young girl standing on top of a tennis court",
-                                  "a giraffe standing on top of a green field"])  # fmt: skip
-    assert set(girl) == {("girl", "court", "stand on top of"), ("girl", "young"), ("court", "tennis"),
-                         ("girl",), ("top",)}  # fmt: skip
-    assert set(giraffe) == {("giraffe", "field", "stand on top of"), ("field", "green"), ("giraffe",), ("top",),
-                            ("field",)}  # fmt: skip
+    """Anderson et al. 2016, Fig. 1: two captions with the same n-grams but different scene graphs.
+
+    The figure draws the relation (girl, court, stand on top of). On the 1,743 official outputs,
+    CoreNLP 3.6.0 gives no relation from a singular noun's participle with a preposition in most
+    fragments (docs/METRICS.md), and the port follows the outputs: the relation needs a plural."""
+    girl, giraffe, girls = parser.parse(["a young girl standing on top of a tennis court",
+                                         "a giraffe standing on top of a green field",
+                                         "two girls standing on top of a tennis court"])  # fmt: skip
+    assert set(girl) == {("girl", "young"), ("court", "tennis"), ("girl",), ("top",)}
+    assert set(giraffe) == {("field", "green"), ("giraffe",), ("top",), ("field",)}
+    assert ("girl", "court", "stand on top of") in set(girls)
 
 
 def test_fragment_participle_with_an_object_gives_no_relation(parser):
@@ -110,12 +115,51 @@ def test_fragment_participle_with_an_object_gives_no_relation(parser):
     assert set(parser.parse(["man riding an elephant"])[0]) == {("man",), ("elephant",)}
 
 
+@pytest.mark.parametrize("phrase, expected", [
+    # a singular noun's participle with a preposition: CoreNLP's noun-phrase reading, no relation
+    ("young girl sitting on a bed", {("girl",), ("bed",), ("girl", "young")}),
+    # a plural noun's: the clause reading, a relation
+    ("birds flying in the sky", {("bird",), ("sky",), ("bird", "sky", "fly in")}),
+    # a first word tagged as a verb in -s with only a preposition is a plural noun...
+    ("leaves on the branches", {("leaf",), ("branch",), ("leaf", "branch", "on")}),
+    # ...but a base form stays a verb, as CoreNLP reads "sink in a bathroom"
+    ("sink in a bathroom", {("bathroom",)}),
+    # a particle with an object is a preposition; hyphenated words stay one word
+    ("large multi-color bus driving down street", {("bus",), ("street",), ("bus", "large"), ("bus", "multi-color"),
+                                                   ("bus", "street", "drive down")}),
+    ("a man in a t-shirt", {("man",), ("t-shirt",), ("man", "t-shirt", "in")}),
+])  # fmt: skip
+def test_fragments_read_as_corenlp_reads_them(parser, phrase, expected):
+    """Each phrase is a line of the official parser outputs (the tuples there, as scene-graph tuples)."""
+    assert set(parser.parse([phrase])[0]) == expected
+
+
+def test_a_large_parse_split_over_processes_equals_one_process(parser, monkeypatch):
+    from rlcap.metrics.spice import parser as parser_module
+
+    captions = [f"a {c} dog sitting on a {o} bench" for c in ("red", "brown", "small") for o in ("wooden", "park")]
+    captions += ["two men riding horses", "leaves on the branches", "a cat on a mat"] * 2
+    one = SpiceParser(workers=1).parse(captions)
+    pools = []
+
+    class Recording(parser_module.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
+    monkeypatch.setattr(parser_module, "POOL_MIN_CAPTIONS", 2)
+    monkeypatch.setattr(parser_module, "ProcessPoolExecutor", Recording)
+    assert SpiceParser(workers=2).parse(captions) == one
+    assert len(pools) == 1, "the captions were parsed in worker processes"
+    assert SpiceParser(workers=1).parse(captions) == one and len(pools) == 1
+
+
 def test_agreement_with_the_official_parser_is_pinned(parser, shared_dir):
     """Measured on 1,743 phrases with the official SPICE 1.0 tuples (docs/METRICS.md)."""
     rows = read_official(Path(shared_dir) / "data" / "spice" / "official_parser_outputs.txt")
     scores = agreement(rows, printed_tuples(parser, [phrase for phrase, _ in rows]))
     assert len(rows) == 1743
-    assert scores["objects"].f >= 0.91
-    assert scores["attributes"].f >= 0.76
-    assert scores["relations"].f >= 0.73
+    assert scores["objects"].f >= 0.92
+    assert scores["attributes"].f >= 0.77
+    assert scores["relations"].f >= 0.77
     assert scores["objects_listed"].f >= 0.95

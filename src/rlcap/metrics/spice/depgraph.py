@@ -103,9 +103,14 @@ class Token:
     lemma: str
 
 
-def tokens_of(sentence, lemmas: list[str]) -> list[Token]:  # sentence: spacy.tokens.Span
+def tokens_of(sentence, lemmas: list[str], tags: list[str] | None = None,
+              deps: list[str] | None = None) -> list[Token]:  # sentence: spacy.tokens.Span
+    """The sentence's tokens, with ``tags`` and ``deps`` in place of spaCy's where given."""
     start = sentence.start
-    return [Token(t.lower_, t.tag_, t.dep_, t.head.i - start, lemma) for t, lemma in zip(sentence, lemmas)]
+    tags = tags if tags is not None else [t.tag_ for t in sentence]
+    deps = deps if deps is not None else [t.dep_ for t in sentence]
+    return [Token(t.lower_, tag, dep, t.head.i - start, lemma)
+            for t, lemma, tag, dep in zip(sentence, lemmas, tags, deps, strict=True)]
 
 
 def from_tokens(tokens: list[Token]) -> DepGraph:

@@ -100,8 +100,12 @@ def _verb_modifiers_of_nouns(graph: DepGraph, out: list[Tuple]) -> None:
         if rel != "acl" or not graph.node(pred).tag.startswith("V"):
             continue
         fragment = subj in graph.roots and graph.node(pred).tag == "VBG"
+        # CoreNLP 3.6.0 reads "man riding an elephant" and "a man sitting on a bench" (a singular
+        # noun) as noun phrases, whose participle no SPICE rule turns into a relation; a plural
+        # noun ("birds flying in the sky") it reads as a clause, and the preposition gives one
+        singular = graph.node(subj).tag in ("NN", "NNP")
         for obj_rel, obj in graph.children(pred):
-            if fragment and obj_rel in _OBJECT_RELATIONS:
+            if fragment and (obj_rel in _OBJECT_RELATIONS or singular):
                 continue
             if _is_object_relation(obj_rel) and _is_noun(graph, obj):
                 predicate = _with_preposition(_predicate(graph, pred), obj_rel)

@@ -106,7 +106,7 @@ class SpiceScorer:
         return self._graphs[prepared]
 
     def _parse_new(self, captions: list[str]) -> None:
-        for caption, tuples in zip(captions, self.parser.iter_parse(captions)):
+        for caption, tuples in zip(captions, self.parser.parse_uncached(captions)):
             graph = build_graph([tuples], self.parser.wordnet)
             self._remember(self._graphs, caption, graph.tuples(), self.cache_size)
 
