@@ -186,6 +186,36 @@ def test_spatial_captions_are_true_of_the_scene():
     assert checked > 100
 
 
+def test_version_2_annotators_name_the_two_main_objects_and_place_them_truly():
+    phrase_re = "|".join(sorted(map(re.escape, DIRECTIONS), key=len, reverse=True))
+    placed = 0
+    for scene, captions in scenes_and_captions(300):
+        if len(scene.objects) == 1:
+            continue
+        a, b = scene.objects[0], scene.objects[1]
+        for name in ("A", "D", "E"):
+            named = read_objects(captions[name].raw.lower())
+            generic = name == "D" and not named  # D's rare "some colorful shapes"
+            assert generic or named[:2] == [(a.colour, a.shape), (b.colour, b.shape)] or (
+                named[:1] == [(a.colour, a.shape)] and (a.colour, a.shape) == (b.colour, b.shape)), (name, captions[name].raw)
+        found = re.search(rf"\b({phrase_re})\b", " ".join(captions["A"].tokens))
+        assert found and holds(DIRECTIONS[found.group(1)], a, b), (captions["A"].raw, scene)
+        placed += DIRECTIONS[found.group(1)] != "diagonal"
+    assert placed > 100
+
+
+def test_version_1_annotators_stay_reproducible():
+    """``--captions 1``: the terse annotator names the salient object only, as before version 2."""
+    config = ShapesConfig(captions=1)
+    for imgid in range(50):
+        scene, _, captions = make_image(config, imgid)
+        terse = next(c for c in captions if c.annotator == "A")
+        named = read_objects(terse.raw.lower())
+        assert named == [(scene.objects[0].colour, scene.objects[0].shape)], terse.raw
+    with pytest.raises(ConfigError, match="captions must be one of"):
+        ShapesConfig(captions=3)
+
+
 def test_spatial_caption_of_a_two_object_scene():
     scene = Scene("grey", (obj(x=0.2, y=0.5, size="large"), obj("square", "blue", x=0.8, y=0.5)))
     texts = {spatial(scene, STYLES["C"], random.Random(s)) for s in range(30)}

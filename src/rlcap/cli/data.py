@@ -16,7 +16,7 @@ from rlcap.progress import progress
 # What each numeric field of ShapesConfig accepts on the command line (every one must be listed).
 SHAPES_RANGES: dict[str, Callable[[str], int]] = {
     "seed": int_range(0), "n_train": int_range(0), "n_val": int_range(0), "n_test": int_range(0),
-    "image_size": int_range(32), "max_objects": int_range(1, 4), "workers": int_range(1),
+    "image_size": int_range(32), "max_objects": int_range(1, 4), "workers": int_range(1), "captions": int_range(1, 2),
 }
 
 

@@ -14,6 +14,18 @@ Every statement is true of the scene (counts, relations, colours); the annotator
 what they mention, in the words they choose and in word order, as people do. D and E sometimes
 fall back on a generic description ("some colorful shapes on a white background"), so many
 images share a caption while the details that tell images apart must still be seen.
+
+Those are the captions of version 1 (``rlcap data shapes --captions 1``). Their consensus is the
+salient object alone: A names nothing else, and the best caption under CIDEr-D was three words
+("a red star"), which SCST found. In version 2 (the default) A, D and E name the second object too
+(A and D with where it is), so the words the five annotators share describe two objects and their
+relation, and a caption with more true detail earns more CIDEr-D:
+
+=====  ==========  ===================================================================
+A      terse       "A big red circle above a blue square." ("... in the top left corner" alone)
+D      paraphrase  "there is a violet box next to a green disc" (synonyms, word order)
+E      scene       "A striped red triangle left of a blue circle on a grey background."
+=====  ==========  ===================================================================
 """
 
 from __future__ import annotations
@@ -133,16 +145,66 @@ def scene_detail(scene: Scene, style: Style, rng: random.Random) -> str:
     return f"{text} {background}"
 
 
-# name -> annotator. Each image gets one caption from each, in a shuffled order.
-ANNOTATORS: dict[str, Annotator] = {
-    "A": terse, "B": counting, "C": spatial, "D": paraphrase, "E": scene_detail,
+def _two_objects(scene: Scene, style: Style, rng: random.Random, near: bool = False) -> str:
+    """The salient object and where the next one is ('a red circle above a blue square'); ``near``:
+    in D's looser words ('next to', 'beside', 'near'). One object: where it is in the picture."""
+    objs = scene.objects
+    first = noun_phrase(objs[:1], style, rng)
+    if len(objs) == 1:
+        return f"{first} {position_phrase(objs[0], rng)}"
+    a, b = objs[0], objs[1]
+    second = noun_phrase([b], style, rng)
+    if (a.shape, a.colour) == (b.shape, b.colour):
+        second = "another " + second.split(" ", 1)[1]
+    where = rng.choice(("next to", "beside", "near")) if near else relation_phrase(a, b, rng, 0.8)
+    return f"{first} {where} {second}"
+
+
+def terse_v2(scene: Scene, style: Style, rng: random.Random) -> str:
+    """A (version 2): the salient object and the next one, placed: 'a big red circle above a blue square'."""
+    return _two_objects(scene, style, rng)
+
+
+def paraphrase_v2(scene: Scene, style: Style, rng: random.Random) -> str:
+    """D (version 2): synonyms and other word orders, naming the two main objects."""
+    objs, n = scene.objects, len(scene.objects)
+    if rng.random() < 0.05:
+        return _generic(scene, rng)
+    u = rng.random()
+    if n >= 2 and u < 0.2:
+        first_two = [objs[:2]] if (objs[0].shape, objs[0].colour) == (objs[1].shape, objs[1].colour) else [[o] for o in objs[:2]]
+        text = f"{NUMBER_WORDS[n]} shapes including {join_list([noun_phrase(g, style, rng) for g in first_two])}"
+    elif u < 0.5:
+        text = "there is " + _two_objects(scene, style, rng, near=True)
+    else:
+        text = _two_objects(scene, style, rng, near=True)
+    if rng.random() < 0.2:
+        return rng.choice(("i see ", "this shows ")) + text.removeprefix("there is ")
+    return text
+
+
+def scene_detail_v2(scene: Scene, style: Style, rng: random.Random) -> str:
+    """E (version 2): the two main objects placed, their textures and the background."""
+    objs, n = scene.objects, len(scene.objects)
+    text = _two_objects(scene, style, rng)
+    if n > 2 and rng.random() < 0.5:
+        text += " with " + others_phrase(n - 2, rng)
+    return f"{text} {background_phrase(scene, style, rng)}"
+
+
+# name -> annotator, per captions version. Each image gets one caption from each, in a shuffled order.
+ANNOTATOR_VERSIONS: dict[int, dict[str, Annotator]] = {
+    1: {"A": terse, "B": counting, "C": spatial, "D": paraphrase, "E": scene_detail},
+    2: {"A": terse_v2, "B": counting, "C": spatial, "D": paraphrase_v2, "E": scene_detail_v2},
 }
+CAPTIONS_VERSION = 2  # the default
+ANNOTATORS = ANNOTATOR_VERSIONS[CAPTIONS_VERSION]
 
 
-def caption_scene(scene: Scene, rng: random.Random) -> list[Caption]:
-    """One caption per annotator in :data:`ANNOTATORS`, in a random order drawn from ``rng``."""
+def caption_scene(scene: Scene, rng: random.Random, version: int = CAPTIONS_VERSION) -> list[Caption]:
+    """One caption per annotator of ``version``, in a random order drawn from ``rng``."""
     captions = []
-    for name, annotate in ANNOTATORS.items():
+    for name, annotate in ANNOTATOR_VERSIONS[version].items():
         raw = humanize(annotate(scene, STYLES[name], rng), STYLES[name], rng)
         captions.append(Caption(name, raw, tokenize_caption(raw)))
     rng.shuffle(captions)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from rlcap.data.synthetic.annotators import caption_scene
+from rlcap.data.synthetic.annotators import ANNOTATOR_VERSIONS, CAPTIONS_VERSION, caption_scene
 from rlcap.data.synthetic.captions import Caption
 from rlcap.data.synthetic.render import render_scene
 from rlcap.data.synthetic.scenes import Scene, sample_scene
@@ -50,6 +50,8 @@ class ShapesConfig:
     image_size: int = field(default=128, metadata={"help": "side of the square PNG images, pixels"})
     max_objects: int = field(default=4, metadata={"help": "objects per image, 1 to this (<= 4)"})
     textures: bool = field(default=True, metadata={"help": "striped, dotted, checkered objects"})
+    captions: int = field(default=CAPTIONS_VERSION, metadata={
+        "help": "annotators' version: 2 names two objects and their relation, 1 the salient object (docs/DATA.md)"})
     workers: int = field(default=2, metadata={"help": "drawing processes (output unchanged)"})
 
     def __post_init__(self) -> None:
@@ -62,6 +64,8 @@ class ShapesConfig:
             raise ConfigError(f"shapes: image_size must be >= 32, got {self.image_size}")
         if not 1 <= self.max_objects <= 4:
             raise ConfigError(f"shapes: max_objects must be in 1..4, got {self.max_objects}")
+        if self.captions not in ANNOTATOR_VERSIONS:
+            raise ConfigError(f"shapes: captions must be one of {sorted(ANNOTATOR_VERSIONS)}, got {self.captions}")
         if self.workers < 1:
             raise ConfigError(f"shapes: workers must be >= 1, got {self.workers}")
 
@@ -90,7 +94,7 @@ def make_image(config: ShapesConfig, imgid: int) -> tuple[Scene, Image.Image, li
                          config.max_objects, config.textures)
     image = render_scene(scene, config.image_size,
                          random.Random(image_rng_seed(config.seed, imgid, "render")))
-    captions = caption_scene(scene, random.Random(image_rng_seed(config.seed, imgid, "captions")))
+    captions = caption_scene(scene, random.Random(image_rng_seed(config.seed, imgid, "captions")), config.captions)
     return scene, image, captions
 
 
