@@ -132,7 +132,10 @@ def test_sigterm_and_sigint_stop_and_say_how_to_resume(tiny, tmp_path, sig, code
     run = tmp_path / "run"
     argv = [sys.executable, "-m", "rlcap.cli", "train", str(EMPTY), *tiny_overrides(*tiny, run), "xe.epochs=50",
             "save_every=1"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    # a background job of a non-interactive shell (CI under nohup, say) starts with SIGINT ignored,
+    # which Python then keeps ignoring; the child gets the default disposition, as a terminal gives
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and not (run / "last" / "checkpoint.json").exists():
         time.sleep(0.05)
