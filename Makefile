@@ -31,7 +31,7 @@ bench-demo: $(STAMP)
 
 # PREVIOUS=DIR: a checkout of the previous release, measured alternately for the side-by-side columns
 bench-scst: $(STAMP)
-	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS))
+	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS)) $(if $(REPEATS),--repeats $(REPEATS))
 
 # One PG-SPIDEr update (K = 3 rollouts) next to one SCST step; rollout vs greedy throughput; reward dedupe
 bench-pg: $(STAMP)

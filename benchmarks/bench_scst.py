@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -93,7 +94,10 @@ def markdown(rows: list[dict], command: str, previous: dict[tuple[str, int], flo
              "2,107-word vocabulary from COCO captions), random weights and features, CIDEr-D reward against real "
              "COCO references, greedy (self-critical) baseline. Reward time includes decoding the greedy baseline. "
              "The Transformer is self-critical.pytorch's size: 6 encoder and 6 decoder layers, 8 heads, 2,048 "
-             "feed-forward. Reference: self-critical.pytorch on this machine."
+             "feed-forward. Reference: self-critical.pytorch on this machine. Each configuration runs in "
+             f"{len(rows[0].get('all_samples_per_s', [0]))} processes (alternating with the previous release "
+             "when given); the row is the run with the median samples/s, and the range of all runs is shown "
+             "beside it, since this shared machine's speed varies by about 15% from run to run."
              + (" Previous release: the same benchmark run from a checkout of the previous release, in the "
                 "same session, configurations alternating." if previous else ""), "",
              "| model | images x samples | samples/s | self-critical.pytorch | ratio |"
@@ -106,7 +110,9 @@ def markdown(rows: list[dict], command: str, previous: dict[tuple[str, int], flo
         before = previous.get((r["arch"], r["images"]))
         prev = ((f" {before:.0f} | {r['samples_per_s'] / before - 1:+.1%} |" if before else " - | - |")
                 if previous else "")
-        lines.append(f"| {r['arch']} | {r['images']} x {r['samples']} | {r['samples_per_s']:.1f} | {ref} | "
+        runs = r.get("all_samples_per_s", [r["samples_per_s"]])
+        spread = f" ({min(runs):.1f}-{max(runs):.1f})" if len(runs) > 1 else ""
+        lines.append(f"| {r['arch']} | {r['images']} x {r['samples']} | {r['samples_per_s']:.1f}{spread} | {ref} | "
                      f"{r['samples_per_s'] / ref:.2f}x |{prev} {split['sample_s']:.0%} | {split['reward_s']:.0%} | "
                      f"{split['backward_s']:.0%} | {r['peak_rss_mb']:.0f} MB |")
     return "\n".join(lines)
@@ -120,9 +126,17 @@ def child(script: Path, cwd: Path, steps: int, arch: str, images: int, model: li
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median samples/s (the lower middle one of an even count), with the spread."""
+    ordered = sorted(runs, key=lambda r: r["samples_per_s"])
+    return {**ordered[(len(ordered) - 1) // 2], "all_samples_per_s": [r["samples_per_s"] for r in runs]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5, help="timed steps per configuration (after one warm-up)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="processes per configuration; the run with the median samples/s is reported")
     parser.add_argument("--previous", default=None,
                         help="a checkout of the previous release: its FC and UpDown rows are measured alternately")
     parser.add_argument("--model", action="append", default=[], help=argparse.SUPPRESS)
@@ -134,12 +148,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows, previous = [], {}
     for arch, images, model in CONFIGS:
-        rows.append(child(Path(__file__), REPO, args.steps, arch, images, model))
-        if args.previous and arch != "transformer":
-            old = Path(args.previous).resolve()
-            previous[(arch, images)] = child(old / "benchmarks" / "bench_scst.py", old, args.steps, arch, images,
-                                             [])["samples_per_s"]
-    command = "make bench-scst" + (f" PREVIOUS={args.previous}" if args.previous else "")
+        ours, theirs = [], []
+        for _ in range(args.repeats):  # alternating, so that a slow spell of the machine hits both
+            ours.append(child(Path(__file__), REPO, args.steps, arch, images, model))
+            if args.previous and arch != "transformer":
+                old = Path(args.previous).resolve()
+                theirs.append(child(old / "benchmarks" / "bench_scst.py", old, args.steps, arch, images,
+                                    [])["samples_per_s"])
+        rows.append(median_run(ours))
+        if theirs:
+            previous[(arch, images)] = statistics.median(theirs)
+    command = "make bench-scst" + (f" PREVIOUS={args.previous}" if args.previous else "") + \
+        (f" REPEATS={args.repeats}" if args.repeats != 3 else "")
     replace_section("bench-scst", markdown(rows, command, previous))
     print(markdown(rows, command, previous))
     print(json.dumps({f"{r['arch']}_{r['images']}x{r['samples']}_samples_per_s": round(r["samples_per_s"], 1)
