@@ -18,6 +18,14 @@ def check_min(key: str, value: int | float, least: int | float) -> None:
     """One clear line for a setting below its least allowed value."""
     if value < least:
         raise ConfigError(f"{key}: expected at least {least}, got {value}")
+
+
+def check_positive(key: str, value: float) -> None:
+    """One clear line for a setting that must be above 0."""
+    if not value > 0:
+        raise ConfigError(f"{key}: expected > 0, got {value}")
+
+
 CLIP_MODES = ("norm", "value")
 
 
@@ -71,8 +79,7 @@ class DecodeSettings:
     def validate(self) -> None:
         check_min("decode.max_len", self.max_len, 1)
         check_min("decode.beam_size", self.beam_size, 1)
-        if not self.temperature > 0:
-            raise ConfigError(f"decode.temperature: expected > 0, got {self.temperature}")
+        check_positive("decode.temperature", self.temperature)
         if self.length_penalty < 0:
             raise ConfigError(f"decode.length_penalty: expected >= 0, got {self.length_penalty}")
 
@@ -148,8 +155,7 @@ class PgConfig:
         check_min("pg.rollouts", self.rollouts, 1)
         check_min("pg.samples", self.samples, 1)
         check_min("pg.baseline_hidden", self.baseline_hidden, 1)
-        if not self.baseline_lr > 0:
-            raise ConfigError(f"pg.baseline_lr: expected > 0, got {self.baseline_lr}")
+        check_positive("pg.baseline_lr", self.baseline_lr)
 
 
 @dataclass
@@ -168,8 +174,7 @@ class MixerConfig:
         check_min("mixer.delta", self.delta, 1)
         check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
         check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
-        if not self.baseline_lr > 0:
-            raise ConfigError(f"mixer.baseline_lr: expected > 0, got {self.baseline_lr}")
+        check_positive("mixer.baseline_lr", self.baseline_lr)
 
 
 @dataclass

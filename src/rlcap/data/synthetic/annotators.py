@@ -38,7 +38,7 @@ from rlcap.data.synthetic.captions import (
     humanize, join_list, noun_phrase, others_phrase, plural, position_phrase, relation_phrase,
     tokenize_caption,
 )
-from rlcap.data.synthetic.scenes import Scene
+from rlcap.data.synthetic.scenes import Scene, SceneObject
 
 Annotator = Callable[[Scene, Style, random.Random], str]
 
@@ -69,9 +69,7 @@ def spatial(scene: Scene, style: Style, rng: random.Random) -> str:
     if len(objs) == 1:
         return f"{noun_phrase(objs, style, rng)} {position_phrase(objs[0], rng)}"
     a, b = (objs[1], objs[0]) if rng.random() < 0.3 else (objs[0], objs[1])
-    second = noun_phrase([b], style, rng)
-    if (a.shape, a.colour) == (b.shape, b.colour):
-        second = "another " + second.split(" ", 1)[1]  # not "a red circle left of a red circle"
+    second = _second_object(a, b, style, rng)
     verb = rng.choices(("", "is ", "sits "), weights=(6, 3, 1))[0]
     text = f"{noun_phrase([a], style, rng)} {verb}{relation_phrase(a, b, rng, 0.75)} {second}"
     if rng.random() < 0.2:
@@ -84,6 +82,14 @@ def spatial(scene: Scene, style: Style, rng: random.Random) -> str:
         elif u < 0.75:
             text += f" with {others_phrase(len(objs) - 2, rng)}"
     return text
+
+
+def _second_object(a: SceneObject, b: SceneObject, style: Style, rng: random.Random) -> str:
+    """``b`` named after ``a``: "another circle", not "a red circle left of a red circle"."""
+    second = noun_phrase([b], style, rng)
+    if (a.shape, a.colour) == (b.shape, b.colour):
+        second = "another " + second.split(" ", 1)[1]
+    return second
 
 
 def _generic(scene: Scene, rng: random.Random) -> str:
@@ -153,9 +159,7 @@ def _two_objects(scene: Scene, style: Style, rng: random.Random, near: bool = Fa
     if len(objs) == 1:
         return f"{first} {position_phrase(objs[0], rng)}"
     a, b = objs[0], objs[1]
-    second = noun_phrase([b], style, rng)
-    if (a.shape, a.colour) == (b.shape, b.colour):
-        second = "another " + second.split(" ", 1)[1]
+    second = _second_object(a, b, style, rng)
     where = rng.choice(("next to", "beside", "near")) if near else relation_phrase(a, b, rng, 0.8)
     return f"{first} {where} {second}"
 
