@@ -69,8 +69,9 @@ def weight_grads_once(model: nn.Module) -> Iterator[None]:
     stacked rows once. The gradients are those of plain autograd up to float rounding (the sum is
     ordered differently). Outside the block, or without autograd, nothing changes.
     """
-    layers = [m for m in model.modules() if isinstance(m, Linear) and m.weight.requires_grad]
-    if not torch.is_grad_enabled() or not layers:
+    layers = [m for m in model.modules() if isinstance(m, Linear) and m.weight.requires_grad] \
+        if torch.is_grad_enabled() else []  # greedy and beam search (no autograd) skip the module walk
+    if not layers:
         yield
         return
     for m in layers:
