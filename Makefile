@@ -44,9 +44,12 @@ bench-faults: $(STAMP)
 bench-methods: $(STAMP)
 	$(PY) benchmarks/bench_methods.py
 
-# COCO concepts (docs/CONCEPTS.md): builds data/coco-concepts if missing, its statistics beside COCO's and shapes'
+# COCO concepts (docs/CONCEPTS.md): builds data/coco-concepts if missing, its statistics beside COCO's and shapes',
+# then the method table (XE, SCST, SLL-ME, SLL-SLE) on the first CONCEPTS_TRAIN training scenes (0: all 33,004)
+CONCEPTS_TRAIN ?= 10000
 bench-concepts: $(STAMP)
 	$(PY) benchmarks/concepts_stats.py
+	$(PY) benchmarks/bench_methods.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
 
 # Where SCST's gain goes (docs/BENCHMARKS.md): needs runs/bench_shapes from bench-methods; trains the runs
 # that are missing (about 35 min), then evaluates every run.

@@ -1,8 +1,10 @@
-"""The method table on the shapes benchmark: XE, SLL (SCST), SLL-ME and SLL-SLE from one XE checkpoint.
+"""The method table of a benchmark: XE, SLL (SCST), SLL-ME and SLL-SLE from one XE checkpoint.
 
-Run with ``make bench-methods``: calls ``rlcap bench --benchmark shapes --methods
-xe,scst,sll_me,sll_sle --out runs/bench_shapes`` and copies its table, with the checks the RL
-issue asks for, into the bench-methods section of docs/BENCHMARKS.md. Prints a last line of JSON.
+Run with ``make bench-methods`` (shapes) or ``make bench-concepts`` (COCO concepts, with a
+training-image budget): calls ``rlcap bench --benchmark NAME --methods xe,scst,sll_me,sll_sle``
+and copies its table, with the checks the issues ask for, into the benchmark's section of
+docs/BENCHMARKS.md. On COCO concepts the reference captioners (nearest neighbour, template) are
+scored beside it, built from the same training images. Prints a last line of JSON.
 """
 
 from __future__ import annotations
@@ -16,11 +18,45 @@ import time
 from benchdoc import REPO, machine, replace_section
 
 
+# benchmark -> (BENCHMARKS.md section, title, make target, test images)
+SECTIONS = {"shapes": ("bench-methods", "shapes", "make bench-methods", "1,000"),
+            "coco-concepts": ("bench-concepts-methods", "COCO concepts", "make bench-concepts", "5,000")}
+
+
+def reference_rows(out: str, xe_cider: float) -> list[str]:
+    """The reference captioners on the test split, trained on what the methods trained on (CIDEr-D)."""
+    from rlcap.config import load_config
+    from rlcap.data.loader import load_data
+    from rlcap.metrics import score_captions
+    from rlcap.reference_captioners import nearest_neighbour_predictions, template_predictions
+    from rlcap.train.config import RunConfig
+
+    cfg = json.loads((REPO / out / "xe" / "config.json").read_text())["data"]
+    cfg.update({k: str(REPO / cfg[k]) for k in ("dataset", "features")})  # recipes' paths are from the repository
+    data_cfg = load_config(RunConfig, None, [f"data.{k}={v}" for k, v in cfg.items() if v is not None]).data
+    splits = load_data(data_cfg, ("train", "test")).splits
+    train, test = splits["train"], splits["test"]
+    refs = dict(zip(test.ids, test.refs))
+    scores = {}
+    for name, fn in (("nearest neighbour", nearest_neighbour_predictions), ("template", template_predictions)):
+        preds = fn(train, test)
+        scores[name] = score_captions(refs, {i: [c] for i, c in preds.items()}, ["CIDEr"]).corpus["CIDEr"]
+    nn = scores["nearest neighbour"]
+    return [f"Reference captioners, from the same {len(train.ids):,} training scenes, test CIDEr-D: nearest "
+            f"neighbour {nn:.3f}, template {scores['template']:.3f}.", "",
+            f"- XE over the nearest neighbour, beam CIDEr-D: **{xe_cider / nn:.2f}x** (goal: at least 1.2x).", ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="runs/bench_shapes", help="output folder of rlcap bench")
+    parser.add_argument("--benchmark", default="shapes", choices=sorted(SECTIONS), help="which benchmark")
+    parser.add_argument("--out", default=None, help="output folder of rlcap bench (default runs/bench_BENCHMARK)")
+    parser.add_argument("--max-train-images", type=int, default=0, help="train on the first N training images (0: all)")
     args = parser.parse_args(argv)
-    command = ["rlcap", "bench", "--benchmark", "shapes", "--methods", "xe,scst,sll_me,sll_sle", "--out", args.out]
+    args.out = args.out or f"runs/bench_{args.benchmark.split('-')[-1]}"
+    command = ["rlcap", "bench", "--benchmark", args.benchmark, "--methods", "xe,scst,sll_me,sll_sle", "--out", args.out]
+    if args.max_train_images:
+        command += ["--max-train-images", str(args.max_train_images)]
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "rlcap.cli", *command[1:]], check=True, cwd=REPO)
     seconds = time.perf_counter() - start
@@ -38,22 +74,26 @@ def main(argv: list[str] | None = None) -> int:
                            f"best by validation beam {cfg['decode']['beam_size']}")
     import torch
 
+    section, title, make, test_images = SECTIONS[args.benchmark]
+    references = reference_rows(args.out, m["xe"]["beam"]["CIDEr"]) if args.benchmark == "coco-concepts" else []
+    budget = (f" Training images: the first {args.max_train_images:,} of the training split (every stage, and the "
+              "reference captioners)." if args.max_train_images else "")
     body = "\n".join([
-        "## Methods on shapes (Table 4 layout of 003_5a024678a14e9bf6.txt)", "",
-        f"Command: `make bench-methods` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
-        f"Machine: {machine(torch=torch.__version__)}.", "",
-        "Test split, 1,000 images. `beam`: beam size 3. `rs`: 5 random samples per image, CIDEr-D averaged over "
+        f"## Methods on {title} (Table 4 layout of 003_5a024678a14e9bf6.txt)", "",
+        f"Command: `{make}` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
+        f"Machine: {machine(torch=torch.__version__)}.{budget}", "",
+        f"Test split, {test_images} images. `beam`: beam size 3. `rs`: 5 random samples per image, CIDEr-D averaged over "
         "the 5. `bs`: the 5-best of a size-5 beam. Div-1/Div-2: distinct unigrams/bigrams over words among the 5 "
         "captions of an image; mBLEU-4: each caption against the other 4 (lower is more diverse). Recipes: "
-        "configs/shapes_*.yaml; every RL method starts from the same XE checkpoint with the same budget.", "",
-        table.strip(), "",
+        f"configs/{args.benchmark}_*.yaml; every RL method starts from the same XE checkpoint with the same budget.", "",
+        table.strip(), "", *references,
         f"RL runs: {'; '.join(rl_settings)}.", "",
         f"- SCST over XE, beam CIDEr-D: **{scst_gain:+.1%}** (goal: at least +5%).",
         f"- SLL-SLE over SCST, rs Div-2: **{div2_gain:+.1%}** (goal: at least +10%); "
         f"beam CIDEr-D: **{sle_cider:+.1%}** (goal: no more than 2% below).",
         f"- Curves: `{args.out}/curves.png` (validation CIDEr-D and mean reward against steps).",
     ])
-    replace_section("bench-methods", body)
+    replace_section(section, body)
     print(body)
     print(json.dumps({"scst_over_xe": round(scst_gain, 4), "sle_div2_over_scst": round(div2_gain, 4),
                       "sle_beam_cider_vs_scst": round(sle_cider, 4), "minutes": round(seconds / 60, 1)}))

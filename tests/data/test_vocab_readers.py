@@ -81,3 +81,18 @@ def test_not_json_and_not_utf8(tmp_path):
         read_karpathy(bad)
     with pytest.raises(DataError, match="missing.json: file not found"):
         read_karpathy(tmp_path / "missing.json")
+
+
+def test_max_train_images_keeps_the_first_training_images(tmp_path):
+    from rlcap.data.loader import DataConfig, load_data
+    from rlcap.errors import ConfigError
+    from tests.tiny import make_tiny_dataset
+
+    dataset, feats = make_tiny_dataset(tmp_path)
+    full = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1))
+    cut = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1, max_train_images=5))
+    assert cut.splits["train"].ids == full.splits["train"].ids[:5]
+    assert cut.splits["test"].ids == full.splits["test"].ids  # the budget is on training images only
+    assert len(cut.vocab) < len(full.vocab)  # the vocabulary comes from the kept images
+    with pytest.raises(ConfigError, match="max_train_images"):
+        DataConfig(dataset=str(dataset), features=str(feats), max_train_images=-1).validate()

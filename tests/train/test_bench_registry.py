@@ -58,8 +58,10 @@ def test_a_toy_method_runs_through_the_registries(tmp_path, monkeypatch):
     monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(prepare, "tiny"))
     out = tmp_path / "bench"
     assert main(["bench", "--benchmark", "tiny", "--methods", "xe,toy", "--out", str(out), "--configs", str(configs),
-                 "--data", str(tmp_path / "data")]) == 0
+                 "--data", str(tmp_path / "data"), "--max-train-images", "20"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert list(results["methods"]) == ["xe", "toy"]
+    for stage in ("xe", "toy"):  # the budget reaches every stage
+        assert json.loads((out / stage / "config.json").read_text())["data"]["max_train_images"] == 20
     assert json.loads((out / "toy" / "config.json").read_text())["init_from"] == str(out / "xe" / "best")
     assert (out / "toy" / "best" / "policy.safetensors").is_file()

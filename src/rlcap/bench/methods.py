@@ -42,13 +42,15 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
 def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_dir: str | Path | None = None,
                   configs: str | Path = "configs", rl_overrides: list[str] | None = None,
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
-                  prepared: tuple[Path, Path] | None = None, image_size: int = 128) -> dict[str, Any]:
+                  prepared: tuple[Path, Path] | None = None, image_size: int = 128,
+                  max_train_images: int = 0) -> dict[str, Any]:
     """Train, evaluate on the test split, and write results.json, results.md and curves.png.
 
     ``prepared``: (dataset, features) to use instead of generating the benchmark's data.
     ``image_size``: encoder input side for the generated features (128: a 4x4 grid, the recipes'
     default; 224: the encoder's ImageNet size, 7x7, slower but the shapes are recognised more often,
-    see docs/SHAPES.md).
+    see docs/SHAPES.md). ``max_train_images``: every stage trains on the first N training images
+    (``data.max_train_images``; 0: all), the budget of a quick or time-boxed table.
     """
     from rlcap.bench.evaluate import method_row
     from rlcap.bench.report import plot_curves, results_markdown
@@ -60,6 +62,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     data_dir = Path(data_dir) if data_dir is not None else Path("data") / benchmark
     dataset, feats = prepared or BENCHMARKS[benchmark].prepare(data_dir, image_size, report)
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
+    if max_train_images:
+        data.append(f"data.max_train_images={max_train_images}")
     checkpoints = train_stages(benchmark, methods, out, data, Path(configs), list(rl_overrides or []),
                                list(xe_overrides or []), report)
     metrics = api.evaluation_metrics()

@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--configs", default="configs", help="folder of the method recipes")
     p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every stage that is not XE (the methods' budget)")
     p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE stages")
+    p.add_argument("--max-train-images", type=int, default=0,
+                   help="a budget: every stage trains on the first N training images (0: all)")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128,
                    help="encoder input size for the benchmark's features (default 128: 4x4 grid; 224: 7x7)")
     p.set_defaults(func=run)
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
-                            image_size=args.image_size)
+                            image_size=args.image_size, max_train_images=args.max_train_images)
     for how in ("beam", "rs", "bs"):
         print(f"\n{how}:")
         print_scores({m: r[how] for m, r in results["methods"].items()})

@@ -35,12 +35,16 @@ class DataConfig:
     min_count: int = help_field(5, "words seen fewer times in training captions become <unk>")
     max_len: int = help_field(16, "training captions are cut to this many words (EOS not counted)")
     seq_per_img: int = help_field(5, "captions per image in an XE batch (drawn with replacement when an image has fewer)")
+    max_train_images: int = help_field(0, "a budget: train on the first N training images of the file (0: all); "
+                                          "the vocabulary is built from them")
 
     def validate(self) -> None:
         if self.format not in ("auto", "karpathy", "coco", "jsonl"):
             raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, jsonl")
         if self.min_count < 1 or self.max_len < 1 or self.seq_per_img < 1:
             raise ConfigError("data.min_count, data.max_len and data.seq_per_img must be at least 1")
+        if self.max_train_images < 0:
+            raise ConfigError(f"data.max_train_images must be >= 0 (0: all), got {self.max_train_images}")
 
 
 class Batch(NamedTuple):
@@ -155,6 +159,8 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
     if not cfg.features:
         raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5)")
     grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits))
+    if cfg.max_train_images and "train" in grouped:
+        grouped["train"] = grouped["train"][: cfg.max_train_images]
     if vocab is None:
         if "train" not in grouped:
             raise DataError(f"{cfg.dataset} has no training images to build a vocabulary from")
