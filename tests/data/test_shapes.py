@@ -12,7 +12,7 @@ from PIL import Image
 
 from rlcap.cli import main
 from rlcap.data.records import SPLITS, ImageRecord
-from rlcap.data.synthetic.agreement import caption_stats, human_agreement
+from rlcap.data.synthetic.agreement import caption_stats, human_agreement, scene_consensus
 from rlcap.data.synthetic.annotators import ANNOTATORS, caption_scene, counting, spatial
 from rlcap.data.synthetic.captions import (
     COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS, STYLES, group_objects,
@@ -258,6 +258,23 @@ def test_statistics_and_human_agreement(small_set):
     assert caption_stats(identical).images_sharing == 1.0
     assert caption_stats(identical).distinct_share == 1 / 10
     assert 0.0 < human_agreement(images, split=None) < 10.0
+
+
+def test_scene_consensus_and_scoring_given_candidates(small_set):
+    big_red = {"shape": "circle", "colour": "red", "size": "large", "texture": "striped", "x": 0.2, "y": 0.5,
+               "radius": 0.2}
+    blue = {"shape": "square", "colour": "blue", "size": "medium", "texture": None, "x": 0.7, "y": 0.5, "radius": 0.1}
+    scene = {"background": "white", "objects": [big_red, blue]}
+    assert scene_consensus(scene) == "a big red circle to the left of a blue square"
+    assert scene_consensus({"background": "grey", "objects": [blue]}) == "a blue square on the right"
+    images = small_set["data"]["images"]
+    # the held-out captions given as candidates reproduce human agreement; the scene's consensus scores above it
+    held_out = [" ".join(im["sentences"][0]["tokens"]) for im in images]
+    assert human_agreement(images, split=None, candidates=held_out) == human_agreement(images, split=None)
+    consensus = [scene_consensus(im["scene"]) for im in images]
+    assert human_agreement(images, split=None, candidates=consensus) > human_agreement(images, split=None)
+    with pytest.raises(DataError, match="candidates"):
+        human_agreement(images, split=None, candidates=consensus[:3])
 
 
 def test_config_is_validated():

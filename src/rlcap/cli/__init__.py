@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "score": "rlcap.cli.score",
     "demo": "rlcap.cli.demo",
     "bench": "rlcap.cli.bench",
+    "retrieval": "rlcap.cli.retrieval",
 }
 
 

@@ -177,10 +177,14 @@ class MixerConfig:
         check_positive("mixer.baseline_lr", self.baseline_lr)
 
 
+EMBEDDING_LOSSES = ("ranking", "infonce")
+
+
 @dataclass
 class EmbeddingConfig:
     """algorithm=embedding: the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1, trained
-    with eq. 5's ranking loss; the model the embedding reward (eq. 6) loads."""
+    with eq. 5's ranking loss, the model the embedding reward (eq. 6) loads; or, with ``loss: infonce``,
+    the same dual encoder trained contrastively, the retriever of 002's rewards (``rlcap retrieval``)."""
 
     model: EmbeddingModelConfig = help_field(EmbeddingModelConfig, "sizes of the embedding model")
     epochs: int = help_field(10, "training epochs")
@@ -189,8 +193,15 @@ class EmbeddingConfig:
     margin: float = help_field(0.2, "margin of eq. 5's hinge (000's penalty gamma, in (0, 1))")
     skip_identical: bool = help_field(True, "a caption word for word the same as the pair's own is not a negative "
                                             "(frequent on shapes, where many images share a caption)")
+    loss: str = help_field("ranking", "ranking: 000's eq. 5 hinge; infonce: the symmetric contrastive loss of "
+                                      "CLIP (the retriever of 002, rlcap.rl.contrastive.info_nce_loss)")
+    temperature: float = help_field(0.07, "infonce: the softmax temperature (CLIP's initial 0.07)")
 
     def validate(self) -> None:
+        if self.loss not in EMBEDDING_LOSSES:
+            raise ConfigError(f"embedding.loss: {self.loss!r} is not one of {', '.join(EMBEDDING_LOSSES)}")
+        if self.temperature <= 0:
+            raise ConfigError(f"embedding.temperature: expected a positive number, got {self.temperature}")
         check_min("embedding.epochs", self.epochs, 1)
         check_min("embedding.batch_size", self.batch_size, 2)
         if not 0 < self.margin < 1:

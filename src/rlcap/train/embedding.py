@@ -6,6 +6,9 @@ eq. 5's bidirectional hinge. After every epoch the model is validated by cross-m
 the validation split (R@1/5/10, caption -> image and image -> caption, ``rlcap.metrics.retrieval``)
 and the best epoch by the mean of the six recalls is kept in ``best/``. The checkpoint's only part
 is ``embedding``; its vocabulary is the one the reward tokenizes captions with.
+
+With ``embedding.loss: infonce`` the same model is trained with CLIP's symmetric contrastive loss:
+rlcap's own retriever, the offline default for the rewards of 002 (``rlcap retrieval train``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tqdm.auto import tqdm
 from rlcap.data.loader import Batch, SplitData
 from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel
+from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
 from rlcap.train.config import RunConfig
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
@@ -38,9 +42,12 @@ def embedding_step(s: Session, batch: Batch) -> float:
     # 1. embed the B images and their B captions (one each) into the joint space
     images = model.embed_images(batch.feats)  # (B, D)
     texts = model.embed_texts(batch.tokens)  # (B, D)
-    # 2. eq. 5: every other caption and image of the batch is a negative
+    # 2. every other caption and image of the batch is a negative: eq. 5's hinge, or InfoNCE (002's retriever)
     same = identical_captions(batch.tokens) if cfg.skip_identical else None
-    loss = ranking_loss(images, texts, cfg.margin, same)
+    if cfg.loss == "infonce":
+        loss = info_nce_loss(images, texts, cfg.temperature, same)
+    else:
+        loss = ranking_loss(images, texts, cfg.margin, same)
     # 3. a step of the embedding's optimizer
     optimizer_step(s, loss, part=EMBEDDING)
     return loss.item()

@@ -8,6 +8,8 @@ entries (``{"split", "sentences": [{"tokens", ...}]}``), so COCO and shapes are 
 
 from __future__ import annotations
 
+import random
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -59,24 +61,28 @@ def caption_stats(images: Sequence[dict], split: str | None = None) -> CaptionSt
     )
 
 
-def human_agreement(images: Sequence[dict], split: str | None = "test", holdout: int = 0
-                    ) -> float:
+def human_agreement(images: Sequence[dict], split: str | None = "test", holdout: int = 0,
+                    candidates: Sequence[str] | None = None) -> float:
     """Corpus CIDEr-D of caption ``holdout`` of each image against the image's other captions.
 
-    Uses pycocoevalcap's CIDEr-D (an optional dependency) on the lower-case tokens.
+    ``candidates``: one caption per chosen image to score instead of caption ``holdout``, against
+    the same references (e.g. :func:`scene_consensus`). Uses pycocoevalcap's CIDEr-D (an optional
+    dependency) on the lower-case tokens.
     """
     try:
         from pycocoevalcap.cider.cider import Cider
     except ImportError as exc:
         raise DataError("human agreement needs pycocoevalcap (pip install rlcap[dev])") from exc
     chosen = select(images, split)
+    if candidates is not None and len(candidates) != len(chosen):
+        raise DataError(f"{len(candidates)} candidates for {len(chosen)} images")
     refs: dict[int, list[str]] = {}
     cands: dict[int, list[str]] = {}
     for k, im in enumerate(chosen):
         sentences = [" ".join(s["tokens"]) for s in im["sentences"]]
         if len(sentences) <= holdout + 1 and len(sentences) < 2:
             raise DataError(f"image {im.get('imgid', k)} has {len(sentences)} captions; need 2+")
-        cands[k] = [sentences[holdout]]
+        cands[k] = [sentences[holdout] if candidates is None else " ".join(re.findall(r"[a-z]+", candidates[k].lower()))]
         refs[k] = sentences[:holdout] + sentences[holdout + 1:]
     score, _ = Cider().compute_score(refs, cands)
     return float(score)
@@ -119,3 +125,20 @@ def salient_template(scene: dict, size: bool) -> str:
     words = [{"large": "big", "small": "small"}.get(first["size"], "")] if size else []
     words = [w for w in words if w] + [first["colour"], SHAPE_WORDS[first["shape"]][0][0]]
     return ("an " if words[0][0] in "aeiou" else "a ") + " ".join(words)
+
+
+def scene_consensus(scene: dict) -> str:
+    """What a captioner that perceives the scene rightly can say in the words the annotators of
+    captions version 2 share: the salient object with its size, and where the next one is, in the
+    usual words ("a big red circle above a blue square"; one object: where it is)."""
+    from rlcap.data.synthetic.annotators import _second_object
+    from rlcap.data.synthetic.captions import RELATION_WORDS, Style, noun_phrase, position_phrase
+    from rlcap.data.synthetic.scenes import Scene, relation
+
+    usual = Style(size_prob=1.0, texture_prob=0.0, synonym_prob=0.0, large_word="big")
+    rng = random.Random(0)  # every choice below is forced but the corner wording of a lone object
+    objs = Scene.from_dict(scene).objects
+    first = noun_phrase(objs[:1], usual, rng)
+    if len(objs) == 1:
+        return f"{first} {position_phrase(objs[0], rng)}"
+    return f"{first} {RELATION_WORDS[relation(objs[0], objs[1])][0]} {_second_object(objs[0], objs[1], usual, rng)}"
