@@ -30,6 +30,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     e.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
                    help="data overrides, e.g. data.features=other.h5")
     e.set_defaults(func=run_eval)
+    x = actions.add_parser("index", help="embed every image of a dataset once and mine each one's nearest training "
+                                         "images: the image bank of the retrieval rewards")
+    x.add_argument("retriever", help="a dual-encoder checkpoint folder or a local CLIP folder")
+    x.add_argument("--dataset", required=True, help="caption file (Karpathy JSON, COCO with coco_splits, or JSONL)")
+    x.add_argument("--features", default="", help="feature store, for a dual encoder")
+    x.add_argument("--images", default=None, help="folder of the image files, for CLIP")
+    x.add_argument("--neighbours", type=int, default=10, help="mined neighbours kept per image (default 10)")
+    x.add_argument("--out", required=True, help="the bank to write (HDF5)")
+    x.set_defaults(func=run_index)
     return p
 
 
@@ -56,4 +65,16 @@ def run_eval(args: argparse.Namespace) -> int:
     for direction, name in (("t2i", "caption -> image"), ("i2t", "image -> caption")):
         recalls = "  ".join(f"R@{k} {scores[f'{direction}_R@{k}']:5.1f}" for k in (1, 5, 10))
         print(f"{name:17s} {recalls}  median rank {scores[f'{direction}_MedR']:.0f}  MRR {scores[f'{direction}_MRR']:.3f}")
+    return 0
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from rlcap.data.loader import DataConfig
+    from rlcap.rewards.image_bank import build_image_bank
+
+    bank = build_image_bank(args.retriever, DataConfig(dataset=args.dataset, features=args.features), args.images,
+                            args.neighbours)
+    bank.save(args.out)
+    print(f"wrote {args.out}: {len(bank.ids)} images, {bank.embeddings.size(1)}-d, "
+          f"{bank.neighbours.size(1)} neighbours each ({bank.kind})")
     return 0

@@ -23,8 +23,9 @@ from safetensors.torch import load_file
 from torch import nn
 
 from rlcap.data.feats import Feats
-from rlcap.data.vocab import PAD, Vocab
+from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.errors import ConfigError, RlcapError
+from rlcap.metrics import tokenize
 
 EMBEDDING = "embedding"  # the part name of the model in a checkpoint
 
@@ -73,6 +74,15 @@ class EmbeddingModel(nn.Module):
         out, _ = self.rnn(self.embed(tokens))  # (N, T, H); padding comes after, so it does not reach the last state
         last = out.gather(1, (lengths - 1)[:, None, None].expand(-1, 1, out.size(2))).squeeze(1)  # (N, H)
         return F.normalize(self.text_map(last), dim=1)
+
+
+def encode_captions(captions: list[str], vocab: Vocab) -> torch.Tensor:
+    """Raw captions -> (N, T) word ids ``BOS w1..wn EOS PAD...``, as the embedding model was trained on."""
+    rows = [[BOS, *vocab.encode(tokenize(c)), EOS] for c in captions]
+    tokens = torch.full((len(rows), max((len(r) for r in rows), default=2)), PAD, dtype=torch.long)
+    for i, row in enumerate(rows):
+        tokens[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return tokens
 
 
 def load_embedding_model(folder: str | Path) -> tuple[EmbeddingModel, Vocab]:

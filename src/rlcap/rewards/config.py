@@ -48,7 +48,18 @@ class RewardConfig:
     paths: dict[str, str] = _field(
         {},
         "reward name -> the checkpoint (file or folder) that a learned reward loads, e.g. "
-        "{embedding: runs/embedding/best}",
+        "{embedding: runs/embedding/best}; the retrieval rewards read retrieval (a retriever) and "
+        "retrieval_bank (its image bank)",
+    )
+
+    retrieval_tau: float = _field(
+        0.0,
+        "temperature tau of the contrastive retrieval rewards i2t, t2i, bicont (002 eq. 2); 0: the "
+        "retriever's own (its InfoNCE temperature; CLIP: 1 / logit scale)",
+    )
+    hard_negatives: int = _field(
+        5,
+        "retrieval rewards: mined neighbours of each batch image added to the image pool (002 sec. 3.4)",
     )
 
     def validate(self) -> None:
@@ -59,6 +70,10 @@ class RewardConfig:
             check_reward_name(name)
             if not math.isfinite(weight):
                 raise ConfigError(f"reward.weights.{name}: weight must be a finite number, got {weight}")
+        if self.retrieval_tau < 0 or not math.isfinite(self.retrieval_tau):
+            raise ConfigError(f"reward.retrieval_tau: expected a number >= 0, got {self.retrieval_tau}")
+        if self.hard_negatives < 0:
+            raise ConfigError(f"reward.hard_negatives: expected an integer >= 0, got {self.hard_negatives}")
         if self.nonfinite not in ("raise", "zero"):
             raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
 

@@ -12,21 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from rlcap.data.vocab import BOS, EOS, PAD, Vocab
-from rlcap.metrics import tokenize
-from rlcap.models.embedding import ImageTextEmbedder, load_embedding_model
+from rlcap.data.vocab import Vocab
+from rlcap.models.embedding import ImageTextEmbedder, encode_captions, load_embedding_model
 from rlcap.rewards.batch import RewardBatch, check_batch
 from rlcap.rewards.context import RewardContext
 from rlcap.rl.embedding_loss import cosine_reward
-
-
-def encode_captions(captions: list[str], vocab: Vocab) -> torch.Tensor:
-    """Captions -> (N, T) word ids ``BOS w1..wn EOS PAD...``, as the embedding model was trained on."""
-    rows = [[BOS, *vocab.encode(tokenize(c)), EOS] for c in captions]
-    tokens = torch.full((len(rows), max((len(r) for r in rows), default=2)), PAD, dtype=torch.long)
-    for i, row in enumerate(rows):
-        tokens[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-    return tokens
 
 
 class EmbeddingReward:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcap.errors import ConfigError
-from rlcap.rewards import bcmr, embedding, metric_rewards, spice_rewards
+from rlcap.rewards import bcmr, embedding, metric_rewards, retrieval, spice_rewards
 from rlcap.rewards.batch import Reward, TrainRefs
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.context import RewardContext
@@ -37,6 +37,11 @@ REWARDS: dict[str, RewardFactory] = {
     "spider": spice_rewards.make_spider,
     "embedding": embedding.make_embedding,
     "bcmr": bcmr.make_bcmr,
+    # 002: a frozen retriever's similarity (CLIP-S) and eq. 2's contrastive rewards
+    "clip_s": functools.partial(retrieval.make_retrieval_reward, kind="clip_s"),
+    "i2t": functools.partial(retrieval.make_retrieval_reward, kind="i2t"),
+    "t2i": functools.partial(retrieval.make_retrieval_reward, kind="t2i"),
+    "bicont": functools.partial(retrieval.make_retrieval_reward, kind="bicont"),
 }
 
 
@@ -94,7 +99,8 @@ def build_reward(cfg: "RewardConfig", train_refs: TrainRefs, vocab: Any = None, 
         train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
         vocab, fc_dim, att_dim, device: the run's, for rewards that hold a model.
     """
-    ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, vocab, fc_dim, att_dim, device, dict(cfg.paths))
+    ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, vocab, fc_dim, att_dim, device, dict(cfg.paths),
+                        cfg.retrieval_tau, cfg.hard_negatives)
     rewards = {}
     try:
         for name in cfg.weights:

@@ -1,0 +1,139 @@
+"""The image bank of the retrieval rewards: every image embedded once, and its mined neighbours.
+
+002_b2d5a89fd5f9a310.txt sec. 3.4: "the mining of similar images and the computation of all image
+representations is done only once before the training". A bank is an HDF5 file:
+
+- ``ids`` (N,) image ids, ``embeddings`` (N, D) float32 unit rows (the retriever's image side);
+- ``neighbours`` (N, k) int: for each image, the rows of its k most similar *training* images by
+  cosine (itself excluded), the hard negatives added to a batch's image pool;
+- attributes: ``retriever`` (the path it was built with), ``kind`` (dual_encoder or clip), ``k``.
+
+``rlcap retrieval index`` writes one (:func:`rlcap.api.build_image_bank`); the rewards load it from
+``reward.paths.retrieval_bank``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from rlcap.errors import DataError
+
+MINING_BLOCK = 2048  # query rows per similarity block when mining
+
+
+@dataclass
+class ImageBank:
+    ids: list[str]
+    embeddings: torch.Tensor  # (N, D)
+    neighbours: torch.Tensor  # (N, k) long
+    retriever: str = ""
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        self.row = {image_id: k for k, image_id in enumerate(self.ids)}
+
+    def rows(self, image_ids: list[str]) -> torch.Tensor:
+        """Image ids -> (B,) bank rows; one clear error for an id the bank does not hold."""
+        try:
+            return torch.tensor([self.row[i] for i in image_ids], dtype=torch.long)
+        except KeyError as exc:
+            raise DataError(f"image {exc.args[0]!r} is not in the image bank built with {self.retriever or '?'}; "
+                            "rebuild it on this dataset (rlcap retrieval index)") from None
+
+    def pool(self, image_ids: list[str], hard_negatives: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The image pool of a batch: its distinct images, then up to ``hard_negatives`` mined
+        neighbours of each (those not already in the pool). -> (M, D) embeddings and, for each
+        given id, its row in the pool (B,)."""
+        order = list(dict.fromkeys(image_ids))  # distinct, in order of first appearance
+        rows = self.rows(order).tolist()
+        seen = set(rows)
+        k = min(hard_negatives, self.neighbours.size(1))
+        for r in list(rows):
+            for n in self.neighbours[r, :k].tolist():
+                if n not in seen:
+                    seen.add(n)
+                    rows.append(n)
+        where = {image_id: p for p, image_id in enumerate(order)}
+        return self.embeddings[rows], torch.tensor([where[i] for i in image_ids], dtype=torch.long)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("ids", data=np.array(self.ids, dtype=object), dtype=h5py.string_dtype())
+            f.create_dataset("embeddings", data=self.embeddings.numpy().astype(np.float32))
+            f.create_dataset("neighbours", data=self.neighbours.numpy().astype(np.int64))
+            f.attrs.update({"retriever": self.retriever, "kind": self.kind, "k": self.neighbours.size(1)})
+        tmp.replace(path)
+
+
+def load_image_bank(path: str | Path) -> ImageBank:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no image bank there; build one with rlcap retrieval index")
+    try:
+        with h5py.File(path, "r") as f:
+            ids = [x.decode() if isinstance(x, bytes) else str(x) for x in f["ids"][()]]
+            return ImageBank(ids, torch.from_numpy(f["embeddings"][()]), torch.from_numpy(f["neighbours"][()]),
+                             str(f.attrs.get("retriever", "")), str(f.attrs.get("kind", "")))
+    except (OSError, KeyError) as exc:
+        raise DataError(f"{path}: not an image bank ({exc})") from exc
+
+
+def mine_neighbours(embeddings: torch.Tensor, candidates: torch.Tensor, k: int) -> torch.Tensor:
+    """For each row of ``embeddings`` (N, D), the k rows among ``candidates`` (indices into the
+    same N) with the highest cosine, itself excluded -> (N, k) long, most similar first."""
+    if k < 0:
+        raise ValueError(f"mine_neighbours: k must be >= 0, got {k}")
+    k = min(k, max(len(candidates) - 1, 0))
+    pool = embeddings[candidates]  # (C, D)
+    out = []
+    for start in range(0, embeddings.size(0), MINING_BLOCK):
+        block = embeddings[start:start + MINING_BLOCK]  # (b, D)
+        sim = block @ pool.T  # (b, C)
+        itself = candidates[None, :] == torch.arange(start, start + block.size(0))[:, None]  # (b, C)
+        sim = sim.masked_fill(itself, float("-inf"))
+        out.append(candidates[sim.topk(k, dim=1).indices] if k else torch.zeros(block.size(0), 0, dtype=torch.long))
+    return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.long)
+
+
+def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Path | None = None, k: int = 10,
+                     batch_size: int = 256, device: str = "cpu") -> ImageBank:
+    """Embed every image of a dataset (all its splits) with a retriever and mine each image's k
+    nearest training images. ``data_cfg``: a :class:`rlcap.data.loader.DataConfig` (the dual encoder
+    reads its feature store); ``images_dir``: the image files, for a CLIP retriever."""
+    from rlcap.data.readers import read_dataset
+    from rlcap.encoders.images import load_image
+    from rlcap.models.retriever import DualEncoderRetriever, load_retriever
+
+    retriever = load_retriever(retriever_path, device)
+    records = read_dataset(data_cfg.dataset, data_cfg.format, data_cfg.coco_splits)
+    if not records:
+        raise DataError(f"{data_cfg.dataset} holds no images")
+    ids = [r.id for r in records]
+    if isinstance(retriever, DualEncoderRetriever):
+        from rlcap.data.loader import SplitData
+
+        split = SplitData(records, retriever.vocab, data_cfg.features, data_cfg.max_len)
+        chunks = [retriever.embed_feats(split.feats(torch.arange(i, min(i + batch_size, len(ids)))))
+                  for i in range(0, len(ids), batch_size)]
+    else:
+        if images_dir is None:
+            raise DataError("a CLIP retriever embeds the image files: give their folder (--images)")
+        folder = Path(images_dir)
+        missing = [r.id for r in records if not r.filename]
+        if missing:
+            raise DataError(f"image {missing[0]!r} has no file name in {data_cfg.dataset}")
+        chunks = [retriever.embed_images([load_image(folder / r.filename) for r in records[i:i + batch_size]])
+                  for i in range(0, len(records), batch_size)]
+    embeddings = torch.cat(chunks)  # (N, D)
+    train = torch.tensor([k for k, r in enumerate(records) if r.split == "train"], dtype=torch.long)
+    if len(train) == 0:
+        raise DataError(f"{data_cfg.dataset} has no training images to mine neighbours from")
+    return ImageBank(ids, embeddings, mine_neighbours(embeddings, train, k), str(retriever_path), retriever.kind)

@@ -1,0 +1,86 @@
+"""The retrieval rewards of 002: pools built from the call's captions, the batch's ground truth and
+the bank's mined neighbours, then eq. 2 / CLIP-S; and the registry entry with a trained dual encoder."""
+
+import pytest
+import torch
+
+from rlcap.rewards import RewardBatch
+from rlcap.rewards.image_bank import ImageBank
+from rlcap.rewards.retrieval import RetrievalReward
+from rlcap.rl.contrastive import bicont_reward, clip_s, i2t_reward, t2i_reward
+
+ANGLE = {"red circle": 0.0, "red disc": 20.0, "blue square": 90.0, "a red shape": 40.0, "a blue box": 70.0,
+         "green star": 50.0}
+
+
+class AngleRetriever:
+    """Each caption is a unit vector at a fixed angle: rewards computable by hand."""
+
+    temperature = 0.5
+
+    def embed_captions(self, captions):
+        a = torch.tensor([ANGLE[c] for c in captions]) * torch.pi / 180
+        return torch.stack([a.cos(), a.sin()], dim=1) if captions else torch.zeros(0, 2)
+
+
+def unit(deg):
+    a = torch.tensor(deg) * torch.pi / 180
+    return torch.stack([a.cos(), a.sin()], dim=-1)
+
+
+# images: "r" at 5 deg, "b" at 85 deg, "g" at 45 deg (a mined neighbour of both, never in a batch)
+BANK = ImageBank(["r", "b", "g"], unit([5.0, 85.0, 45.0]), torch.tensor([[2], [2], [0]]), "angles", "test")
+BATCH = RewardBatch(["r", "r", "b"], [["a red shape", "red circle"]] * 2 + [["a blue box"]])
+CAPTIONS = ["red circle", "red disc", "blue square"]
+
+
+def test_pools_and_rewards_by_hand():
+    texts = AngleRetriever().embed_captions(CAPTIONS)
+    # text pool: the three captions, then the ground truth not among them ("red circle" is one of them)
+    pool = torch.cat([texts, AngleRetriever().embed_captions(["a red shape", "a blue box"])])
+    owner = torch.tensor([0, 0, 1, 0, 1])
+    images = unit([5.0, 85.0, 45.0])  # the batch's r and b, then their neighbour g, once
+    for kind, fn in (("i2t", i2t_reward), ("t2i", t2i_reward), ("bicont", bicont_reward)):
+        got = RetrievalReward(AngleRetriever(), BANK, kind, hard_negatives=1)(CAPTIONS, BATCH)
+        torch.testing.assert_close(got, fn(pool, images, owner, 0.5)[:3])
+    # without hard negatives g leaves the image pool: t2i of "red circle" = s(r) - tau * log e^{s(b)/tau}
+    got = RetrievalReward(AngleRetriever(), BANK, "t2i", hard_negatives=0)(CAPTIONS, BATCH)
+    cos = lambda d: torch.tensor(d * torch.pi / 180).cos()  # noqa: E731
+    assert float(got[0]) == pytest.approx(float(cos(5.0) - cos(85.0)), abs=1e-6)
+    got = RetrievalReward(AngleRetriever(), BANK, "clip_s", tau=0.1)(CAPTIONS, BATCH)
+    torch.testing.assert_close(got, clip_s(texts, images[[0, 0, 1]]))
+
+
+def test_tau_defaults_to_the_retrievers_own():
+    assert RetrievalReward(AngleRetriever(), BANK, "bicont").tau == 0.5
+    assert RetrievalReward(AngleRetriever(), BANK, "bicont", tau=0.05).tau == 0.05
+
+
+def test_registry_builds_from_a_trained_dual_encoder(tmp_path):
+    from rlcap import api
+    from rlcap.rewards import build_reward
+    from rlcap.rewards.config import RewardConfig
+    from rlcap.data.loader import DataConfig
+    from rlcap.rewards.image_bank import build_image_bank
+    from tests.tiny import make_tiny_dataset, tiny_overrides
+
+    dataset, feats = make_tiny_dataset(tmp_path)
+    settings = {"algorithm": "embedding", "embedding.loss": "infonce", "embedding.epochs": 2, "embedding.batch_size": 8,
+                "embedding.model.word_dim": 8, "embedding.model.hidden_dim": 8, "embedding.model.joint_dim": 8}
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "ret", **settings)))
+    bank = build_image_bank(tmp_path / "ret" / "best", DataConfig(dataset=str(dataset), features=str(feats)), k=3)
+    assert len(bank.ids) == 36 and bank.neighbours.shape == (36, 3)
+    bank.save(tmp_path / "bank.h5")
+    cfg = RewardConfig(weights={"bicont": 0.94, "clip_s": 0.06},
+                       paths={"retrieval": str(tmp_path / "ret" / "best"), "retrieval_bank": str(tmp_path / "bank.h5")})
+    with build_reward(cfg, {}) as reward:
+        batch = RewardBatch(["0", "0", "1"], [["a red circle"], ["a red circle"], ["blue square on the left"]])
+        values = reward(["a red circle", "green square", "blue square"], batch)
+    from rlcap.models.retriever import load_retriever
+    from rlcap.rewards.image_bank import load_image_bank
+
+    retriever, loaded = load_retriever(tmp_path / "ret" / "best"), load_image_bank(tmp_path / "bank.h5")
+    assert retriever.temperature == 0.07  # InfoNCE's default, the contrastive rewards' tau
+    parts = {kind: RetrievalReward(retriever, loaded, kind)(["a red circle", "green square", "blue square"], batch)
+             for kind in ("bicont", "clip_s")}
+    torch.testing.assert_close(values, 0.94 * parts["bicont"] + 0.06 * parts["clip_s"])
