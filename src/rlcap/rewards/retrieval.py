@@ -41,29 +41,29 @@ class RetrievalReward:
     @torch.no_grad()
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
-        images, owner = self.bank.pool(batch.image_ids, 0 if self.kind == "clip_s" else self.hard_negatives)
         texts = self.retriever.embed_captions(captions)  # (N, D)
         if self.kind == "clip_s":
-            return clip_s(texts, images[owner])
-        given = set(captions)
-        extra, extra_owner = [], []
-        for image_id, refs, row in _distinct(batch.image_ids, batch.refs, owner):
+            return self.pool_scores(texts, batch.image_ids)
+        given, extra, extra_ids = set(captions), [], []
+        for image_id, refs in dict(zip(batch.image_ids, batch.refs)).items():  # each distinct image once
             for ref in refs:
                 if ref not in given:
                     extra.append(ref)
-                    extra_owner.append(row)
+                    extra_ids.append(image_id)
         pool = torch.cat([texts, self.retriever.embed_captions(extra)]) if extra else texts  # (N + G, D)
-        pool_owner = torch.cat([owner, torch.tensor(extra_owner, dtype=torch.long)])
-        return KINDS[self.kind](pool, images, pool_owner, self.tau)[: len(captions)]
+        return self.pool_scores(pool, list(batch.image_ids) + extra_ids)[: len(captions)]
 
+    def pool_scores(self, texts: torch.Tensor, image_ids: list[str]) -> torch.Tensor:
+        """The reward of every caption of a whole text pool: ``texts`` (N, D) embeddings of the pool,
+        ``image_ids`` (N,) each one's image; the image pool comes from the bank. -> (N,)"""
+        images, owner = self.bank.pool(image_ids, 0 if self.kind == "clip_s" else self.hard_negatives)
+        if self.kind == "clip_s":
+            return clip_s(texts, images[owner])
+        return KINDS[self.kind](texts, images, owner, self.tau)
 
-def _distinct(image_ids: list[str], refs: list[list[str]], owner: torch.Tensor):
-    """(id, references, pool row) of each distinct image of the batch, in order."""
-    seen: set[str] = set()
-    for k, image_id in enumerate(image_ids):
-        if image_id not in seen:
-            seen.add(image_id)
-            yield image_id, refs[k], int(owner[k])
+    def image_embeddings(self, image_ids: list[str]) -> torch.Tensor:
+        """(N, D): each caption's image from the bank."""
+        return self.bank.embeddings[self.bank.rows(image_ids)]
 
 
 def make_retrieval_reward(ctx: RewardContext, kind: str) -> RetrievalReward:

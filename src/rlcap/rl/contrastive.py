@@ -97,3 +97,15 @@ def clip_s(texts: torch.Tensor, images: torch.Tensor, weight: float = CLIP_S_WEI
         raise ValueError(f"clip_s: expected texts and images of one shape, got {tuple(texts.shape)} "
                          f"and {tuple(images.shape)}")
     return weight * (texts * images).sum(1).clamp(min=0)
+
+
+def discriminator_loss(human: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
+    """The discriminator's binary cross-entropy (002 sec. 3.2): logits of ground-truth captions
+    (N_h,) labelled 1 and of generated ones (N_g,) labelled 0, each set weighing half. -> ()"""
+    return (F.binary_cross_entropy_with_logits(human, torch.ones_like(human))
+            + F.binary_cross_entropy_with_logits(generated, torch.zeros_like(generated))) / 2
+
+
+def weighted_reward(similarity: torch.Tensor, p_human: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Eq. 3's reward r(x) = alpha * r_sim(x) + (1 - alpha) * p_D(x), elementwise."""
+    return alpha * similarity + (1.0 - alpha) * p_human

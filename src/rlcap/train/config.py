@@ -233,6 +233,39 @@ class ActorCriticConfig:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
 
 
+WTF_TRAJECTORIES = ("both", "gt", "bs")
+WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
+
+
+@dataclass
+class WtfRlConfig:
+    """algorithm=wtf_rl: distinctive captioning, 002_b2d5a89fd5f9a310.txt eq. 3. The retriever and its
+    image bank are ``reward.paths.retrieval`` and ``reward.paths.retrieval_bank``; tau and the hard
+    negatives are ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
+
+    trajectories: str = help_field("both", "both: beam-search and ground-truth trajectories (WTF-RL); gt: "
+                                           "ground truth only (WTF); bs: beam search only (RL)")
+    similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
+    alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
+    discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
+    discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
+    discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
+    discriminator_pretrain_epochs: int = help_field(1, "epochs of discriminator pretraining on ground truth "
+                                                       "versus the XE model's beam search, before the loop")
+
+    def validate(self) -> None:
+        if self.trajectories not in WTF_TRAJECTORIES:
+            raise ConfigError(f"wtf_rl.trajectories: {self.trajectories!r} is not one of {', '.join(WTF_TRAJECTORIES)}")
+        if self.similarity not in WTF_SIMILARITIES:
+            raise ConfigError(f"wtf_rl.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
+        check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)
+        check_min("wtf_rl.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
+        if self.discriminator_lr <= 0:
+            raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
+
+
 @dataclass
 class ValConfig:
     split: str = help_field("val", "split used to pick the best checkpoint")
@@ -249,7 +282,7 @@ class RunConfig:
     """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
     and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg or mixer "
+    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg, mixer or wtf_rl "
                                       "(rlcap.train.registry.TRAINERS)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
@@ -277,6 +310,8 @@ class RunConfig:
     ac: ActorCriticConfig = help_field(ActorCriticConfig, "algorithm=ac: actor-critic with a value network (000)")
     pg: PgConfig = help_field(PgConfig, "algorithm=pg: PG-SPIDEr, Monte-Carlo rollouts and a baseline MLP (001)")
     mixer: MixerConfig = help_field(MixerConfig, "algorithm=mixer: MIXER, XE on a prefix annealed to 0 (001)")
+    wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "algorithm=wtf_rl: distinctive captioning, WTF and RL with a "
+                                                  "retrieval reward and a discriminator (002)")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
 
     def validate(self) -> None:

@@ -23,6 +23,7 @@ TRAINERS: dict[str, str | Trainer] = {
     "ac": "rlcap.train.actor_critic:train_actor_critic",
     "pg": "rlcap.train.pg:train_pg",
     "mixer": "rlcap.train.mixer:train_mixer",
+    "wtf_rl": "rlcap.train.wtf_rl:train_wtf_rl",
 }
 
 

@@ -1,0 +1,199 @@
+"""Distinctive captioning with a retrieval reward: ../shared/papers/002_b2d5a89fd5f9a310.txt.
+
+Two parts: ``policy`` (the captioner, from an XE checkpoint: 002's TF row) and ``discriminator``
+(:class:`rlcap.models.Discriminator`, sec. 3.2), each with its own optimizer, beside a frozen
+retriever and its image bank (``reward.paths.retrieval``, ``reward.paths.retrieval_bank``). Two
+phases, the phase and its position kept in ``session.state`` so that a killed run resumes exactly:
+
+1. discriminator pretraining (``wtf_rl.discriminator_pretrain_epochs``, sec. 4.1): ground-truth
+   captions against the XE policy's beam search;
+2. the loop (``rl.epochs``), per batch: decode the beam-search (x_bs) and greedy (x_gs) captions,
+   embed them and the ground truth (x_gt) with the retriever; one discriminator step on x_gt
+   against x_bs (sec. 4.1: "at the beginning of each iteration"); rewards
+   r(x) = alpha * r_sim(x) + (1 - alpha) * p_D(x) (eq. 3), r_sim the bidirectional contrastive
+   reward of eq. 2 over the text pool {x_bs, x_gs, x_gt} and the image pool of the batch's images
+   and their mined neighbours; the policy's step on eq. 3:
+   -[r(x_bs) log p(x_bs) + r(x_gt) log p(x_gt)], log p by teacher forcing.
+
+``wtf_rl.trajectories`` gives 002's Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
+teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional.
+The log-likelihood of a caption is normalised per word, as the teacher-forcing loss it weights
+(:func:`rlcap.rl.losses.reinforce_loss`); with every r = 1, WTF is teacher forcing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+
+from rlcap.data.loader import Batch
+from rlcap.data.vocab import PAD
+from rlcap.decoding import beam_search, greedy
+from rlcap.models.discriminator import Discriminator
+from rlcap.models.retriever import load_retriever
+from rlcap.rewards.image_bank import load_image_bank
+from rlcap.rewards.retrieval import RetrievalReward
+from rlcap.rl.contrastive import discriminator_loss, weighted_reward
+from rlcap.rl.losses import reinforce_loss
+from rlcap.train.config import OptimConfig, RunConfig
+from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
+from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
+                                 optimizer_step, train_batches)
+
+log = logging.getLogger(__name__)
+
+DISCRIMINATOR = "discriminator"
+PRETRAIN = "discriminator_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of phase 1
+
+
+class WtfStats(NamedTuple):
+    loss: float              # the policy's eq. 3 loss (0 in pretraining)
+    discriminator_loss: float
+    discriminator_acc: float  # share of x_gt and x_bs the discriminator classifies right, before its step
+    reward_bs: float         # mean r(x_bs)
+    reward_gt: float         # mean r(x_gt)
+    sim_bs: float            # mean r_sim(x_bs)
+    p_human_bs: float        # mean p_D(x_bs)
+    length: float            # mean words of x_bs
+    phase: float             # 1: discriminator pretraining, 2: the loop
+    seconds: float
+
+
+class Trajectories(NamedTuple):
+    """A batch's captions: beam search and greedy (one per image) and ground truth (S per image)."""
+
+    bs: torch.Tensor  # (B, T) word ids, no BOS
+    gs: torch.Tensor  # (B, T)
+    gt: torch.Tensor  # (B*S, T)
+    captions: list[str]  # bs, then gs, then gt
+    image_ids: list[str]  # the image of each caption, in the same order
+
+
+def decode_trajectories(s: Session, batch: Batch) -> Trajectories:
+    """x_bs and x_gs from the policy in eval mode (no gradient), x_gt from the batch."""
+    cfg, model, vocab = s.cfg, s.model, s.data.vocab
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        bs = beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty).tokens
+        gs = greedy(model, batch.feats, cfg.decode.max_len).tokens
+    model.train(was_training)
+    gt = batch.tokens[:, 1:]  # (B*S, T+1): drop BOS
+    per_image = gt.size(0) // len(batch.ids)
+    ids = list(batch.ids)
+    captions = [vocab.decode(row.tolist()) for rows in (bs, gs, gt) for row in rows]
+    return Trajectories(bs, gs, gt, captions, ids + ids + [i for i in ids for _ in range(per_image)])
+
+
+def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b: int) -> tuple[float, float]:
+    """One step of the discriminator on x_gt (rows 2B:) against x_bs (rows :B); (loss, accuracy before it)."""
+    d = s.parts[DISCRIMINATOR].module
+    human, generated = d(texts[2 * b:], images[2 * b:]), d(texts[:b], images[:b])
+    accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
+    loss = discriminator_loss(human, generated)
+    optimizer_step(s, loss, part=DISCRIMINATOR)
+    return loss.item(), accuracy
+
+
+def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
+    cfg, start = s.cfg.wtf_rl, time.perf_counter()
+    b = len(batch.ids)
+    # 1. trajectories: beam search, greedy (the text pool's baselines) and ground truth
+    traj = decode_trajectories(s, batch)
+    # 2. the frozen retriever's embeddings of every caption and of each caption's image
+    texts = reward.retriever.embed_captions(traj.captions)  # (2B + B*S, D)
+    images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
+    # 3. the discriminator's step first (002 sec. 4.1), then p_D of x_bs and x_gt
+    d_loss, d_acc = discriminator_step(s, texts, images, b)
+    with torch.no_grad():
+        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))  # (2B + B*S,)
+    # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
+    sim = reward.pool_scores(texts, traj.image_ids)
+    r = weighted_reward(sim, p_human, cfg.alpha)
+    r_bs, r_gt = r[:b], r[2 * b:]
+    # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
+    terms = []
+    if cfg.trajectories in ("both", "bs"):
+        lp, _ = teacher_forced_logprobs(s.model, batch, traj.bs, 1)
+        terms.append((lp, traj.bs != PAD, r_bs))
+    if cfg.trajectories in ("both", "gt"):
+        lp, _ = teacher_forced_logprobs(s.model, batch, traj.gt, traj.gt.size(0) // b)
+        terms.append((lp, traj.gt != PAD, r_gt))
+    loss = eq3_loss(terms)
+    optimizer_step(s, loss)
+    return WtfStats(loss.item(), d_loss, d_acc, float(r_bs.mean()), float(r_gt.mean()), float(sim[:b].mean()),
+                    float(p_human[:b].mean()), float(caption_lengths(traj.bs).mean()), 2.0, time.perf_counter() - start)
+
+
+def eq3_loss(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """-sum_x r(x) log p(x) over the given trajectory sets, each (logprobs (N, T), mask (N, T), r (N,)),
+    normalised by their words together: one REINFORCE loss over the rows of every set."""
+    width = max(lp.size(1) for lp, _, _ in terms)
+    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.size(1)))  # noqa: E731
+    return reinforce_loss(torch.cat([pad(lp) for lp, _, _ in terms]), torch.cat([pad(m) for _, m, _ in terms]),
+                          torch.cat([r for _, _, r in terms]))
+
+
+def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
+    start = time.perf_counter()
+    traj = decode_trajectories(s, batch)
+    texts = reward.retriever.embed_captions(traj.captions)
+    d_loss, d_acc = discriminator_step(s, texts, reward.image_embeddings(traj.image_ids), len(batch.ids))
+    return WtfStats(0.0, d_loss, d_acc, 0.0, 0.0, 0.0, 0.0, float(caption_lengths(traj.bs).mean()), 1.0,
+                    time.perf_counter() - start)
+
+
+def pretrain_discriminator(s: Session, reward: RetrievalReward) -> bool:
+    """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
+    cfg = s.cfg
+    phase = s.state.setdefault(PRETRAIN, {"epoch": 0, "step_in_epoch": 0})
+    train = s.data.splits["train"]
+    steps = (len(train) + cfg.rl.batch_size - 1) // cfg.rl.batch_size
+    while phase["epoch"] < cfg.wtf_rl.discriminator_pretrain_epochs:
+        batches = train.batches(cfg.rl.batch_size, cfg.data.seq_per_img, cfg.seed, phase["epoch"],
+                                phase["step_in_epoch"])
+        for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
+                          desc=f"discriminator pretraining epoch {phase['epoch'] + 1}"):
+            stats = pretrain_step(s, batch, reward)
+            phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
+            if finish_step(s, stats._asdict()):
+                return True
+        phase["epoch"] += 1
+        phase["step_in_epoch"] = 0
+        s.progress.step_in_epoch = 0  # the loop's epochs start at 0
+        log.info("discriminator pretraining: epoch %d of %d done", phase["epoch"], cfg.wtf_rl.discriminator_pretrain_epochs)
+    return False
+
+
+def discriminator_optim(cfg: RunConfig) -> OptimConfig:
+    return dataclasses.replace(cfg.optim, name="adam", lr=cfg.wtf_rl.discriminator_lr, lr_decay_every=0)
+
+
+def train_wtf_rl(cfg: RunConfig) -> TrainResult:
+    s = open_session(cfg, splits=("train", cfg.val.split))
+    w, paths = cfg.wtf_rl, cfg.reward.paths
+    for key in ("retrieval", "retrieval_bank"):
+        if key not in paths:
+            from rlcap.errors import ConfigError
+
+            raise ConfigError(f"algorithm=wtf_rl needs reward.paths.{key} (rlcap retrieval train / rlcap retrieval index)")
+    reward = RetrievalReward(load_retriever(paths["retrieval"]), load_image_bank(paths["retrieval_bank"]),
+                             w.similarity, cfg.reward.retrieval_tau, cfg.reward.hard_negatives)
+    dim = reward.bank.embeddings.size(1)
+    add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
+    begin(s)
+    s.logger.note(f"002: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
+                  f"tau {reward.tau:g}; hard negatives {reward.hard_negatives}; retriever {paths['retrieval']} "
+                  f"({reward.retriever.kind})")
+    s.model.train()
+    s.parts[DISCRIMINATOR].module.train()
+    if not pretrain_discriminator(s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
+            if finish_step(s, wtf_rl_step(s, batch, reward)._asdict()):
+                break
+    return finish_run(s)

@@ -1,0 +1,121 @@
+"""Distinctive captioning (002): eq. 3's loss, the discriminator's pretraining and update on a toy
+set, a short run of each Table 1 variant, and a killed run that resumes exactly (captioner,
+discriminator, both optimizers)."""
+
+import json
+
+import pytest
+import torch
+
+from rlcap import api
+from rlcap.data.loader import DataConfig
+from rlcap.rewards.image_bank import build_image_bank
+from rlcap.rl.contrastive import discriminator_loss
+from rlcap.rl.losses import reinforce_loss
+from rlcap.train.checkpoint import load_checkpoint
+from rlcap.train.wtf_rl import eq3_loss
+from tests.train.killing import assert_resume_is_exact
+from tests.train.test_actor_critic_resume import assert_same_tensors
+from tests.tiny import make_tiny_dataset, tiny_overrides
+
+PRETRAIN_EPOCHS, RL_EPOCHS, STEPS_PER_EPOCH = 1, 2, 3  # 24 training images, 8 a batch
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wtf")
+    dataset, feats = make_tiny_dataset(folder)
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "xe", **{"xe.epochs": 3})))
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "ret", **{
+        "algorithm": "embedding", "embedding.loss": "infonce", "embedding.epochs": 2, "embedding.batch_size": 8,
+        "embedding.model.word_dim": 8, "embedding.model.hidden_dim": 8, "embedding.model.joint_dim": 8})))
+    build_image_bank(folder / "ret" / "best", DataConfig(dataset=str(dataset), features=str(feats)), k=3
+                     ).save(folder / "bank.h5")
+    return dataset, feats, folder
+
+
+def settings(folder, **extra):
+    return {"algorithm": "wtf_rl", "init_from": folder / "xe" / "best", "rl.epochs": RL_EPOCHS, "rl.batch_size": 8,
+            "data.seq_per_img": 1, "decode.beam_size": 2, "optim.lr": 0.001, "val.max_images": 4,
+            "wtf_rl.discriminator_pretrain_epochs": PRETRAIN_EPOCHS, "wtf_rl.discriminator_hidden": 16,
+            "wtf_rl.discriminator_lr": 0.01,
+            "reward.paths": f"{{retrieval: {folder / 'ret' / 'best'}, retrieval_bank: {folder / 'bank.h5'}}}", **extra}
+
+
+def test_eq3_with_unit_rewards_is_teacher_forcing():
+    lp = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    gt = torch.tensor([[-3.0, -1.0]])
+    gt_mask = torch.tensor([[True, True]])
+    # r = 1 everywhere: the mean negative log-likelihood over all 5 words
+    got = eq3_loss([(lp, mask, torch.ones(2)), (gt, gt_mask, torch.ones(1))])
+    assert float(got) == pytest.approx((1 + 2 + 0.5 + 3 + 1) / 5)
+    # WTF scales each caption's words by its reward: r = (2, 0) for x_bs, 0.5 for x_gt
+    got = eq3_loss([(lp, mask, torch.tensor([2.0, 0.0])), (gt, gt_mask, torch.tensor([0.5]))])
+    assert float(got) == pytest.approx((2 * (1 + 2) + 0.5 * (3 + 1)) / 5)
+    assert float(got) == pytest.approx(float(reinforce_loss(
+        torch.tensor([[-1.0, -2.0], [-0.5, 0.0], [-3.0, -1.0]]), torch.tensor([[1, 1], [1, 0], [1, 1]]),
+        torch.tensor([2.0, 0.0, 0.5]))))
+
+
+def test_discriminator_learns_a_toy_set():
+    from rlcap.models.discriminator import Discriminator
+
+    torch.manual_seed(0)
+    human, generated = torch.randn(64, 4) + 1.0, torch.randn(64, 4) - 1.0
+    images = torch.zeros(64, 4)
+    d = Discriminator(4, hidden=16)
+    opt = torch.optim.Adam(d.parameters(), lr=0.01)
+    with torch.no_grad():
+        before = float(discriminator_loss(d(human, images), d(generated, images)))
+    for _ in range(100):
+        loss = discriminator_loss(d(human, images), d(generated, images))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss) < 0.3 < before
+    assert float((d(human, images) > 0).float().mean()) > 0.9 and float((d(generated, images) < 0).float().mean()) > 0.9
+    # BCE by hand: logits 0 on both sides -> log 2
+    assert float(discriminator_loss(torch.zeros(3), torch.zeros(2))) == pytest.approx(float(torch.log(torch.tensor(2.0))))
+
+
+@pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both"}, {"wtf_rl.trajectories": "gt"},
+                                     {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"}],
+                         ids=["wtf_rl", "wtf", "rl_unidirectional"])
+def test_variants_run_and_log(runs, tmp_path, variant):
+    dataset, feats, folder = runs
+    result = api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run",
+                                                                **settings(folder, **variant))))
+    assert result.steps == (PRETRAIN_EPOCHS + RL_EPOCHS) * STEPS_PER_EPOCH
+    records = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    train = [r for r in records if r.get("split") == "train"]
+    assert {r["phase"] for r in train} == {1.0, 2.0}
+    assert all(r["loss"] == 0.0 for r in train if r["phase"] == 1.0)  # the captioner waits for the discriminator
+    assert all(r["loss"] != 0.0 for r in train if r["phase"] == 2.0)
+    ckpt = load_checkpoint(tmp_path / "run" / "last")
+    assert sorted(ckpt.weights) == ["discriminator", "policy"]
+    xe = load_checkpoint(folder / "xe" / "best").weights["policy"]
+    assert any(not torch.equal(ckpt.weights["policy"][k], xe[k]) for k in xe)  # the policy moved
+
+
+def test_missing_retriever_is_one_clear_error(runs, tmp_path):
+    from rlcap.errors import ConfigError
+
+    dataset, feats, folder = runs
+    cfg = api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run", **settings(folder, **{
+        "reward.paths": "{}"})))
+    with pytest.raises(ConfigError, match="reward.paths.retrieval"):
+        api.train(cfg)
+
+
+@pytest.mark.parametrize("kill_step", [2, 6], ids=["in_discriminator_pretraining", "in_the_loop"])
+def test_killed_wtf_rl_run_resumes_exactly(runs, tmp_path, kill_step):
+    dataset, feats, folder = runs
+    overrides = tiny_overrides(dataset, feats, tmp_path / "unused", **settings(folder, save_every=2))
+    total = (PRETRAIN_EPOCHS + RL_EPOCHS) * STEPS_PER_EPOCH
+    assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", kill_step, total)
+    ref, got = (load_checkpoint(tmp_path / run / "last") for run in ("reference", "killed"))
+    assert sorted(got.weights) == ["discriminator", "policy"]
+    assert_same_tensors(got.weights, ref.weights)
+    assert_same_tensors(got.trainer["optimizers"], ref.trainer["optimizers"])
+    assert_same_tensors(got.trainer["state"], ref.trainer["state"])
