@@ -80,8 +80,9 @@ def test_discriminator_learns_a_toy_set():
 
 
 @pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both"}, {"wtf_rl.trajectories": "gt"},
-                                     {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"}],
-                         ids=["wtf_rl", "wtf", "rl_unidirectional"])
+                                     {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"},
+                                     {"wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s", "rl.n_samples": 2}],
+                         ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator"])
 def test_variants_run_and_log(runs, tmp_path, variant):
     dataset, feats, folder = runs
     result = api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run",
@@ -106,6 +107,18 @@ def test_missing_retriever_is_one_clear_error(runs, tmp_path):
         "reward.paths": "{}"})))
     with pytest.raises(ConfigError, match="reward.paths.retrieval"):
         api.train(cfg)
+
+
+def test_the_loop_builds_its_image_bank_once(runs, tmp_path):
+    from rlcap.rewards.image_bank import load_image_bank
+
+    dataset, feats, folder = runs
+    over = settings(folder, **{"reward.paths": f"{{retrieval: {folder / 'ret' / 'best'}}}", "rl.epochs": 1,
+                               "wtf_rl.discriminator_pretrain_epochs": 0})
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run", **over)))
+    built, given = load_image_bank(tmp_path / "run" / "image_bank.h5"), load_image_bank(folder / "bank.h5")
+    assert built.ids == given.ids
+    torch.testing.assert_close(built.embeddings, given.embeddings)
 
 
 @pytest.mark.parametrize("kill_step", [2, 6], ids=["in_discriminator_pretraining", "in_the_loop"])

@@ -233,7 +233,7 @@ class ActorCriticConfig:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
 
 
-WTF_TRAJECTORIES = ("both", "gt", "bs")
+WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
 WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
 
@@ -244,7 +244,8 @@ class WtfRlConfig:
     negatives are ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
 
     trajectories: str = help_field("both", "both: beam-search and ground-truth trajectories (WTF-RL); gt: "
-                                           "ground truth only (WTF); bs: beam search only (RL)")
+                                           "ground truth only (WTF); bs: beam search only (RL); sample: SCST's "
+                                           "samples with the greedy baseline (SCST-Discriminator)")
     similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
     alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
     discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")

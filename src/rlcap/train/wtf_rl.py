@@ -3,7 +3,8 @@
 Two parts: ``policy`` (the captioner, from an XE checkpoint: 002's TF row) and ``discriminator``
 (:class:`rlcap.models.Discriminator`, sec. 3.2), each with its own optimizer, beside a frozen
 retriever and its image bank (``reward.paths.retrieval``, ``reward.paths.retrieval_bank``). Two
-phases, the phase and its position kept in ``session.state`` so that a killed run resumes exactly:
+phases, the phase and its position kept in ``session.state`` so that a killed run resumes exactly
+(without ``reward.paths.retrieval_bank`` the loop builds the bank into the run folder first):
 
 1. discriminator pretraining (``wtf_rl.discriminator_pretrain_epochs``, sec. 4.1): ground-truth
    captions against the XE policy's beam search;
@@ -16,7 +17,9 @@ phases, the phase and its position kept in ``session.state`` so that a killed ru
    -[r(x_bs) log p(x_bs) + r(x_gt) log p(x_gt)], log p by teacher forcing.
 
 ``wtf_rl.trajectories`` gives 002's Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
-teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional.
+teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional;
+``sample`` with ``similarity=clip_s`` is SCST-Discriminator (``rl.n_samples`` samples per image,
+the greedy caption's reward as baseline, the discriminator trained on ground truth against them).
 The log-likelihood of a caption is normalised per word, as the teacher-forcing loss it weights
 (:func:`rlcap.rl.losses.reinforce_loss`); with every r = 1, WTF is teacher forcing.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -36,12 +40,13 @@ from rlcap.data.vocab import PAD
 from rlcap.decoding import beam_search, greedy
 from rlcap.models.discriminator import Discriminator
 from rlcap.models.retriever import load_retriever
-from rlcap.rewards.image_bank import load_image_bank
+from rlcap.errors import ConfigError
+from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_bank
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.config import OptimConfig, RunConfig
-from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
+from rlcap.train.rollout import caption_lengths, rollout, teacher_forced_logprobs
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
                                  optimizer_step, train_batches)
 
@@ -49,6 +54,7 @@ log = logging.getLogger(__name__)
 
 DISCRIMINATOR = "discriminator"
 PRETRAIN = "discriminator_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of phase 1
+BANK_NEIGHBOURS = 10  # neighbours mined per image when the loop builds its own image bank
 
 
 class WtfStats(NamedTuple):
@@ -74,14 +80,16 @@ class Trajectories(NamedTuple):
     image_ids: list[str]  # the image of each caption, in the same order
 
 
-def decode_trajectories(s: Session, batch: Batch) -> Trajectories:
-    """x_bs and x_gs from the policy in eval mode (no gradient), x_gt from the batch."""
+def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajectories:
+    """x_bs and x_gs from the policy in eval mode (no gradient), x_gt from the batch. ``beam=False``:
+    x_bs is the greedy caption too (not decoded twice)."""
     cfg, model, vocab = s.cfg, s.model, s.data.vocab
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        bs = beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty).tokens
         gs = greedy(model, batch.feats, cfg.decode.max_len).tokens
+        bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty).tokens
+              if beam else gs)
     model.train(was_training)
     gt = batch.tokens[:, 1:]  # (B*S, T+1): drop BOS
     per_image = gt.size(0) // len(batch.ids)
@@ -90,10 +98,13 @@ def decode_trajectories(s: Session, batch: Batch) -> Trajectories:
     return Trajectories(bs, gs, gt, captions, ids + ids + [i for i in ids for _ in range(per_image)])
 
 
-def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b: int) -> tuple[float, float]:
-    """One step of the discriminator on x_gt (rows 2B:) against x_bs (rows :B); (loss, accuracy before it)."""
+def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b: int,
+                       human_from: int | None = None) -> tuple[float, float]:
+    """One step of the discriminator on the ground truth (rows ``human_from``:, default 2b:) against
+    the generated captions (rows :b); (loss, accuracy before the step)."""
     d = s.parts[DISCRIMINATOR].module
-    human, generated = d(texts[2 * b:], images[2 * b:]), d(texts[:b], images[:b])
+    h = 2 * b if human_from is None else human_from
+    human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
     accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
     loss = discriminator_loss(human, generated)
     optimizer_step(s, loss, part=DISCRIMINATOR)
@@ -128,6 +139,32 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     optimizer_step(s, loss)
     return WtfStats(loss.item(), d_loss, d_acc, float(r_bs.mean()), float(r_gt.mean()), float(sim[:b].mean()),
                     float(p_human[:b].mean()), float(caption_lengths(traj.bs).mean()), 2.0, time.perf_counter() - start)
+
+
+def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
+    """002's SCST-Discriminator row: n samples per image with the greedy caption's reward as the
+    baseline (Rennie et al.), r = alpha * r_sim + (1 - alpha) * p_D (r_sim CLIP-S in 002)."""
+    cfg, start = s.cfg, time.perf_counter()
+    b, n = len(batch.ids), cfg.rl.n_samples
+    # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    traj = decode_trajectories(s, batch, beam=False)
+    captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
+    ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
+    texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
+    # 2. the discriminator's step on ground truth against the samples, then p_D
+    d_loss, d_acc = discriminator_step(s, texts, images, b * n, human_from=b * n + b)
+    with torch.no_grad():
+        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))
+    # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples
+    sim = reward.pool_scores(texts, ids)
+    r = weighted_reward(sim, p_human, cfg.wtf_rl.alpha)
+    r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
+    loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
+    optimizer_step(s, loss)
+    return WtfStats(loss.item(), d_loss, d_acc, float(r_samples.mean()), float(r[b * n + b:].mean()),
+                    float(sim[:b * n].mean()), float(p_human[:b * n].mean()), float(caption_lengths(roll.tokens).mean()),
+                    2.0, time.perf_counter() - start)
 
 
 def eq3_loss(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch.Tensor:
@@ -174,16 +211,31 @@ def discriminator_optim(cfg: RunConfig) -> OptimConfig:
     return dataclasses.replace(cfg.optim, name="adam", lr=cfg.wtf_rl.discriminator_lr, lr_decay_every=0)
 
 
+def image_bank(cfg: RunConfig) -> ImageBank:
+    """``reward.paths.retrieval_bank``, or one built from the run's data with its retriever, once,
+    into the run folder (``image_bank.h5``; 002 sec. 3.4: mined once before training)."""
+    paths = cfg.reward.paths
+    if "retrieval_bank" in paths:
+        return load_image_bank(paths["retrieval_bank"])
+    path = Path(cfg.out_dir) / "image_bank.h5"
+    if path.is_file():
+        bank = load_image_bank(path)
+        if bank.retriever == str(paths["retrieval"]):
+            return bank
+    log.info("building the image bank of %s into %s", paths["retrieval"], path)
+    bank = build_image_bank(paths["retrieval"], cfg.data, k=BANK_NEIGHBOURS)
+    bank.save(path)
+    return bank
+
+
 def train_wtf_rl(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split))
     w, paths = cfg.wtf_rl, cfg.reward.paths
-    for key in ("retrieval", "retrieval_bank"):
-        if key not in paths:
-            from rlcap.errors import ConfigError
-
-            raise ConfigError(f"algorithm=wtf_rl needs reward.paths.{key} (rlcap retrieval train / rlcap retrieval index)")
-    reward = RetrievalReward(load_retriever(paths["retrieval"]), load_image_bank(paths["retrieval_bank"]),
-                             w.similarity, cfg.reward.retrieval_tau, cfg.reward.hard_negatives)
+    if "retrieval" not in paths:
+        raise ConfigError("algorithm=wtf_rl needs reward.paths.retrieval: a retriever (rlcap retrieval train) "
+                          "or a local CLIP folder")
+    reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), w.similarity,
+                             cfg.reward.retrieval_tau, cfg.reward.hard_negatives)
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
@@ -194,6 +246,7 @@ def train_wtf_rl(cfg: RunConfig) -> TrainResult:
     s.parts[DISCRIMINATOR].module.train()
     if not pretrain_discriminator(s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
-            if finish_step(s, wtf_rl_step(s, batch, reward)._asdict()):
+            step = scst_discriminator_step if w.trajectories == "sample" else wtf_rl_step
+            if finish_step(s, step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
