@@ -96,3 +96,19 @@ def test_max_train_images_keeps_the_first_training_images(tmp_path):
     assert len(cut.vocab) < len(full.vocab)  # the vocabulary comes from the kept images
     with pytest.raises(ConfigError, match="max_train_images"):
         DataConfig(dataset=str(dataset), features=str(feats), max_train_images=-1).validate()
+
+
+def test_train_captions_halves(tmp_path):
+    from rlcap.data.loader import DataConfig, load_data
+    from rlcap.errors import ConfigError
+    from tests.tiny import make_tiny_dataset
+
+    dataset, feats = make_tiny_dataset(tmp_path)  # 3 captions per image
+    base = dict(dataset=str(dataset), features=str(feats), min_count=1)
+    full, even, odd = (load_data(DataConfig(**base, train_captions=w)) for w in ("all", "even", "odd"))
+    for k in range(len(full.splits["train"])):
+        refs = full.splits["train"].refs[k]
+        assert even.splits["train"].refs[k] == refs[0::2] and odd.splits["train"].refs[k] == refs[1::2]
+    assert even.splits["test"].refs == full.splits["test"].refs  # only the training captions are split
+    with pytest.raises(ConfigError, match="train_captions"):
+        DataConfig(**base, train_captions="half").validate()

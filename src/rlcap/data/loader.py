@@ -8,6 +8,7 @@ exactly the batches an uninterrupted run would have seen, with no data-loader st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
@@ -37,14 +38,30 @@ class DataConfig:
     seq_per_img: int = help_field(5, "captions per image in an XE batch (drawn with replacement when an image has fewer)")
     max_train_images: int = help_field(0, "a budget: train on the first N training images of the file (0: all); "
                                           "the vocabulary is built from them")
+    train_captions: str = help_field("all", "the training images' captions used: all, even or odd (those at even "
+                                            "or odd positions of each image's list: two halves for two "
+                                            "independent retrievers, 002's second judge)")
 
     def validate(self) -> None:
         if self.format not in ("auto", "karpathy", "coco", "jsonl"):
             raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, jsonl")
         if self.min_count < 1 or self.max_len < 1 or self.seq_per_img < 1:
             raise ConfigError("data.min_count, data.max_len and data.seq_per_img must be at least 1")
+        if self.train_captions not in CAPTION_SUBSETS:
+            raise ConfigError(f"data.train_captions: {self.train_captions!r} is not one of {', '.join(CAPTION_SUBSETS)}")
         if self.max_train_images < 0:
             raise ConfigError(f"data.max_train_images must be >= 0 (0: all), got {self.max_train_images}")
+
+
+CAPTION_SUBSETS = ("all", "even", "odd")
+
+
+def _caption_half(record: ImageRecord, which: str) -> ImageRecord:
+    """The record with its captions at even (0, 2, ...) or odd positions; an image with one caption keeps it."""
+    if len(record.captions) < 2:
+        return record
+    start = 0 if which == "even" else 1
+    return dataclasses.replace(record, captions=record.captions[start::2], tokens=record.tokens[start::2])
 
 
 class Batch(NamedTuple):
@@ -161,6 +178,8 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
     grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits))
     if cfg.max_train_images and "train" in grouped:
         grouped["train"] = grouped["train"][: cfg.max_train_images]
+    if cfg.train_captions != "all" and "train" in grouped:
+        grouped["train"] = [_caption_half(r, cfg.train_captions) for r in grouped["train"]]
     if vocab is None:
         if "train" not in grouped:
             raise DataError(f"{cfg.dataset} has no training images to build a vocabulary from")
