@@ -57,7 +57,7 @@ def test_ac_stages_train_in_order_with_the_embedding_path(tmp_path, monkeypatch)
     # what `rlcap bench --methods ac` trains before it evaluates (the evaluation is the same for every method)
     best = train_stages("tiny", ["ac"], out, [f"data.dataset={dataset}", f"data.features={feats}"], configs, [], [],
                         lambda line: None)
-    assert best == {"ac": out / "ac" / "best"}
+    assert best == {stage: out / stage / "best" for stage in ("xe", "embedding", "ac")}
     config = json.loads((out / "ac" / "config.json").read_text())
     assert config["reward"]["paths"] == {"embedding": str(out / "embedding" / "best")}
     assert config["init_from"] == str(out / "xe" / "best")

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str], configs: Path,
                  rl_overrides: list[str], xe_overrides: list[str], report: Callable[[str], None]) -> dict[str, Path]:
-    """Train every stage the methods need, each once; return method -> its last stage's best checkpoint.
+    """Train every stage the methods need, each once; return stage name -> its best checkpoint.
 
     ``xe_overrides`` apply to the stages whose recipe trains with algorithm ``xe``, ``rl_overrides``
     to every other stage (the budget of the methods compared)."""
@@ -36,7 +36,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
         report(f"training {stage.name} ({recipe.name})" + (f" from {stage.init_from}" if stage.init_from else ""))
         api.train(cfg)
         best[stage.name] = out / stage.name / "best"
-    return {m: best[METHODS[m].stages[-1].name] for m in methods}
+    return best
 
 
 def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_dir: str | Path | None = None,
@@ -52,6 +52,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     see docs/SHAPES.md). ``max_train_images``: every stage trains on the first N training images
     (``data.max_train_images``; 0: all), the budget of a quick or time-boxed table.
     """
+    from rlcap.bench.distinct import distinct_markdown, load_judges
     from rlcap.bench.evaluate import method_row
     from rlcap.bench.report import plot_curves, results_markdown
     from rlcap.data.loader import load_data
@@ -64,18 +65,20 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     if max_train_images:
         data.append(f"data.max_train_images={max_train_images}")
-    checkpoints = train_stages(benchmark, methods, out, data, Path(configs), list(rl_overrides or []),
-                               list(xe_overrides or []), report)
+    best = train_stages(benchmark, methods, out, data, Path(configs), list(rl_overrides or []),
+                        list(xe_overrides or []), report)
+    checkpoints = {m: best[METHODS[m].stages[-1].name] for m in methods}
     metrics = api.evaluation_metrics()
     results: dict[str, Any] = {"benchmark": benchmark, "split": "test", "methods": {}}
-    test = None
+    test, judges = None, None
     for method in methods:
         model, vocab, config = load_model(checkpoints[method])
         if test is None:
             test = load_data(load_config(RunConfig, None, data).data, ("test",), vocab=vocab).splits["test"]
+            judges = load_judges(best, test)  # 002's retrievers, when the methods train them
         report(f"evaluating {method}")
-        results["methods"][method] = method_row(model, test, vocab, metrics)
+        results["methods"][method] = method_row(model, test, vocab, metrics, judges=judges)
     api.write_json(out / "results.json", results)
-    (out / "results.md").write_text(results_markdown(results), encoding="utf-8")
+    (out / "results.md").write_text(results_markdown(results) + distinct_markdown(results), encoding="utf-8")
     plot_curves({m: out / METHODS[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")
     return results

@@ -73,6 +73,14 @@ def _prepare_coco_concepts(data_dir: Path, image_size: int, report: Report) -> t
 
 XE = Stage("xe", "xe")
 EMBEDDING = Stage("embedding", "embedding")  # the embedding reward's model (000 sec. 3.3.1)
+# 002: the training retriever (the rewards' model) and a second judge trained independently, never a reward
+RETRIEVAL, JUDGE = Stage("retrieval", "retrieval"), Stage("judge", "judge")
+
+
+def _distinct(name: str) -> tuple[Stage, ...]:
+    """A 002 method's stages: XE, both retrievers, then the method from XE with the training retriever."""
+    return (XE, RETRIEVAL, JUDGE, Stage(name, name, "xe", (("retrieval", "retrieval"),)))
+
 
 METHODS: dict[str, Method] = {
     "xe": Method((XE,), "cross-entropy (teacher forcing)"),
@@ -85,6 +93,13 @@ METHODS: dict[str, Method] = {
     "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward (001)"),
     "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr (001)"),
     "mixer": Method((XE, Stage("mixer", "mixer", "xe")), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, 001)"),
+    # 002's Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
+    "tf": Method((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers (002 TF)"),
+    "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r (002)"),
+    "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 (002)"),
+    "rl": Method(_distinct("rl"), "RL on beam search, bidirectional contrastive reward + discriminator (002)"),
+    "rl_unidirectional": Method(_distinct("rl_unidirectional"), "RL with the image-to-text reward only (002)"),
+    "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward (002)"),
 }
 
 BENCHMARKS: dict[str, Benchmark] = {

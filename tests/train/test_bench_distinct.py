@@ -1,0 +1,50 @@
+"""002's methods through `rlcap bench`: both retrievers trained once, the method from XE with the
+training retriever, and Table 1's columns (retrieval by both judges, quality, Self-BLEU)."""
+
+import json
+
+import yaml
+
+from rlcap.bench.registry import BENCHMARKS, Benchmark
+from rlcap.cli import main
+from tests.tiny import make_tiny_dataset, tiny_overrides
+from tests.train.test_bench_registry import _recipe
+
+
+def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    tiny = [o for o in tiny_overrides("unused", "unused", "unused") if o.split("=")[0] not in
+            ("data.dataset", "data.features", "out_dir")]
+    _recipe(configs / "tiny_xe.yaml", [*tiny, "algorithm=xe"])
+    retriever = ["algorithm=embedding", "embedding.loss=infonce", "embedding.epochs=1", "embedding.batch_size=8",
+                 "embedding.model.word_dim=8", "embedding.model.hidden_dim=8", "embedding.model.joint_dim=8",
+                 "data.min_count=1", "tensorboard=false", "threads=1"]
+    _recipe(configs / "tiny_retrieval.yaml", [*retriever, "data.train_captions=even"])
+    _recipe(configs / "tiny_judge.yaml", [*retriever, "data.train_captions=odd", "seed=7"])
+    _recipe(configs / "tiny_wtf_rl.yaml", [*[o for o in tiny if not o.startswith(("model.", "xe."))], "algorithm=wtf_rl",
+                                           "rl.epochs=1", "rl.batch_size=8", "data.seq_per_img=1", "decode.beam_size=2",
+                                           "wtf_rl.discriminator_pretrain_epochs=1", "wtf_rl.discriminator_hidden=8"])
+
+    def prepare(data_dir, image_size, report):
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return make_tiny_dataset(data_dir)
+
+    monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(prepare, "tiny"))
+    out = tmp_path / "bench"
+    assert main(["bench", "--benchmark", "tiny", "--methods", "tf,wtf_rl", "--out", str(out), "--configs",
+                 str(configs), "--data", str(tmp_path / "data")]) == 0
+    config = json.loads((out / "wtf_rl" / "config.json").read_text())
+    assert config["init_from"] == str(out / "xe" / "best")
+    assert config["reward"]["paths"] == {"retrieval": str(out / "retrieval" / "best")}
+    assert (out / "wtf_rl" / "image_bank.h5").is_file()
+    judge = json.loads((out / "judge" / "config.json").read_text())
+    assert judge["data"]["train_captions"] == "odd" and judge["seed"] == 7
+    results = json.loads((out / "results.json").read_text())
+    for method in ("tf", "wtf_rl"):
+        row = results["methods"][method]["distinct"]
+        for column in ("T2I R@1", "I2T R@10", "judge T2I R@1", "judge I2T R@5", "Self-BLEU"):
+            assert 0.0 <= row[column] <= 100.0
+        assert row["T2I R@1"] <= row["T2I R@5"] <= row["T2I R@10"]
+    table = (out / "results.md").read_text()
+    assert "| method | T2I R@1 |" in table and "| wtf_rl |" in table
