@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ CONCEPTS_TRAIN ?= 10000
 bench-concepts: $(STAMP)
 	$(PY) benchmarks/concepts_stats.py
 	$(PY) benchmarks/bench_methods.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
+
+# Distinctive captioning (docs/DISTINCT.md): 002's Table 1 on shapes, then on COCO concepts with the budget above
+bench-distinct: $(STAMP)
+	$(PY) benchmarks/bench_distinct.py --benchmark shapes
+	$(PY) benchmarks/bench_distinct.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
 
 # Where SCST's gain goes (docs/BENCHMARKS.md): needs runs/bench_shapes from bench-methods; trains the runs
 # that are missing (about 35 min), then evaluates every run.

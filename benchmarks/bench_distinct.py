@@ -1,0 +1,115 @@
+"""002's Table 1 on a benchmark: TF, WTF, WTF-RL, RL, RL-Unidirectional, SCST-Discriminator.
+
+Run with ``make bench-distinct`` (shapes, then COCO concepts with a training-image budget): calls
+``rlcap bench --benchmark NAME --methods tf,wtf,wtf_rl,rl,rl_unidirectional,scst_discriminator``,
+copies its Table 1 into the benchmark's section of docs/BENCHMARKS.md with the checks issue 15 asks
+for, and shows the reward-hacking check: the WTF-RL captions the training retriever ranks highest
+against their image while the independent judge ranks them lowest. Prints a last line of JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+from benchdoc import REPO, machine, replace_section
+
+METHODS = "tf,wtf,wtf_rl,rl,rl_unidirectional,scst_discriminator"
+
+
+def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> list[str]:
+    """WTF-RL test captions with the largest gap between the training retriever's and the judge's
+    rank of their own image (caption -> image): where the reward may have been gamed."""
+    import torch
+
+    from rlcap.bench.distinct import image_embeddings
+    from rlcap.config import load_config
+    from rlcap.data.loader import load_data
+    from rlcap.models.retriever import load_retriever
+    from rlcap.train.config import RunConfig
+    from rlcap.train.evaluate import decode_split
+    from rlcap.train.session import load_model
+
+    model, vocab, _ = load_model(REPO / out / "wtf_rl" / "best")
+    test = load_data(load_config(RunConfig, None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
+    predictions = decode_split(model, test, vocab, 3, 16)
+    captions = [predictions[i] for i in test.ids]
+    ranks = {}
+    for name in ("retrieval", "judge"):
+        retriever = load_retriever(REPO / out / name / "best")
+        sim = retriever.embed_captions(captions) @ image_embeddings(retriever, test, None).T  # (I captions, I images)
+        ranks[name] = (sim > sim.diagonal()[:, None]).sum(1) + 1  # rank of the caption's own image
+    gap = ranks["judge"] - ranks["retrieval"]
+    lines = ["| caption (WTF-RL, beam 3) | rank of its image, training retriever | rank, judge | a reference |",
+             "|---|---:|---:|---|"]
+    for k in torch.argsort(gap, descending=True)[:shown].tolist():
+        lines.append(f"| {captions[k]} | {int(ranks['retrieval'][k])} | {int(ranks['judge'][k])} | {test.refs[k][0]} |")
+    return lines
+
+
+def distinct_table(path) -> str:
+    """The Table 1 part of rlcap bench's results.md."""
+    text = path.read_text()
+    return text[text.index("| method | T2I"):].strip() if "| method | T2I" in text else "(no Table 1: no retriever stage)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", default="shapes", choices=("shapes", "coco-concepts"))
+    parser.add_argument("--out", default=None, help="output folder of rlcap bench (default runs/distinct_BENCHMARK)")
+    parser.add_argument("--max-train-images", type=int, default=0, help="train on the first N training images (0: all)")
+    args = parser.parse_args(argv)
+    args.out = args.out or f"runs/distinct_{args.benchmark}"
+    command = ["rlcap", "bench", "--benchmark", args.benchmark, "--methods", METHODS, "--out", args.out]
+    if args.max_train_images:
+        command += ["--max-train-images", str(args.max_train_images)]
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rlcap.cli", *command[1:]], check=True, cwd=REPO)
+    seconds = time.perf_counter() - start
+    results = json.loads((REPO / args.out / "results.json").read_text())
+    m = {name: row["distinct"] | {"CIDEr": row["beam"]["CIDEr"]} for name, row in results["methods"].items()}
+    gain = lambda a, b, col: m[a][col] / m[b][col] - 1 if m[b][col] else float("inf")  # noqa: E731
+    checks = {
+        "wtf_rl_t2i_r1": gain("wtf_rl", "tf", "T2I R@1"), "wtf_rl_i2t_r1": gain("wtf_rl", "tf", "I2T R@1"),
+        "wtf_rl_judge_t2i_r1": gain("wtf_rl", "tf", "judge T2I R@1"),
+        "wtf_rl_judge_i2t_r1": gain("wtf_rl", "tf", "judge I2T R@1"),
+        "wtf_rl_self_bleu": m["wtf_rl"]["Self-BLEU"] - m["tf"]["Self-BLEU"],
+        "wtf_t2i_r1": gain("wtf", "tf", "T2I R@1"), "wtf_cider": gain("wtf", "tf", "CIDEr"),
+        "unidirectional_t2i_r1_minus_rl": m["rl_unidirectional"]["T2I R@1"] - m["rl"]["T2I R@1"],
+    }
+    cfg = json.loads((REPO / args.out / "wtf_rl" / "config.json").read_text())
+    data = [f"data.{k}={cfg['data'][k]}" for k in ("dataset", "features")]
+    import torch
+
+    budget = (f" Training images: the first {args.max_train_images:,} of the training split." if args.max_train_images
+              else "")
+    body = "\n".join([
+        f"## Distinctive captioning on {args.benchmark} (Table 1 layout of 002_b2d5a89fd5f9a310.txt)", "",
+        f"Command: `make bench-distinct` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
+        f"Machine: {machine(torch=torch.__version__)}.{budget} Every method starts from the same XE checkpoint "
+        f"(TF) with the same budget: {cfg['rl']['epochs']} epochs of {cfg['rl']['batch_size']} images, "
+        f"lr {cfg['optim']['lr']}, alpha {cfg['wtf_rl']['alpha']} (docs/DISTINCT.md).", "",
+        "R@k: the test images retrieved with one generated caption each (T2I) and the generated captions "
+        "retrieved with each image (I2T), by the training retriever (the reward's) and by the judge (another "
+        "seed, the other half of the training captions; never a reward). Quality: pycocoevalcap metrics x 100.", "",
+        distinct_table(REPO / args.out / "results.md"), "",
+        f"- WTF-RL over TF, R@1: T2I **{checks['wtf_rl_t2i_r1']:+.0%}**, I2T **{checks['wtf_rl_i2t_r1']:+.0%}** "
+        f"(training retriever); T2I **{checks['wtf_rl_judge_t2i_r1']:+.0%}**, I2T **{checks['wtf_rl_judge_i2t_r1']:+.0%}** "
+        f"(judge); goal at least +30% each. Self-BLEU {checks['wtf_rl_self_bleu']:+.1f} (goal: lower than TF).",
+        f"- WTF over TF: T2I R@1 **{checks['wtf_t2i_r1']:+.0%}**, CIDEr-D **{checks['wtf_cider']:+.1%}** "
+        "(goal: R@1 up, CIDEr-D no more than 2% lower).",
+        f"- RL-Unidirectional minus RL, T2I R@1: **{checks['unidirectional_t2i_r1_minus_rl']:+.1f}** (002: lower).", "",
+        "Reward hacking check: the WTF-RL captions whose image the training retriever ranks much higher than "
+        "the judge does.", "", *hacking_examples(args.out, data),
+    ])
+    replace_section(f"bench-distinct-{args.benchmark}", body)
+    print(body)
+    print(json.dumps({k: round(v, 4) for k, v in checks.items()} | {"minutes": round(seconds / 60, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
