@@ -112,3 +112,31 @@ def test_train_captions_halves(tmp_path):
     assert even.splits["test"].refs == full.splits["test"].refs  # only the training captions are split
     with pytest.raises(ConfigError, match="train_captions"):
         DataConfig(**base, train_captions="half").validate()
+
+
+def test_msrvtt_reader_and_auto_format(tmp_path):
+    from rlcap.data.readers import read_msrvtt
+
+    data = {"info": {}, "videos": [{"video_id": "video0", "split": "train", "category": 9},
+                                   {"video_id": "video1", "split": "validate"},
+                                   {"video_id": "video2", "split": "test", "filename": "clips/v2.avi"}],
+            "sentences": [{"video_id": "video0", "caption": "a man is cooking", "sen_id": 0},
+                          {"video_id": "video1", "caption": "A dog runs. Then it jumps.", "sen_id": 1},
+                          {"video_id": "video0", "caption": "someone cooks food", "sen_id": 2},
+                          {"video_id": "video2", "caption": "cars drive by", "sen_id": 3}]}
+    path = tmp_path / "train_val_videodatainfo.json"
+    path.write_text(json.dumps(data))
+    records = read_dataset(path)  # auto: the "videos" key
+    assert [(r.id, r.split, r.filename) for r in records] == [("video0", "train", "video0.mp4"),
+                                                              ("video1", "val", "video1.mp4"),
+                                                              ("video2", "test", "clips/v2.avi")]
+    assert records[0].captions == ["a man is cooking", "someone cooks food"]
+    assert records[1].tokens == [["a", "dog", "runs", "then", "it", "jumps"]]  # a two-sentence caption
+    data["videos"].append({"video_id": "video3", "split": "train"})
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match="'video3' has no sentences"):
+        read_msrvtt(path)
+    data["videos"][-1]["split"] = "dev"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match="split 'dev'"):
+        read_msrvtt(path)

@@ -1,4 +1,5 @@
-"""``rlcap features``: encode a folder of images into an HDF5 feature file."""
+"""``rlcap features``: encode a folder of images (or videos: frames sampled, one vector per frame)
+into an HDF5 feature file."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import torch
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE, int_range
 from rlcap.encoders.extract import extract_features
-from rlcap.encoders.sources import find_images, karpathy_images
+from rlcap.encoders.sources import VIDEO_SUFFIXES, dataset_files, find_images, is_video, karpathy_images
+from rlcap.encoders.video import extract_video_features
+from rlcap.errors import DataError
 from rlcap.progress import progress
 
 _MAX_LISTED_FAILURES = 10
@@ -31,8 +34,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--image-size", type=IMAGE_SIZE, default=224,
                         help="images are resized to this square; grid = ceil(size/32) (default 224 -> 7x7)")
     parser.add_argument("--batch-size", type=COUNT, default=32, help="images per forward pass (default 32)")
-    parser.add_argument("--dataset", help="Karpathy dataset JSON: ids from cocoid|id|imgid, "
-                        "files at IMAGE_DIR/[filepath/]filename")
+    parser.add_argument("--dataset", help="Karpathy dataset JSON (ids from cocoid|id|imgid, files at "
+                        "IMAGE_DIR/[filepath/]filename) or any caption file with file names (MSR-VTT annotations: "
+                        "IMAGE_DIR/<video_id>.mp4)")
+    parser.add_argument("--frames", type=COUNT, default=16,
+                        help="videos: frames sampled evenly over each clip (default 16)")
+    parser.add_argument("--fps", type=float, default=None,
+                        help="videos: sample this many frames per second instead (004: 3), at most --max-frames")
+    parser.add_argument("--max-frames", type=COUNT, default=64, help="videos: most frames kept with --fps (default 64)")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip missing or unreadable images (listed at the end) instead of stopping")
     parser.add_argument("--workers", type=int_range(0), default=1, help="image loading threads (default 1)")
@@ -44,10 +53,41 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
+def _folder_files(folder: str) -> dict:
+    """The folder's images, or its videos when it holds no image (the images' error otherwise)."""
+    try:
+        return find_images(folder)
+    except DataError as exc:
+        try:
+            return find_images(folder, VIDEO_SUFFIXES)
+        except DataError:
+            raise exc from None
+
+
+def _run_videos(args: argparse.Namespace, videos: dict) -> int:
+    with progress(len(videos), "features", unit="video") as bar:
+        stats = extract_video_features(videos, args.out, image_size=args.image_size, n_frames=args.frames,
+                                       fps=args.fps, max_frames=args.max_frames, progress=bar.update,
+                                       on_error="skip" if args.skip_bad else "raise", dtype=args.dtype)
+    print(f"{args.out}: encoded {stats.encoded} videos in {stats.seconds:.1f} s, {stats.already_done} already "
+          f"present, {len(stats.failed)} skipped")
+    for id, reason in stats.failed[:_MAX_LISTED_FAILURES]:
+        print(f"  skipped {id}: {reason}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    images = karpathy_images(args.dataset, args.image_dir) if args.dataset else find_images(args.image_dir)
+    if args.dataset:
+        try:
+            images = karpathy_images(args.dataset, args.image_dir)
+        except DataError:
+            images = dataset_files(args.dataset, args.image_dir)
+    else:
+        images = _folder_files(args.image_dir)
+    if images and all(is_video(p) for p in images.values()):
+        return _run_videos(args, images)
     with progress(len(images), "features", unit="img") as bar:
         stats = extract_features(
             images, args.out, image_size=args.image_size, batch_size=args.batch_size,

@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class DataConfig:
-    dataset: str = help_field("", "caption file: Karpathy split JSON, COCO annotations (with coco_splits) or JSONL")
-    format: str = help_field("auto", "dataset format: auto, karpathy, coco or jsonl")
+    dataset: str = help_field("", "caption file: Karpathy split JSON, COCO annotations (with coco_splits), MSR-VTT "
+                                  "annotations (videos) or JSONL")
+    format: str = help_field("auto", "dataset format: auto, karpathy, coco, msrvtt or jsonl")
     coco_splits: str | None = help_field(None, "for the coco format: JSON mapping split name to a list of image ids")
     features: str = help_field("", "feature store: an HDF5 file or a folder of per-id .npz files")
     min_count: int = help_field(5, "words seen fewer times in training captions become <unk>")
@@ -43,8 +44,8 @@ class DataConfig:
                                             "independent retrievers, 002's second judge)")
 
     def validate(self) -> None:
-        if self.format not in ("auto", "karpathy", "coco", "jsonl"):
-            raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, jsonl")
+        if self.format not in ("auto", "karpathy", "coco", "msrvtt", "jsonl"):
+            raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, msrvtt, jsonl")
         if self.min_count < 1 or self.max_len < 1 or self.seq_per_img < 1:
             raise ConfigError("data.min_count, data.max_len and data.seq_per_img must be at least 1")
         if self.train_captions not in CAPTION_SUBSETS:

@@ -1,4 +1,5 @@
-"""Caption readers: the Karpathy split file, COCO annotations plus a split list, and JSONL.
+"""Caption readers: the Karpathy split file, COCO annotations plus a split list, MSR-VTT's
+annotation file (videos), and JSONL.
 
 Each returns a list of :class:`ImageRecord`. Captions are tokenized with the same function as
 evaluation (:func:`rlcap.metrics.tokenize`), so that the training vocabulary, the rewards and
@@ -114,11 +115,53 @@ def read_jsonl(path: str | Path) -> list[ImageRecord]:
     return _tokenize_all(records)
 
 
+MSRVTT_SPLITS = {"train": "train", "validate": "val", "val": "val", "test": "test"}
+
+
+def read_msrvtt(path: str | Path) -> list[ImageRecord]:
+    """MSR-VTT's annotation file: ``{"videos": [{video_id, split, ...}], "sentences": [{video_id,
+    caption}]}``; split ``validate`` is ``val``. A video's file is ``<video_id>.mp4`` unless its entry
+    names one (``filename`` or ``url``-less ``path``). Multi-sentence captions (Charades Captions'
+    paragraphs) are one caption each; the tokenizer keeps their words and drops the periods."""
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("videos"), list) or not isinstance(
+            data.get("sentences"), list):
+        raise DataError(f"{path}: expected MSR-VTT annotations with 'videos' and 'sentences' lists")
+    captions: dict[str, list[str]] = {}
+    for k, sentence in enumerate(data["sentences"]):
+        if not isinstance(sentence, dict) or "video_id" not in sentence or "caption" not in sentence:
+            raise DataError(f"{path}: sentences[{k}] lacks video_id or caption")
+        captions.setdefault(str(sentence["video_id"]), []).append(str(sentence["caption"]))
+    records = []
+    for k, video in enumerate(data["videos"]):
+        if not isinstance(video, dict) or "video_id" not in video or "split" not in video:
+            raise DataError(f"{path}: videos[{k}] lacks video_id or split")
+        vid, split = str(video["video_id"]), MSRVTT_SPLITS.get(video["split"])
+        if split is None:
+            raise DataError(f"{path}: video {vid!r} has split {video['split']!r}; expected one of {sorted(MSRVTT_SPLITS)}")
+        if vid not in captions:
+            raise DataError(f"{path}: video {vid!r} has no sentences")
+        records.append(ImageRecord(id=vid, split=split, captions=captions[vid],
+                                   filename=video.get("filename") or video.get("path") or f"{vid}.mp4"))
+    return _tokenize_all(records)
+
+
 READERS: dict[str, Callable[..., list[ImageRecord]]] = {
     "karpathy": read_karpathy,
     "coco": read_coco,
     "jsonl": read_jsonl,
+    "msrvtt": read_msrvtt,
 }
+
+
+def _looks_like_msrvtt(path: Path) -> bool:
+    """An annotation file with a top-level "videos" key (read cheaply: the first 64 KB)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(65536)
+    except OSError:
+        return False
+    return b'"videos"' in head and b'"images"' not in head
 
 
 def read_dataset(path: str | Path, fmt: str = "auto", coco_splits: str | Path | None = None) -> list[ImageRecord]:
@@ -127,8 +170,10 @@ def read_dataset(path: str | Path, fmt: str = "auto", coco_splits: str | Path | 
     if fmt == "auto":
         if path.suffix == ".jsonl":
             fmt = "jsonl"
+        elif coco_splits is not None:
+            fmt = "coco"
         else:
-            fmt = "coco" if coco_splits is not None else "karpathy"
+            fmt = "msrvtt" if _looks_like_msrvtt(path) else "karpathy"
     if fmt not in READERS:
         raise DataError(f"unknown dataset format {fmt!r}; expected one of {['auto', *READERS]}")
     if fmt == "coco":

@@ -10,27 +10,43 @@ from pathlib import Path
 from rlcap.errors import DataError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 KARPATHY_ID_KEYS = ("cocoid", "id", "imgid")  # first present wins (COCO, then generic, then Flickr)
 
 
-def find_images(image_dir: str | Path) -> dict[str, Path]:
-    """Every image under ``image_dir`` (recursively), keyed by file stem, sorted by id.
-
-    Two files with the same stem are an error (the id would be ambiguous).
+def find_images(image_dir: str | Path, suffixes: tuple[str, ...] = IMAGE_SUFFIXES) -> dict[str, Path]:
+    """Every image (or, with ``suffixes=VIDEO_SUFFIXES``, video) under ``image_dir`` (recursively),
+    keyed by file stem, sorted by id. Two files with the same stem are an error (the id would be ambiguous).
     """
     image_dir = Path(image_dir)
+    what = "videos" if suffixes == VIDEO_SUFFIXES else "images"
     if not image_dir.is_dir():
-        raise DataError(f"image folder not found: {image_dir}")
+        raise DataError(f"{what[:-1]} folder not found: {image_dir}")
     images: dict[str, Path] = {}
     for path in sorted(image_dir.rglob("*")):
-        if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
+        if path.suffix.lower() not in suffixes or not path.is_file():
             continue
         if path.stem in images:
-            raise DataError(f"two images share the id '{path.stem}': {images[path.stem]} and {path}")
+            raise DataError(f"two {what} share the id '{path.stem}': {images[path.stem]} and {path}")
         images[path.stem] = path
     if not images:
-        raise DataError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {image_dir}")
+        raise DataError(f"no {what} ({', '.join(suffixes)}) in {image_dir}")
     return dict(sorted(images.items()))
+
+
+def dataset_files(dataset: str | Path, folder: str | Path) -> dict[str, Path]:
+    """Ids and files of any caption file rlcap reads (``folder/filename``): MSR-VTT's videos, JSONL, ..."""
+    from rlcap.data.readers import read_dataset
+
+    records = read_dataset(dataset)
+    missing = [r.id for r in records if not r.filename]
+    if missing:
+        raise DataError(f"{dataset}: {missing[0]!r} names no file")
+    return {r.id: Path(folder) / r.filename for r in records}
+
+
+def is_video(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in VIDEO_SUFFIXES
 
 
 def expand_image_paths(paths: Sequence[str | Path]) -> list[Path]:
