@@ -252,8 +252,13 @@ REFERENCE_CAPTIONERS: dict[str, Callable[[Any, Any], dict[str, str]]] = {
 
 def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: int | None = None,
                    max_len: int | None = None, image_size: int | None = None, batch_size: int = 16,
-                   on_bad_image: Callable[[str, str], None] | None = None) -> dict[str, str]:
-    """Caption image files end to end: frozen encoder, then the checkpoint's model.
+                   on_bad_image: Callable[[str, str], None] | None = None, video_frames: int = 16) -> dict[str, str]:
+    """Caption image (or video) files end to end: frozen encoder, then the checkpoint's model.
+
+    A video file (``.mp4``, ``.avi``, ...) is read with PyAV, ``video_frames`` frames evenly spaced
+    (as ``rlcap features`` samples by default), each frame's pooled vector one region; a model
+    trained on video features captions it. A corrupt or empty video is one clear error (or goes to
+    ``on_bad_image``).
 
     A folder among ``images`` stands for every image under it (:func:`expand_image_paths`).
     ``image_size`` defaults to the size the checkpoint's training features were extracted at
@@ -266,8 +271,9 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     from rlcap.decoding import beam_search, greedy
     from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder
     from rlcap.encoders.images import preprocess
-    from rlcap.encoders.sources import expand_image_paths
-    from rlcap.errors import RlcapError
+    from rlcap.encoders.sources import expand_image_paths, is_video
+    from rlcap.encoders.video import read_frames
+    from rlcap.errors import DataError, RlcapError
     from rlcap.models.base import Feats
     from rlcap.train.session import load_model
 
@@ -281,6 +287,28 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     encoder = EfficientNetLite0Encoder(size)
     out: dict[str, str] = {}
     paths = expand_image_paths(images)
+
+    def decode(feats: Feats) -> torch.Tensor:
+        if dec.beam_size <= 1:
+            return greedy(model, feats, max_len=dec.max_len).tokens
+        return beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
+                           length_penalty=dec.length_penalty).tokens
+
+    order = [str(p) for p in paths]
+    videos = [p for p in paths if is_video(p)]
+    for path in videos:  # frames sampled as `rlcap features` does by default, each frame a region
+        try:
+            frames = read_frames(path, n_frames=video_frames)
+        except DataError as exc:
+            if on_bad_image is None:
+                raise
+            on_bad_image(str(path), str(exc))
+            continue
+        with torch.inference_mode():
+            per_frame, _ = encoder.encode(preprocess(frames, size))  # (F, D)
+            feats = Feats(per_frame.mean(0, keepdim=True), per_frame[None], torch.ones(1, len(frames), dtype=torch.bool))
+            out[str(path)] = vocab.decode(decode(feats)[0].tolist())
+    paths = [p for p in paths if not is_video(p)]
     for start in range(0, len(paths), batch_size):
         chunk, loaded = _read_images(paths[start:start + batch_size], on_bad_image)
         if not chunk:
@@ -289,14 +317,10 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
         with torch.inference_mode():
             fc, att = encoder.encode(pixels)
             feats = Feats(fc, att, torch.ones(att.shape[:2], dtype=torch.bool))
-            if dec.beam_size <= 1:
-                result = greedy(model, feats, max_len=dec.max_len)
-            else:
-                result = beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
-                                     length_penalty=dec.length_penalty)
-        for path, row in zip(chunk, result.tokens):
+            tokens = decode(feats)
+        for path, row in zip(chunk, tokens):
             out[str(path)] = vocab.decode(row.tolist())
-    return out
+    return {p: out[p] for p in order if p in out}
 
 
 def _read_images(paths: list[Path], on_bad_image: Callable[[str, str], None] | None) -> tuple[list[Path], list[Any]]:

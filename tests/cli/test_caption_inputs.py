@@ -77,3 +77,23 @@ def test_expand_image_paths_keeps_order(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="empty is a folder with no images"):
         expand_image_paths([tmp_path / "empty"])
+
+
+def test_caption_a_video_file_and_a_corrupt_one(encoder_ckpt, tmp_path, capsys):
+    from tests.encoders.test_video import write_clip
+
+    pytest.importorskip("av")
+    write_clip(tmp_path / "clip.mp4", frames=12)
+    image = _png(tmp_path / "a.png", 10)
+    capsys.readouterr()
+    assert main(["caption", str(encoder_ckpt), str(tmp_path / "clip.mp4"), str(image)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [str(tmp_path / "clip.mp4"), str(image)]  # input order
+    assert all(len(line.split("\t")[1].split()) >= 1 for line in lines)
+    (tmp_path / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 truncated")
+    assert main(["caption", str(encoder_ckpt), str(tmp_path / "broken.mp4")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlcap caption: error: {tmp_path / 'broken.mp4'}: cannot decode the video") and err.count("\n") == 1
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    assert main(["caption", str(encoder_ckpt), str(tmp_path / "empty.mp4")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
