@@ -60,6 +60,19 @@ def test_other_settings_are_refused_naming_them_and_the_ways_on(tiny, tmp_path):
     assert "\n" not in text
 
 
+def test_a_setting_added_by_a_later_release_keeps_an_older_run_going(tiny, tmp_path):
+    """A run written before a setting existed continues while the setting keeps its default; another value
+    is a change like any other (the continued run has recorded the default)."""
+    run = tmp_path / "run"
+    first = api.train(_cfg(tiny, run, "xe.epochs=1"))
+    stored = json.loads((run / "config.json").read_text())
+    del stored["data"]["train_captions"]  # as an older release wrote it
+    (run / "config.json").write_text(json.dumps(stored))
+    assert api.train(_cfg(tiny, run, "xe.epochs=1")).steps == first.steps
+    with pytest.raises(ConfigError, match="data.train_captions 'all' -> 'odd'"):
+        api.train(_cfg(tiny, run, "xe.epochs=1", "data.train_captions=odd", "resume=true"))
+
+
 def test_architecture_cannot_change_on_resume(tiny, tmp_path):
     run = tmp_path / "run"
     api.train(_cfg(tiny, run, "xe.epochs=1"))

@@ -43,12 +43,17 @@ def _is(key: str, names: tuple[str, ...]) -> bool:
     return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
 
 
-def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool) -> dict[str, tuple]:
-    """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint)."""
-    old, new = flatten(previous), flatten(current)
+def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool,
+                     defaults: dict[str, Any] | None = None) -> dict[str, tuple]:
+    """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint).
+
+    A setting the stored run does not have (added by a later release) is no change while it keeps
+    its default (``defaults``, flat), which does what the run did before the setting existed."""
+    old, new, default = flatten(previous), flatten(current), flatten(defaults or {})
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys
-            if old.get(k) != new.get(k) and not _is(k, IGNORED) and not (model_from_checkpoint and k.startswith("model."))}
+            if old.get(k) != new.get(k) and not _is(k, IGNORED) and not (model_from_checkpoint and k.startswith("model."))
+            and not (k not in old and k in default and new.get(k) == default[k])}
 
 
 def _describe(changes: dict[str, tuple]) -> str:
@@ -75,7 +80,8 @@ def prepare_run_folder(cfg: Any) -> bool:
         previous = json.loads(stored.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ConfigError(f"{stored} is not valid JSON ({exc}); give overwrite=true to start the run afresh") from exc
-    changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from))
+    changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from),
+                               defaults=to_dict(type(cfg)()))
     fixed = {k: v for k, v in changes.items() if _is(k, FIXED)}
     if cfg.resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
