@@ -1,5 +1,6 @@
 """``rlcap data``: prepare datasets (``rlcap data shapes --out DIR``: the synthetic benchmark;
-``rlcap data concepts --captions FILE --out DIR``: scenes from the concepts of human captions)."""
+``rlcap data moving-shapes --out DIR``: its video counterpart; ``rlcap data concepts --captions
+FILE --out DIR``: scenes from the concepts of human captions)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 
 from rlcap.cli.options import int_range
 from rlcap.data.concepts import ConceptsConfig
+from rlcap.data.synthetic.moving import MovingShapesConfig
 from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes, is_complete
 from rlcap.progress import progress
 
@@ -17,6 +19,12 @@ from rlcap.progress import progress
 SHAPES_RANGES: dict[str, Callable[[str], int]] = {
     "seed": int_range(0), "n_train": int_range(0), "n_val": int_range(0), "n_test": int_range(0),
     "image_size": int_range(32), "max_objects": int_range(1, 4), "workers": int_range(1), "captions": int_range(1, 2),
+}
+
+MOVING_RANGES: dict[str, Callable[[str], int]] = {
+    "seed": int_range(0), "n_train": int_range(0), "n_val": int_range(0), "n_test": int_range(0),
+    "image_size": int_range(32), "min_frames": int_range(8), "max_frames": int_range(8), "fps": int_range(1),
+    "max_objects": int_range(1, 3), "captions": int_range(3, 5), "workers": int_range(1),
 }
 
 
@@ -31,6 +39,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     shapes.add_argument("--out", required=True, help="output folder")
     _add_config_arguments(shapes, ShapesConfig, SHAPES_RANGES)
     shapes.set_defaults(func=run)
+    moving = datasets.add_parser(
+        "moving-shapes", help="generate the synthetic 'moving shapes' video captioning benchmark",
+        description="Render 'moving shapes' clips (MP4 via PyAV) and annotations.json (MSR-VTT format): "
+                    "1-3 objects, 2-4 actions in order or together, captions that tell them with connectives. "
+                    "Rerunning with the same options is a no-op.")
+    moving.add_argument("--out", required=True, help="output folder")
+    _add_config_arguments(moving, MovingShapesConfig, MOVING_RANGES)
+    moving.set_defaults(func=run_moving)
     concepts = datasets.add_parser(
         "concepts", help="build a dataset of scenes from the concepts of human captions (docs/CONCEPTS.md)",
         description="For every image of a caption file, hold out caption 0 and turn its content words, "
@@ -101,6 +117,20 @@ def run_concepts(args: argparse.Namespace) -> int:
         print(f"{args.out}: up to date ({counts})")
     else:
         print(f"wrote {result.features} and {result.dataset} ({counts}) in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def run_moving(args: argparse.Namespace) -> int:
+    from rlcap.data.synthetic.moving import generate_moving_shapes, is_complete as moving_complete
+
+    config = MovingShapesConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(MovingShapesConfig)})
+    if moving_complete(config, args.out):
+        print(f"{args.out}: up to date ({config.n_videos} clips)")
+        return 0
+    start = time.perf_counter()
+    with progress(config.n_videos, "moving-shapes", unit="clip") as bar:
+        path = generate_moving_shapes(config, args.out, progress=bar.update)
+    print(f"wrote {config.n_videos} clips and {path} in {time.perf_counter() - start:.1f} s")
     return 0
 
 
