@@ -7,6 +7,7 @@ from torch import nn
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, expand_batch, expand_memory, select_batch
 from rlcap.models.config import ModelConfig
+from rlcap.models.hrl import HRLCaptioner
 from rlcap.models.embedding import EmbeddingModel, EmbeddingModelConfig, ImageTextEmbedder, load_embedding_model
 from rlcap.models.show_tell import ShowTell
 from rlcap.models.transformer import TransformerCaptioner
@@ -18,6 +19,7 @@ MODELS: dict[str, type[nn.Module]] = {
     "fc": ShowTell,
     "updown": UpDown,
     "transformer": TransformerCaptioner,
+    "hrl": HRLCaptioner,  # 004's manager, worker and internal critic, over frame features
 }
 
 
@@ -33,6 +35,6 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int) -> ValueNe
     return ValueNetwork(cfg, vocab_size, fc_dim)
 
 
-__all__ = ["MODELS", "Captioner", "EmbeddingModel", "EmbeddingModelConfig", "Feats", "ImageTextEmbedder",
+__all__ = ["MODELS", "Captioner", "HRLCaptioner", "EmbeddingModel", "EmbeddingModelConfig", "Feats", "ImageTextEmbedder",
            "ModelConfig", "ShowTell", "TransformerCaptioner", "UpDown", "ValueNetwork", "build_model",
            "build_value_model", "expand_batch", "expand_memory", "load_embedding_model", "select_batch"]

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from rlcap.errors import ConfigError
 
-ARCHS = ("fc", "updown", "transformer")
+ARCHS = ("fc", "updown", "transformer", "hrl")
 
 
 @dataclass
@@ -23,11 +23,14 @@ class ModelConfig:
     num_heads: int = field(default=8, metadata={"help": "transformer attention heads; must divide hidden_dim"})
     ff_dim: int = field(default=2048, metadata={"help": "transformer feed-forward inner size"})
     max_len: int = field(default=20, metadata={"help": "longest caption the transformer can decode (words incl. EOS)"})
+    manager_dim: int = field(default=256, metadata={"help": "hrl: the manager LSTM's hidden size (004 sec. 4.2: 256)"})
+    goal_dim: int = field(default=32, metadata={"help": "hrl: size of the manager's latent goal (004: 16, 32 or 64)"})
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
             raise ConfigError(f"model.arch: unknown architecture {self.arch!r}; expected one of {', '.join(ARCHS)}")
-        positive = ("embed_dim", "hidden_dim", "att_hidden_dim", "num_layers", "num_heads", "ff_dim", "max_len")
+        positive = ("embed_dim", "hidden_dim", "att_hidden_dim", "num_layers", "num_heads", "ff_dim", "max_len",
+                    "manager_dim", "goal_dim")
         for name, value in asdict(self).items():
             if name in positive and value < 1:
                 raise ConfigError(f"model.{name}: expected a positive integer, got {value}")
@@ -35,5 +38,7 @@ class ModelConfig:
             raise ConfigError(f"model.num_enc_layers: expected >= 0, got {self.num_enc_layers}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"model.dropout: expected a probability in [0, 1), got {self.dropout}")
+        if self.arch == "hrl" and self.hidden_dim % 2:
+            raise ConfigError(f"model.hidden_dim: hrl's Bi-LSTM splits it in two directions; {self.hidden_dim} is odd")
         if self.arch == "transformer" and self.hidden_dim % self.num_heads:
             raise ConfigError(f"model.num_heads: {self.num_heads} must divide hidden_dim {self.hidden_dim}")
