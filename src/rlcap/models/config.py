@@ -25,6 +25,8 @@ class ModelConfig:
     max_len: int = field(default=20, metadata={"help": "longest caption the transformer can decode (words incl. EOS)"})
     manager_dim: int = field(default=256, metadata={"help": "hrl: the manager LSTM's hidden size (004 sec. 4.2: 256)"})
     goal_dim: int = field(default=32, metadata={"help": "hrl: size of the manager's latent goal (004: 16, 32 or 64)"})
+    critic_from: str = field(default="", metadata={"help": "hrl: checkpoint of the trained internal critic "
+                                                           "(algorithm=critic), loaded and frozen in a new model"})
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -32,7 +34,7 @@ class ModelConfig:
         positive = ("embed_dim", "hidden_dim", "att_hidden_dim", "num_layers", "num_heads", "ff_dim", "max_len",
                     "manager_dim", "goal_dim")
         for name, value in asdict(self).items():
-            if name in positive and value < 1:
+            if name in positive and isinstance(value, int) and value < 1:
                 raise ConfigError(f"model.{name}: expected a positive integer, got {value}")
         if self.num_enc_layers < 0:
             raise ConfigError(f"model.num_enc_layers: expected >= 0, got {self.num_enc_layers}")

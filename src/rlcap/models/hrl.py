@@ -25,10 +25,15 @@ are frozen (trained first, ``train/critic.py`` when it lands; 004 sec. 3.2).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
+from rlcap.data.vocab import Vocab
+from rlcap.errors import RlcapError
 from rlcap.models.base import Feats, Tensors
 from rlcap.models.config import ModelConfig
 
@@ -93,6 +98,22 @@ class HRLCaptioner(nn.Module):
         self.logit = nn.Linear(h, vocab_size)  # u_W (eq. 7)
         self.critic = InternalCritic(vocab_size, e, h)
         self.critic.requires_grad_(False)  # trained first, then fixed (sec. 3.2)
+
+    def load_critic(self, folder: str | Path, vocab: Vocab) -> None:
+        """The internal critic's weights from a checkpoint of ``algorithm: critic`` (its vocabulary must be ``vocab``)."""
+        folder = Path(folder)
+        weights = folder / "critic.safetensors"
+        if not weights.is_file():
+            raise RlcapError(f"model.critic_from={folder}: no critic.safetensors there; train the internal critic "
+                             "first (algorithm=critic)")
+        if Vocab.load(folder / "vocab.json").itos != vocab.itos:
+            raise RlcapError(f"model.critic_from={folder}: the critic was trained with another vocabulary; train it "
+                             "on this run's data and data.min_count")
+        try:
+            self.critic.load_state_dict(load_file(str(weights)))
+        except RuntimeError as exc:
+            raise RlcapError(f"model.critic_from={folder}: its sizes do not match model.embed_dim and "
+                             f"model.hidden_dim ({exc.__class__.__name__})") from None
 
     def encode(self, feats: Feats) -> Tensors:
         x = self.frame_proj(feats.att)  # (B, N, e)

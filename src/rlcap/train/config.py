@@ -233,6 +233,19 @@ class ActorCriticConfig:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
 
 
+@dataclass
+class CriticConfig:
+    """algorithm=critic: 004's internal critic (eq. 9-10), trained on the training captions' chunk
+    boundaries (``rlcap.data.chunker``) before the HRL captioner, which loads it (``model.critic_from``)."""
+
+    epochs: int = help_field(5, "training epochs")
+    batch_size: int = help_field(128, "captions per batch")
+
+    def validate(self) -> None:
+        check_min("critic.epochs", self.epochs, 1)
+        check_min("critic.batch_size", self.batch_size, 1)
+
+
 WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
 WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
@@ -283,7 +296,7 @@ class RunConfig:
     """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
     and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg, mixer or wtf_rl "
+    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg, mixer, wtf_rl or critic "
                                       "(rlcap.train.registry.TRAINERS)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
@@ -311,6 +324,7 @@ class RunConfig:
     ac: ActorCriticConfig = help_field(ActorCriticConfig, "algorithm=ac: actor-critic with a value network (000)")
     pg: PgConfig = help_field(PgConfig, "algorithm=pg: PG-SPIDEr, Monte-Carlo rollouts and a baseline MLP (001)")
     mixer: MixerConfig = help_field(MixerConfig, "algorithm=mixer: MIXER, XE on a prefix annealed to 0 (001)")
+    critic: CriticConfig = help_field(CriticConfig, "algorithm=critic: the internal critic of 004")
     wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "algorithm=wtf_rl: distinctive captioning, WTF and RL with a "
                                                   "retrieval reward and a discriminator (002)")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")

@@ -24,6 +24,7 @@ TRAINERS: dict[str, str | Trainer] = {
     "pg": "rlcap.train.pg:train_pg",
     "mixer": "rlcap.train.mixer:train_mixer",
     "wtf_rl": "rlcap.train.wtf_rl:train_wtf_rl",
+    "critic": "rlcap.train.critic:train_critic",
 }
 
 

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import Batch, CaptionData, load_data
-from rlcap.errors import RlcapError
+from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import build_model
 from rlcap.models.config import ModelConfig
 from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, recover, rng_state,
@@ -119,7 +119,13 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     dims = feature_dims(data)
     s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None)
     if policy:
-        add_part(s, POLICY, build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]), cfg.optim)
+        model = build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"])
+        if source is None and cfg.model.arch == "hrl":  # a new HRL captioner takes the trained, frozen critic
+            if not cfg.model.critic_from:
+                raise ConfigError("model.arch=hrl needs model.critic_from: the internal critic's checkpoint "
+                                  "(train it first with algorithm=critic)")
+            model.load_critic(cfg.model.critic_from, data.vocab)
+        add_part(s, POLICY, model, cfg.optim)
     return s
 
 

@@ -1,0 +1,100 @@
+"""004's internal critic (../shared/papers/004_897c1ba573c567e3.txt, eq. 9-10), trained before the
+HRL captioner: a GRU over the words of a caption that says, after each word, whether its segment
+has ended.
+
+The targets are the chunk boundaries of the training captions (:mod:`rlcap.data.chunker`, 004 sec.
+4.1): z*_t = 1 at the last word of each chunk. The critic reads ``BOS w_1 .. w_T`` as the HRL
+captioner's critic does while decoding (the BOS position has no target); its loss is eq. 10. Each
+epoch it is validated by the precision, recall and F1 of the boundaries it predicts (p > 0.5) on
+the validation captions, and the best epoch by F1 is kept in ``best/``. The checkpoint's only part
+is ``critic``; ``model.critic_from`` of an ``arch: hrl`` run loads it (the vocabularies must match).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from tqdm.auto import tqdm
+
+from rlcap.data.chunker import chunk_starts
+from rlcap.data.vocab import BOS, PAD
+from rlcap.models.hrl import InternalCritic
+from rlcap.rl.hrl import critic_loss, segment_end_targets
+from rlcap.train.config import RunConfig
+from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
+                                 optimizer_step, save)
+
+log = logging.getLogger(__name__)
+
+CRITIC = "critic"
+
+
+def critic_data(split, vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every caption of a split as (tokens (C, 1+T): BOS then words, PAD after; targets (C, 1+T))."""
+    from rlcap.metrics import tokenize
+
+    words = [tokenize(c)[:max_len] for refs in split.refs for c in refs]
+    starts = chunk_starts(words)
+    width = 1 + max((len(w) for w in words), default=1)
+    tokens = torch.full((len(words), width), PAD, dtype=torch.long)
+    targets = torch.zeros(len(words), width)
+    for i, (w, st) in enumerate(zip(words, starts)):
+        tokens[i, 0] = BOS
+        if w:
+            tokens[i, 1:1 + len(w)] = torch.tensor(vocab.encode(w))
+            targets[i, 1:1 + len(w)] = segment_end_targets([st], len(w))[0]
+    return tokens, targets
+
+
+def boundary_scores(critic: InternalCritic, tokens: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+    """Precision, recall and F1 of the predicted segment ends (p > 0.5) at the words (not BOS, not the last word)."""
+    with torch.no_grad():
+        predicted = torch.cat([critic(tokens[i:i + 512]) for i in range(0, len(tokens), 512)]) > 0
+    words = tokens != PAD
+    last = words.cumsum(1) == words.sum(1, keepdim=True)  # a caption's last word always ends a segment
+    scored = words & ~last
+    scored[:, 0] = False
+    truth = (targets > 0.5) & scored
+    guess = predicted & scored
+    tp = float((truth & guess).sum())
+    precision, recall = tp / max(float(guess.sum()), 1.0), tp / max(float(truth.sum()), 1.0)
+    return {"precision": precision, "recall": recall,
+            "F1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0}
+
+
+def train_critic(cfg: RunConfig) -> TrainResult:
+    s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
+    critic = InternalCritic(len(s.data.vocab), cfg.model.embed_dim, cfg.model.hidden_dim)
+    add_part(s, CRITIC, critic, cfg.optim)
+    begin(s)
+    tokens, targets = critic_data(s.data.splits["train"], s.data.vocab, cfg.data.max_len)
+    val = critic_data(s.data.splits[cfg.val.split], s.data.vocab, cfg.data.max_len)
+    log.info("internal critic: %d training captions, %.2f segments each", len(tokens),
+             float(targets[:, 1:].sum(1).mean()))
+    p, c = s.progress, cfg.critic
+    critic.train()
+    while p.epoch < c.epochs:
+        order = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(cfg.seed + p.epoch))
+        batches = order.split(c.batch_size)
+        for batch in tqdm(batches[p.step_in_epoch:], total=len(batches), initial=p.step_in_epoch, leave=False,
+                          disable=None, desc=f"critic epoch {p.epoch + 1}"):
+            logits = critic(tokens[batch])  # (b, 1+T): after each token, has the segment ended?
+            mask = tokens[batch] != PAD
+            mask[:, 0] = False  # BOS ends nothing
+            loss = critic_loss(logits, targets[batch], mask)  # eq. 10
+            optimizer_step(s, loss, part=CRITIC)
+            if finish_step(s, {"loss": loss.item()}):
+                return finish_run(s)
+        p.epoch += 1
+        p.step_in_epoch = 0
+        s.parts[CRITIC].scheduler.step()
+        scores = boundary_scores(critic, *val)
+        s.logger.write(p.step, cfg.val.split, {**scores, "epoch": p.epoch})
+        log.info("epoch %d: %s segment ends precision %.3f recall %.3f F1 %.3f", p.epoch, cfg.val.split,
+                 scores["precision"], scores["recall"], scores["F1"])
+        if scores["F1"] > p.best_score:
+            p.best_score = scores["F1"]
+            save(s, "best", scores)
+        save(s, "last", scores)
+    return finish_run(s)

@@ -1,0 +1,72 @@
+"""004's internal critic trained on chunk boundaries, then an HRL captioner warm-started by XE (eq. 26)
+with it frozen inside, decoding with the shared decoders."""
+
+import json
+
+import pytest
+import torch
+
+from rlcap import api
+from rlcap.errors import ConfigError, RlcapError
+from rlcap.train.checkpoint import load_checkpoint
+from tests.tiny import tiny_overrides
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    """A tiny moving-shapes set with 4-frame features of random vectors (what the critic reads is words)."""
+    import numpy as np
+
+    from rlcap.data.features import HDF5FeatureWriter
+    from rlcap.data.synthetic.moving import MovingShapesConfig, generate_moving_shapes
+
+    folder = tmp_path_factory.mktemp("hrl")
+    ann = generate_moving_shapes(MovingShapesConfig(n_train=40, n_val=8, n_test=4, workers=1), folder / "ms")
+    ids = [v["video_id"] for v in json.loads(ann.read_text())["videos"]]
+    rng = np.random.default_rng(0)
+    with HDF5FeatureWriter(folder / "f.h5", 8, 8, 4) as writer:
+        writer.write(ids, rng.normal(size=(len(ids), 8)).astype("float32"),
+                     rng.normal(size=(len(ids), 4, 8)).astype("float32"))
+    return ann, folder / "f.h5", folder
+
+
+def small(ann, feats, out, **extra):
+    return tiny_overrides(ann, feats, out, **{"model.embed_dim": 16, "model.hidden_dim": 16, "model.manager_dim": 8,
+                                              "model.goal_dim": 4, "decode.max_len": 24, "data.max_len": 24, **extra})
+
+
+def test_critic_learns_segment_ends(clips):
+    ann, feats, folder = clips
+    api.train(api.load_run_config(None, small(ann, feats, folder / "critic", **{
+        "algorithm": "critic", "critic.epochs": 8, "critic.batch_size": 16, "optim.lr": 0.01})))
+    records = [json.loads(x) for x in (folder / "critic" / "log.jsonl").read_text().splitlines()]
+    f1 = [r["F1"] for r in records if "F1" in r]
+    assert len(f1) == 8 and max(f1) > 0.6 and f1[-1] > f1[0] + 0.3  # it learns where segments end
+    assert sorted(load_checkpoint(folder / "critic" / "best").weights) == ["critic"]
+
+
+def test_hrl_xe_with_the_frozen_critic(clips):
+    ann, feats, folder = clips
+    if not (folder / "critic" / "best").exists():
+        test_critic_learns_segment_ends(clips)
+    over = small(ann, feats, folder / "hrl", **{"model.arch": "hrl", "model.critic_from": folder / "critic" / "best",
+                                                "xe.epochs": 1, "xe.batch_size": 8})
+    api.train(api.load_run_config(None, over))
+    policy = load_checkpoint(folder / "hrl" / "best").weights["policy"]
+    critic = load_checkpoint(folder / "critic" / "best").weights["critic"]
+    for name, value in critic.items():  # the critic inside is the trained one, unchanged by XE
+        assert torch.equal(policy[f"critic.{name}"], value)
+    from rlcap.decoding import greedy
+    from rlcap.train.session import load_model
+
+    model, vocab, _ = load_model(folder / "hrl" / "best")
+    from rlcap.data.loader import DataConfig, load_data
+
+    test = load_data(DataConfig(dataset=str(ann), features=str(feats), min_count=1), ("test",), vocab=vocab).splits["test"]
+    out = greedy(model, test.feats(torch.arange(len(test))), 24)
+    assert out.tokens.shape[0] == len(test)  # decodes the clips, segment by segment
+    with pytest.raises(ConfigError, match="critic_from"):
+        api.train(api.load_run_config(None, small(ann, feats, folder / "nocritic", **{"model.arch": "hrl"})))
+    with pytest.raises(RlcapError, match="no critic.safetensors"):
+        api.train(api.load_run_config(None, small(ann, feats, folder / "bad", **{"model.arch": "hrl",
+                                                                                  "model.critic_from": folder})))
