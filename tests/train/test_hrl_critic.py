@@ -70,3 +70,45 @@ def test_hrl_xe_with_the_frozen_critic(clips):
     with pytest.raises(RlcapError, match="no critic.safetensors"):
         api.train(api.load_run_config(None, small(ann, feats, folder / "bad", **{"model.arch": "hrl",
                                                                                   "model.critic_from": folder})))
+
+
+def hrl_settings(folder, **extra):
+    return {"algorithm": "hrl", "init_from": folder / "hrl" / "best", "rl.epochs": 2, "rl.batch_size": 8,
+            "hrl.switch_every": 2, "optim.lr": 0.001, "val.max_images": 4, **extra}
+
+
+def test_alternating_phases_each_train_only_their_part(clips):
+    ann, feats, folder = clips
+    if not (folder / "hrl" / "best").exists():
+        test_hrl_xe_with_the_frozen_critic(clips)
+    over = small(ann, feats, folder / "alt", **hrl_settings(folder, max_steps=2))  # two worker steps
+    api.train(api.load_run_config(None, over))
+    start = load_checkpoint(folder / "hrl" / "best").weights["policy"]
+    after = load_checkpoint(folder / "alt" / "last").weights["policy"]
+    managers = {n for n in start if n.split(".")[0] in ("manager_att", "manager", "goal", "high")}
+    assert managers and all(torch.equal(start[n], after[n]) for n in managers)  # frozen in the worker phase
+    assert any(not torch.equal(start[n], after[n]) for n in start if n.startswith("worker."))
+    assert all(torch.equal(start[n], after[n]) for n in start if n.startswith("critic."))
+    over = small(ann, feats, folder / "alt2", **hrl_settings(folder, **{"hrl.first": "manager", "max_steps": 2}))
+    api.train(api.load_run_config(None, over))
+    after = load_checkpoint(folder / "alt2" / "last").weights["policy"]
+    assert all(torch.equal(start[n], after[n]) for n in start if n.split(".")[0] in ("worker", "logit", "embed"))
+    assert any(not torch.equal(start[n], after[n]) for n in managers)
+    records = [json.loads(x) for x in (folder / "alt2" / "log.jsonl").read_text().splitlines()]
+    assert {r["phase"] for r in records if r.get("split") == "train"} == {2.0}
+
+
+def test_killed_hrl_run_resumes_exactly(clips, tmp_path):
+    from tests.train.killing import assert_resume_is_exact
+
+    ann, feats, folder = clips
+    if not (folder / "hrl" / "best").exists():
+        test_hrl_xe_with_the_frozen_critic(clips)
+    overrides = small(ann, feats, tmp_path / "unused", **hrl_settings(folder, save_every=2))
+    assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", 5, 2 * 5)
+    ref, got = (load_checkpoint(tmp_path / run / "last") for run in ("reference", "killed"))
+    assert sorted(got.weights) == ["baselines", "policy"]
+    for part in got.weights:
+        for k in got.weights[part]:
+            assert torch.equal(got.weights[part][k], ref.weights[part][k])
+    assert got.trainer["state"] == ref.trainer["state"]

@@ -246,6 +246,28 @@ class CriticConfig:
         check_min("critic.batch_size", self.batch_size, 1)
 
 
+@dataclass
+class HrlConfig:
+    """algorithm=hrl: 004's Algorithm 1 from an XE checkpoint of ``model.arch: hrl`` (manager and worker
+    warm-started together, eq. 26), alternating worker and manager phases."""
+
+    gamma: float = help_field(0.95, "discount of the delta-CIDEr-D returns (004 eq. 24-25: 0.95)")
+    switch_every: int = help_field(50, "steps of one phase before the other trains (004 leaves the schedule "
+                                       "to its supplement; docs/VIDEO.md)")
+    first: str = help_field("worker", "the phase that starts: worker or manager")
+    goal_noise: float = help_field(0.1, "standard deviation of the manager's Gaussian goal exploration (eq. 23)")
+    baseline_lr: float = help_field(1e-3, "learning rate of the two linear baselines (on h_W and h_M)")
+
+    def validate(self) -> None:
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"hrl.gamma: expected a number in [0, 1], got {self.gamma}")
+        check_min("hrl.switch_every", self.switch_every, 1)
+        if self.first not in ("worker", "manager"):
+            raise ConfigError(f"hrl.first: {self.first!r} is not one of worker, manager")
+        if self.goal_noise < 0 or self.baseline_lr <= 0:
+            raise ConfigError("hrl.goal_noise must be >= 0 and hrl.baseline_lr > 0")
+
+
 WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
 WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
@@ -296,7 +318,7 @@ class RunConfig:
     """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
     and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg, mixer, wtf_rl or critic "
+    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg, mixer, wtf_rl, critic or hrl "
                                       "(rlcap.train.registry.TRAINERS)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
@@ -325,6 +347,7 @@ class RunConfig:
     pg: PgConfig = help_field(PgConfig, "algorithm=pg: PG-SPIDEr, Monte-Carlo rollouts and a baseline MLP (001)")
     mixer: MixerConfig = help_field(MixerConfig, "algorithm=mixer: MIXER, XE on a prefix annealed to 0 (001)")
     critic: CriticConfig = help_field(CriticConfig, "algorithm=critic: the internal critic of 004")
+    hrl: HrlConfig = help_field(HrlConfig, "algorithm=hrl: 004's alternating worker and manager training")
     wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "algorithm=wtf_rl: distinctive captioning, WTF and RL with a "
                                                   "retrieval reward and a discriminator (002)")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")

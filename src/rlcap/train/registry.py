@@ -25,6 +25,7 @@ TRAINERS: dict[str, str | Trainer] = {
     "mixer": "rlcap.train.mixer:train_mixer",
     "wtf_rl": "rlcap.train.wtf_rl:train_wtf_rl",
     "critic": "rlcap.train.critic:train_critic",
+    "hrl": "rlcap.train.hrl:train_hrl",
 }
 
 

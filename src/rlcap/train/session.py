@@ -226,12 +226,17 @@ class TrainResult(NamedTuple):
     stopped_early: bool   # max_steps reached before the last epoch ended
 
 
-def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY) -> None:
-    """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer."""
+def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
+                   frozen: tuple[torch.nn.Parameter, ...] = ()) -> None:
+    """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer.
+    ``frozen``: parameters of the part this step leaves exactly as they are (their gradients are
+    dropped, so the optimizer skips them: 004's alternating phases)."""
     p = session.parts[part]
     clip = p.grad_clip
     p.optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    for param in frozen:
+        param.grad = None
     if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
         torch.nn.utils.clip_grad_value_(p.module.parameters(), clip.grad_clip)
     elif clip.grad_clip > 0:

@@ -1,0 +1,192 @@
+"""Hierarchical RL for video captioning: ../shared/papers/004_897c1ba573c567e3.txt, Algorithm 1.
+
+From an XE checkpoint of ``model.arch: hrl`` (manager and worker warm-started together, eq. 26,
+with the trained internal critic frozen inside), the worker and the manager are trained in
+alternating phases of ``hrl.switch_every`` steps (the phase and its position live in
+``session.state``, so a killed run resumes exactly):
+
+- **worker phase** (eq. 11-14, 24): goal exploration off; one caption sampled per clip; every word
+  gets the delta-CIDEr-D reward f(a_t) = CIDEr(sent + a_t) - CIDEr(sent) (sec. 3.3.3) and the
+  discounted return R(a_t) (gamma 0.95); a linear baseline on h^W_t (its gradient cut from the
+  worker) is subtracted; REINFORCE updates the worker alone (the manager's parameters are frozen).
+- **manager phase** (eq. 17-23, 25): Gaussian noise on the goals (eq. 23); the worker decodes
+  greedily as the oracle behaviour policy; each segment e_n (cut by the critic) gets the
+  discounted segment return R(e_n) minus a linear baseline on h^M; the loss
+  -(R(e_n) - b) * sum_{i in e_n} log pi(a_i) reaches the manager only through its goals (eq. 22;
+  the worker's parameters are frozen), the worker state passed on to the next segment detached so
+  that each goal is credited with its own segment's words, as eq. 21 writes.
+
+The baselines are one part, ``baselines`` (two linear regressors), with their own optimizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from rlcap.data.loader import Batch
+from rlcap.data.vocab import BOS, EOS, PAD
+from rlcap.decoding import sample
+from rlcap.rewards import Reward, RewardBatch
+from rlcap.rl.credit import discounted_returns, segment_returns
+from rlcap.rl.hrl import delta_rewards
+from rlcap.rl.losses import masked_mean, reinforce_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.rollout import caption_lengths, reward_batch
+from rlcap.train.sequence import train_reward
+from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
+                                 optimizer_step, train_batches)
+
+log = logging.getLogger(__name__)
+
+BASELINES = "baselines"
+PHASE = "hrl_phase"  # session.state: {"phase": "worker" | "manager", "steps": steps done in it}
+MANAGER_PARTS = ("manager_att", "manager", "goal", "high")  # the manager's modules (the high-level encoder serves it)
+
+
+class Baselines(nn.Module):
+    """b^w_t = w . h^W_t + b and b^m = v . h^M + c (004 eq. 14, 22)."""
+
+    def __init__(self, worker_dim: int, manager_dim: int):
+        super().__init__()
+        self.worker = nn.Linear(worker_dim, 1)
+        self.manager = nn.Linear(manager_dim, 1)
+
+
+class HrlStats(NamedTuple):
+    loss: float
+    baseline_loss: float
+    reward: float  # mean CIDEr-D of the captions (the sum of their delta rewards)
+    segments: float  # mean segments per caption
+    length: float
+    phase: float  # 1: worker, 2: manager
+    seconds: float
+
+
+def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
+    """CIDEr-D (the run's reward) of every prefix of every caption: tokens (B, T) -> (B, T), one reward call."""
+    rows, captions, ids, refs, image_rows = [], [], [], [], []
+    for i, row in enumerate(tokens.tolist()):
+        words = []
+        for t, w in enumerate(row):
+            if w in (PAD, EOS):
+                captions.append(" ".join(words))  # EOS: the finished caption again
+            else:
+                words.append(vocab.itos[w])
+                captions.append(" ".join(words))
+            rows.append((i, t))
+            ids.append(batch.image_ids[i])
+            refs.append(batch.refs[i])
+    values = reward(captions, RewardBatch(ids, refs))
+    out = torch.zeros(tokens.shape)
+    for (i, t), v in zip(rows, values.tolist()):
+        out[i, t] = v
+    return out
+
+
+def manager_params(model: nn.Module) -> tuple[nn.Parameter, ...]:
+    return tuple(p for name in MANAGER_PARTS for p in getattr(model, name).parameters())
+
+
+def worker_params(model: nn.Module) -> tuple[nn.Parameter, ...]:
+    mine = {id(p) for p in manager_params(model)}
+    return tuple(p for p in model.parameters() if id(p) not in mine and p.requires_grad)
+
+
+def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
+    cfg, model, start = s.cfg, s.model, time.perf_counter()
+    model.goal_noise = 0.0  # Algorithm 1, line 6
+    # 1. one sampled caption per clip, with the worker's hidden states
+    out = sample(model, batch.feats, 1, cfg.decode.max_len, return_hidden=True)
+    # 2. eq. 24: delta-CIDEr-D rewards and their discounted returns
+    rb = reward_batch(batch, 1)
+    f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
+    returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
+    # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
+    b = s.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2)  # (B, T)
+    loss = reinforce_loss(out.logprobs, out.mask, returns - b.detach())
+    optimizer_step(s, loss, frozen=manager_params(model))  # the manager frozen (line 9)
+    b_loss = masked_mean((b - returns) ** 2, out.mask)
+    optimizer_step(s, b_loss, part=BASELINES)
+    return HrlStats(loss.item(), b_loss.item(), float(f.sum(1).mean()), 0.0,
+                    float(caption_lengths(out.tokens).mean()), 1.0, time.perf_counter() - start)
+
+
+def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
+    """The worker decodes greedily under the manager's (noisy) goals. -> tokens (B, T), log pi of each
+    word (with gradient), segment starts (B, T) bool and h^M at each step (B, T, M).
+
+    Eq. 21 credits a goal with its own segment's words: where the critic (frozen, deterministic)
+    will start a segment at the next step, the worker state entering it is detached from the goals before."""
+    memory = model.encode(batch.feats)
+    state = model.init_state(memory)
+    word = torch.full((batch.feats.att.size(0),), BOS, dtype=torch.long)
+    done = torch.zeros_like(word, dtype=torch.bool)
+    tokens, logprobs, starts, h_m = [], [], [], []
+    for _ in range(max_len):
+        step_lp, state = model.step(memory, state, word)
+        starts.append(model.segment_start(state))
+        h_m.append(state[2])
+        word = step_lp.detach().argmax(1).masked_fill(done, PAD)  # greedy: the worker as the oracle (line 13)
+        logprobs.append(torch.where(done, 0.0, step_lp.gather(1, word.clamp(min=0)[:, None]).squeeze(1)))
+        tokens.append(word)
+        done = done | (word == EOS)
+        if bool(done.all()):
+            break
+        with torch.no_grad():
+            ends = model.critic.step(state[5], word)[0] > 0  # (B,) the next step starts a segment
+        state = (*(torch.where(ends[:, None], x.detach(), x) for x in state[:2]), *state[2:])
+    tokens_t = torch.stack(tokens, 1)
+    return tokens_t, torch.stack(logprobs, 1), torch.stack(starts, 1) & (tokens_t != PAD), torch.stack(h_m, 1)
+
+
+def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
+    cfg, model, start = s.cfg, s.model, time.perf_counter()
+    model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
+    # 1. greedy decoding by the frozen worker under the manager's explored goals (line 13)
+    tokens, logprobs, starts, h_m = greedy_segments(model, batch, cfg.decode.max_len)
+    mask = tokens != PAD
+    # 2. eq. 25: delta-CIDEr-D rewards summed per segment, discounted over segments
+    f = delta_rewards(prefix_scores(reward, s.data.vocab, tokens, reward_batch(batch, 1)), mask)
+    ends = torch.cat([starts[:, 1:], torch.zeros_like(starts[:, :1])], 1)  # a segment ends before the next starts
+    returns = segment_returns(f, ends, mask, cfg.hrl.gamma)
+    # 3. eq. 22: the linear baseline on h^M (cut from the manager), the loss through the goals only
+    b = s.parts[BASELINES].module.manager(h_m.detach()).squeeze(2)  # (B, T)
+    loss = reinforce_loss(logprobs, mask, returns - b.detach())
+    optimizer_step(s, loss, frozen=worker_params(model))  # the worker frozen (line 15)
+    b_loss = masked_mean((b - returns) ** 2, mask)
+    optimizer_step(s, b_loss, part=BASELINES)
+    model.goal_noise = 0.0
+    return HrlStats(loss.item(), b_loss.item(), float(f.sum(1).mean()), float(starts.sum(1).float().mean()),
+                    float(caption_lengths(tokens).mean()), 2.0, time.perf_counter() - start)
+
+
+def train_hrl(cfg: RunConfig) -> TrainResult:
+    s = open_session(cfg, splits=("train", cfg.val.split))
+    model = s.model
+    if not hasattr(model, "segment_start"):
+        from rlcap.errors import ConfigError
+
+        raise ConfigError("algorithm=hrl trains a model of arch hrl: give init_from an XE checkpoint of model.arch=hrl")
+    add_part(s, BASELINES, Baselines(model.worker.hidden_size, model.manager.hidden_size),
+             dataclasses.replace(cfg.optim, lr=cfg.hrl.baseline_lr, lr_decay_every=0))
+    begin(s)
+    phase = s.state.setdefault(PHASE, {"phase": cfg.hrl.first, "steps": 0})
+    with train_reward(s) as reward:
+        s.logger.note(f"004: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; gamma "
+                      f"{cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; rewards {cfg.reward.weights} as delta rewards")
+        model.train()
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+            step = worker_step if phase["phase"] == "worker" else manager_step
+            stats = step(s, batch, reward)
+            phase["steps"] += 1
+            if phase["steps"] >= cfg.hrl.switch_every:  # Algorithm 1's alternation
+                phase.update(phase="manager" if phase["phase"] == "worker" else "worker", steps=0)
+            if finish_step(s, stats._asdict()):
+                break
+    return finish_run(s)
