@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-video clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ bench-concepts: $(STAMP)
 bench-distinct: $(STAMP)
 	$(PY) benchmarks/bench_distinct.py --benchmark shapes
 	$(PY) benchmarks/bench_distinct.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
+
+# Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines)
+bench-video: $(STAMP)
+	$(RLCAP) bench --benchmark moving-shapes --methods xe,rl,hrl_16,hrl_32,hrl_64 --out runs/bench_video
 
 # Where SCST's gain goes (docs/BENCHMARKS.md): needs runs/bench_shapes from bench-methods; trains the runs
 # that are missing (about 35 min), then evaluates every run.

@@ -19,7 +19,7 @@ def test_ac_stages_and_their_order():
 
 def test_a_reward_stage_no_method_trains_is_refused(monkeypatch):
     monkeypatch.setitem(METHODS, "orphan", Method((Stage("x", "x", None, (("embedding", "e"),)),)))
-    with pytest.raises(ConfigError, match="loads reward 'embedding' from 'e'"):
+    with pytest.raises(ConfigError, match="loads 'embedding' from 'e'"):
         stages_of(["orphan"])
 
 

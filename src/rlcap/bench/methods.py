@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from rlcap import api
 from rlcap.config import load_config
-from rlcap.bench.registry import BENCHMARKS, METHODS, check_names, stages_of
+from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
 from rlcap.train.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,10 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
     to every other stage (the budget of the methods compared)."""
     recipes = BENCHMARKS[benchmark].recipes
     best: dict[str, Path] = {}
-    for stage in stages_of(methods):
+    for stage in stages_of(methods, benchmark):
         recipe = configs / f"{recipes}_{stage.recipe}.yaml"
         start = [f"init_from={best[stage.init_from]}"] if stage.init_from else []
-        start += [f"reward.paths.{reward}={best[source]}" for reward, source in stage.paths]
+        start += [f"{name if '.' in name else f'reward.paths.{name}'}={best[source]}" for name, source in stage.paths]
         cfg = load_config(RunConfig, recipe, [*data, f"out_dir={out / stage.name}", *start])
         extra = xe_overrides if cfg.algorithm == "xe" else rl_overrides
         cfg = load_config(RunConfig, recipe, [*data, f"out_dir={out / stage.name}", *start, *extra])
@@ -67,7 +67,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         data.append(f"data.max_train_images={max_train_images}")
     best = train_stages(benchmark, methods, out, data, Path(configs), list(rl_overrides or []),
                         list(xe_overrides or []), report)
-    checkpoints = {m: best[METHODS[m].stages[-1].name] for m in methods}
+    known = methods_of(benchmark)
+    checkpoints = {m: best[known[m].stages[-1].name] for m in methods}
     metrics = api.evaluation_metrics()
     results: dict[str, Any] = {"benchmark": benchmark, "split": "test", "methods": {}}
     test, judges = None, None
@@ -80,5 +81,5 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         results["methods"][method] = method_row(model, test, vocab, metrics, judges=judges)
     api.write_json(out / "results.json", results)
     (out / "results.md").write_text(results_markdown(results) + distinct_markdown(results), encoding="utf-8")
-    plot_curves({m: out / METHODS[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")
+    plot_curves({m: out / known[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")
     return results

@@ -25,8 +25,9 @@ Report = Callable[[str], None]
 class Stage:
     """One training run: ``name`` is its folder and identity, ``recipe`` the config it runs,
     ``init_from`` the stage whose best checkpoint it starts from (None: from scratch), ``paths``
-    (reward name, stage) pairs: a learned reward loads that stage's best checkpoint
-    (``reward.paths.<reward>``)."""
+    (name, stage) pairs: a learned reward loads that stage's best checkpoint
+    (``reward.paths.<name>``), or, for a dotted name, that config key is set to it (e.g.
+    ``model.critic_from``)."""
 
     name: str
     recipe: str
@@ -43,11 +44,13 @@ class Method:
 @dataclass(frozen=True)
 class Benchmark:
     """``prepare(data_dir, image_size, report) -> (dataset, features)`` builds (or reuses) the data;
-    recipes are ``configs/<recipes>_<recipe>.yaml``."""
+    recipes are ``configs/<recipes>_<recipe>.yaml``; ``methods``: this benchmark's own meaning of a
+    method name, over :data:`METHODS` (004's ``rl`` on video is SCST, 002's ``rl`` elsewhere)."""
 
     prepare: Callable[[Path, int, Report], tuple[Path, Path]]
     recipes: str
     description: str = ""
+    methods: tuple[tuple[str, "Method"], ...] = ()
 
 
 def _prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
@@ -69,6 +72,26 @@ def _prepare_coco_concepts(data_dir: Path, image_size: int, report: Report) -> t
     config = ConceptsConfig(agreement=str(COCO_CAPTIONS / "human_agreement_5k.json"))
     result = build_concepts(COCO_CAPTIONS / "val2014_captions.json", data_dir, config)
     return result.dataset, result.features
+
+
+def _prepare_moving_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+    """Moving-shapes clips (MP4) and their frame features (4 frames a second, at most 16), both reused when complete."""
+    from rlcap.data.readers import read_dataset
+    from rlcap.data.synthetic.moving import MovingShapesConfig, generate_moving_shapes
+    from rlcap.encoders.video import extract_video_features
+    from rlcap.progress import progress
+
+    config = MovingShapesConfig()
+    report(f"[1/2] moving-shapes clips -> {data_dir}")
+    with progress(config.n_videos, "moving-shapes", unit="clip") as bar:
+        annotations = generate_moving_shapes(config, data_dir, progress=bar.update)
+    size = min(image_size, 96)  # 64-px frames: 96 px is the encoder's 3x3 grid, enough for pooled frame vectors
+    feats = data_dir / f"frames_{size}.h5"
+    report(f"[2/2] EfficientNet-Lite0 frame features at {size} px, 4 frames/s -> {feats}")
+    videos = {r.id: data_dir / r.filename for r in read_dataset(annotations)}
+    with progress(len(videos), "features", unit="clip") as bar:
+        extract_video_features(videos, feats, image_size=size, fps=4.0, max_frames=16, progress=bar.update)
+    return annotations, feats
 
 
 XE = Stage("xe", "xe")
@@ -102,34 +125,53 @@ METHODS: dict[str, Method] = {
     "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward (002)"),
 }
 
+# 004's Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64
+CRITIC = Stage("critic", "critic")
+VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
+    ("rl", Method((XE, Stage("rl", "rl", "xe")), "the RL-baseline: the attention model by SCST on CIDEr-D (004)")),
+    *((f"hrl_{g}", Method((CRITIC, Stage(f"xe_hrl_{g}", f"xe_hrl_{g}", None, (("model.critic_from", "critic"),)),
+                           Stage(f"hrl_{g}", "hrl", f"xe_hrl_{g}")),
+                          f"HRL, goal size {g}: internal critic, XE warm start, alternating phases (004)"))
+      for g in (16, 32, 64)),
+)
+
 BENCHMARKS: dict[str, Benchmark] = {
     "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)"),
     "coco-concepts": Benchmark(_prepare_coco_concepts, "coco-concepts",
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)"),
+    "moving-shapes": Benchmark(_prepare_moving_shapes, "moving-shapes",
+                               "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_METHODS),
 }
+
+
+def methods_of(benchmark: str) -> dict[str, Method]:
+    """The methods as ``benchmark`` means them: :data:`METHODS` with the benchmark's own entries over them."""
+    return {**METHODS, **dict(BENCHMARKS[benchmark].methods)} if benchmark in BENCHMARKS else dict(METHODS)
 
 
 def check_names(benchmark: str, methods: list[str]) -> None:
     """One clear line for an unknown benchmark or method, listing the known ones."""
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"unknown benchmark {benchmark!r}; expected one of {sorted(BENCHMARKS)}")
-    unknown = [m for m in methods if m not in METHODS]
+    known = methods_of(benchmark)
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise ConfigError(f"unknown method {unknown[0]!r}; expected some of {sorted(METHODS)}")
+        raise ConfigError(f"unknown method {unknown[0]!r}; expected some of {sorted(known)}")
 
 
-def stages_of(methods: list[str]) -> list[Stage]:
+def stages_of(methods: list[str], benchmark: str = "") -> list[Stage]:
     """Every stage the methods need, each once, in an order where a stage follows the one it starts from."""
     order: dict[str, Stage] = {}
+    catalogue = methods_of(benchmark)
     for method in methods:
-        for stage in METHODS[method].stages:
+        for stage in catalogue[method].stages:
             known = order.setdefault(stage.name, stage)
             if known != stage:
                 raise ConfigError(f"two stages are named {stage.name!r} with different recipes: {known} and {stage}")
     for stage in order.values():
         if stage.init_from is not None and stage.init_from not in order:
             raise ConfigError(f"stage {stage.name!r} starts from {stage.init_from!r}, which no method trains")
-        for reward, source in stage.paths:
+        for name, source in stage.paths:
             if source not in order:
-                raise ConfigError(f"stage {stage.name!r} loads reward {reward!r} from {source!r}, which no method trains")
+                raise ConfigError(f"stage {stage.name!r} loads {name!r} from {source!r}, which no method trains")
     return list(order.values())

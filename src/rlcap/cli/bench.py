@@ -9,12 +9,13 @@ from rlcap.cli.tables import print_scores
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from rlcap.bench.registry import BENCHMARKS, METHODS
+    from rlcap.bench.registry import BENCHMARKS, METHODS, VIDEO_METHODS
 
     p = sub.add_parser("bench", help="train methods (shared stages once) and tabulate them")
     p.add_argument("--benchmark", default="shapes", help=f"benchmark: {', '.join(sorted(BENCHMARKS))}")
     p.add_argument("--methods", default="xe,scst,sll_me,sll_sle",
-                   help=f"comma-separated methods: {', '.join(sorted(METHODS))}")
+                   help=f"comma-separated methods: {', '.join(sorted(METHODS))}; on moving-shapes also "
+                        f"{', '.join(name for name, _ in VIDEO_METHODS)} (rl there is 004's RL-baseline)")
     p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
     p.add_argument("--data", default=None, help="benchmark data folder (default data/BENCHMARK; generated when missing)")
     p.add_argument("--configs", default="configs", help="folder of the method recipes")
