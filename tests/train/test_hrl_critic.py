@@ -112,3 +112,29 @@ def test_killed_hrl_run_resumes_exactly(clips, tmp_path):
         for k in got.weights[part]:
             assert torch.equal(got.weights[part][k], ref.weights[part][k])
     assert got.trainer["state"] == ref.trainer["state"]
+
+
+def test_hrl_through_the_bench(clips, tmp_path, monkeypatch):
+    """`rlcap bench` on a video benchmark: the critic stage, the HRL XE stage loading it
+    (model.critic_from from Stage.paths), Algorithm 1 from that, beside the XE baseline."""
+    from rlcap.bench.registry import BENCHMARKS, VIDEO_METHODS, Benchmark
+    from rlcap.cli import main
+    from tests.train.test_bench_registry import _recipe
+
+    ann, feats, folder = clips
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    base = [o for o in small("u", "u", "u") if o.split("=")[0] not in ("data.dataset", "data.features", "out_dir")]
+    _recipe(configs / "tiny_xe.yaml", [*base, "algorithm=xe", "model.arch=updown", "xe.epochs=1"])
+    _recipe(configs / "tiny_critic.yaml", [*base, "algorithm=critic", "critic.epochs=1"])
+    _recipe(configs / "tiny_xe_hrl_16.yaml", [*base, "algorithm=xe", "model.arch=hrl", "model.goal_dim=16", "xe.epochs=1"])
+    _recipe(configs / "tiny_hrl.yaml", [*[o for o in base if not o.startswith(("model.", "xe."))], "algorithm=hrl",
+                                        "rl.epochs=1", "rl.batch_size=20", "hrl.switch_every=1"])
+    monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(lambda *a: (ann, feats), "tiny", "", VIDEO_METHODS))
+    out = tmp_path / "bench"
+    assert main(["bench", "--benchmark", "tiny", "--methods", "xe,hrl_16", "--out", str(out), "--configs",
+                 str(configs)]) == 0
+    assert json.loads((out / "xe_hrl_16" / "config.json").read_text())["model"]["critic_from"] == str(out / "critic" / "best")
+    assert json.loads((out / "hrl_16" / "config.json").read_text())["init_from"] == str(out / "xe_hrl_16" / "best")
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["methods"]) == {"xe", "hrl_16"} and results["methods"]["hrl_16"]["beam"]["CIDEr"] >= 0

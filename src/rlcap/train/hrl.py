@@ -31,7 +31,7 @@ from torch import nn
 
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import sample
+from rlcap.decoding import banned_words, sample, word_logprobs
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
@@ -128,8 +128,11 @@ def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
     word = torch.full((batch.feats.att.size(0),), BOS, dtype=torch.long)
     done = torch.zeros_like(word, dtype=torch.bool)
     tokens, logprobs, starts, h_m = [], [], [], []
+    ban = None
     for _ in range(max_len):
         step_lp, state = model.step(memory, state, word)
+        ban = banned_words(step_lp.size(1), step_lp) if ban is None else ban
+        step_lp = word_logprobs(step_lp, ban)  # the policy decoding draws from: PAD and BOS never written
         starts.append(model.segment_start(state))
         h_m.append(state[2])
         word = step_lp.detach().argmax(1).masked_fill(done, PAD)  # greedy: the worker as the oracle (line 13)
