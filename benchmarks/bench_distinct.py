@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 
-from benchdoc import REPO, machine, replace_section
+from benchdoc import REPO, machine, replace_section, run_bench
 
 METHODS = "tf,wtf,wtf_rl,rl,rl_unidirectional,scst_discriminator"
 
@@ -63,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-train-images", type=int, default=0, help="train on the first N training images (0: all)")
     args = parser.parse_args(argv)
     args.out = args.out or f"runs/distinct_{args.benchmark}"
-    command = ["rlcap", "bench", "--benchmark", args.benchmark, "--methods", METHODS, "--out", args.out]
-    if args.max_train_images:
-        command += ["--max-train-images", str(args.max_train_images)]
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "rlcap.cli", *command[1:]], check=True, cwd=REPO)
-    seconds = time.perf_counter() - start
+    command, seconds = run_bench(args.benchmark, METHODS, args.out, args.max_train_images)
     results = json.loads((REPO / args.out / "results.json").read_text())
     m = {name: row["distinct"] | {"CIDEr": row["beam"]["CIDEr"]} for name, row in results["methods"].items()}
     gain = lambda a, b, col: m[a][col] / m[b][col] - 1 if m[b][col] else float("inf")  # noqa: E731

@@ -57,3 +57,18 @@ def replace_section(name: str, body: str, doc: Path = DOC) -> None:
         text = text.rstrip() + "\n\n" + section + "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")
+
+
+def run_bench(benchmark: str, methods: str, out: str, max_train_images: int = 0) -> tuple[list[str], float]:
+    """Run ``rlcap bench`` from the repository (its training budget ``max_train_images``, 0: all);
+    return the command as a user would type it and the seconds it took."""
+    import subprocess
+    import sys
+    import time
+
+    command = ["rlcap", "bench", "--benchmark", benchmark, "--methods", methods, "--out", out]
+    if max_train_images:
+        command += ["--max-train-images", str(max_train_images)]
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rlcap.cli", *command[1:]], check=True, cwd=REPO)
+    return command, time.perf_counter() - start

@@ -112,3 +112,32 @@ def _wait_for_training(proc: subprocess.Popen, log: Path, timeout: float = 180.0
             return True
         time.sleep(0.05)
     return proc.poll() is None
+
+
+def assert_same_final_checkpoints(reference, killed, parts: list[str]) -> None:
+    """The killed-and-resumed run ends with the reference run's weights (every part), optimizer states
+    and loop state, tensor for tensor."""
+    from rlcap.train.checkpoint import load_checkpoint
+
+    ref, got = load_checkpoint(reference / "last"), load_checkpoint(killed / "last")
+    assert sorted(got.weights) == sorted(parts)
+    _same(got.weights, ref.weights)
+    _same(got.trainer["optimizers"], ref.trainer["optimizers"])
+    _same(got.trainer["state"], ref.trainer["state"])
+
+
+def _same(a, b) -> None:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    else:
+        assert a == b

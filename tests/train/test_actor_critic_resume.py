@@ -2,11 +2,9 @@
 the same losses step for step, and the same weights and optimizer states of both parts at the end."""
 
 import pytest
-import torch
 
 from rlcap import api
-from rlcap.train.checkpoint import load_checkpoint
-from tests.train.killing import assert_resume_is_exact
+from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 from tests.tiny import tiny_overrides
 
 PRETRAIN_EPOCHS, RL_EPOCHS, STEPS_PER_EPOCH = 2, 3, 3  # 24 training images, 8 a batch
@@ -25,21 +23,6 @@ def runs(tmp_path_factory):
     return dataset, feats, folder
 
 
-def assert_same_tensors(a, b):
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            assert_same_tensors(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            assert_same_tensors(x, y)
-    else:
-        assert a == b
-
-
 @pytest.mark.parametrize("kill_step", [2, 10], ids=["in_value_pretraining", "in_joint_training"])
 def test_killed_actor_critic_run_resumes_exactly(runs, tmp_path, kill_step):
     dataset, feats, folder = runs
@@ -50,8 +33,4 @@ def test_killed_actor_critic_run_resumes_exactly(runs, tmp_path, kill_step):
         "reward.paths": f"{{embedding: {folder / 'embedding' / 'best'}}}", "save_every": 2, "val.max_images": 2})
     total = (PRETRAIN_EPOCHS + RL_EPOCHS) * STEPS_PER_EPOCH
     assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", kill_step, total)
-    ref, got = (load_checkpoint(tmp_path / run / "last") for run in ("reference", "killed"))
-    assert sorted(got.weights) == ["policy", "value"]
-    assert_same_tensors(got.weights, ref.weights)
-    assert_same_tensors(got.trainer["optimizers"], ref.trainer["optimizers"])
-    assert_same_tensors(got.trainer["state"], ref.trainer["state"])
+    assert_same_final_checkpoints(tmp_path / "reference", tmp_path / "killed", ["policy", "value"])

@@ -3,7 +3,6 @@ training retriever, and Table 1's columns (retrieval by both judges, quality, Se
 
 import json
 
-import yaml
 
 from rlcap.bench.registry import BENCHMARKS, Benchmark
 from rlcap.cli import main

@@ -99,19 +99,14 @@ def test_alternating_phases_each_train_only_their_part(clips):
 
 
 def test_killed_hrl_run_resumes_exactly(clips, tmp_path):
-    from tests.train.killing import assert_resume_is_exact
+    from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 
     ann, feats, folder = clips
     if not (folder / "hrl" / "best").exists():
         test_hrl_xe_with_the_frozen_critic(clips)
     overrides = small(ann, feats, tmp_path / "unused", **hrl_settings(folder, save_every=2))
     assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", 5, 2 * 5)
-    ref, got = (load_checkpoint(tmp_path / run / "last") for run in ("reference", "killed"))
-    assert sorted(got.weights) == ["baselines", "policy"]
-    for part in got.weights:
-        for k in got.weights[part]:
-            assert torch.equal(got.weights[part][k], ref.weights[part][k])
-    assert got.trainer["state"] == ref.trainer["state"]
+    assert_same_final_checkpoints(tmp_path / "reference", tmp_path / "killed", ["baselines", "policy"])
 
 
 def test_hrl_through_the_bench(clips, tmp_path, monkeypatch):

@@ -14,8 +14,7 @@ from rlcap.rl.contrastive import discriminator_loss
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.wtf_rl import eq3_loss
-from tests.train.killing import assert_resume_is_exact
-from tests.train.test_actor_critic_resume import assert_same_tensors
+from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
 PRETRAIN_EPOCHS, RL_EPOCHS, STEPS_PER_EPOCH = 1, 2, 3  # 24 training images, 8 a batch
@@ -127,8 +126,4 @@ def test_killed_wtf_rl_run_resumes_exactly(runs, tmp_path, kill_step):
     overrides = tiny_overrides(dataset, feats, tmp_path / "unused", **settings(folder, save_every=2))
     total = (PRETRAIN_EPOCHS + RL_EPOCHS) * STEPS_PER_EPOCH
     assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", kill_step, total)
-    ref, got = (load_checkpoint(tmp_path / run / "last") for run in ("reference", "killed"))
-    assert sorted(got.weights) == ["discriminator", "policy"]
-    assert_same_tensors(got.weights, ref.weights)
-    assert_same_tensors(got.trainer["optimizers"], ref.trainer["optimizers"])
-    assert_same_tensors(got.trainer["state"], ref.trainer["state"])
+    assert_same_final_checkpoints(tmp_path / "reference", tmp_path / "killed", ["discriminator", "policy"])

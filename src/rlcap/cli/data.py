@@ -120,28 +120,27 @@ def run_concepts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace, config_cls: type, complete: Callable, generate: Callable, count: str,
+              name: str, unit: str) -> int:
+    """Build ``config_cls`` from the flags, then generate into ``--out`` unless it is complete already."""
+    config = config_cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_cls)})
+    n = getattr(config, count)
+    if complete(config, args.out):
+        print(f"{args.out}: up to date ({n} {unit}s)")
+        return 0
+    start = time.perf_counter()
+    with progress(n, name, unit=unit) as bar:
+        path = generate(config, args.out, progress=bar.update)
+    print(f"wrote {n} {unit}s and {path} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def run_moving(args: argparse.Namespace) -> int:
     from rlcap.data.synthetic.moving import generate_moving_shapes, is_complete as moving_complete
 
-    config = MovingShapesConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(MovingShapesConfig)})
-    if moving_complete(config, args.out):
-        print(f"{args.out}: up to date ({config.n_videos} clips)")
-        return 0
-    start = time.perf_counter()
-    with progress(config.n_videos, "moving-shapes", unit="clip") as bar:
-        path = generate_moving_shapes(config, args.out, progress=bar.update)
-    print(f"wrote {config.n_videos} clips and {path} in {time.perf_counter() - start:.1f} s")
-    return 0
+    return _generate(args, MovingShapesConfig, moving_complete, generate_moving_shapes, "n_videos", "moving-shapes",
+                     "clip")
 
 
 def run(args: argparse.Namespace) -> int:
-    config = ShapesConfig(**{f.name: getattr(args, f.name)
-                             for f in dataclasses.fields(ShapesConfig)})
-    if is_complete(config, args.out):
-        print(f"{args.out}: up to date ({config.n_images} images)")
-        return 0
-    start = time.perf_counter()
-    with progress(config.n_images, "shapes", unit="img") as bar:
-        path = generate_shapes(config, args.out, progress=bar.update)
-    print(f"wrote {config.n_images} images and {path} in {time.perf_counter() - start:.1f} s")
-    return 0
+    return _generate(args, ShapesConfig, is_complete, generate_shapes, "n_images", "shapes", "image")

@@ -24,7 +24,6 @@ import time
 from typing import NamedTuple
 
 import torch
-from tqdm.auto import tqdm
 
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS
@@ -34,7 +33,7 @@ from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.train.config import OptimConfig, RunConfig
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
-from rlcap.train.sequence import conventions, train_reward
+from rlcap.train.sequence import conventions, pretrain_phase, train_reward
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
                                  open_session, optimizer_step, train_batches)
 
@@ -121,27 +120,9 @@ def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
 
 
 def pretrain_value(s: Session, reward: Reward) -> bool:
-    """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run.
-
-    Its epochs are counted in ``session.state[PRETRAIN]``, not in the run's progress: the run's
-    epochs (validation, learning-rate decay) are those of the joint phase."""
-    cfg, p = s.cfg, s.progress
-    phase = s.state.setdefault(PRETRAIN, {"epoch": 0, "step_in_epoch": 0})
-    train = s.data.splits["train"]
-    steps = (len(train) + cfg.rl.batch_size - 1) // cfg.rl.batch_size
-    while phase["epoch"] < cfg.ac.value_pretrain_epochs:
-        batches = train.batches(cfg.rl.batch_size, 1, cfg.seed, phase["epoch"], phase["step_in_epoch"])
-        for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
-                          desc=f"value pretraining epoch {phase['epoch'] + 1}"):
-            stats = value_pretrain_step(s, batch, reward)
-            phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
-            if finish_step(s, stats._asdict()):
-                return True
-        phase["epoch"] += 1
-        phase["step_in_epoch"] = 0
-        p.step_in_epoch = 0  # finish_step counted the phase's steps there; the joint phase starts its epoch at 0
-        log.info("value pretraining: epoch %d of %d done", phase["epoch"], cfg.ac.value_pretrain_epochs)
-    return False
+    """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
+    return pretrain_phase(s, PRETRAIN, s.cfg.ac.value_pretrain_epochs, 1,
+                          lambda batch: value_pretrain_step(s, batch, reward), "value pretraining")
 
 
 def train_actor_critic(cfg: RunConfig) -> TrainResult:

@@ -22,7 +22,7 @@ from rlcap.data.vocab import BOS, PAD
 from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
 from rlcap.train.config import RunConfig
-from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
+from rlcap.train.session import (TrainResult, add_part, begin, finish_run, finish_step, open_session,
                                  optimizer_step, save)
 
 log = logging.getLogger(__name__)

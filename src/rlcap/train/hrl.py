@@ -70,7 +70,7 @@ class HrlStats(NamedTuple):
 
 def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
     """CIDEr-D (the run's reward) of every prefix of every caption: tokens (B, T) -> (B, T), one reward call."""
-    rows, captions, ids, refs, image_rows = [], [], [], [], []
+    rows, captions, ids, refs = [], [], [], []
     for i, row in enumerate(tokens.tolist()):
         words = []
         for t, w in enumerate(row):

@@ -1,11 +1,15 @@
-"""What the sequence-level (RL) loops share: their reward, the SCST baselines, and step statistics."""
+"""What the sequence-level (RL) loops share: their reward, the SCST baselines, step statistics, and a
+pretraining phase run before a loop's main one."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import torch
+from tqdm.auto import tqdm
 
 from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
@@ -13,7 +17,9 @@ from rlcap.rl.baselines import (RunningMean, greedy_baseline, leave_one_out_base
                                 running_mean_baseline, update_running_mean)
 from rlcap.train.config import RunConfig, ScstConfig
 from rlcap.train.rollout import greedy_captions, score
-from rlcap.train.session import Session, feature_dims, start_session
+from rlcap.train.session import Session, feature_dims, finish_step, start_session
+
+log = logging.getLogger(__name__)
 
 
 class StepStats(NamedTuple):
@@ -77,3 +83,29 @@ def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torc
         session.state["running_mean"] = update_running_mean(state, rewards, cfg.running_mean_decay)
         return running_mean_baseline(state, rewards)
     return no_baseline(rewards)
+
+
+def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any],
+                   what: str) -> bool:
+    """A phase before a loop's main one (000's value pretraining, 002's discriminator pretraining):
+    ``epochs`` passes of ``step(batch)`` (which returns a NamedTuple of step statistics) over the
+    training batches. Its epochs are counted in ``session.state[key]``, not in the run's progress (the
+    run's epochs, validation and decay are the main phase's), so that a killed run resumes inside
+    it. True when ``max_steps`` stopped the run."""
+    cfg = s.cfg
+    phase = s.state.setdefault(key, {"epoch": 0, "step_in_epoch": 0})
+    train = s.data.splits["train"]
+    steps = (len(train) + cfg.rl.batch_size - 1) // cfg.rl.batch_size
+    while phase["epoch"] < epochs:
+        batches = train.batches(cfg.rl.batch_size, seq_per_img, cfg.seed, phase["epoch"], phase["step_in_epoch"])
+        for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
+                          desc=f"{what} epoch {phase['epoch'] + 1}"):
+            stats = step(batch)
+            phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
+            if finish_step(s, stats._asdict()):
+                return True
+        phase["epoch"] += 1
+        phase["step_in_epoch"] = 0
+        s.progress.step_in_epoch = 0  # finish_step counted the phase's steps there; the main phase starts at 0
+        log.info("%s: epoch %d of %d done", what, phase["epoch"], epochs)
+    return False

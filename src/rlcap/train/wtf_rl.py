@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from tqdm.auto import tqdm
 
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
@@ -47,6 +46,7 @@ from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.config import OptimConfig, RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, teacher_forced_logprobs
+from rlcap.train.sequence import pretrain_phase
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
                                  optimizer_step, train_batches)
 
@@ -187,24 +187,8 @@ def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats
 
 def pretrain_discriminator(s: Session, reward: RetrievalReward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
-    cfg = s.cfg
-    phase = s.state.setdefault(PRETRAIN, {"epoch": 0, "step_in_epoch": 0})
-    train = s.data.splits["train"]
-    steps = (len(train) + cfg.rl.batch_size - 1) // cfg.rl.batch_size
-    while phase["epoch"] < cfg.wtf_rl.discriminator_pretrain_epochs:
-        batches = train.batches(cfg.rl.batch_size, cfg.data.seq_per_img, cfg.seed, phase["epoch"],
-                                phase["step_in_epoch"])
-        for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
-                          desc=f"discriminator pretraining epoch {phase['epoch'] + 1}"):
-            stats = pretrain_step(s, batch, reward)
-            phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
-            if finish_step(s, stats._asdict()):
-                return True
-        phase["epoch"] += 1
-        phase["step_in_epoch"] = 0
-        s.progress.step_in_epoch = 0  # the loop's epochs start at 0
-        log.info("discriminator pretraining: epoch %d of %d done", phase["epoch"], cfg.wtf_rl.discriminator_pretrain_epochs)
-    return False
+    return pretrain_phase(s, PRETRAIN, s.cfg.wtf_rl.discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
+                          lambda batch: pretrain_step(s, batch, reward), "discriminator pretraining")
 
 
 def discriminator_optim(cfg: RunConfig) -> OptimConfig:
