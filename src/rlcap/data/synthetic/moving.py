@@ -105,13 +105,18 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     tmp.replace(path)
 
 
-def make_clip(config: MovingShapesConfig, i: int):
-    """Clip ``i``: its events, its frames and its captions (nothing is written)."""
+def clip_and_captions(config: MovingShapesConfig, i: int):
+    """Clip ``i``'s events and captions, without drawing it (what human agreement needs)."""
     rng = _rng(config.seed, i, "clip")
     clip = sample_clip(rng, rng.randint(config.min_frames, config.max_frames), config.max_objects)
+    return clip, caption_clip(clip, _rng(config.seed, i, "captions"), config.captions)
+
+
+def make_clip(config: MovingShapesConfig, i: int):
+    """Clip ``i``: its events, its frames and its captions (nothing is written)."""
+    clip, captions = clip_and_captions(config, i)
     frames = [np.asarray(render_scene(state_at(clip, t), config.image_size, _rng(config.seed, i, "render")))
               for t in range(clip.frames)]  # the same jitter in every frame
-    captions = caption_clip(clip, _rng(config.seed, i, "captions"), config.captions)
     return clip, frames, captions
 
 
