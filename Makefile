@@ -59,7 +59,7 @@ bench-distinct: $(STAMP)
 # Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines)
 bench-video: $(STAMP)
 	$(PY) benchmarks/video_agreement.py
-	$(RLCAP) bench --benchmark moving-shapes --methods xe,rl,hrl_16,hrl_32,hrl_64 --out runs/bench_video
+	$(PY) benchmarks/bench_video.py
 
 # Where SCST's gain goes (docs/BENCHMARKS.md): needs runs/bench_shapes from bench-methods; trains the runs
 # that are missing (about 35 min), then evaluates every run.

@@ -1,0 +1,107 @@
+"""004's Table 2 on moving shapes: XE- and RL-baselines and HRL with goals of 16, 32 and 64.
+
+Run with ``make bench-video``: calls ``rlcap bench --benchmark moving-shapes --methods
+xe,rl,hrl_16,hrl_32,hrl_64``, copies the test-split table (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D,
+SPICE) into the bench-video section of docs/BENCHMARKS.md with the checks issue 16 asks for, the
+internal critic's boundary precision and recall on the validation captions, and, per model, a test
+clip's frames with its caption cut where the critic ends segments (docs/figures/). Prints a last
+line of JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from benchdoc import REPO, machine, replace_section, run_bench
+
+METHODS = "xe,rl,hrl_16,hrl_32,hrl_64"
+COLUMNS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
+
+
+def segment_figure(checkpoint, dataset: str, features: str, out, clip: int = 0) -> str:
+    """Frames of test clip ``clip``, and the model's greedy caption cut where its critic ends a segment."""
+    import torch
+    from PIL import Image, ImageDraw
+
+    from rlcap.data.loader import DataConfig, load_data
+    from rlcap.data.readers import read_dataset
+    from rlcap.data.vocab import EOS
+    from rlcap.encoders.video import read_frames
+    from rlcap.train.session import load_model
+
+    model, vocab, _ = load_model(checkpoint)
+    test = load_data(DataConfig(dataset=dataset, features=features), ("test",), vocab=vocab).splits["test"]
+    feats = test.feats(torch.tensor([clip]))
+    memory = model.encode(feats)
+    state, word, words, cuts = model.init_state(memory), torch.tensor([1]), [], []
+    with torch.no_grad():
+        for _ in range(40):
+            lp, state = model.step(memory, state, word)
+            if hasattr(model, "segment_start") and bool(model.segment_start(state)[0]) and words:
+                cuts.append(len(words))
+            word = lp.argmax(1)
+            if int(word) == EOS:
+                break
+            words.append(vocab.itos[int(word)])
+    text = " | ".join(" ".join(words[a:b]) for a, b in zip([0, *cuts], [*cuts, len(words)]))
+    record = next(r for r in read_dataset(dataset) if r.id == test.ids[clip])
+    frames = read_frames(REPO / dataset.rsplit("/", 1)[0] / record.filename, n_frames=8)
+    strip = Image.new("RGB", (8 * 96, 96 + 40), "white")
+    for k, f in enumerate(frames):
+        strip.paste(f.resize((96, 96)), (96 * k, 0))
+    ImageDraw.Draw(strip).text((4, 100), text[:120], fill="black")
+    ImageDraw.Draw(strip).text((4, 116), text[120:240], fill="black")
+    strip.save(out)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/bench_video", help="output folder of rlcap bench")
+    args = parser.parse_args(argv)
+    command, seconds = run_bench("moving-shapes", METHODS, args.out)
+    results = json.loads((REPO / args.out / "results.json").read_text())
+    beam = {m: r["beam"] for m, r in results["methods"].items()}
+    rows = ["| method | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
+    rows += [f"| {m} | " + " | ".join(f"{100 * b.get(c, float('nan')):.1f}" for c in COLUMNS) + " |" for m, b in beam.items()]
+    hrl = {g: beam[f"hrl_{g}"]["CIDEr"] for g in (16, 32, 64)}
+    val = {g: max(r["CIDEr"] for r in map(json.loads, (REPO / args.out / f"hrl_{g}" / "log.jsonl").read_text().splitlines())
+                  if "CIDEr" in r) for g in (16, 32, 64)}
+    chosen = max(val, key=val.get)
+    critic = [json.loads(x) for x in (REPO / args.out / "critic" / "log.jsonl").read_text().splitlines()]
+    critic = max((r for r in critic if "F1" in r), key=lambda r: r["F1"])
+    cfg = json.loads((REPO / args.out / "xe" / "config.json").read_text())["data"]
+    figures = []
+    (REPO / "docs" / "figures").mkdir(exist_ok=True)
+    for method in ("xe", "rl", f"hrl_{chosen}"):
+        stage = method
+        png = REPO / "docs" / "figures" / f"video_{method}.png"
+        text = segment_figure(REPO / args.out / stage / "best", cfg["dataset"], cfg["features"], png)
+        figures.append(f"- {method}: ![{method}](figures/{png.name}) \"{text}\"")
+    import torch
+
+    body = "\n".join([
+        "## Video: moving shapes (Table 2 layout of 004_897c1ba573c567e3.txt)", "",
+        f"Command: `make bench-video` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
+        f"Machine: {machine(torch=torch.__version__)}. Recipes: configs/moving-shapes_*.yaml (docs/VIDEO.md).", "",
+        "Test split, 500 clips, beam size 3, pycocoevalcap metrics x 100.", "", *rows, "",
+        f"- RL-baseline over XE-baseline, CIDEr-D: **{beam['rl']['CIDEr'] / beam['xe']['CIDEr'] - 1:+.1%}**.",
+        f"- HRL, goal size chosen on validation: {chosen} (validation CIDEr-D {val[chosen]:.3f}); test CIDEr-D "
+        f"{hrl[chosen]:.3f} against the RL-baseline's {beam['rl']['CIDEr']:.3f} "
+        f"(**{hrl[chosen] / beam['rl']['CIDEr'] - 1:+.1%}**; 004: 21.6 to 23.2 on Charades).",
+        f"- Internal critic, segment ends on the validation captions (best epoch): precision "
+        f"{critic['precision']:.3f}, recall {critic['recall']:.3f}, F1 {critic['F1']:.3f}.", "",
+        "A test clip (8 of its frames), each model's greedy caption, \"|\" where its critic ended a segment:", "",
+        *figures,
+    ])
+    replace_section("bench-video", body)
+    print(body)
+    print(json.dumps({"rl_over_xe": beam["rl"]["CIDEr"] / beam["xe"]["CIDEr"] - 1, "hrl_goal": chosen,
+                      "hrl_over_rl": hrl[chosen] / beam["rl"]["CIDEr"] - 1, "minutes": round(seconds / 60, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
