@@ -37,3 +37,23 @@ def test_critic_loss_by_hand():
 
 def test_segment_end_targets():
     assert segment_end_targets([[0, 3], [0, 2, 4]], 5).tolist() == [[0, 0, 1, 0, 1], [0, 1, 0, 1, 1]]
+
+
+def test_manager_gradient_on_a_toy_goal_space():
+    """Eq. 22 with mu_theta(s) = theta (the goal is the parameter) and a fixed worker pi(a | g) =
+    softmax(W g): the gradient of -(R - b) log pi(a) is -(R - b) W^T (1_a - pi) (eq. 16 through x = W g),
+    and a step along it raises pi(a) when R > b and lowers it when R < b."""
+    from rlcap.rl.losses import reinforce_loss
+
+    W = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # 3 words, 2-d goals
+    for advantage in (0.5, -0.5):  # R - b
+        goal = torch.tensor([0.2, -0.1], requires_grad=True)
+        logp = torch.log_softmax(W @ goal, 0)
+        a = 2
+        loss = reinforce_loss(logp[a].view(1, 1), torch.ones(1, 1), torch.tensor([advantage]))
+        loss.backward()
+        pi = torch.softmax(W @ goal.detach(), 0)
+        want = -advantage * W.T @ (torch.nn.functional.one_hot(torch.tensor(a), 3).float() - pi)
+        torch.testing.assert_close(goal.grad, want)
+        stepped = goal.detach() - 0.1 * goal.grad
+        assert (torch.softmax(W @ stepped, 0)[a] > pi[a]) == (advantage > 0)
