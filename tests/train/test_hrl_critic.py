@@ -133,3 +133,11 @@ def test_hrl_through_the_bench(clips, tmp_path, monkeypatch):
     assert json.loads((out / "hrl_16" / "config.json").read_text())["init_from"] == str(out / "xe_hrl_16" / "best")
     results = json.loads((out / "results.json").read_text())
     assert set(results["methods"]) == {"xe", "hrl_16"} and results["methods"]["hrl_16"]["beam"]["CIDEr"] >= 0
+
+
+def test_the_video_benchmark_names_what_it_needs(tmp_path, capsys):
+    from rlcap.cli import main
+
+    assert main(["bench", "--benchmark", "video", "--methods", "xe", "--out", str(tmp_path / "o"),
+                 "--data", str(tmp_path)]) == 2
+    assert "annotations.json (MSR-VTT format)" in capsys.readouterr().err

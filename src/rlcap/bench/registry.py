@@ -94,6 +94,20 @@ def _prepare_moving_shapes(data_dir: Path, image_size: int, report: Report) -> t
     return annotations, feats
 
 
+def _prepare_user_video(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+    """A user's MSR-VTT-format video dataset in ``--data DIR``: ``annotations.json`` and ``frames.h5``
+    (``rlcap features DIR --dataset DIR/annotations.json --fps 3 --out DIR/frames.h5``)."""
+    from rlcap.errors import DataError
+
+    annotations, feats = data_dir / "annotations.json", data_dir / "frames.h5"
+    missing = [p.name for p in (annotations, feats) if not p.is_file()]
+    if missing:
+        raise DataError(f"--benchmark video reads {data_dir}/annotations.json (MSR-VTT format) and {data_dir}/frames.h5 "
+                        f"(rlcap features ... --fps 3); missing: {', '.join(missing)}")
+    report(f"video data: {annotations}, {feats}")
+    return annotations, feats
+
+
 XE = Stage("xe", "xe")
 EMBEDDING = Stage("embedding", "embedding")  # the embedding reward's model (000 sec. 3.3.1)
 # 002: the training retriever (the rewards' model) and a second judge trained independently, never a reward
@@ -141,6 +155,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)"),
     "moving-shapes": Benchmark(_prepare_moving_shapes, "moving-shapes",
                                "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_METHODS),
+    # any MSR-VTT-format dataset a user brings, with frame features; the moving-shapes recipes, its data overridden
+    "video": Benchmark(_prepare_user_video, "moving-shapes", "a user's MSR-VTT-format videos (--data DIR)",
+                       VIDEO_METHODS),
 }
 
 
