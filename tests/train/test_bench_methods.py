@@ -27,8 +27,11 @@ def test_bench_methods_tiny(tiny_data, tmp_path):
         for how in ("rs", "bs"):
             assert set(row[how]) == {"CIDEr", "Div-1", "Div-2", "mBLEU-4"}
             assert 0.0 <= row[how]["Div-1"] <= 1.0 and 0.0 <= row[how]["mBLEU-4"] <= 1.0
+    for method in ("scst", "sll_sle"):  # the training cost of the method's own stage, from its log's times
+        cost = saved["methods"][method]["cost"]
+        assert 0 < cost["seconds_per_update"] and cost["minutes"] * 60 >= cost["seconds_per_update"]
     table = (tmp_path / "bench" / "results.md").read_text()
-    assert table.startswith("| method | ") and "| sll_sle |" in table
+    assert table.startswith("| method | ") and "| sll_sle |" in table and "s/update" in table
     assert (tmp_path / "bench" / "curves.png").stat().st_size > 1000
 
 
@@ -42,8 +45,10 @@ def test_markdown_layout():
            "bs": {"CIDEr": 0.9, "Div-1": 0.2, "Div-2": 0.3, "mBLEU-4": 0.7}}
     lines = results_markdown({"methods": {"scst": row}}).splitlines()
     assert lines[0] == ("| method | beam METEOR | beam CIDEr | rs CIDEr | rs Div-1 | rs Div-2 | rs mBLEU-4 | "
-                        "bs CIDEr | bs Div-1 | bs Div-2 | bs mBLEU-4 |")
-    assert lines[2] == "| scst | 0.200 | 1.000 | 0.500 | 0.300 | 0.400 | 0.600 | 0.900 | 0.200 | 0.300 | 0.700 |"
+                        "bs CIDEr | bs Div-1 | bs Div-2 | bs mBLEU-4 | train min | s/update |")
+    assert lines[2] == "| scst | 0.200 | 1.000 | 0.500 | 0.300 | 0.400 | 0.600 | 0.900 | 0.200 | 0.300 | 0.700 | - | - |"
+    row["cost"] = {"minutes": 12.25, "seconds_per_update": 0.914}
+    assert results_markdown({"methods": {"scst": row}}).splitlines()[2].endswith("| 0.700 | 12.2 | 0.91 |")
 
 
 def test_cli_image_size_reaches_the_feature_extraction(tmp_path, monkeypatch):

@@ -54,7 +54,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
     from rlcap.bench.evaluate import method_row
-    from rlcap.bench.report import plot_curves, results_markdown
+    from rlcap.bench.report import plot_curves, results_markdown, training_cost
     from rlcap.data.loader import load_data
     from rlcap.train.session import load_model
 
@@ -79,6 +79,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
             judges = load_judges(best, test)  # 002's retrievers, when the methods train them
         report(f"evaluating {method}")
         results["methods"][method] = method_row(model, test, vocab, metrics, judges=judges)
+        results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
     api.write_json(out / "results.json", results)
     (out / "results.md").write_text(results_markdown(results) + distinct_markdown(results), encoding="utf-8")
     plot_curves({m: out / known[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")

@@ -10,17 +10,35 @@ SET_COLUMNS = ["CIDEr", "Div-1", "Div-2", "mBLEU-4"]
 
 
 def results_markdown(results: dict[str, Any]) -> str:
-    """Table 4 of 003_5a024678a14e9bf6.txt: beam METEOR/CIDEr-D/SPICE; rs and bs CIDEr-D and diversity."""
+    """Table 4 of 003_5a024678a14e9bf6.txt: beam METEOR/CIDEr-D/SPICE; rs and bs CIDEr-D and diversity;
+    and the training cost of the method's own last stage (minutes, seconds per update) when logged."""
     methods = results["methods"]
     beam_cols = [c for c in BEAM_COLUMNS if any(c in row["beam"] for row in methods.values())]
     head = ["method", *(f"beam {c}" for c in beam_cols), *(f"rs {c}" for c in SET_COLUMNS),
-            *(f"bs {c}" for c in SET_COLUMNS)]
+            *(f"bs {c}" for c in SET_COLUMNS), "train min", "s/update"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, row in methods.items():
+        cost = row.get("cost") or {}
         cells = [name, *(f"{row['beam'][c]:.3f}" for c in beam_cols),
-                 *(f"{row['rs'][c]:.3f}" for c in SET_COLUMNS), *(f"{row['bs'][c]:.3f}" for c in SET_COLUMNS)]
+                 *(f"{row['rs'][c]:.3f}" for c in SET_COLUMNS), *(f"{row['bs'][c]:.3f}" for c in SET_COLUMNS),
+                 f"{cost['minutes']:.1f}" if cost else "-", f"{cost['seconds_per_update']:.2f}" if cost else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def training_cost(log: Path) -> dict[str, float] | None:
+    """Wall-clock of a stage from its log: minutes from its first to its last record and seconds per
+    training update (None for a log written before records carried their time)."""
+    from rlcap.train.logger import read_log
+
+    if not log.exists():
+        return None
+    records = [r for r in read_log(log) if "time" in r]
+    updates = [r["step"] for r in records if r.get("split") == "train"]
+    if len(records) < 2 or not updates:
+        return None
+    seconds = records[-1]["time"] - records[0]["time"]
+    return {"minutes": seconds / 60, "seconds_per_update": seconds / max(max(updates) - min(updates) + 1, 1)}
 
 
 def plot_curves(logs: dict[str, Path], out: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ class RunLogger:
         self.write(0, "note", {"text": text})
 
     def write(self, step: int, split: str, values: dict[str, Any]) -> None:
-        record = {"step": step, "split": split, **values}
+        """One record; ``time`` (Unix seconds) is added for the training cost the benchmarks report."""
+        record = {"step": step, "split": split, **values, "time": round(time.time(), 3)}
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
         if self._tb is not None:
