@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcap.cli.options import IMAGE_SIZE
+from rlcap.cli.options import IMAGE_SIZE, int_range
 from rlcap.cli.tables import print_scores
 
 
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--configs", default="configs", help="folder of the method recipes")
     p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every stage that is not XE (the methods' budget)")
     p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE stages")
-    p.add_argument("--max-train-images", type=int, default=0,
+    p.add_argument("--max-train-images", type=int_range(0), default=0,
                    help="a budget: every stage trains on the first N training images (0: all)")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128,
                    help="encoder input size for the benchmark's features (default 128: 4x4 grid; 224: 7x7)")

@@ -121,17 +121,18 @@ def run_concepts(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace, config_cls: type, complete: Callable, generate: Callable, count: str,
-              name: str, unit: str) -> int:
-    """Build ``config_cls`` from the flags, then generate into ``--out`` unless it is complete already."""
+              name: str, unit: str, what: str) -> int:
+    """Build ``config_cls`` from the flags, then generate into ``--out`` unless it is complete already.
+    ``unit``: the progress bar's ("img"); ``what``: the printed plural ("images")."""
     config = config_cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_cls)})
     n = getattr(config, count)
     if complete(config, args.out):
-        print(f"{args.out}: up to date ({n} {unit}s)")
+        print(f"{args.out}: up to date ({n} {what})")
         return 0
     start = time.perf_counter()
     with progress(n, name, unit=unit) as bar:
         path = generate(config, args.out, progress=bar.update)
-    print(f"wrote {n} {unit}s and {path} in {time.perf_counter() - start:.1f} s")
+    print(f"wrote {n} {what} and {path} in {time.perf_counter() - start:.1f} s")
     return 0
 
 
@@ -139,8 +140,8 @@ def run_moving(args: argparse.Namespace) -> int:
     from rlcap.data.synthetic.moving import generate_moving_shapes, is_complete as moving_complete
 
     return _generate(args, MovingShapesConfig, moving_complete, generate_moving_shapes, "n_videos", "moving-shapes",
-                     "clip")
+                     "clip", "clips")
 
 
 def run(args: argparse.Namespace) -> int:
-    return _generate(args, ShapesConfig, is_complete, generate_shapes, "n_images", "shapes", "image")
+    return _generate(args, ShapesConfig, is_complete, generate_shapes, "n_images", "shapes", "img", "images")

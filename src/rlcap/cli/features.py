@@ -7,7 +7,7 @@ import argparse
 
 import torch
 
-from rlcap.cli.options import COUNT, IMAGE_SIZE, int_range
+from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
 from rlcap.encoders.extract import extract_features
 from rlcap.encoders.sources import VIDEO_SUFFIXES, dataset_files, find_images, is_video, karpathy_images
 from rlcap.encoders.video import extract_video_features
@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "IMAGE_DIR/<video_id>.mp4)")
     parser.add_argument("--frames", type=COUNT, default=16,
                         help="videos: frames sampled evenly over each clip (default 16)")
-    parser.add_argument("--fps", type=float, default=None,
+    parser.add_argument("--fps", type=float_range(0.01), default=None,
                         help="videos: sample this many frames per second instead (004: 3), at most --max-frames")
     parser.add_argument("--max-frames", type=COUNT, default=64, help="videos: most frames kept with --fps (default 64)")
     parser.add_argument("--skip-bad", action="store_true",

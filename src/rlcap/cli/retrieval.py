@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from rlcap import api
+from rlcap.cli.options import COUNT, int_range
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     e = actions.add_parser("eval", help="R@1/5/10 in both directions on a split")
     e.add_argument("checkpoint", help="checkpoint folder of a retriever (e.g. runs/x/best)")
     e.add_argument("--split", default="test", help="split to retrieve in (default: test)")
-    e.add_argument("--max-images", type=int, default=0, help="only the first N images of the split (0: all)")
+    e.add_argument("--max-images", type=int_range(0), default=0, help="only the first N images of the split (0: all)")
     e.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
                    help="data overrides, e.g. data.features=other.h5")
     e.set_defaults(func=run_eval)
@@ -36,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     x.add_argument("--dataset", required=True, help="caption file (Karpathy JSON, COCO with coco_splits, or JSONL)")
     x.add_argument("--features", default="", help="feature store, for a dual encoder")
     x.add_argument("--images", default=None, help="folder of the image files, for CLIP")
-    x.add_argument("--neighbours", type=int, default=10, help="mined neighbours kept per image (default 10)")
+    x.add_argument("--neighbours", type=COUNT, default=10, help="mined neighbours kept per image (default 10)")
     x.add_argument("--out", required=True, help="the bank to write (HDF5)")
     x.set_defaults(func=run_index)
     return p
