@@ -69,22 +69,23 @@ class HrlStats(NamedTuple):
 
 
 def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
-    """CIDEr-D (the run's reward) of every prefix of every caption: tokens (B, T) -> (B, T), one reward call."""
+    """CIDEr-D (the run's reward) of every prefix of every caption: tokens (B, T) -> (B, T), one reward
+    call. At EOS the finished caption is scored again (its delta is 0); padding is not scored (0)."""
     rows, captions, ids, refs = [], [], [], []
     for i, row in enumerate(tokens.tolist()):
-        words = []
+        words: list[str] = []
         for t, w in enumerate(row):
-            if w in (PAD, EOS):
-                captions.append(" ".join(words))  # EOS: the finished caption again
-            else:
+            if w == PAD:
+                break
+            if w != EOS:
                 words.append(vocab.itos[w])
-                captions.append(" ".join(words))
             rows.append((i, t))
+            captions.append(" ".join(words))
             ids.append(batch.image_ids[i])
             refs.append(batch.refs[i])
-    values = reward(captions, RewardBatch(ids, refs))
+    values = reward(captions, RewardBatch(ids, refs)).tolist() if captions else []
     out = torch.zeros(tokens.shape)
-    for (i, t), v in zip(rows, values.tolist()):
+    for (i, t), v in zip(rows, values):
         out[i, t] = v
     return out
 

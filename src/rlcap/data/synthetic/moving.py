@@ -26,6 +26,7 @@ import numpy as np
 from rlcap.data.synthetic.clip_captions import caption_clip
 from rlcap.data.synthetic.clips import sample_clip, state_at
 from rlcap.data.synthetic.render import render_scene
+from rlcap.data.synthetic.shapes import write_json
 from rlcap.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -171,16 +172,10 @@ def generate_moving_shapes(config: MovingShapesConfig, out_dir: str | Path,
         if pool:
             pool.close()
             pool.join()
-    _write_json(out / ANNOTATIONS_FILE, {"info": {"dataset": "moving-shapes"}, "videos": videos, "sentences": sentences})
+    write_json(out / ANNOTATIONS_FILE, {"info": {"dataset": "moving-shapes"}, "videos": videos, "sentences": sentences})
     seconds = time.perf_counter() - start
-    _write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
+    write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
                                       "config": config.output_dict(), "n_videos": len(videos),
                                       "seconds": round(seconds, 1), "workers": config.workers})
     logger.info("wrote %d moving-shapes clips to %s in %.1f s", len(videos), out, seconds)
     return out / ANNOTATIONS_FILE
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-    tmp.replace(path)

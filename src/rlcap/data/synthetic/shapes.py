@@ -150,9 +150,9 @@ def generate_shapes(config: ShapesConfig, out_dir: str | Path,
         raise DataError(f"cannot write the shapes dataset to {out}: {exc}") from exc
     records = _build_all(config, image_dir, progress)
     _remove_stale_images(image_dir, config.n_images)
-    _write_json(out / DATASET_FILE, {"dataset": "shapes", "images": records})
+    write_json(out / DATASET_FILE, {"dataset": "shapes", "images": records})
     seconds = time.perf_counter() - start
-    _write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
+    write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
                                       "config": config.output_dict(), "n_images": len(records),
                                       "seconds": round(seconds, 1), "workers": config.workers})
     logger.info("wrote %d shapes images to %s in %.1f s", len(records), out, seconds)
@@ -184,7 +184,8 @@ def _remove_stale_images(image_dir: Path, n_images: int) -> None:
             path.unlink()
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
+    """``data`` as compact JSON, written to a temporary file first and moved into place."""
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
     tmp.replace(path)
