@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-video clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-video clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ bench-concepts: $(STAMP)
 bench-distinct: $(STAMP)
 	$(PY) benchmarks/bench_distinct.py --benchmark shapes
 	$(PY) benchmarks/bench_distinct.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
+
+# Per-word credit (docs/RL.md): actor-critic and lookahead (000), MIXER and PG with rollouts (001) beside XE and SCST,
+# on shapes, then on COCO concepts with the budget above; XE and SCST are shared with bench-methods / bench-concepts
+bench-credit: $(STAMP)
+	$(PY) benchmarks/bench_credit.py --benchmark shapes
+	$(PY) benchmarks/bench_credit.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
 
 # Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines)
 bench-video: $(STAMP)

@@ -65,3 +65,20 @@ def test_cli_image_size_reaches_the_feature_extraction(tmp_path, monkeypatch):
     assert main(["bench", "--methods", "xe", "--out", str(tmp_path), "--image-size", "224"]) == 2
     assert main(["bench", "--methods", "xe", "--out", str(tmp_path)]) == 2
     assert asked == [224, 128]
+
+
+def test_ac_lookahead_decodes_the_ac_checkpoint_at_the_lambda_chosen_on_validation(tiny_data, tmp_path):
+    """``ac_lookahead`` shares every stage with ``ac`` and differs only in how its beam column is
+    decoded; at the only lambda offered (1, plain beam search) its row must equal ac's."""
+    dataset, feats = tiny_data
+    tiny = [o for o in tiny_overrides(dataset, feats, tmp_path / "unused") if not o.startswith("out_dir=")]
+    model_free = [o for o in tiny if not o.startswith("model.")]
+    rl = [*model_free, "rl.epochs=1", "rl.batch_size=12", "rl.n_samples=2", "decode.max_len=6",
+          "ac.value_pretrain_epochs=1", "ac.lookahead=[1.0]", "embedding.epochs=1", "embedding.batch_size=8",
+          "embedding.model.word_dim=8", "embedding.model.hidden_dim=8", "embedding.model.joint_dim=8"]
+    results = run_benchmark("shapes", ["ac", "ac_lookahead"], tmp_path / "bench", configs=CONFIGS,
+                            rl_overrides=rl, xe_overrides=[*tiny, "xe.epochs=1"], prepared=(dataset, feats))
+    ac, lookahead = results["methods"]["ac"], results["methods"]["ac_lookahead"]
+    assert lookahead["lookahead"]["best_lambda"] == 1.0 and list(lookahead["lookahead"]["scores"]) == ["1.0"]
+    assert lookahead["beam"] == ac["beam"] and lookahead["rs"] == ac["rs"]
+    assert "lookahead" not in ac

@@ -51,14 +51,17 @@ def set_scores(split: SplitData, captions: dict[str, list[str]]) -> dict[str, fl
 
 
 def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: list[str], max_len: int = 16,
-               seed: int = 0, judges: dict[str, Any] | None = None) -> dict[str, Any]:
+               seed: int = 0, judges: dict[str, Any] | None = None,
+               predictions: dict[str, str] | None = None) -> dict[str, Any]:
     """``{"beam": {...}, "rs": {...}, "bs": {...}}`` for one trained model; with ``judges`` (trained
     retrievers, :func:`rlcap.bench.distinct.load_judges`) also ``"distinct"``: 002's retrieval columns
-    and Self-BLEU of the beam captions."""
+    and Self-BLEU of the beam captions. ``predictions``: the beam column's captions decoded otherwise
+    (000's lookahead inference) instead of beam search of size 3."""
     from rlcap.bench.distinct import distinct_row
     from rlcap.train.evaluate import decode_split, score_predictions
 
-    predictions = decode_split(model, split, vocab, 3, max_len)
+    if predictions is None:
+        predictions = decode_split(model, split, vocab, 3, max_len)
     beam = score_predictions(split, predictions, metrics).corpus
     rs = set_scores(split, caption_sets(model, split, vocab, "rs", 5, max_len, seed))
     bs = set_scores(split, caption_sets(model, split, vocab, "bs", 5, max_len, seed))

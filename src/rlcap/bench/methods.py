@@ -78,9 +78,29 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
             test = load_data(load_config(RunConfig, None, data).data, ("test",), vocab=vocab).splits["test"]
             judges = load_judges(best, test)  # 002's retrievers, when the methods train them
         report(f"evaluating {method}")
-        results["methods"][method] = method_row(model, test, vocab, metrics, judges=judges)
+        max_len = api.checkpoint_decoding(config).max_len  # the run's caption length (16 on images, 40 on video)
+        beam = None
+        if known[method].decoder == "lookahead":
+            beam, chosen = _lookahead_beam(checkpoints[method], test, max_len)
+            report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
+        results["methods"][method] = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam)
+        if beam is not None:
+            results["methods"][method]["lookahead"] = chosen
         results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
     api.write_json(out / "results.json", results)
     (out / "results.md").write_text(results_markdown(results) + distinct_markdown(results), encoding="utf-8")
     plot_curves({m: out / known[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")
     return results
+
+
+def _lookahead_beam(checkpoint: Path, test: Any, max_len: int) -> tuple[dict[str, str], dict]:
+    """The test captions of an ``ac`` checkpoint by lookahead inference at the lambda its run chose on
+    validation (the run folder's lookahead.json), with the table's beam size 3, as
+    :func:`rlcap.bench.evaluate.method_row` decodes every other method."""
+    from rlcap.train.lookahead import load_actor_critic, lookahead_predictions, read_choice
+
+    chosen = read_choice(checkpoint.parent)
+    policy, value_net, vocab, config = load_actor_critic(checkpoint)
+    dec = api.checkpoint_decoding(config)
+    return lookahead_predictions(policy, value_net, test, vocab, chosen["best_lambda"], 3, max_len,
+                                 dec.length_penalty), chosen

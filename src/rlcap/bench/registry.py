@@ -37,8 +37,17 @@ class Stage:
 
 @dataclass(frozen=True)
 class Method:
+    """``stages`` in order, the last one's best checkpoint is the method's; ``decoder`` how its beam
+    column is decoded: "beam" (beam search) or "lookahead" (000's lookahead inference at the lambda
+    its ``ac`` stage chose on validation, lookahead.json)."""
+
     stages: tuple[Stage, ...]
     description: str = ""
+    decoder: str = "beam"
+
+    def __post_init__(self) -> None:
+        if self.decoder not in ("beam", "lookahead"):
+            raise ConfigError(f"method decoder must be 'beam' or 'lookahead', got {self.decoder!r}")
 
 
 @dataclass(frozen=True)
@@ -119,13 +128,16 @@ def _distinct(name: str) -> tuple[Stage, ...]:
     return (XE, RETRIEVAL, JUDGE, Stage(name, name, "xe", (("retrieval", "retrieval"),)))
 
 
+_AC = (XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),)))
+
 METHODS: dict[str, Method] = {
     "xe": Method((XE,), "cross-entropy (teacher forcing)"),
     "scst": Method((XE, Stage("scst", "scst", "xe")), "self-critical sequence training (Rennie et al. 2017)"),
     "sll_me": Method((XE, Stage("sll_me", "sll_me", "xe")), "SCST with an entropy bonus (003 sec. 5.2)"),
     "sll_sle": Method((XE, Stage("sll_sle", "sll_sle", "xe")), "SCST with sequence-level exploration (003)"),
-    "ac": Method((XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),))),
-                 "actor-critic with a value network, CIDEr-D + embedding reward (000)"),
+    "ac": Method(_AC, "actor-critic with a value network, CIDEr-D + embedding reward (000)"),
+    "ac_lookahead": Method(_AC, "the ac checkpoint decoded by lookahead inference, lambda chosen on validation "
+                                "(000 Fig. 1)", decoder="lookahead"),
     "pg_cider": Method((XE, Stage("pg_cider", "pg_cider", "xe")), "PG with Monte-Carlo rollouts, CIDEr-D reward (001)"),
     "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward (001)"),
     "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr (001)"),

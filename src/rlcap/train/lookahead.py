@@ -51,25 +51,44 @@ def load_actor_critic(folder: str | Path) -> tuple[torch.nn.Module, ValueNetwork
 
 
 @torch.inference_mode()
+def lookahead_predictions(policy: torch.nn.Module, value_net: ValueNetwork, split: SplitData, vocab: Vocab, lam: float,
+                          beam_size: int, max_len: int, length_penalty: float = 0.0, batch_size: int = 100,
+                          limit: int = 0, progress: bool = False) -> dict[str, str]:
+    """image id -> the caption lookahead inference at ``lam`` gives, for ``split`` (its first ``limit``
+    images; 0: all). Both networks are decoded in eval mode and given back in the mode they came in."""
+    modes = policy.training, value_net.training
+    policy.eval()
+    value_net.eval()
+    predictions = {}
+    for batch in tqdm(list(split.eval_batches(batch_size, limit)), desc=f"lookahead {lam}", disable=not progress,
+                      leave=False):
+        out = lookahead_search(policy, value_net, batch.feats, beam_size, max_len, lam, length_penalty)
+        predictions.update({i: vocab.decode(row.tolist()) for i, row in zip(batch.ids, out.tokens)})
+    policy.train(modes[0])
+    value_net.train(modes[1])
+    return predictions
+
+
 def lookahead_scores(policy: torch.nn.Module, value_net: ValueNetwork, split: SplitData, vocab: Vocab,
                      lambdas: list[float], beam_size: int, max_len: int, length_penalty: float = 0.0,
                      batch_size: int = 100, limit: int = 0, progress: bool = False) -> LookaheadChoice:
     """Corpus CIDEr-D of ``split`` (its first ``limit`` images; 0: all) decoded at each lambda."""
-    modes = policy.training, value_net.training
-    policy.eval()
-    value_net.eval()
     scores: dict[float, float] = {}
     for lam in lambdas:
-        predictions = {}
-        for batch in tqdm(list(split.eval_batches(batch_size, limit)), desc=f"lookahead {lam}", disable=not progress,
-                          leave=False):
-            out = lookahead_search(policy, value_net, batch.feats, beam_size, max_len, lam, length_penalty)
-            predictions.update({i: vocab.decode(row.tolist()) for i, row in zip(batch.ids, out.tokens)})
+        predictions = lookahead_predictions(policy, value_net, split, vocab, lam, beam_size, max_len, length_penalty,
+                                            batch_size, limit, progress)
         scores[lam] = score_predictions(split, predictions, ["CIDEr"]).corpus["CIDEr"]
-    policy.train(modes[0])
-    value_net.train(modes[1])
     best = max(scores, key=lambda lam: (scores[lam], lam))
     return LookaheadChoice(best, scores)
+
+
+def read_choice(folder: str | Path) -> dict:
+    """``lookahead.json`` of an ``ac`` run folder (written when ``ac.lookahead`` lists lambdas)."""
+    path = Path(folder) / "lookahead.json"
+    if not path.is_file():
+        raise RlcapError(f"{path} is missing: the ac run chooses lookahead's lambda on validation only when its "
+                         "config lists them (ac.lookahead: [0.3, 0.5, 0.7, 1.0])")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
