@@ -84,3 +84,22 @@ def test_registry_builds_from_a_trained_dual_encoder(tmp_path):
     parts = {kind: RetrievalReward(retriever, loaded, kind)(["a red circle", "green square", "blue square"], batch)
              for kind in ("bicont", "clip_s")}
     torch.testing.assert_close(values, 0.94 * parts["bicont"] + 0.06 * parts["clip_s"])
+
+
+def test_ground_truth_is_embedded_once_per_run():
+    class Counting(AngleRetriever):
+        def __init__(self):
+            self.seen = []
+
+        def embed_captions(self, captions):
+            self.seen += captions
+            return super().embed_captions(captions)
+
+    retriever = Counting()
+    reward = RetrievalReward(retriever, BANK, "bicont", hard_negatives=1)
+    first = reward(CAPTIONS, BATCH)
+    # each image's references together, all of them (the same rows whichever batch meets them first)
+    assert retriever.seen == [*CAPTIONS, "a red shape", "red circle", "a blue box"]
+    second = reward(CAPTIONS, BATCH)  # the same batch again: only the captions scored are embedded
+    assert retriever.seen == [*CAPTIONS, "a red shape", "red circle", "a blue box", *CAPTIONS]
+    assert torch.equal(first, second)

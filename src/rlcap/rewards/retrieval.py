@@ -9,6 +9,10 @@ greedy and ground-truth captions together) plus the ground-truth captions of the
 not among them; the *image pool* is the batch's distinct images plus up to
 ``reward.hard_negatives`` mined neighbours of each. Each caption's own image is its positive.
 ``reward.retrieval_tau`` is eq. 2's tau; 0 takes the retriever's own training temperature.
+The retriever is frozen, so each image's ground-truth captions are embedded once per run, together
+and apart from any other image's (so the values never depend on which batch met them first, and a
+resumed run computes the same ones), and kept: a training set's references are a bounded set; the
+sampled captions are not kept.
 
 - ``clip_s``: 2.5 * max(cos, 0) with its image (Hessel et al. 2021);
 - ``i2t``, ``t2i``: eq. 2's two halves (002's RL-Unidirectional uses ``i2t`` alone);
@@ -37,6 +41,7 @@ class RetrievalReward:
         self.retriever, self.bank, self.kind = retriever, bank, kind
         self.tau = tau if tau > 0 else retriever.temperature
         self.hard_negatives = hard_negatives
+        self._references: dict[tuple[str, ...], torch.Tensor] = {}  # an image's references -> (G, D)
 
     @torch.no_grad()
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
@@ -46,12 +51,19 @@ class RetrievalReward:
             return self.pool_scores(texts, batch.image_ids)
         given, extra, extra_ids = set(captions), [], []
         for image_id, refs in dict(zip(batch.image_ids, batch.refs)).items():  # each distinct image once
-            for ref in refs:
-                if ref not in given:
-                    extra.append(ref)
-                    extra_ids.append(image_id)
-        pool = torch.cat([texts, self.retriever.embed_captions(extra)]) if extra else texts  # (N + G, D)
+            keep = [k for k, ref in enumerate(refs) if ref not in given]
+            if keep:
+                extra.append(self.reference_embeddings(refs)[keep])
+                extra_ids += [image_id] * len(keep)
+        pool = torch.cat([texts, *extra])  # (N + G, D)
         return self.pool_scores(pool, list(batch.image_ids) + extra_ids)[: len(captions)]
+
+    def reference_embeddings(self, refs: list[str]) -> torch.Tensor:
+        """(G, D): one image's ground-truth captions, embedded together the first time they are met."""
+        key = tuple(refs)
+        if key not in self._references:
+            self._references[key] = self.retriever.embed_captions(list(refs))
+        return self._references[key]
 
     def pool_scores(self, texts: torch.Tensor, image_ids: list[str]) -> torch.Tensor:
         """The reward of every caption of a whole text pool: ``texts`` (N, D) embeddings of the pool,
