@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -38,11 +37,10 @@ def _plain_integer(text: str) -> bool:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    """``obj`` as indented JSON, written atomically (:func:`rlcap.files.write_json`)."""
+    from rlcap.files import write_json as write
+
+    write(path, obj, indent=2)
 
 
 def evaluation_metrics() -> list[str]:

@@ -31,6 +31,7 @@ from rlcap.data.concepts.sources import read_caption_file
 from rlcap.data.concepts.splits import SceneText, make_splits
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.errors import ConfigError
+from rlcap.files import write_json
 from rlcap.progress import track
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,9 @@ def build_concepts(captions_path: str | Path, out_dir: str | Path, config: Conce
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
     _write_features(out / FEATURES_FILE, scenes, perceived, config)
-    _write_json(out / DATASET_FILE, _karpathy(scenes))
-    _write_json(out / CONCEPTS_FILE, {s.id: _inspection(s, p) for s, p in zip(scenes, perceived)})
-    _write_json(out / MANIFEST_FILE, manifest)
+    write_json(out / DATASET_FILE, _karpathy(scenes))
+    write_json(out / CONCEPTS_FILE, {s.id: _inspection(s, p) for s, p in zip(scenes, perceived)})
+    write_json(out / MANIFEST_FILE, manifest)
     return BuildResult(out / DATASET_FILE, out / FEATURES_FILE, _split_counts(out), False)
 
 
@@ -134,10 +135,6 @@ def _inspection(scene: SceneText, p: Perceived) -> dict:
             "dropped": _pairs(p.dropped), "distractors": _pairs(p.distractors), "regions": _pairs(p.regions)}
 
 
-def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)
 
 
 def _is_complete(out: Path, manifest: dict) -> bool:

@@ -26,7 +26,7 @@ import numpy as np
 from rlcap.data.synthetic.clip_captions import caption_clip
 from rlcap.data.synthetic.clips import sample_clip, state_at
 from rlcap.data.synthetic.render import render_scene
-from rlcap.data.synthetic.shapes import write_json
+from rlcap.files import write_json
 from rlcap.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)

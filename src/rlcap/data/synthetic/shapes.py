@@ -27,6 +27,7 @@ from rlcap.data.synthetic.captions import Caption
 from rlcap.data.synthetic.render import render_scene
 from rlcap.data.synthetic.scenes import Scene, sample_scene
 from rlcap.errors import ConfigError, DataError
+from rlcap.files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -182,13 +183,6 @@ def _remove_stale_images(image_dir: Path, n_images: int) -> None:
     for path in image_dir.glob("*.png"):
         if re.fullmatch(r"\d+", path.stem) and int(path.stem) >= n_images:
             path.unlink()
-
-
-def write_json(path: Path, data: dict) -> None:
-    """``data`` as compact JSON, written to a temporary file first and moved into place."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-    tmp.replace(path)
 
 
 def load_shapes(out_dir: str | Path) -> dict:
