@@ -57,6 +57,21 @@ def segment_figure(checkpoint, dataset: str, features: str, out, clip: int = 0) 
     return text
 
 
+def learning_rows(out: str, goals: list[int]) -> list[str]:
+    """Per stage, from its log: the best validation CIDEr-D, and for the RL stages the mean CIDEr-D of
+    the sampled training captions per epoch (HRL: its worker phases), to see where each gain comes from."""
+    rows = ["| stage | best validation CIDEr-D | sampled captions' CIDEr-D by epoch |", "|---|---:|---|"]
+    for stage in ["xe", "rl", *(f"{kind}_{g}" for g in goals for kind in ("xe_hrl", "hrl"))]:
+        records = [json.loads(x) for x in (REPO / out / stage / "log.jsonl").read_text().splitlines()]
+        by_epoch: dict[int, list[float]] = {}
+        for r in records:
+            if r.get("split") == "train" and "reward" in r and r.get("phase", 1) == 1:
+                by_epoch.setdefault(r["epoch"], []).append(r["reward"])
+        rewards = ", ".join(f"{sum(v) / len(v):.2f}" for _, v in sorted(by_epoch.items())) or "-"
+        rows.append(f"| {stage} | {max(r['CIDEr'] for r in records if 'CIDEr' in r):.3f} | {rewards} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_video", help="output folder of rlcap bench")
@@ -101,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(**{hrl[chosen] / beam['rl']['CIDEr'] - 1:+.1%}**; 004: 21.6 to 23.2 on Charades).",
         f"- Internal critic, segment ends on the validation captions (best epoch): precision "
         f"{critic['precision']:.3f}, recall {critic['recall']:.3f}, F1 {critic['F1']:.3f}.", "",
+        "Where the gains come from (validation split; docs/VIDEO.md reads this table):", "",
+        *learning_rows(args.out, goals), "",
         "A test clip (8 of its frames), each model's greedy caption, \"|\" where its critic ended a segment:", "",
         *figures,
     ])
