@@ -135,8 +135,6 @@ def _inspection(scene: SceneText, p: Perceived) -> dict:
             "dropped": _pairs(p.dropped), "distractors": _pairs(p.distractors), "regions": _pairs(p.regions)}
 
 
-
-
 def _is_complete(out: Path, manifest: dict) -> bool:
     try:
         return json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8")) == manifest and all(

@@ -26,8 +26,8 @@ import numpy as np
 from rlcap.data.synthetic.clip_captions import caption_clip
 from rlcap.data.synthetic.clips import sample_clip, state_at
 from rlcap.data.synthetic.render import render_scene
-from rlcap.files import write_json
 from rlcap.errors import ConfigError, DataError
+from rlcap.files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def generate_moving_shapes(config: MovingShapesConfig, out_dir: str | Path,
     write_json(out / ANNOTATIONS_FILE, {"info": {"dataset": "moving-shapes"}, "videos": videos, "sentences": sentences})
     seconds = time.perf_counter() - start
     write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
-                                      "config": config.output_dict(), "n_videos": len(videos),
-                                      "seconds": round(seconds, 1), "workers": config.workers})
+                                     "config": config.output_dict(), "n_videos": len(videos),
+                                     "seconds": round(seconds, 1), "workers": config.workers})
     logger.info("wrote %d moving-shapes clips to %s in %.1f s", len(videos), out, seconds)
     return out / ANNOTATIONS_FILE

@@ -154,8 +154,8 @@ def generate_shapes(config: ShapesConfig, out_dir: str | Path,
     write_json(out / DATASET_FILE, {"dataset": "shapes", "images": records})
     seconds = time.perf_counter() - start
     write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
-                                      "config": config.output_dict(), "n_images": len(records),
-                                      "seconds": round(seconds, 1), "workers": config.workers})
+                                     "config": config.output_dict(), "n_images": len(records),
+                                     "seconds": round(seconds, 1), "workers": config.workers})
     logger.info("wrote %d shapes images to %s in %.1f s", len(records), out, seconds)
     return out / DATASET_FILE
 
