@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from rlcap import api
 from rlcap.cli import main
 
 

@@ -2,7 +2,6 @@
 
 One METEOR process only (a Java start takes seconds on a loaded machine)."""
 
-import pytest
 import torch
 
 from rlcap.rewards import RewardBatch, RewardConfig, build_reward

@@ -7,7 +7,6 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from rlcap import api
 from rlcap.errors import RlcapError
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.session import load_model

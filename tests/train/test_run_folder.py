@@ -2,7 +2,6 @@
 (issue 11: each test is one finding of its "Why")."""
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -10,14 +9,12 @@ import sys
 import time
 
 import pytest
-import torch
 
 from rlcap import api
 from rlcap.cli import main
 from rlcap.errors import ConfigError
-from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
-from tests.train.killing import EMPTY, REPO, assert_resume_is_exact, train_losses
+from tests.train.killing import EMPTY, REPO, assert_resume_is_exact
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
 

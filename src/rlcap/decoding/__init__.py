@@ -27,7 +27,7 @@ n rows, then image 1's, ...). Conventions shared by all of them:
 """
 
 from rlcap.decoding.beam import beam_search
-from rlcap.decoding.lookahead import lookahead_search  # noqa: F401 (000's lookahead inference)
+from rlcap.decoding.lookahead import lookahead_search
 from rlcap.decoding.dispatch import METHODS, DecodeConfig, decode
 from rlcap.decoding.policy import banned_words, draw, entropy, filter_logits, word_logprobs
 from rlcap.decoding.result import DecodeResult
@@ -35,4 +35,4 @@ from rlcap.decoding.rollouts import prefix_rollouts
 from rlcap.decoding.sampling import continue_decoding, greedy, sample
 
 __all__ = ["METHODS", "DecodeConfig", "DecodeResult", "banned_words", "beam_search", "continue_decoding", "decode",
-           "draw", "entropy", "filter_logits", "greedy", "prefix_rollouts", "sample", "word_logprobs"]
+           "draw", "entropy", "filter_logits", "greedy", "lookahead_search", "prefix_rollouts", "sample", "word_logprobs"]

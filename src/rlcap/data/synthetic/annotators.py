@@ -189,7 +189,7 @@ def paraphrase_v2(scene: Scene, style: Style, rng: random.Random) -> str:
 
 def scene_detail_v2(scene: Scene, style: Style, rng: random.Random) -> str:
     """E (version 2): the two main objects placed, their textures and the background."""
-    objs, n = scene.objects, len(scene.objects)
+    n = len(scene.objects)
     text = _two_objects(scene, style, rng)
     if n > 2 and rng.random() < 0.5:
         text += " with " + others_phrase(n - 2, rng)

@@ -21,7 +21,6 @@ module rebuilds the parts of the Stanford graph the rules look at:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
