@@ -45,6 +45,16 @@ def reference_rows(out: str, xe_cider: float) -> list[str]:
             f"- XE over the nearest neighbour, beam CIDEr-D: **{xe_cider / nn:.2f}x** (goal: at least 1.2x).", ""]
 
 
+def data_note(out: str) -> str:
+    """Which generated data the table is on: the shapes captions version from the dataset's manifest."""
+    dataset = REPO / json.loads((REPO / out / "xe" / "config.json").read_text())["data"]["dataset"]
+    manifest = dataset.parent / "manifest.json"
+    if not manifest.exists():
+        return ""
+    version = json.loads(manifest.read_text()).get("config", {}).get("captions")
+    return f" Data: shapes captions version {version} ({manifest.relative_to(REPO)})." if version else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="shapes", choices=sorted(SECTIONS), help="which benchmark")
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     body = "\n".join([
         f"## Methods on {title} (Table 4 layout of 003_5a024678a14e9bf6.txt)", "",
         f"Command: `{make}` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
-        f"Machine: {machine(torch=torch.__version__)}.{budget}", "",
+        f"Machine: {machine(torch=torch.__version__)}.{budget}{data_note(args.out)}", "",
         f"Test split, {test_images} images. `beam`: beam size 3. `rs`: 5 random samples per image, CIDEr-D averaged over "
         "the 5. `bs`: the 5-best of a size-5 beam. Div-1/Div-2: distinct unigrams/bigrams over words among the 5 "
         "captions of an image; mBLEU-4: each caption against the other 4 (lower is more diverse). Recipes: "
