@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     rl_settings = []
     for method in ("scst", "sll_me", "sll_sle"):
         cfg = json.loads((REPO / args.out / method / "config.json").read_text())
-        baseline = cfg[cfg["algorithm"]].get("baseline", "greedy")  # SLL-SLE's precision term: always greedy
+        baseline = cfg[cfg["algorithm"]].get("baseline", "greedy")  # SLL-SLE: its precision term's
         rl_settings.append(f"{method}: {baseline} baseline, samples at temperature {cfg['decode']['temperature']:g}, "
                            f"{cfg['rl']['epochs']} epochs, best by validation beam {cfg['decode']['beam_size']}")
     import torch

@@ -39,7 +39,8 @@ COMMAND = ".venv/bin/python benchmarks/concepts_stats.py"
 def shapes_images(folder: Path | None, n_test: int) -> tuple[list[dict], str]:
     """Karpathy entries of a shapes dataset (generated when ``folder`` holds none) and where they came from."""
     if folder is not None and (folder / "dataset_shapes.json").is_file():
-        return load_shapes(folder)["images"], f"`{folder}`, all splits"
+        shown = folder.resolve().relative_to(REPO) if folder.resolve().is_relative_to(REPO) else folder
+        return load_shapes(folder)["images"], f"`{shown}`, all splits"
     out = Path(tempfile.mkdtemp(prefix="shapes_stats_"))
     generate_shapes(ShapesConfig(n_train=0, n_val=0, n_test=n_test), out)
     return load_shapes(out)["images"], f"{n_test} test images generated with the default settings (seed 0)"

@@ -29,6 +29,7 @@ METHODS = {
     "sll_me": ("sll_me", {}),
     "sll_me_greedy": ("sll_me", {"sll_me.baseline": "greedy"}),
     "sll_sle": ("sll_sle", {}),
+    "sll_sle_leave_one_out": ("sll_sle", {"sll_sle.baseline": "leave_one_out"}),
     "scst_leave_one_out": ("scst", {"scst.baseline": "leave_one_out"}),
     "scst_running_mean": ("scst", {"scst.baseline": "running_mean"}),
     "scst_no_baseline": ("scst", {"scst.baseline": "none"}),
@@ -134,10 +135,29 @@ def test_rollout_dropout_sets_the_mode_captions_are_sampled_in(xe_checkpoint, tm
 def test_an_algorithm_section_refuses_keys_of_another():
     from rlcap.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="unknown config key sll_sle.baseline; valid keys in sll_sle: alpha"):
-        api.load_run_config(None, ["algorithm=sll_sle", "sll_sle.baseline=leave_one_out"])
+    with pytest.raises(ConfigError, match="unknown config key sll_sle.entropy_weight; valid keys in sll_sle: alpha, "
+                                          "baseline"):
+        api.load_run_config(None, ["algorithm=sll_sle", "sll_sle.entropy_weight=0.01"])
     with pytest.raises(ConfigError, match="unknown config key rl.baseline"):
         api.load_run_config(None, ["rl.baseline=greedy"])
+
+
+def test_sll_sle_baselines(xe_checkpoint, tmp_path):
+    """greedy: the greedy caption's reward (not the samples' mean); leave_one_out: centred per image, so the
+    logged mean baseline equals the mean reward."""
+    from rlcap.errors import ConfigError
+
+    dataset, feats, init = xe_checkpoint
+    for baseline, named in (("greedy", "baseline: greedy (self-critical)"), ("leave_one_out", "baseline: leave-one-out")):
+        out = tmp_path / baseline
+        api.train(_rl(dataset, feats, init, out, "sll_sle", **{"sll_sle.baseline": baseline}))
+        records = read_log(out / "log.jsonl")
+        assert named in next(r["text"] for r in records if r["split"] == "note")
+        train = [r for r in records if r["split"] == "train"]
+        centred = [math.isclose(r["baseline"], r["reward"], abs_tol=1e-5) for r in train]
+        assert all(centred) if baseline == "leave_one_out" else not all(centred)
+    with pytest.raises(ConfigError, match="sll_sle.baseline: 'running_mean' is not one of"):
+        api.load_run_config(None, ["algorithm=sll_sle", "sll_sle.baseline=running_mean"])
 
 
 class _Closeable:

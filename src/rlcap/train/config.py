@@ -65,6 +65,7 @@ class XEConfig:
 
 SAMPLE_METHODS = ("sample", "beam")
 SCST_BASELINES = ("greedy", "leave_one_out", "running_mean", "none")
+SLE_BASELINES = ("greedy", "leave_one_out")
 
 
 @dataclass
@@ -132,14 +133,19 @@ class SllMeConfig(ScstConfig):
 
 @dataclass
 class SllSleConfig:
-    """SLL-SLE (003_5a024678a14e9bf6.txt eq. 8-16): the greedy baseline for precision, the mean
-    pairwise distance for diversity."""
+    """SLL-SLE (003_5a024678a14e9bf6.txt eq. 8-16): the greedy baseline for precision (sec. 4.3), the
+    mean pairwise distance for diversity."""
 
     alpha: float = help_field(0.75, "weight of the precision term against diversity (eq. 8-9)")
+    baseline: str = help_field(
+        "greedy", "precision baseline: greedy (self-critical, sec. 4.3) or leave_one_out (the mean of the image's "
+        "other samples; centred per image, which sampling at a temperature below 1 needs: docs/RL.md)")
 
     def validate(self) -> None:
         if not 0 <= self.alpha <= 1:
             raise ConfigError(f"sll_sle.alpha: expected a number in [0, 1], got {self.alpha}")
+        if self.baseline not in SLE_BASELINES:
+            raise ConfigError(f"sll_sle.baseline: {self.baseline!r} is not one of {list(SLE_BASELINES)}")
 
 
 @dataclass

@@ -2,7 +2,8 @@
 (003_5a024678a14e9bf6.txt, eq. 8-16, Algorithm 1).
 
 Each step samples s captions per image, scores their precision reward (CIDEr-D), takes the
-self-critical greedy baseline for it, measures the pairwise distances d(y_j, y_k) built on
+self-critical greedy baseline for it (or, with ``sll_sle.baseline: leave_one_out``, the mean of the
+image's other samples), measures the pairwise distances d(y_j, y_k) built on
 BLEU-3 and BLEU-4 between the samples of each image, and minimises the surrogate of eq. 15-16
 with the mean pairwise distance as the diversity baseline (sec. 4.3). The formulas and the
 choices where the paper is silent are in :mod:`rlcap.rl.sle` and docs/RL.md.
@@ -15,7 +16,7 @@ import time
 from rlcap.data.loader import Batch
 from rlcap.metrics import tokenize
 from rlcap.rewards import Reward
-from rlcap.rl.baselines import greedy_baseline
+from rlcap.rl.baselines import greedy_baseline, leave_one_out_baseline
 from rlcap.rl.losses import entropy_bonus
 from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
 from rlcap.train.config import RunConfig
@@ -31,7 +32,10 @@ def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch)                       # (B*s,)
-    baseline = greedy_baseline(greedy_rewards(s, batch, reward), n)                 # (B*s,)
+    if cfg.sll_sle.baseline == "greedy":
+        baseline = greedy_baseline(greedy_rewards(s, batch, reward), n)             # (B*s,)
+    else:
+        baseline = leave_one_out_baseline(rewards, n)                               # (B*s,)
     # 3. pairwise distances between the samples of each image (eq. 12-14, BLEU-3/4 based)
     distances = pairwise_distances([tokenize(c) for c in roll.captions], n)         # (B, s, s)
     adv = sle_advantages(rewards, baseline, distances, alpha)                       # (B*s,)
@@ -46,7 +50,8 @@ def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
 
 
 def train_sll_sle(cfg: RunConfig) -> TrainResult:
-    with rl_run(cfg, "greedy (self-critical)",
+    precision_baseline = "greedy (self-critical)" if cfg.sll_sle.baseline == "greedy" else "leave-one-out"
+    with rl_run(cfg, precision_baseline,
                 f"SLE alpha {cfg.sll_sle.alpha}, distance 1 - (BLEU-3 + BLEU-4)/2") as (s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
             if finish_step(s, sll_sle_step(s, batch, reward)._asdict()):
