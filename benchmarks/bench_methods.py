@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     rl_settings = []
     for method in ("scst", "sll_me", "sll_sle"):
         cfg = json.loads((REPO / args.out / method / "config.json").read_text())
-        baseline = cfg[cfg["algorithm"]].get("baseline", "greedy")  # SLL-SLE: its precision term's
+        baseline = cfg[cfg["algorithm"]].get("baseline", "greedy")  # for SLL-SLE, its precision term's baseline
         rl_settings.append(f"{method}: {baseline} baseline, samples at temperature {cfg['decode']['temperature']:g}, "
                            f"{cfg['rl']['epochs']} epochs, best by validation beam {cfg['decode']['beam_size']}")
     import torch
