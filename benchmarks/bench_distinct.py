@@ -31,7 +31,7 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     from rlcap.train.evaluate import decode_split
     from rlcap.train.session import load_model
 
-    model, vocab, _ = load_model(REPO / out / "wtf_rl" / "best")
+    model, vocab, _ = load_model(REPO / out / "wtf_rl" / "last")  # the checkpoint the table judges
     test = load_data(load_config(RunConfig, None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
     predictions = decode_split(model, test, vocab, 3, 16)
     captions = [predictions[i] for i in test.ids]
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         f"## Distinctive captioning on {args.benchmark} (Table 1 layout of 002_b2d5a89fd5f9a310.txt)", "",
         f"Command: `make bench-distinct` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
         f"Machine: {machine(torch=torch.__version__)}.{budget} Every method starts from the same XE checkpoint "
-        f"(TF) with the same budget: {cfg['rl']['epochs']} epochs of {cfg['rl']['batch_size']} images, "
+        f"(TF) with the same budget, {cfg['rl']['epochs']} epochs of {cfg['rl']['batch_size']} images, and is judged at "
+        f"its end (the run's last checkpoint; TF: the XE run's best), "
         f"lr {cfg['optim']['lr']}, alpha {cfg['wtf_rl']['alpha']} (docs/DISTINCT.md).", "",
         "R@k: the test images retrieved with one generated caption each (T2I) and the generated captions "
         "retrieved with each image (I2T), by the training retriever (the reward's) and by the judge (another "

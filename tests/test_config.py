@@ -29,6 +29,13 @@ def test_int_is_accepted_for_float():
     assert load_config(RunConfig, None, ["optim.lr=1"]).optim.lr == 1.0
 
 
+def test_exponent_without_a_dot_is_a_float():
+    # YAML 1.1 reads 2e-5 as a string; a float field takes it as the number
+    assert load_config(RunConfig, None, ["optim.lr=2e-5"]).optim.lr == 2e-5
+    with pytest.raises(ConfigError, match="expected float"):
+        load_config(RunConfig, None, ["optim.lr=fast"])
+
+
 def test_unknown_key_lists_the_valid_ones():
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, None, ["model.hiden_dim=64"])

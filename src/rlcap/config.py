@@ -9,6 +9,7 @@ ones (nanoGPT/TRL style). Nested sections are dataclasses; overrides use dotted 
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -72,6 +73,8 @@ def _check_value(name: str, value: Any, tp: Any) -> Any:
         return [_check_value(f"{name}[{i}]", v, item_t) for i, v in enumerate(value)]
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str) and _YAML11_EXPONENT.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads 2e-5 (no dot) as a string
     if tp is bool and not isinstance(value, bool):
         raise ConfigError(f"{name}: expected true or false, got {value!r}")
     if tp in (int, float) and isinstance(value, bool):
@@ -79,6 +82,9 @@ def _check_value(name: str, value: Any, tp: Any) -> Any:
     if isinstance(tp, type) and not isinstance(value, tp):
         raise ConfigError(f"{name}: expected {tp.__name__}, got {value!r}")
     return value
+
+
+_YAML11_EXPONENT = re.compile(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+")
 
 
 def _type_name(tp: Any) -> str:

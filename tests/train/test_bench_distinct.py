@@ -40,6 +40,9 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
     judge = json.loads((out / "judge" / "config.json").read_text())
     assert judge["data"]["train_captions"] == "odd" and judge["seed"] == 7
     results = json.loads((out / "results.json").read_text())
+    # 002's methods are judged at the end of their budget, TF at the XE run's best
+    assert results["methods"]["wtf_rl"]["checkpoint"] == str(out / "wtf_rl" / "last")
+    assert results["methods"]["tf"]["checkpoint"] == str(out / "xe" / "best")
     for method in ("tf", "wtf_rl"):
         row = results["methods"][method]["distinct"]
         for column in ("T2I R@1", "I2T R@10", "judge T2I R@1", "judge I2T R@5", "Self-BLEU"):

@@ -13,7 +13,7 @@ from rlcap.rewards.image_bank import build_image_bank
 from rlcap.rl.contrastive import discriminator_loss
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.wtf_rl import eq3_loss
+from rlcap.train.wtf_rl import eq3_loss, gt_weights
 from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
@@ -57,6 +57,17 @@ def test_eq3_with_unit_rewards_is_teacher_forcing():
         torch.tensor([2.0, 0.0, 0.5]))))
 
 
+def test_positive_gt_weights_drop_negative_rewards_only():
+    r = torch.tensor([-0.2, 0.0, 0.3])
+    assert torch.equal(gt_weights(r, "reward"), r)
+    assert torch.equal(gt_weights(r, "positive"), torch.tensor([0.0, 0.0, 0.3]))
+    # with positive weights, WTF is teacher forcing on the third caption alone, scaled by 0.3
+    lp, mask = torch.tensor([[-1.0, -2.0], [-0.5, -0.5], [-3.0, -1.0]]), torch.ones(3, 2, dtype=torch.bool)
+    assert float(eq3_loss([(lp, mask, gt_weights(r, "positive"))])) == pytest.approx(0.3 * (3 + 1) / 6)
+    with pytest.raises(ValueError, match="unknown mode"):
+        gt_weights(r, "clip")
+
+
 def test_discriminator_learns_a_toy_set():
     from rlcap.models.discriminator import Discriminator
 
@@ -78,7 +89,7 @@ def test_discriminator_learns_a_toy_set():
     assert float(discriminator_loss(torch.zeros(3), torch.zeros(2))) == pytest.approx(float(torch.log(torch.tensor(2.0))))
 
 
-@pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both"}, {"wtf_rl.trajectories": "gt"},
+@pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both", "wtf_rl.gt_weight": "positive"}, {"wtf_rl.trajectories": "gt"},
                                      {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"},
                                      {"wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s", "rl.n_samples": 2}],
                          ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator"])

@@ -68,7 +68,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     best = train_stages(benchmark, methods, out, data, Path(configs), list(rl_overrides or []),
                         list(xe_overrides or []), report)
     known = methods_of(benchmark)
-    checkpoints = {m: best[known[m].stages[-1].name] for m in methods}
+    checkpoints = {m: method_checkpoint(known[m], best) for m in methods}
     metrics = api.evaluation_metrics()
     results: dict[str, Any] = {"benchmark": benchmark, "split": "test", "methods": {}}
     test, judges = None, None
@@ -86,11 +86,19 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         results["methods"][method] = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam)
         if beam is not None:
             results["methods"][method]["lookahead"] = chosen
+        results["methods"][method]["checkpoint"] = str(checkpoints[method])
         results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
     api.write_json(out / "results.json", results)
     (out / "results.md").write_text(results_markdown(results) + distinct_markdown(results), encoding="utf-8")
     plot_curves({m: out / known[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")
     return results
+
+
+def method_checkpoint(method: Any, best: dict[str, Path]) -> Path:
+    """The checkpoint a method is judged by: its last stage's ``best`` or, for ``checkpoint="last"``,
+    the same run's ``last``."""
+    folder = best[method.stages[-1].name]
+    return folder.parent / "last" if method.checkpoint == "last" else folder
 
 
 def _lookahead_beam(checkpoint: Path, test: Any, max_len: int) -> tuple[dict[str, str], dict]:

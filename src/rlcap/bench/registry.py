@@ -37,17 +37,21 @@ class Stage:
 
 @dataclass(frozen=True)
 class Method:
-    """``stages`` in order, the last one's best checkpoint is the method's; ``decoder`` how its beam
-    column is decoded: "beam" (beam search) or "lookahead" (000's lookahead inference at the lambda
-    its ``ac`` stage chose on validation, lookahead.json)."""
+    """``stages`` in order, the last one's checkpoint is the method's: ``checkpoint`` "best" (the
+    validation CIDEr-D's choice) or "last" (the end of the budget); ``decoder`` how its beam column
+    is decoded: "beam" (beam search) or "lookahead" (000's lookahead inference at the lambda its
+    ``ac`` stage chose on validation, lookahead.json)."""
 
     stages: tuple[Stage, ...]
     description: str = ""
     decoder: str = "beam"
+    checkpoint: str = "best"
 
     def __post_init__(self) -> None:
         if self.decoder not in ("beam", "lookahead"):
             raise ConfigError(f"method decoder must be 'beam' or 'lookahead', got {self.decoder!r}")
+        if self.checkpoint not in ("best", "last"):
+            raise ConfigError(f"method checkpoint must be 'best' or 'last', got {self.checkpoint!r}")
 
 
 @dataclass(frozen=True)
@@ -144,11 +148,17 @@ METHODS: dict[str, Method] = {
     "mixer": Method((XE, Stage("mixer", "mixer", "xe")), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, 001)"),
     # 002's Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
     "tf": Method((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers (002 TF)"),
-    "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r (002)"),
-    "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 (002)"),
-    "rl": Method(_distinct("rl"), "RL on beam search, bidirectional contrastive reward + discriminator (002)"),
-    "rl_unidirectional": Method(_distinct("rl_unidirectional"), "RL with the image-to-text reward only (002)"),
-    "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward (002)"),
+    # (at the end of the budget, as 002 sec. 4.1 trains a fixed 5 epochs: a choice by validation CIDEr-D would
+    # pick the least distinctive epoch)
+    "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r (002)", checkpoint="last"),
+    "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 (002)",
+                     checkpoint="last"),
+    "rl": Method(_distinct("rl"), "RL on beam search, bidirectional contrastive reward + discriminator (002)",
+                 checkpoint="last"),
+    "rl_unidirectional": Method(_distinct("rl_unidirectional"), "RL with the image-to-text reward only (002)",
+                                checkpoint="last"),
+    "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward (002)",
+                                 checkpoint="last"),
 }
 
 # 004's Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64

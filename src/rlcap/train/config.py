@@ -275,6 +275,7 @@ class HrlConfig:
 
 
 WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
+WTF_GT_WEIGHTS = ("reward", "positive")
 WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
 
@@ -289,6 +290,8 @@ class WtfRlConfig:
                                            "samples with the greedy baseline (SCST-Discriminator)")
     similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
     alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
+    gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
+                                          "writes it; positive, max(r(x_gt), 0): never push a human caption away")
     discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
     discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
     discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
@@ -300,6 +303,8 @@ class WtfRlConfig:
             raise ConfigError(f"wtf_rl.trajectories: {self.trajectories!r} is not one of {', '.join(WTF_TRAJECTORIES)}")
         if self.similarity not in WTF_SIMILARITIES:
             raise ConfigError(f"wtf_rl.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
+        if self.gt_weight not in WTF_GT_WEIGHTS:
+            raise ConfigError(f"wtf_rl.gt_weight: {self.gt_weight!r} is not one of {', '.join(WTF_GT_WEIGHTS)}")
         if not 0.0 <= self.alpha <= 1.0:
             raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
         check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)

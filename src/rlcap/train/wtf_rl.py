@@ -62,7 +62,7 @@ class WtfStats(NamedTuple):
     discriminator_loss: float
     discriminator_acc: float  # share of x_gt and x_bs the discriminator classifies right, before its step
     reward_bs: float         # mean r(x_bs)
-    reward_gt: float         # mean r(x_gt)
+    reward_gt: float         # mean weight of x_gt (r(x_gt), or its positive part: wtf_rl.gt_weight)
     sim_bs: float            # mean r_sim(x_bs)
     p_human_bs: float        # mean p_D(x_bs)
     length: float            # mean words of x_bs
@@ -126,7 +126,7 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
     sim = reward.pool_scores(texts, traj.image_ids)
     r = weighted_reward(sim, p_human, cfg.alpha)
-    r_bs, r_gt = r[:b], r[2 * b:]
+    r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
     terms = []
     if cfg.trajectories in ("both", "bs"):
@@ -165,6 +165,17 @@ def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -
     return WtfStats(loss.item(), d_loss, d_acc, float(r_samples.mean()), float(r[b * n + b:].mean()),
                     float(sim[:b * n].mean()), float(p_human[:b * n].mean()), float(caption_lengths(roll.tokens).mean()),
                     2.0, time.perf_counter() - start)
+
+
+def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
+    """The weights of the ground-truth trajectories in eq. 3: ``reward``, r(x_gt) as written;
+    ``positive``, max(r(x_gt), 0): a human caption less distinctive than the pool's best is not
+    learned from, rather than pushed away (docs/DISTINCT.md, "Weights of the ground truth")."""
+    if mode == "reward":
+        return r_gt
+    if mode == "positive":
+        return r_gt.clamp(min=0.0)
+    raise ValueError(f"gt_weights: unknown mode {mode!r}; expected reward or positive")
 
 
 def eq3_loss(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch.Tensor:
