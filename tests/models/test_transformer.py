@@ -139,6 +139,43 @@ def test_sampling_with_dropout_backpropagates():
     assert greedy(model.eval(), feats, max_len=6).tokens.shape[0] == B
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_decode_then_score_equals_word_by_word_sampling(dropout):
+    """With autograd, sample() decodes without it and scores the words in one pass under the same
+    dropout masks: the same words, log-probabilities, entropies and parameter gradients as the
+    word-by-word decode with autograd (TransformerCaptioner.scores_decoded = False)."""
+    results = []
+    for parallel in (True, False):
+        model, feats = build(dropout=dropout).train(), make_feats()
+        model.scores_decoded = parallel
+        torch.manual_seed(3)  # the encoder's and the decoder's dropout masks, drawn in the same order
+        out = sample(model, feats, n=4, max_len=8, generator=torch.Generator().manual_seed(0))
+        advantage = torch.linspace(-1.0, 1.0, out.logprobs.size(0))[:, None]
+        ((out.logprobs * advantage).sum() + 0.1 * out.entropy.sum()).backward()
+        results.append((out, grads(model)))
+    (fast, fast_grads), (slow, slow_grads) = results
+    assert torch.equal(fast.tokens, slow.tokens) and torch.equal(fast.mask, slow.mask)
+    assert fast.tokens.size(1) > 1 and bool((fast.logprobs < 0).any())
+    torch.testing.assert_close(fast.logprobs, slow.logprobs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast.entropy, slow.entropy, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast.scores, slow.scores, atol=1e-5, rtol=1e-5)
+    for name, grad in fast_grads.items():
+        torch.testing.assert_close(grad, slow_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_dropout_tape_rejects_a_pass_of_another_shape():
+    model, feats = build(dropout=0.5).train(), make_feats()
+    memory = model.expand_memory(model.encode(feats), 2)
+    tokens = make_tokens(2 * B)[:, :4]
+    with torch.no_grad(), model.record_dropout() as tape:
+        state = model.init_state(memory)
+        for t in range(3):  # three steps recorded
+            _, state = model.step(memory, state, tokens[:, t])
+    with pytest.raises(RuntimeError, match="do not split into 4 steps"):
+        model.score_decoded(memory, tokens, tape)
+    model.score_decoded(memory, tokens[:, :3], tape)  # the three steps' own words: accepted
+
+
 def test_state_dict_keys_are_unchanged():
     """Checkpoints of earlier versions load: one encoder and one decoder layer's names, and the rest."""
     keys = set(build().state_dict())

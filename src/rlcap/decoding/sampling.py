@@ -91,10 +91,28 @@ def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, choose: Choos
     rows = feats.fc.size(0) * n
     prefix = check_prefix(prefix, rows, max_len, model.vocab_size)
     memory = expand_memory(model, model.encode(feats), n)
-    state = model.init_state(memory)
     word = torch.full((rows,), BOS, dtype=torch.long, device=feats.fc.device)  # (R,)
     done = torch.zeros(rows, dtype=torch.bool, device=word.device)  # (R,) EOS already emitted
-    return _steps(model, memory, state, word, max_len, choose, done, prefix, return_hidden)
+    if getattr(model, "scores_decoded", False) and torch.is_grad_enabled() and prefix is None and not return_hidden:
+        return _decode_then_score(model, memory, word, max_len, choose, done)
+    return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden)
+
+
+def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
+                       done: torch.Tensor) -> DecodeResult:
+    """What :func:`_steps` returns with autograd, for a model that can score whole sequences
+    (``scores_decoded``: the transformer): the words are decoded without autograd, their dropout
+    masks recorded, then one teacher-forced pass under those masks gives the differentiable
+    log-probabilities and entropies, equal to the word-by-word ones up to float rounding."""
+    fixed = tuple(t.detach() for t in memory)
+    with torch.no_grad(), model.record_dropout() as tape:
+        out = _lockstep(model, fixed, model.init_state(fixed), word, steps, choose, done, None, False)
+    inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
+    step_lp = model.score_decoded(memory, inputs, tape)  # (R, T, V)
+    lp = word_logprobs(step_lp, banned_words(step_lp.size(-1), step_lp))  # as _lockstep, per step
+    logprobs = torch.where(out.mask, lp.gather(2, out.tokens[..., None]).squeeze(2), 0.0)  # (R, T)
+    entropies = torch.where(out.mask, entropy(lp.flatten(0, 1)).view_as(logprobs), 0.0)  # (R, T)
+    return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies)
 
 
 def greedy(model: Captioner, feats: Feats, max_len: int, prefix: torch.Tensor | None = None,
