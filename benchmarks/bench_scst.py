@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         ours, theirs = [], []
         for _ in range(args.repeats):  # alternating, so that a slow spell of the machine hits both
             ours.append(child(Path(__file__), REPO, args.steps, arch, images, model))
-            if args.previous and arch != "transformer":
+            if args.previous:
                 old = Path(args.previous).resolve()
                 theirs.append(child(old / "benchmarks" / "bench_scst.py", old, args.steps, arch, images,
                                     [])["samples_per_s"])
