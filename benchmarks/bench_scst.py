@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.previous:
                 old = Path(args.previous).resolve()
                 theirs.append(child(old / "benchmarks" / "bench_scst.py", old, args.steps, arch, images,
-                                    [])["samples_per_s"])
+                                    model)["samples_per_s"])  # the same model size (the transformer's)
         rows.append(median_run(ours))
         if theirs:
             previous[(arch, images)] = statistics.median(theirs)
