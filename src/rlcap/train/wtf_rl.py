@@ -14,7 +14,8 @@ phases, the phase and its position kept in ``session.state`` so that a killed ru
    r(x) = alpha * r_sim(x) + (1 - alpha) * p_D(x) (eq. 3), r_sim the bidirectional contrastive
    reward of eq. 2 over the text pool {x_bs, x_gs, x_gt} and the image pool of the batch's images
    and their mined neighbours; the policy's step on eq. 3:
-   -[r(x_bs) log p(x_bs) + r(x_gt) log p(x_gt)], log p by teacher forcing.
+   -[r(x_bs) log p(x_bs) + r(x_gt) log p(x_gt)], log p by teacher forcing; with
+   ``wtf_rl.gt_weight: positive`` (the recipes) x_gt is weighted by max(r(x_gt), 0).
 
 ``wtf_rl.trajectories`` gives 002's Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
 teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional;
@@ -170,7 +171,7 @@ def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -
 def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
     """The weights of the ground-truth trajectories in eq. 3: ``reward``, r(x_gt) as written;
     ``positive``, max(r(x_gt), 0): a human caption less distinctive than the pool's best is not
-    learned from, rather than pushed away (docs/DISTINCT.md, "Weights of the ground truth")."""
+    learned from, rather than pushed away (docs/DISTINCT.md, "Choices, and why")."""
     if mode == "reward":
         return r_gt
     if mode == "positive":
