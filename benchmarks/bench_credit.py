@@ -5,8 +5,10 @@ Run with ``make bench-credit`` (shapes, then COCO concepts with the training-ima
 pg_bcmr,pg_spider`` and writes the table in the layout of 000's Table 1 (BLEU-3, BLEU-4, METEOR,
 ROUGE-L, CIDEr-D) plus SPICE and SPIDEr, each method's training cost, lookahead's lambdas on
 validation, and the checks issue 14 asks for, into the benchmark's bench-credit section of
-docs/BENCHMARKS.md. Every RL stage starts from the same XE checkpoint with the same epochs
-(``--rl-epochs``). Prints a last line of JSON.
+docs/BENCHMARKS.md. Every RL stage starts from the same XE checkpoint with the same budget: the
+recipes' epochs (shapes 12, COCO concepts 3), or the overrides of ``--rl`` (``make bench-credit`` gives shapes 2 epochs and a MIXER
+schedule compressed to them, so that each benchmark's table fits in about 3 hours here: PG's
+rollouts cost about 4x an SCST step). Prints a last line of JSON.
 """
 
 from __future__ import annotations
@@ -68,12 +70,15 @@ def checks(results: dict) -> tuple[list[str], dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="shapes", choices=sorted(SECTIONS), help="which benchmark")
-    parser.add_argument("--out", default=None, help="output folder of rlcap bench (default runs/bench_BENCHMARK, "
-                                                    "shared with bench-methods: XE and SCST are trained once)")
+    parser.add_argument("--out", default=None,
+                        help="output folder of rlcap bench (default runs/bench_BENCHMARK, shared with bench-methods: "
+                             "XE and SCST are trained once; with --rl, runs/credit_BENCHMARK)")
     parser.add_argument("--max-train-images", type=int, default=0, help="train on the first N training images (0: all)")
+    parser.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="overrides of every RL stage (the budget), e.g. rl.epochs=2")
     args = parser.parse_args(argv)
-    args.out = args.out or f"runs/bench_{args.benchmark.split('-')[-1]}"
-    command, seconds = run_bench(args.benchmark, METHODS, args.out, args.max_train_images)
+    args.out = args.out or f"runs/{'credit' if args.rl else 'bench'}_{args.benchmark.split('-')[-1]}"
+    command, seconds = run_bench(args.benchmark, METHODS, args.out, args.max_train_images, args.rl)
     results = json.loads((REPO / args.out / "results.json").read_text())
     lines, figures = checks(results)
     lookahead = results["methods"]["ac_lookahead"]["lookahead"]
@@ -92,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         f"## Per-word credit on {title}: actor-critic (000) and PG with rollouts (001), Table 1 layout of 000", "",
         f"Command: `make bench-credit` (`{' '.join(command)}`), {seconds / 60:.0f} min in this run (stages already "
         f"trained by an earlier run of the same folder are reused). Machine: {machine(torch=torch.__version__)}.", "",
-        f"Budget: {images}; epochs per stage: {', '.join(budget)}; every RL stage from the same XE checkpoint. "
+        f"Budget: {images}; epochs per stage: {', '.join(budget)}; every RL stage from the same XE checkpoint"
+        + (f", with the overrides `{' '.join(args.rl)}`" if args.rl else "") + ". "
         f"Recipes: configs/{args.benchmark}_*.yaml. Test split, {test_images} images, beam size 3 "
         "(`ac_lookahead`: the ac checkpoint by lookahead inference, beam 3), pycocoevalcap metrics x 100 "
         "(SPICE by rlcap's Python port). `train min`, `s/update`: the method's own last stage.", "",

@@ -59,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmark", default="shapes", choices=("shapes", "coco-concepts"))
     parser.add_argument("--out", default=None, help="output folder of rlcap bench (default runs/distinct_BENCHMARK)")
     parser.add_argument("--max-train-images", type=int, default=0, help="train on the first N training images (0: all)")
+    parser.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="overrides of every stage that is not XE, e.g. threads=1 when another job shares the cores")
     args = parser.parse_args(argv)
     args.out = args.out or f"runs/distinct_{args.benchmark}"
-    command, seconds = run_bench(args.benchmark, METHODS, args.out, args.max_train_images)
+    command, seconds = run_bench(args.benchmark, METHODS, args.out, args.max_train_images, args.rl)
     results = json.loads((REPO / args.out / "results.json").read_text())
     m = {name: row["distinct"] | {"CIDEr": row["beam"]["CIDEr"]} for name, row in results["methods"].items()}
     gain = lambda a, b, col: m[a][col] / m[b][col] - 1 if m[b][col] else float("inf")  # noqa: E731

@@ -13,7 +13,7 @@ from rlcap.rewards.image_bank import build_image_bank
 from rlcap.rl.contrastive import discriminator_loss
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.wtf_rl import eq3_loss, gt_weights
+from rlcap.train.wtf_rl import bs_weights, eq3_loss, gt_weights
 from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
@@ -66,6 +66,14 @@ def test_positive_gt_weights_drop_negative_rewards_only():
     assert float(eq3_loss([(lp, mask, gt_weights(r, "positive"))])) == pytest.approx(0.3 * (3 + 1) / 6)
     with pytest.raises(ValueError, match="unknown mode"):
         gt_weights(r, "clip")
+
+
+def test_batch_mean_bs_weights_centre_the_beams_rewards():
+    r = torch.tensor([-0.4, -0.1, -0.1])  # every beam below zero: eq. 3 as written pushes all three down
+    assert torch.equal(bs_weights(r, "none"), r)
+    assert torch.allclose(bs_weights(r, "batch_mean"), torch.tensor([-0.2, 0.1, 0.1]))
+    with pytest.raises(ValueError, match="unknown baseline"):
+        bs_weights(r, "greedy")
 
 
 def test_discriminator_learns_a_toy_set():

@@ -276,6 +276,7 @@ class HrlConfig:
 
 WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
 WTF_GT_WEIGHTS = ("reward", "positive")
+WTF_BS_BASELINES = ("none", "batch_mean")
 WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
 
@@ -292,6 +293,8 @@ class WtfRlConfig:
     alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
     gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
                                           "writes it; positive, max(r(x_gt), 0): never push a human caption away")
+    bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
+                                          "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
     discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
     discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
     discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
@@ -305,6 +308,8 @@ class WtfRlConfig:
             raise ConfigError(f"wtf_rl.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
         if self.gt_weight not in WTF_GT_WEIGHTS:
             raise ConfigError(f"wtf_rl.gt_weight: {self.gt_weight!r} is not one of {', '.join(WTF_GT_WEIGHTS)}")
+        if self.bs_baseline not in WTF_BS_BASELINES:
+            raise ConfigError(f"wtf_rl.bs_baseline: {self.bs_baseline!r} is not one of {', '.join(WTF_BS_BASELINES)}")
         if not 0.0 <= self.alpha <= 1.0:
             raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
         check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)

@@ -15,7 +15,8 @@ phases, the phase and its position kept in ``session.state`` so that a killed ru
    reward of eq. 2 over the text pool {x_bs, x_gs, x_gt} and the image pool of the batch's images
    and their mined neighbours; the policy's step on eq. 3:
    -[r(x_bs) log p(x_bs) + r(x_gt) log p(x_gt)], log p by teacher forcing; with
-   ``wtf_rl.gt_weight: positive`` (the recipes) x_gt is weighted by max(r(x_gt), 0).
+   ``wtf_rl.gt_weight: positive`` (the recipes) x_gt is weighted by max(r(x_gt), 0), and with
+   ``wtf_rl.bs_baseline: batch_mean`` (the COCO-concepts recipes) x_bs by r(x_bs) minus the batch's mean.
 
 ``wtf_rl.trajectories`` gives 002's Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
 teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional;
@@ -128,11 +129,12 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     sim = reward.pool_scores(texts, traj.image_ids)
     r = weighted_reward(sim, p_human, cfg.alpha)
     r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
+    w_bs = bs_weights(r_bs, cfg.bs_baseline)
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
     terms = []
     if cfg.trajectories in ("both", "bs"):
         lp, _ = teacher_forced_logprobs(s.model, batch, traj.bs, 1)
-        terms.append((lp, traj.bs != PAD, r_bs))
+        terms.append((lp, traj.bs != PAD, w_bs))
     if cfg.trajectories in ("both", "gt"):
         lp, _ = teacher_forced_logprobs(s.model, batch, traj.gt, traj.gt.size(0) // b)
         terms.append((lp, traj.gt != PAD, r_gt))
@@ -177,6 +179,17 @@ def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
     if mode == "positive":
         return r_gt.clamp(min=0.0)
     raise ValueError(f"gt_weights: unknown mode {mode!r}; expected reward or positive")
+
+
+def bs_weights(r_bs: torch.Tensor, baseline: str) -> torch.Tensor:
+    """The weights of the beam-search trajectories in eq. 3: ``none``, r(x_bs) as written;
+    ``batch_mean``, r(x_bs) minus its mean over the batch, so that as many beams are pushed down as
+    pulled up whatever the reward's level (docs/DISTINCT.md, "Choices, and why")."""
+    if baseline == "none":
+        return r_bs
+    if baseline == "batch_mean":
+        return r_bs - r_bs.mean()
+    raise ValueError(f"bs_weights: unknown baseline {baseline!r}; expected none or batch_mean")
 
 
 def eq3_loss(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch.Tensor:
