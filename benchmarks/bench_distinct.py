@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
               else "")
     body = "\n".join([
         f"## Distinctive captioning on {args.benchmark} (Table 1 layout of 002_b2d5a89fd5f9a310.txt)", "",
-        f"Command: `make bench-distinct` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
+        f"Command: `make bench-distinct` (`{' '.join(command)}`), {seconds / 60:.0f} min in this run (stages already "
+        "trained by an earlier run of the same folder are reused). "
         f"Machine: {machine(torch=torch.__version__)}.{budget} Every method starts from the same XE checkpoint "
         f"(TF) with the same budget, {cfg['rl']['epochs']} epochs of {cfg['rl']['batch_size']} images, and is judged at "
         f"its end (the run's last checkpoint; TF: the XE run's best), "
