@@ -57,14 +57,15 @@ bench-distinct: $(STAMP)
 	$(PY) benchmarks/bench_distinct.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
 
 # Per-word credit (docs/RL.md): actor-critic and lookahead (000), MIXER and PG with rollouts (001) beside XE and SCST,
-# on shapes, then on COCO concepts with the budget above (whose recipes train 3 epochs). CREDIT_SHAPES_RL is every
-# shapes RL stage's budget: 2 epochs instead of the recipes' 12, MIXER's M = 4 then 0 (its recipe's 8, 6, 4, 2, 0,
-# compressed), so that the table fits in about 3 hours (runs/credit_shapes); CREDIT_SHAPES_RL= runs the recipes'
-# 12 epochs. XE and SCST of COCO concepts (and of shapes without overrides) are shared with bench-concepts / bench-methods
-CREDIT_SHAPES_RL ?= rl.epochs=2 mixer.start=4 mixer.delta=4 mixer.epochs_per_stage=1
+# on shapes, then on COCO concepts with the training-image budget above. CREDIT_RL is every RL stage's budget on both:
+# 2 epochs instead of the recipes' (shapes 12, COCO concepts 3), MIXER's M = 4 then 0 (the recipes' schedules
+# compressed), so that each table fits in about 3 hours here (runs/credit_shapes, runs/credit_concepts: PG's rollouts
+# cost about 3x an SCST step); CREDIT_RL= runs the recipes' epochs, sharing XE and SCST with bench-methods /
+# bench-concepts (runs/bench_shapes, runs/bench_concepts)
+CREDIT_RL ?= rl.epochs=2 mixer.start=4 mixer.delta=4 mixer.epochs_per_stage=1
 bench-credit: $(STAMP)
-	$(PY) benchmarks/bench_credit.py --benchmark shapes --rl $(CREDIT_SHAPES_RL)
-	$(PY) benchmarks/bench_credit.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
+	$(PY) benchmarks/bench_credit.py --benchmark shapes $(if $(CREDIT_RL),--rl $(CREDIT_RL))
+	$(PY) benchmarks/bench_credit.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN) $(if $(CREDIT_RL),--rl $(CREDIT_RL))
 
 # Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines);
 # GOALS=16 trains one HRL goal size instead of 004's three (a shorter run)
