@@ -59,8 +59,8 @@ bench-distinct: $(STAMP)
 # Per-word credit (docs/RL.md): actor-critic and lookahead (000), MIXER and PG with rollouts (001) beside XE and SCST,
 # on shapes, then on COCO concepts with the training-image budget above. CREDIT_RL is every RL stage's budget on both:
 # 2 epochs instead of the recipes' (shapes 12, COCO concepts 3), MIXER's M = 4 then 0 (the recipes' schedules
-# compressed), so that each table fits in about 3 hours here (runs/credit_shapes, runs/credit_concepts: PG's rollouts
-# cost about 3x an SCST step); CREDIT_RL= runs the recipes' epochs, sharing XE and SCST with bench-methods /
+# compressed): shapes about 1.5 h, COCO concepts about 1.75 h here (runs/credit_shapes, runs/credit_concepts; at
+# shapes' 12 epochs its PG stages alone take over 3 h); CREDIT_RL= runs the recipes' epochs, sharing XE and SCST with bench-methods /
 # bench-concepts (runs/bench_shapes, runs/bench_concepts)
 CREDIT_RL ?= rl.epochs=2 mixer.start=4 mixer.delta=4 mixer.epochs_per_stage=1
 bench-credit: $(STAMP)

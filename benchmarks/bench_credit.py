@@ -7,8 +7,8 @@ ROUGE-L, CIDEr-D) plus SPICE and SPIDEr, each method's training cost, lookahead'
 validation, and the checks issue 14 asks for, into the benchmark's bench-credit section of
 docs/BENCHMARKS.md. Every RL stage starts from the same XE checkpoint with the same budget: the
 recipes' epochs (shapes 12, COCO concepts 3), or the overrides of ``--rl`` (``make bench-credit``
-gives both benchmarks 2 epochs and a MIXER schedule compressed to them, so that each table fits in
-about 3 hours here: PG's rollouts cost 2-3x an SCST step). Prints a last line of JSON.
+gives both benchmarks 2 epochs and a MIXER schedule compressed to them: shapes about 1.5 hours,
+COCO concepts about 1.75 here; PG's rollouts cost 2-3x an SCST step). Prints a last line of JSON.
 """
 
 from __future__ import annotations
