@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-video clean
+.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,8 +63,13 @@ bench-distinct: $(STAMP)
 # shapes' 12 epochs its PG stages alone take over 3 h); CREDIT_RL= runs the recipes' epochs, sharing XE and SCST with bench-methods /
 # bench-concepts (runs/bench_shapes, runs/bench_concepts)
 CREDIT_RL ?= rl.epochs=2 mixer.start=4 mixer.delta=4 mixer.epochs_per_stage=1
-bench-credit: $(STAMP)
+# (bench-credit-shapes and bench-credit-concepts: one table each)
+bench-credit: bench-credit-shapes bench-credit-concepts
+
+bench-credit-shapes: $(STAMP)
 	$(PY) benchmarks/bench_credit.py --benchmark shapes $(if $(CREDIT_RL),--rl $(CREDIT_RL))
+
+bench-credit-concepts: $(STAMP)
 	$(PY) benchmarks/bench_credit.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN) $(if $(CREDIT_RL),--rl $(CREDIT_RL))
 
 # Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines);

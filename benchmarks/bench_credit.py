@@ -1,6 +1,7 @@
 """Per-word credit: actor-critic (000) and PG with Monte-Carlo rollouts (001) beside XE and SCST.
 
-Run with ``make bench-credit`` (shapes, then COCO concepts with the training-image budget of
+Run with ``make bench-credit`` (``make bench-credit-shapes``, then ``make bench-credit-concepts``: COCO
+concepts with the training-image budget of
 ``make bench-concepts``): calls ``rlcap bench --methods xe,scst,ac,ac_lookahead,mixer,pg_cider,
 pg_bcmr,pg_spider`` and writes the table in the layout of 000's Table 1 (BLEU-3, BLEU-4, METEOR,
 ROUGE-L, CIDEr-D) plus SPICE and SPIDEr, each method's training cost, lookahead's lambdas on
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     images = f"the first {args.max_train_images:,} training images" if args.max_train_images else "every training image"
     body = "\n".join([
         f"## Per-word credit on {title}: actor-critic (000) and PG with rollouts (001), Table 1 layout of 000", "",
-        f"Command: `make bench-credit` (`{' '.join(command)}`), {seconds / 60:.0f} min in this run (stages already "
+        f"Command: `make {section}` (`{' '.join(command)}`), {seconds / 60:.0f} min in this run (stages already "
         f"trained by an earlier run of the same folder are reused). Machine: {machine(torch=torch.__version__)}.", "",
         f"Budget: {images}; epochs per stage: {', '.join(budget)}; every RL stage from the same XE checkpoint"
         + (f", with the overrides `{' '.join(args.rl)}`" if args.rl else "") + ". "
