@@ -1,8 +1,7 @@
 """Per-word credit: actor-critic (000) and PG with Monte-Carlo rollouts (001) beside XE and SCST.
 
-Run with ``make bench-credit`` (``make bench-credit-shapes``, then ``make bench-credit-concepts``: COCO
-concepts with the training-image budget of
-``make bench-concepts``): calls ``rlcap bench --methods xe,scst,ac,ac_lookahead,mixer,pg_cider,
+Run with ``make bench-credit-shapes`` and ``make bench-credit-concepts`` (COCO concepts with the
+training-image budget of ``make bench-concepts``), or both with ``make bench-credit``: calls ``rlcap bench --methods xe,scst,ac,ac_lookahead,mixer,pg_cider,
 pg_bcmr,pg_spider`` and writes the table in the layout of 000's Table 1 (BLEU-3, BLEU-4, METEOR,
 ROUGE-L, CIDEr-D) plus SPICE and SPIDEr, each method's training cost, lookahead's lambdas on
 validation, and the checks issue 14 asks for, into the benchmark's bench-credit section of
