@@ -98,6 +98,30 @@ def test_alternating_phases_each_train_only_their_part(clips):
     assert {r["phase"] for r in records if r.get("split") == "train"} == {2.0}
 
 
+def test_worker_phase_with_several_samples_per_clip(clips, monkeypatch):
+    """hrl.worker_samples draws that many captions per clip, each with its own references, and still
+    trains the worker alone."""
+    from rlcap.train import hrl
+
+    ann, feats, folder = clips
+    if not (folder / "hrl" / "best").exists():
+        test_hrl_xe_with_the_frozen_critic(clips)
+    drawn, scored = [], []
+    real_sample, real_batch = hrl.sample, hrl.reward_batch
+    monkeypatch.setattr(hrl, "sample", lambda model, feats, n, *a, **k: drawn.append((feats.att.size(0), n))
+                        or real_sample(model, feats, n, *a, **k))
+    monkeypatch.setattr(hrl, "reward_batch", lambda batch, n: scored.append(n) or real_batch(batch, n))
+    over = small(ann, feats, folder / "k3", **hrl_settings(folder, max_steps=2, **{"hrl.worker_samples": 3}))
+    api.train(api.load_run_config(None, over))
+    assert [n for _, n in drawn] == [3, 3] and scored == [3, 3]
+    start = load_checkpoint(folder / "hrl" / "best").weights["policy"]
+    after = load_checkpoint(folder / "k3" / "last").weights["policy"]
+    assert all(torch.equal(start[n], after[n]) for n in start if n.split(".")[0] in ("manager", "goal", "high"))
+    assert any(not torch.equal(start[n], after[n]) for n in start if n.startswith("worker."))
+    with pytest.raises(ConfigError, match="worker_samples"):
+        api.load_run_config(None, small(ann, feats, folder / "k0", **hrl_settings(folder, **{"hrl.worker_samples": 0})))
+
+
 def test_killed_hrl_run_resumes_exactly(clips, tmp_path):
     from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 

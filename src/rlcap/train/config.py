@@ -263,11 +263,14 @@ class HrlConfig:
     first: str = help_field("worker", "the phase that starts: worker or manager")
     goal_noise: float = help_field(0.1, "standard deviation of the manager's Gaussian goal exploration (eq. 23)")
     baseline_lr: float = help_field(1e-3, "learning rate of the two linear baselines (on h_W and h_M)")
+    worker_samples: int = help_field(1, "captions sampled per clip in a worker phase (Algorithm 1: one; more "
+                                        "sample more captions per step, against the same linear baseline)")
 
     def validate(self) -> None:
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"hrl.gamma: expected a number in [0, 1], got {self.gamma}")
         check_min("hrl.switch_every", self.switch_every, 1)
+        check_min("hrl.worker_samples", self.worker_samples, 1)
         if self.first not in ("worker", "manager"):
             raise ConfigError(f"hrl.first: {self.first!r} is not one of worker, manager")
         if self.goal_noise < 0 or self.baseline_lr <= 0:

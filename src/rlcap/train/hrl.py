@@ -5,7 +5,8 @@ with the trained internal critic frozen inside), the worker and the manager are 
 alternating phases of ``hrl.switch_every`` steps (the phase and its position live in
 ``session.state``, so a killed run resumes exactly):
 
-- **worker phase** (eq. 11-14, 24): goal exploration off; one caption sampled per clip; every word
+- **worker phase** (eq. 11-14, 24): goal exploration off; one caption sampled per clip
+  (``hrl.worker_samples`` draws more, each scored and baselined alike); every word
   gets the delta-CIDEr-D reward f(a_t) = CIDEr(sent + a_t) - CIDEr(sent) (sec. 3.3.3) and the
   discounted return R(a_t) (gamma 0.95); a linear baseline on h^W_t (its gradient cut from the
   worker) is subtracted; REINFORCE updates the worker alone (the manager's parameters are frozen).
@@ -102,10 +103,11 @@ def worker_params(model: nn.Module) -> tuple[nn.Parameter, ...]:
 def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     cfg, model, start = s.cfg, s.model, time.perf_counter()
     model.goal_noise = 0.0  # Algorithm 1, line 6
-    # 1. one sampled caption per clip, with the worker's hidden states
-    out = sample(model, batch.feats, 1, cfg.decode.max_len, return_hidden=True)
+    # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
+    k = cfg.hrl.worker_samples
+    out = sample(model, batch.feats, k, cfg.decode.max_len, return_hidden=True)
     # 2. eq. 24: delta-CIDEr-D rewards and their discounted returns
-    rb = reward_batch(batch, 1)
+    rb = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
     returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
     # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
