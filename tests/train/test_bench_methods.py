@@ -51,6 +51,40 @@ def test_markdown_layout():
     assert results_markdown({"methods": {"scst": row}}).splitlines()[2].endswith("| 0.700 | 12.2 | 0.91 |")
 
 
+def test_markdown_adds_the_tempered_samples_columns():
+    rs = {"CIDEr": 0.5, "Div-1": 0.3, "Div-2": 0.4, "mBLEU-4": 0.6}
+    row = {"beam": {"CIDEr": 1.0}, "rs": rs, "rs@0.5": {**rs, "Div-2": 0.25}, "bs": rs}
+    lines = results_markdown({"methods": {"sll_sle": row, "xe": {k: v for k, v in row.items() if k != "rs@0.5"}}})
+    head = lines.splitlines()[0]
+    assert "| rs mBLEU-4 | rs@0.5 CIDEr | rs@0.5 Div-1 | rs@0.5 Div-2 | rs@0.5 mBLEU-4 | bs CIDEr |" in head
+    assert lines.splitlines()[2].startswith("| sll_sle | 1.000 | 0.500 | 0.300 | 0.400 | 0.600 | 0.500 | 0.300 | 0.250 |")
+    assert lines.splitlines()[3].startswith("| xe | 1.000 | 0.500 | 0.300 | 0.400 | 0.600 | - | - | - | - | 0.500 |")
+
+
+def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
+    """Near temperature 0 the 5 samples of an image are its greedy caption (but for near-ties of an
+    undertrained model); the row carries rs@T."""
+    from rlcap import api
+    from rlcap.bench.evaluate import caption_sets, method_row
+    from rlcap.bench.registry import BENCHMARKS
+    from rlcap.data.loader import DataConfig, load_data
+    from rlcap.train.evaluate import decode_split
+    from rlcap.train.session import load_model
+
+    dataset, feats = tiny_data
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "xe")))
+    model, vocab, _ = load_model(tmp_path / "xe" / "best")
+    test = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1), ("test",),
+                     vocab=vocab).splits["test"]
+    greedy = decode_split(model, test, vocab, 1, 6)
+    cold = caption_sets(model, test, vocab, "rs", 5, 6, seed=0, temperature=1e-4)
+    same = [c == greedy[i] for i in test.ids for c in cold[i]]
+    assert len(same) == 5 * len(test.ids) and sum(same) >= 0.9 * len(same)  # (a near-tie of two words may differ)
+    row = method_row(model, test, vocab, ["CIDEr"], 6, sample_temperature=1e-4)
+    assert row["rs@0.0001"]["Div-1"] <= row["rs"]["Div-1"] and "rs@1" not in method_row(model, test, vocab, ["CIDEr"], 6)
+    assert BENCHMARKS["coco-concepts"].sample_temperature == 0.5 and BENCHMARKS["shapes"].sample_temperature == 1.0
+
+
 def test_cli_image_size_reaches_the_feature_extraction(tmp_path, monkeypatch):
     import rlcap.demo
     from rlcap.cli import main

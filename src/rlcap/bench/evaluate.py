@@ -3,7 +3,8 @@
 - ``beam``: one caption per image by beam search (size 3): the pycocoevalcap metrics.
 - ``rs``: 5 random samples per image (temperature 1): CIDEr-D averaged over the 5 (each sample
   scored as its own candidate set, document frequencies from the test references), and the
-  diversity of the 5: Div-1, Div-2, mBLEU-4.
+  diversity of the 5: Div-1, Div-2, mBLEU-4. ``rs@T``: the same, drawn at temperature T (a
+  benchmark whose RL recipes sample at T, :attr:`rlcap.bench.registry.Benchmark.sample_temperature`).
 - ``bs``: the 5 best beams of a size-5 beam search: the same four figures.
 """
 
@@ -22,14 +23,16 @@ DIVERSITY = ["Div-1", "Div-2", "mBLEU-4"]
 
 @torch.no_grad()
 def caption_sets(model: torch.nn.Module, split: SplitData, vocab: Vocab, how: str, n: int, max_len: int,
-                 seed: int, batch_size: int = 100) -> dict[str, list[str]]:
-    """n captions per image: ``how`` is "rs" (random samples) or "bs" (n-best of a size-n beam)."""
+                 seed: int, batch_size: int = 100, temperature: float = 1.0) -> dict[str, list[str]]:
+    """n captions per image: ``how`` is "rs" (random samples at ``temperature``) or "bs" (n-best of a
+    size-n beam)."""
     model.eval()
     generator = torch.Generator().manual_seed(seed)
     out: dict[str, list[str]] = {}
     for batch in split.eval_batches(batch_size):
         if how == "rs":
-            result: DecodeResult = sample(model, batch.feats, n=n, max_len=max_len, generator=generator)
+            result: DecodeResult = sample(model, batch.feats, n=n, max_len=max_len, temperature=temperature,
+                                          generator=generator)
         else:
             result = beam_search(model, batch.feats, beam_size=n, max_len=max_len, n_best=n)
         rows = [vocab.decode(r.tolist()) for r in result.tokens]
@@ -52,8 +55,9 @@ def set_scores(split: SplitData, captions: dict[str, list[str]]) -> dict[str, fl
 
 def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: list[str], max_len: int = 16,
                seed: int = 0, judges: dict[str, Any] | None = None,
-               predictions: dict[str, str] | None = None) -> dict[str, Any]:
-    """``{"beam": {...}, "rs": {...}, "bs": {...}}`` for one trained model; with ``judges`` (trained
+               predictions: dict[str, str] | None = None, sample_temperature: float = 1.0) -> dict[str, Any]:
+    """``{"beam": {...}, "rs": {...}, "bs": {...}}`` for one trained model, and ``"rs@T"`` for a
+    ``sample_temperature`` T other than 1; with ``judges`` (trained
     retrievers, :func:`rlcap.bench.distinct.load_judges`) also ``"distinct"``: 002's retrieval columns
     and Self-BLEU of the beam captions. ``predictions``: the beam column's captions decoded otherwise
     (000's lookahead inference) instead of beam search of size 3."""
@@ -66,6 +70,9 @@ def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: 
     rs = set_scores(split, caption_sets(model, split, vocab, "rs", 5, max_len, seed))
     bs = set_scores(split, caption_sets(model, split, vocab, "bs", 5, max_len, seed))
     row = {"beam": beam, "rs": rs, "bs": bs}
+    if sample_temperature != 1.0:
+        row[f"rs@{sample_temperature:g}"] = set_scores(
+            split, caption_sets(model, split, vocab, "rs", 5, max_len, seed, temperature=sample_temperature))
     if judges:
         row["distinct"] = distinct_row(predictions, split, judges)
     return row

@@ -83,7 +83,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         if known[method].decoder == "lookahead":
             beam, chosen = _lookahead_beam(checkpoints[method], test, max_len)
             report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
-        results["methods"][method] = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam)
+        results["methods"][method] = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam,
+                                                sample_temperature=BENCHMARKS[benchmark].sample_temperature)
         if beam is not None:
             results["methods"][method]["lookahead"] = chosen
         results["methods"][method]["checkpoint"] = str(checkpoints[method])

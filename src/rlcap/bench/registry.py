@@ -58,12 +58,16 @@ class Method:
 class Benchmark:
     """``prepare(data_dir, image_size, report) -> (dataset, features)`` builds (or reuses) the data;
     recipes are ``configs/<recipes>_<recipe>.yaml``; ``methods``: this benchmark's own meaning of a
-    method name, over :data:`METHODS` (004's ``rl`` on video is SCST, 002's ``rl`` elsewhere)."""
+    method name, over :data:`METHODS` (004's ``rl`` on video is SCST, 002's ``rl`` elsewhere);
+    ``sample_temperature``: the temperature its RL recipes draw samples at (``decode.temperature``):
+    when it is not 1, the table's random samples are also drawn at it (``rs@T`` columns), the
+    policy those methods train."""
 
     prepare: Callable[[Path, int, Report], tuple[Path, Path]]
     recipes: str
     description: str = ""
     methods: tuple[tuple[str, "Method"], ...] = ()
+    sample_temperature: float = 1.0
 
 
 def _prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
@@ -174,7 +178,8 @@ VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
 BENCHMARKS: dict[str, Benchmark] = {
     "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)"),
     "coco-concepts": Benchmark(_prepare_coco_concepts, "coco-concepts",
-                               "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)"),
+                               "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)",
+                               sample_temperature=0.5),
     "moving-shapes": Benchmark(_prepare_moving_shapes, "moving-shapes",
                                "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_METHODS),
     # any MSR-VTT-format dataset a user brings, with frame features; the moving-shapes recipes, its data overridden

@@ -14,13 +14,14 @@ def results_markdown(results: dict[str, Any]) -> str:
     and the training cost of the method's own last stage (minutes, seconds per update) when logged."""
     methods = results["methods"]
     beam_cols = [c for c in BEAM_COLUMNS if any(c in row["beam"] for row in methods.values())]
-    head = ["method", *(f"beam {c}" for c in beam_cols), *(f"rs {c}" for c in SET_COLUMNS),
-            *(f"bs {c}" for c in SET_COLUMNS), "train min", "s/update"]
+    sets = ["rs", *sorted({k for row in methods.values() for k in row if k.startswith("rs@")}), "bs"]
+    head = ["method", *(f"beam {c}" for c in beam_cols), *(f"{s} {c}" for s in sets for c in SET_COLUMNS),
+            "train min", "s/update"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, row in methods.items():
         cost = row.get("cost") or {}
         cells = [name, *(f"{row['beam'][c]:.3f}" for c in beam_cols),
-                 *(f"{row['rs'][c]:.3f}" for c in SET_COLUMNS), *(f"{row['bs'][c]:.3f}" for c in SET_COLUMNS),
+                 *(f"{row[s][c]:.3f}" if s in row else "-" for s in sets for c in SET_COLUMNS),
                  f"{cost['minutes']:.1f}" if cost else "-", f"{cost['seconds_per_update']:.2f}" if cost else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
