@@ -99,7 +99,9 @@ def markdown(rows: list[dict], command: str, previous: dict[tuple[str, int], flo
              "when given); the row is the run with the median samples/s, and the range of all runs is shown "
              "beside it, since this shared machine's speed varies by about 15% from run to run."
              + (" Previous release: the same benchmark run from a checkout of the previous release, in the "
-                "same session, configurations alternating." if previous else ""), "",
+                "same session, configurations alternating; its script's child is given the same model-size "
+                "overrides (`--model`, which the previous release's script predates: it needs a three-line change "
+                "to its argument parsing, none to the library it measures)." if previous else ""), "",
              "| model | images x samples | samples/s | self-critical.pytorch | ratio |"
              + (" previous release | vs previous |" if previous else "")
              + " sampling | reward + baseline | backward + step | peak RSS |",
