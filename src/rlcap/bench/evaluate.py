@@ -23,13 +23,13 @@ DIVERSITY = ["Div-1", "Div-2", "mBLEU-4"]
 
 @torch.no_grad()
 def caption_sets(model: torch.nn.Module, split: SplitData, vocab: Vocab, how: str, n: int, max_len: int,
-                 seed: int, batch_size: int = 100, temperature: float = 1.0) -> dict[str, list[str]]:
+                 seed: int, batch_size: int = 100, temperature: float = 1.0, limit: int = 0) -> dict[str, list[str]]:
     """n captions per image: ``how`` is "rs" (random samples at ``temperature``) or "bs" (n-best of a
-    size-n beam)."""
+    size-n beam); ``limit``: the first N images only (0: all)."""
     model.eval()
     generator = torch.Generator().manual_seed(seed)
     out: dict[str, list[str]] = {}
-    for batch in split.eval_batches(batch_size):
+    for batch in split.eval_batches(batch_size, limit):
         if how == "rs":
             result: DecodeResult = sample(model, batch.feats, n=n, max_len=max_len, temperature=temperature,
                                           generator=generator)
