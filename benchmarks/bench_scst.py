@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3,
                         help="processes per configuration; the run with the median samples/s is reported")
     parser.add_argument("--previous", default=None,
-                        help="a checkout of the previous release: its FC and UpDown rows are measured alternately")
+                        help="a checkout of the previous release: every row is also measured with it, alternately")
     parser.add_argument("--model", action="append", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs=3, metavar=("ARCH", "IMAGES", "SAMPLES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
