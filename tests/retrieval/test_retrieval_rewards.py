@@ -103,3 +103,25 @@ def test_ground_truth_is_embedded_once_per_run():
     second = reward(CAPTIONS, BATCH)  # the same batch again: only the captions scored are embedded
     assert retriever.seen == [*CAPTIONS, "a red shape", "red circle", "a blue box", *CAPTIONS]
     assert torch.equal(first, second)
+
+
+def test_negative_captions_join_the_text_pool_by_hand():
+    # g (45 deg), the mined neighbour of r and b, is described by "green star" (50 deg): with one
+    # negative caption per mined image it joins the text pool as g's, and the i2t baseline of every
+    # image of the batch now includes it.
+    captions_of = {"r": ["a red shape"], "b": ["a blue box"], "g": ["green star", "a red shape"]}
+    reward = RetrievalReward(AngleRetriever(), BANK, "i2t", hard_negatives=1, negative_captions=1, captions_of=captions_of)
+    got = reward(["red circle"], RewardBatch(["r"], [["red circle"]]))
+    # pool: texts "red circle" (owner r); images r, then g; the extra caption "green star" owned by g
+    cos = lambda d: torch.tensor(d * torch.pi / 180).cos()  # noqa: E731
+    expected = cos(5.0) - 0.5 * torch.log(torch.exp(cos(45.0) / 0.5))  # s(red circle, r) - tau log e^{s(green star, r)/tau}
+    assert float(got[0]) == pytest.approx(float(expected), abs=1e-6)
+    # without them the caption has no other caption to beat: an empty denominator, +inf (documented)
+    alone = RetrievalReward(AngleRetriever(), BANK, "i2t", hard_negatives=1)(["red circle"], RewardBatch(["r"], [["red circle"]]))
+    assert float(alone[0]) == float("inf")
+    # t2i is unchanged by extra texts; the extra captions' own rewards are not returned
+    t2i = RetrievalReward(AngleRetriever(), BANK, "t2i", hard_negatives=1, negative_captions=2, captions_of=captions_of)
+    plain = RetrievalReward(AngleRetriever(), BANK, "t2i", hard_negatives=1)
+    torch.testing.assert_close(t2i(CAPTIONS, BATCH), plain(CAPTIONS, BATCH))
+    with pytest.raises(ValueError, match="captions_of"):
+        RetrievalReward(AngleRetriever(), BANK, "i2t", negative_captions=1)

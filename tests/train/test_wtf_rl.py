@@ -99,8 +99,9 @@ def test_discriminator_learns_a_toy_set():
 
 @pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both", "wtf_rl.gt_weight": "positive"}, {"wtf_rl.trajectories": "gt"},
                                      {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"},
-                                     {"wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s", "rl.n_samples": 2}],
-                         ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator"])
+                                     {"wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s", "rl.n_samples": 2},
+                                     {"wtf_rl.trajectories": "both", "reward.negative_captions": 2}],
+                         ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator", "wtf_rl_negative_captions"])
 def test_variants_run_and_log(runs, tmp_path, variant):
     dataset, feats, folder = runs
     result = api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run",

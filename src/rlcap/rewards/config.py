@@ -61,6 +61,11 @@ class RewardConfig:
         5,
         "retrieval rewards: mined neighbours of each batch image added to the image pool (002 sec. 3.4)",
     )
+    negative_captions: int = _field(
+        0,
+        "retrieval rewards: ground-truth captions of each mined neighbour added to the text pool (the "
+        "i2t half's negatives; 0: the text pool holds the batch's own captions only; docs/DISTINCT.md)",
+    )
 
     def validate(self) -> None:
         """Check weights (non-empty, finite) and names (registered or a dotted path)."""
@@ -74,6 +79,8 @@ class RewardConfig:
             raise ConfigError(f"reward.retrieval_tau: expected a number >= 0, got {self.retrieval_tau}")
         if self.hard_negatives < 0:
             raise ConfigError(f"reward.hard_negatives: expected an integer >= 0, got {self.hard_negatives}")
+        if self.negative_captions < 0:
+            raise ConfigError(f"reward.negative_captions: expected an integer >= 0, got {self.negative_captions}")
         if self.nonfinite not in ("raise", "zero"):
             raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
 

@@ -23,7 +23,7 @@ class RewardContext:
     eos_counts, cache_dir: the metric conventions of :class:`RewardConfig`.
     vocab: the run's vocabulary (None outside a training run); fc_dim, att_dim: feature sizes.
     paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
-    retrieval_tau, hard_negatives: the retrieval rewards' settings (``rewards/retrieval.py``).
+    retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
     """
 
     train_refs: TrainRefs
@@ -36,6 +36,7 @@ class RewardContext:
     paths: dict[str, str] = field(default_factory=dict)
     retrieval_tau: float = 0.0
     hard_negatives: int = 5
+    negative_captions: int = 0
 
     def path(self, reward: str) -> Path:
         """The path given for ``reward`` in ``reward.paths``; one clear error when there is none."""

@@ -49,6 +49,12 @@ class ImageBank:
         """The image pool of a batch: its distinct images, then up to ``hard_negatives`` mined
         neighbours of each (those not already in the pool). -> (M, D) embeddings and, for each
         given id, its row in the pool (B,)."""
+        rows, owner = self.pool_rows(image_ids, hard_negatives)
+        return self.embeddings[rows], owner
+
+    def pool_rows(self, image_ids: list[str], hard_negatives: int) -> tuple[list[int], torch.Tensor]:
+        """:meth:`pool` as bank rows: the pool's M rows (the batch's distinct images first, then
+        the mined neighbours) and, for each given id, its position in the pool (B,)."""
         order = list(dict.fromkeys(image_ids))  # distinct, in order of first appearance
         rows = self.rows(order).tolist()
         seen = set(rows)
@@ -59,7 +65,7 @@ class ImageBank:
                     seen.add(n)
                     rows.append(n)
         where = {image_id: p for p, image_id in enumerate(order)}
-        return self.embeddings[rows], torch.tensor([where[i] for i in image_ids], dtype=torch.long)
+        return rows, torch.tensor([where[i] for i in image_ids], dtype=torch.long)
 
     def save(self, path: str | Path) -> None:
         path = Path(path)

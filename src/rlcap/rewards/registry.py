@@ -100,7 +100,7 @@ def build_reward(cfg: "RewardConfig", train_refs: TrainRefs, vocab: Any = None, 
         vocab, fc_dim, att_dim, device: the run's, for rewards that hold a model.
     """
     ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, vocab, fc_dim, att_dim, device, dict(cfg.paths),
-                        cfg.retrieval_tau, cfg.hard_negatives)
+                        cfg.retrieval_tau, cfg.hard_negatives, cfg.negative_captions)
     rewards = {}
     try:
         for name in cfg.weights:

@@ -8,6 +8,10 @@ Pools (002 sec. 3.4). The *text pool* is the captions scored in the call (a loop
 greedy and ground-truth captions together) plus the ground-truth captions of the batch's images
 not among them; the *image pool* is the batch's distinct images plus up to
 ``reward.hard_negatives`` mined neighbours of each. Each caption's own image is its positive.
+With ``reward.negative_captions`` N > 0 the text pool also holds the first N ground-truth captions
+of each mined neighbour: 002 adds the mined images "to the batch as additional images" and builds
+the text pool from "x_gt for all images of the batch", so that the i2t half, like the t2i half,
+meets the captions of similar images (docs/DISTINCT.md); 0 keeps the batch's own captions only.
 ``reward.retrieval_tau`` is eq. 2's tau; 0 takes the retriever's own training temperature.
 The retriever is frozen, so each image's ground-truth captions are embedded once per run, together
 and apart from any other image's (so the values never depend on which batch met them first, and a
@@ -24,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from rlcap.models.retriever import load_retriever
-from rlcap.rewards.batch import RewardBatch, check_batch
+from rlcap.rewards.batch import RewardBatch, TrainRefs, check_batch
 from rlcap.rewards.context import RewardContext
 from rlcap.rewards.image_bank import ImageBank, load_image_bank
 from rlcap.rl.contrastive import bicont_reward, clip_s, i2t_reward, t2i_reward
@@ -35,12 +39,16 @@ KINDS = {"i2t": i2t_reward, "t2i": t2i_reward, "bicont": bicont_reward}
 class RetrievalReward:
     """``(captions, batch) -> (N,)``: ``kind`` one of clip_s, i2t, t2i, bicont."""
 
-    def __init__(self, retriever, bank: ImageBank, kind: str, tau: float = 0.0, hard_negatives: int = 5):
+    def __init__(self, retriever, bank: ImageBank, kind: str, tau: float = 0.0, hard_negatives: int = 5,
+                 negative_captions: int = 0, captions_of: TrainRefs | None = None):
         if kind != "clip_s" and kind not in KINDS:
             raise ValueError(f"retrieval reward: unknown kind {kind!r}; expected clip_s, {', '.join(KINDS)}")
+        if negative_captions and captions_of is None:
+            raise ValueError("retrieval reward: negative_captions needs captions_of, the mined images' references")
         self.retriever, self.bank, self.kind = retriever, bank, kind
         self.tau = tau if tau > 0 else retriever.temperature
         self.hard_negatives = hard_negatives
+        self.negative_captions, self.captions_of = negative_captions, captions_of
         self._references: dict[tuple[str, ...], torch.Tensor] = {}  # an image's references -> (G, D)
 
     @torch.no_grad()
@@ -68,10 +76,26 @@ class RetrievalReward:
     def pool_scores(self, texts: torch.Tensor, image_ids: list[str]) -> torch.Tensor:
         """The reward of every caption of a whole text pool: ``texts`` (N, D) embeddings of the pool,
         ``image_ids`` (N,) each one's image; the image pool comes from the bank. -> (N,)"""
-        images, owner = self.bank.pool(image_ids, 0 if self.kind == "clip_s" else self.hard_negatives)
+        rows, owner = self.bank.pool_rows(image_ids, 0 if self.kind == "clip_s" else self.hard_negatives)
+        images = self.bank.embeddings[rows]
         if self.kind == "clip_s":
             return clip_s(texts, images[owner])
-        return KINDS[self.kind](texts, images, owner, self.tau)
+        n = texts.size(0)
+        if self.negative_captions:
+            texts, owner = self._with_negative_captions(texts, owner, rows, len(set(image_ids)))
+        return KINDS[self.kind](texts, images, owner, self.tau)[:n]
+
+    def _with_negative_captions(self, texts: torch.Tensor, owner: torch.Tensor, rows: list[int], distinct: int
+                                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The text pool extended by the first ``negative_captions`` references of each mined image
+        (pool positions ``distinct``: onward), each owned by its image."""
+        extra, extra_owner = [texts], [owner]
+        for position in range(distinct, len(rows)):
+            refs = list(self.captions_of.get(self.bank.ids[rows[position]], ()))[: self.negative_captions]
+            if refs:
+                extra.append(self.reference_embeddings(refs))
+                extra_owner.append(torch.full((len(refs),), position, dtype=torch.long))
+        return torch.cat(extra), torch.cat(extra_owner)
 
     def image_embeddings(self, image_ids: list[str]) -> torch.Tensor:
         """(N, D): each caption's image from the bank."""
@@ -81,4 +105,5 @@ class RetrievalReward:
 def make_retrieval_reward(ctx: RewardContext, kind: str) -> RetrievalReward:
     retriever = load_retriever(ctx.path("retrieval"), ctx.device)
     bank = load_image_bank(ctx.path("retrieval_bank"))
-    return RetrievalReward(retriever, bank, kind, ctx.retrieval_tau, ctx.hard_negatives)
+    return RetrievalReward(retriever, bank, kind, ctx.retrieval_tau, ctx.hard_negatives, ctx.negative_captions,
+                           ctx.train_refs)

@@ -68,7 +68,7 @@ def _decoupled(positive: torch.Tensor, scores: torch.Tensor, leave_out: torch.Te
 def i2t_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor, tau: float) -> torch.Tensor:
     """Image-to-text reward of eq. 2: caption n against every other caption of the pool, as seen
     from its image. texts (N, D), images (M, D), owner (N,) -> (N,). A pool of one caption has no
-    baseline: -inf (the log of an empty sum's reciprocal is undefined; give a pool of two or more)."""
+    baseline: +inf (tau times the log of an empty sum, -inf, subtracted; give a pool of two or more)."""
     _check_pools(texts, images, owner)
     sim = images[owner] @ texts.T  # (N, N): row n, s(x, i_{c(n)}) for every caption x of the pool
     positive = sim.diagonal()  # (N,) s(x_n, i_{c(n)})

@@ -243,13 +243,16 @@ def train_wtf_rl(cfg: RunConfig) -> TrainResult:
     if "retrieval" not in paths:
         raise ConfigError("algorithm=wtf_rl needs reward.paths.retrieval: a retriever (rlcap retrieval train) "
                           "or a local CLIP folder")
+    train = s.data.splits["train"]
     reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), w.similarity,
-                             cfg.reward.retrieval_tau, cfg.reward.hard_negatives)
+                             cfg.reward.retrieval_tau, cfg.reward.hard_negatives, cfg.reward.negative_captions,
+                             dict(zip(train.ids, train.refs)))
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
     s.logger.note(f"002: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
-                  f"tau {reward.tau:g}; hard negatives {reward.hard_negatives}; retriever {paths['retrieval']} "
+                  f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
+                  f"{reward.negative_captions} each); retriever {paths['retrieval']} "
                   f"({reward.retriever.kind})")
     s.model.train()
     s.parts[DISCRIMINATOR].module.train()
