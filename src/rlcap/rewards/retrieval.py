@@ -88,13 +88,15 @@ class RetrievalReward:
     def _with_negative_captions(self, texts: torch.Tensor, owner: torch.Tensor, rows: list[int], distinct: int
                                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """The text pool extended by the first ``negative_captions`` references of each mined image
-        (pool positions ``distinct``: onward), each owned by its image."""
+        (pool positions ``distinct``: onward), each owned by its image; rows of the image's cached
+        reference embeddings, the same vectors it gets when it is a batch image."""
         extra, extra_owner = [texts], [owner]
         for position in range(distinct, len(rows)):
-            refs = list(self.captions_of.get(self.bank.ids[rows[position]], ()))[: self.negative_captions]
+            refs = list(self.captions_of.get(self.bank.ids[rows[position]], ()))
             if refs:
-                extra.append(self.reference_embeddings(refs))
-                extra_owner.append(torch.full((len(refs),), position, dtype=torch.long))
+                kept = self.reference_embeddings(refs)[: self.negative_captions]
+                extra.append(kept)
+                extra_owner.append(torch.full((len(kept),), position, dtype=torch.long))
         return torch.cat(extra), torch.cat(extra_owner)
 
     def image_embeddings(self, image_ids: list[str]) -> torch.Tensor:

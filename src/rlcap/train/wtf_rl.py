@@ -244,9 +244,10 @@ def train_wtf_rl(cfg: RunConfig) -> TrainResult:
         raise ConfigError("algorithm=wtf_rl needs reward.paths.retrieval: a retriever (rlcap retrieval train) "
                           "or a local CLIP folder")
     train = s.data.splits["train"]
+    captions_of = dict(zip(train.ids, train.refs)) if cfg.reward.negative_captions else None
     reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), w.similarity,
                              cfg.reward.retrieval_tau, cfg.reward.hard_negatives, cfg.reward.negative_captions,
-                             dict(zip(train.ids, train.refs)))
+                             captions_of)
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
