@@ -125,3 +125,27 @@ def test_negative_captions_join_the_text_pool_by_hand():
     torch.testing.assert_close(t2i(CAPTIONS, BATCH), plain(CAPTIONS, BATCH))
     with pytest.raises(ValueError, match="captions_of"):
         RetrievalReward(AngleRetriever(), BANK, "i2t", negative_captions=1)
+
+
+def test_mined_captions_join_the_text_pool_by_hand():
+    # the policy's caption of g (the mined neighbour of r and b), "green star" at 50 deg, given as an
+    # embedding owned by g: it joins the i2t baseline of r's caption, exactly as g's human caption does above
+    reward = RetrievalReward(AngleRetriever(), BANK, "i2t", hard_negatives=1)
+    mined = {"g": AngleRetriever().embed_captions(["green star"])}
+    got = reward.pool_scores(AngleRetriever().embed_captions(["red circle"]), ["r"], mined)
+    cos = lambda d: torch.tensor(d * torch.pi / 180).cos()  # noqa: E731
+    expected = cos(5.0) - 0.5 * torch.log(torch.exp(cos(45.0) / 0.5))
+    assert got.shape == (1,) and float(got[0]) == pytest.approx(float(expected), abs=1e-6)
+    # both sources at once: g's human caption "a red shape" (40 deg) and the mined one
+    both = RetrievalReward(AngleRetriever(), BANK, "i2t", hard_negatives=1, negative_captions=1,
+                           captions_of={"g": ["a red shape"]})
+    got = both.pool_scores(AngleRetriever().embed_captions(["red circle"]), ["r"], mined)
+    baseline = 0.5 * torch.log(torch.exp(cos(35.0) / 0.5) + torch.exp(cos(45.0) / 0.5))  # s(a red shape, r), s(green star, r)
+    assert float(got[0]) == pytest.approx(float(cos(5.0) - baseline), abs=1e-6)
+    # t2i is unchanged by extra texts
+    t2i = RetrievalReward(AngleRetriever(), BANK, "t2i", hard_negatives=1)
+    texts = AngleRetriever().embed_captions(CAPTIONS)
+    torch.testing.assert_close(t2i.pool_scores(texts, BATCH.image_ids, mined), t2i.pool_scores(texts, BATCH.image_ids))
+    # captions of an image outside the pool are an error, not a silent extra image
+    with pytest.raises(ValueError, match="not in the batch's image pool"):
+        RetrievalReward(AngleRetriever(), BANK, "i2t", hard_negatives=0).pool_scores(texts, BATCH.image_ids, mined)

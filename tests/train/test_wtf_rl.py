@@ -100,8 +100,10 @@ def test_discriminator_learns_a_toy_set():
 @pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both", "wtf_rl.gt_weight": "positive"}, {"wtf_rl.trajectories": "gt"},
                                      {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"},
                                      {"wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s", "rl.n_samples": 2},
-                                     {"wtf_rl.trajectories": "both", "reward.negative_captions": 2}],
-                         ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator", "wtf_rl_negative_captions"])
+                                     {"wtf_rl.trajectories": "both", "reward.negative_captions": 2},
+                                     {"wtf_rl.trajectories": "both", "wtf_rl.mined_captions": 2}],
+                         ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator", "wtf_rl_negative_captions",
+                              "wtf_rl_mined_captions"])
 def test_variants_run_and_log(runs, tmp_path, variant):
     dataset, feats, folder = runs
     result = api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run",
@@ -147,3 +149,38 @@ def test_killed_wtf_rl_run_resumes_exactly(runs, tmp_path, kill_step):
     total = (PRETRAIN_EPOCHS + RL_EPOCHS) * STEPS_PER_EPOCH
     assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", kill_step, total)
     assert_same_final_checkpoints(tmp_path / "reference", tmp_path / "killed", ["discriminator", "policy"])
+
+
+def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, tmp_path):
+    from rlcap.decoding import greedy
+    from rlcap.models.retriever import load_retriever
+    from rlcap.rewards.image_bank import load_image_bank
+    from rlcap.rewards.retrieval import RetrievalReward
+    from rlcap.train.session import open_session
+    from rlcap.train.wtf_rl import mined_captions
+
+    dataset, feats, folder = runs
+    s = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run", **settings(folder))))
+    bank, retriever = load_image_bank(folder / "bank.h5"), load_retriever(folder / "ret" / "best")
+    reward = RetrievalReward(retriever, bank, "bicont", hard_negatives=2)
+    train = s.data.splits["train"]
+    batch = next(train.batches(8, 1, 0, 0))
+    got = mined_captions(s, batch, reward, 2)
+    # the first two neighbours of each batch image, once each, neither a batch image nor outside the training split
+    expected = [bank.ids[n] for r in bank.rows(batch.ids).tolist() for n in bank.neighbours[r, :2].tolist()]
+    expected = [i for i in dict.fromkeys(expected) if i not in batch.ids and i in train.ids]
+    assert list(got) == expected and expected
+    s.model.eval()
+    for image_id, embedded in got.items():
+        row = torch.tensor([train.ids.index(image_id)])
+        with torch.no_grad():
+            tokens = greedy(s.model, train.feats(row), s.cfg.decode.max_len).tokens
+        caption = s.data.vocab.decode(tokens[0].tolist())
+        torch.testing.assert_close(embedded, retriever.embed_captions([caption]))
+    # more neighbours than the image pool holds: one clear error when the run starts
+    from rlcap.errors import ConfigError
+
+    cfg = api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "bad", **settings(
+        folder, **{"wtf_rl.mined_captions": 6, "reward.hard_negatives": 2})))
+    with pytest.raises(ConfigError, match="mined_captions"):
+        api.train(cfg)

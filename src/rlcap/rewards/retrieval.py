@@ -73,35 +73,54 @@ class RetrievalReward:
             self._references[key] = self.retriever.embed_captions(list(refs))
         return self._references[key]
 
-    def pool_scores(self, texts: torch.Tensor, image_ids: list[str]) -> torch.Tensor:
+    def pool_scores(self, texts: torch.Tensor, image_ids: list[str],
+                    mined: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """The reward of every caption of a whole text pool: ``texts`` (N, D) embeddings of the pool,
-        ``image_ids`` (N,) each one's image; the image pool comes from the bank. -> (N,)"""
+        ``image_ids`` (N,) each one's image; the image pool comes from the bank. ``mined``: more
+        captions for the pool, (K, D) embeddings keyed by a mined image of the pool that they
+        describe (the policy's own captions of the neighbours: ``wtf_rl.mined_captions``). -> (N,)"""
         rows, owner = self.bank.pool_rows(image_ids, 0 if self.kind == "clip_s" else self.hard_negatives)
         images = self.bank.embeddings[rows]
         if self.kind == "clip_s":
             return clip_s(texts, images[owner])
         n = texts.size(0)
-        if self.negative_captions:
-            texts, owner = self._with_negative_captions(texts, owner, rows, len(set(image_ids)))
+        extra = self._negative_captions(rows, len(set(image_ids))) if self.negative_captions else {}
+        for image_id, embedded in (mined or {}).items():
+            extra[image_id] = torch.cat([extra[image_id], embedded]) if image_id in extra else embedded
+        if extra:
+            texts, owner = _with_mined_captions(texts, owner, rows, self.bank, extra)
         return KINDS[self.kind](texts, images, owner, self.tau)[:n]
 
-    def _with_negative_captions(self, texts: torch.Tensor, owner: torch.Tensor, rows: list[int], distinct: int
-                                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The text pool extended by the first ``negative_captions`` references of each mined image
-        (pool positions ``distinct``: onward), each owned by its image; rows of the image's cached
-        reference embeddings, the same vectors it gets when it is a batch image."""
-        extra, extra_owner = [texts], [owner]
+    def _negative_captions(self, rows: list[int], distinct: int) -> dict[str, torch.Tensor]:
+        """The first ``negative_captions`` references of each mined image of the pool (pool positions
+        ``distinct``: onward): rows of the image's cached reference embeddings, the same vectors it
+        gets when it is a batch image."""
+        out = {}
         for position in range(distinct, len(rows)):
-            refs = list(self.captions_of.get(self.bank.ids[rows[position]], ()))
+            image_id = self.bank.ids[rows[position]]
+            refs = list(self.captions_of.get(image_id, ()))
             if refs:
-                kept = self.reference_embeddings(refs)[: self.negative_captions]
-                extra.append(kept)
-                extra_owner.append(torch.full((len(kept),), position, dtype=torch.long))
-        return torch.cat(extra), torch.cat(extra_owner)
+                out[image_id] = self.reference_embeddings(refs)[: self.negative_captions]
+        return out
 
     def image_embeddings(self, image_ids: list[str]) -> torch.Tensor:
         """(N, D): each caption's image from the bank."""
         return self.bank.embeddings[self.bank.rows(image_ids)]
+
+
+def _with_mined_captions(texts: torch.Tensor, owner: torch.Tensor, rows: list[int], bank: ImageBank,
+                         mined: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The text pool extended by captions of images of the image pool ``rows``, each (K, D) owned
+    by its image's position in the pool; an image outside the pool is an error."""
+    position = {row: p for p, row in enumerate(rows)}
+    extra, extra_owner = [texts], [owner]
+    for image_id, embedded in mined.items():
+        row = bank.rows([image_id]).item()
+        if row not in position:
+            raise ValueError(f"retrieval reward: captions of image {image_id!r}, which is not in the batch's image pool")
+        extra.append(embedded)
+        extra_owner.append(torch.full((embedded.size(0),), position[row], dtype=torch.long))
+    return torch.cat(extra), torch.cat(extra_owner)
 
 
 def make_retrieval_reward(ctx: RewardContext, kind: str) -> RetrievalReward:

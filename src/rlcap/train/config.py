@@ -298,6 +298,9 @@ class WtfRlConfig:
                                           "writes it; positive, max(r(x_gt), 0): never push a human caption away")
     bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
                                           "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
+    mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
+                                        "join eq. 2's text pool (002 sec. 3.4: mined images are added to the batch; "
+                                        "at most reward.hard_negatives; 0: the batch's own captions only)")
     discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
     discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
     discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
@@ -316,6 +319,7 @@ class WtfRlConfig:
         if not 0.0 <= self.alpha <= 1.0:
             raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
         check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)
+        check_min("wtf_rl.mined_captions", self.mined_captions, 0)
         check_min("wtf_rl.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
         if self.discriminator_lr <= 0:
             raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")

@@ -113,11 +113,35 @@ def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b:
     return loss.item(), accuracy
 
 
+def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) -> dict[str, torch.Tensor]:
+    """002 sec. 3.4 adds the mined images "to the batch as additional images" and builds the text
+    pool from x_gs (and x_bs, x_gt) "for all images of the batch": the policy's greedy caption of
+    each batch image's first ``k`` mined neighbours, embedded, keyed by the neighbour's id. Only
+    neighbours among the run's training images (``data.max_train_images``) have features to decode."""
+    train, bank = s.data.splits["train"], reward.bank
+    row_of = {i: r for r, i in enumerate(train.ids)}  # ~1 ms for 10k images
+    in_batch, ids = set(batch.ids), []
+    for r in bank.rows(list(batch.ids)).tolist():
+        ids += [bank.ids[n] for n in bank.neighbours[r, :k].tolist()]
+    ids = [i for i in dict.fromkeys(ids) if i not in in_batch and i in row_of]
+    if not ids:
+        return {}
+    model, was_training = s.model, s.model.training
+    model.eval()
+    with torch.no_grad():
+        tokens = greedy(model, train.feats(torch.tensor([row_of[i] for i in ids])), s.cfg.decode.max_len).tokens
+    model.train(was_training)
+    embedded = reward.retriever.embed_captions([s.data.vocab.decode(row.tolist()) for row in tokens])  # (K, D)
+    return {i: embedded[j:j + 1] for j, i in enumerate(ids)}
+
+
 def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     cfg, start = s.cfg.wtf_rl, time.perf_counter()
     b = len(batch.ids)
-    # 1. trajectories: beam search, greedy (the text pool's baselines) and ground truth
+    # 1. trajectories: beam search, greedy (the text pool's baselines) and ground truth; with
+    #    wtf_rl.mined_captions, the greedy captions of mined neighbours too (the text pool only)
     traj = decode_trajectories(s, batch)
+    mined = mined_captions(s, batch, reward, cfg.mined_captions) if cfg.mined_captions else None
     # 2. the frozen retriever's embeddings of every caption and of each caption's image
     texts = reward.retriever.embed_captions(traj.captions)  # (2B + B*S, D)
     images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
@@ -126,7 +150,7 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     with torch.no_grad():
         p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))  # (2B + B*S,)
     # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
-    sim = reward.pool_scores(texts, traj.image_ids)
+    sim = reward.pool_scores(texts, traj.image_ids, mined)
     r = weighted_reward(sim, p_human, cfg.alpha)
     r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
     w_bs = bs_weights(r_bs, cfg.bs_baseline)
@@ -248,12 +272,15 @@ def train_wtf_rl(cfg: RunConfig) -> TrainResult:
     reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), w.similarity,
                              cfg.reward.retrieval_tau, cfg.reward.hard_negatives, cfg.reward.negative_captions,
                              captions_of)
+    if w.mined_captions > reward.hard_negatives:
+        raise ConfigError(f"wtf_rl.mined_captions ({w.mined_captions}) names neighbours outside the image pool: "
+                          f"at most reward.hard_negatives ({reward.hard_negatives})")
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
     s.logger.note(f"002: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
                   f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
-                  f"{reward.negative_captions} each); retriever {paths['retrieval']} "
+                  f"{reward.negative_captions} each, the policy's greedy captions of {w.mined_captions}); retriever {paths['retrieval']} "
                   f"({reward.retriever.kind})")
     s.model.train()
     s.parts[DISCRIMINATOR].module.train()
