@@ -24,6 +24,7 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
     _recipe(configs / "tiny_wtf_rl.yaml", [*[o for o in tiny if not o.startswith(("model.", "xe."))], "algorithm=wtf_rl",
                                            "rl.epochs=1", "rl.batch_size=8", "data.seq_per_img=1", "decode.beam_size=2",
                                            "wtf_rl.discriminator_pretrain_epochs=1", "wtf_rl.discriminator_hidden=8"])
+    _recipe(configs / "tiny_tf_continued.yaml", [*tiny, "algorithm=xe", "xe.epochs=1", "data.seq_per_img=1"])
 
     def prepare(data_dir, image_size, report):
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -31,7 +32,7 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
 
     monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(prepare, "tiny"))
     out = tmp_path / "bench"
-    assert main(["bench", "--benchmark", "tiny", "--methods", "tf,wtf_rl", "--out", str(out), "--configs",
+    assert main(["bench", "--benchmark", "tiny", "--methods", "tf,wtf_rl,tf_continued", "--out", str(out), "--configs",
                  str(configs), "--data", str(tmp_path / "data")]) == 0
     config = json.loads((out / "wtf_rl" / "config.json").read_text())
     assert config["init_from"] == str(out / "xe" / "best")
@@ -43,7 +44,10 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
     # 002's methods are judged at the end of their budget, TF at the XE run's best
     assert results["methods"]["wtf_rl"]["checkpoint"] == str(out / "wtf_rl" / "last")
     assert results["methods"]["tf"]["checkpoint"] == str(out / "xe" / "best")
-    for method in ("tf", "wtf_rl"):
+    # the control: teacher forcing on from the same XE checkpoint, judged at the end of its budget too
+    assert json.loads((out / "tf_continued" / "config.json").read_text())["init_from"] == str(out / "xe" / "best")
+    assert results["methods"]["tf_continued"]["checkpoint"] == str(out / "tf_continued" / "last")
+    for method in ("tf", "wtf_rl", "tf_continued"):
         row = results["methods"][method]["distinct"]
         for column in ("T2I R@1", "I2T R@10", "judge T2I R@1", "judge I2T R@5", "Self-BLEU"):
             assert 0.0 <= row[column] <= 100.0

@@ -163,6 +163,10 @@ METHODS: dict[str, Method] = {
                                 checkpoint="last"),
     "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward (002)",
                                  checkpoint="last"),
+    # not in 002: plain teacher forcing with those methods' budget, the control for "training on" (docs/DISTINCT.md)
+    "tf_continued": Method((XE, RETRIEVAL, JUDGE, Stage("tf_continued", "tf_continued", "xe")),
+                           "teacher forcing continued from TF with the 002 methods' budget",
+                           checkpoint="last"),
 }
 
 # 004's Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64
