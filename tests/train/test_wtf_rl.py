@@ -184,3 +184,7 @@ def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, 
         folder, **{"wtf_rl.mined_captions": 6, "reward.hard_negatives": 2})))
     with pytest.raises(ConfigError, match="mined_captions"):
         api.train(cfg)
+    # SCST-Discriminator's CLIP-S has no text pool to extend: refused when the config is read
+    with pytest.raises(ConfigError, match="text pool"):
+        api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "bad", **settings(folder, **{
+            "wtf_rl.mined_captions": 1, "wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s"})))

@@ -320,6 +320,9 @@ class WtfRlConfig:
             raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
         check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)
         check_min("wtf_rl.mined_captions", self.mined_captions, 0)
+        if self.mined_captions and (self.trajectories == "sample" or self.similarity == "clip_s"):
+            raise ConfigError("wtf_rl.mined_captions extends eq. 2's text pool: it needs similarity bicont, i2t or t2i "
+                              "and trajectories both, gt or bs")
         check_min("wtf_rl.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
         if self.discriminator_lr <= 0:
             raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")

@@ -280,8 +280,8 @@ def train_wtf_rl(cfg: RunConfig) -> TrainResult:
     begin(s)
     s.logger.note(f"002: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
                   f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
-                  f"{reward.negative_captions} each, the policy's greedy captions of {w.mined_captions}); retriever {paths['retrieval']} "
-                  f"({reward.retriever.kind})")
+                  f"{reward.negative_captions} each, the policy's greedy captions of {w.mined_captions}); "
+                  f"retriever {paths['retrieval']} ({reward.retriever.kind})")
     s.model.train()
     s.parts[DISCRIMINATOR].module.train()
     if not pretrain_discriminator(s, reward):
