@@ -1,11 +1,11 @@
 """002's retrieval and quality columns for given checkpoints on one split: how docs/DISTINCT.md
 compares options on the validation split before a recipe changes.
 
-    python benchmarks/distinct_val.py --bench runs/distinct_shapes --split val --limit 1000 \\
+    python benchmarks/distinct_val.py --bench runs/distinct_shapes --split val \\
         --run tf=runs/distinct_shapes/xe/best --run mined=runs/exp/mined5/last
 
 ``--bench`` is a ``rlcap bench`` folder of the benchmark: its ``retrieval`` and ``judge`` stages are
-the two retrievers. Each run's beam-search captions (beam 3, the table's) are scored with
+the two retrievers. Each run's beam-search captions of the whole split (beam 3, the table's) are scored with
 :func:`rlcap.bench.distinct.distinct_row` and CIDEr-D against the split's references; prints a
 Markdown table (R@1 both ways under both retrievers, Self-BLEU, CIDEr-D, words) and a last line of JSON.
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 BEAM, MAX_LEN = 3, 16
 
 
-def score_runs(bench: Path, runs: dict[str, Path], split_name: str, limit: int) -> dict[str, dict[str, float]]:
+def score_runs(bench: Path, runs: dict[str, Path], split_name: str) -> dict[str, dict[str, float]]:
     import torch
 
     from rlcap.bench.distinct import distinct_row, load_judges
     from rlcap.config import load_config
-    from rlcap.data.loader import SplitData, load_data
+    from rlcap.data.loader import load_data
     from rlcap.metrics import score_captions
     from rlcap.train.config import RunConfig
     from rlcap.train.evaluate import decode_split
@@ -37,12 +37,7 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, limit: int) 
         if split is None:  # every run of a benchmark shares the dataset and features
             cfg = json.loads((path.parent / "config.json").read_text())
             data = load_config(RunConfig, None, [f"data.{k}={cfg['data'][k]}" for k in ("dataset", "features")]).data
-            full = load_data(data, (split_name,), vocab=vocab).splits[split_name]
-            keep = list(range(len(full) if limit <= 0 else min(limit, len(full))))
-            split = SplitData.__new__(SplitData)  # the first `limit` images of the split
-            split.__dict__.update(full.__dict__)
-            split.ids, split.refs = [full.ids[k] for k in keep], [full.refs[k] for k in keep]
-            split.fc, split.att, split.att_mask = full.fc[keep], full.att[keep], full.att_mask[keep]
+            split = load_data(data, (split_name,), vocab=vocab).splits[split_name]
             judges = load_judges({j: bench / j / "best" for j in ("retrieval", "judge")}, split)
         with torch.no_grad():
             predictions = decode_split(model, split, vocab, BEAM, MAX_LEN)
@@ -59,10 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", type=Path, required=True, help="the rlcap bench folder (its retrieval and judge)")
     parser.add_argument("--run", action="append", required=True, metavar="NAME=CHECKPOINT")
     parser.add_argument("--split", default="val")
-    parser.add_argument("--limit", type=int, default=1000, help="the first N images of the split (0: all)")
     args = parser.parse_args(argv)
     runs = {n: Path(p) for n, _, p in (r.partition("=") for r in args.run)}
-    rows = score_runs(args.bench, runs, args.split, args.limit)
+    rows = score_runs(args.bench, runs, args.split)
     cols = ["T2I R@1", "I2T R@1", "judge T2I R@1", "judge I2T R@1", "Self-BLEU", "CIDEr-D", "words"]
     print("| run | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))
     for name, row in rows.items():
