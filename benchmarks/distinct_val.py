@@ -8,6 +8,8 @@ compares options on the validation split before a recipe changes.
 the two retrievers. Each run's beam-search captions of the whole split (beam 3, the table's) are scored with
 :func:`rlcap.bench.distinct.distinct_row` and CIDEr-D against the split's references; prints a
 Markdown table (R@1 both ways under both retrievers, Self-BLEU, CIDEr-D, words) and a last line of JSON.
+``--beam N`` and ``--no-repeat-ngram N`` decode otherwise (docs/DISTINCT.md compares 002's released
+code's decoding, beam 5 with trigram blocking, this way).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 BEAM, MAX_LEN = 3, 16
 
 
-def score_runs(bench: Path, runs: dict[str, Path], split_name: str) -> dict[str, dict[str, float]]:
+def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = BEAM,
+               no_repeat_ngram: int = 0) -> dict[str, dict[str, float]]:
     import torch
 
     from rlcap.bench.distinct import distinct_row, load_judges
@@ -40,7 +43,7 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str) -> dict[str,
             split = load_data(data, (split_name,), vocab=vocab).splits[split_name]
             judges = load_judges({j: bench / j / "best" for j in ("retrieval", "judge")}, split)
         with torch.no_grad():
-            predictions = decode_split(model, split, vocab, BEAM, MAX_LEN)
+            predictions = decode_split(model, split, vocab, beam, MAX_LEN, no_repeat_ngram=no_repeat_ngram)
         row = distinct_row(predictions, split, judges)
         refs, cands = dict(zip(split.ids, split.refs)), {i: [predictions[i]] for i in split.ids}
         row["CIDEr-D"] = score_captions(refs, cands, metrics=("CIDEr",)).corpus["CIDEr"]
@@ -54,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", type=Path, required=True, help="the rlcap bench folder (its retrieval and judge)")
     parser.add_argument("--run", action="append", required=True, metavar="NAME=CHECKPOINT")
     parser.add_argument("--split", default="val")
+    parser.add_argument("--beam", type=int, default=BEAM, help="beam size (the table's: 3)")
+    parser.add_argument("--no-repeat-ngram", type=int, default=0, help="beam search never repeats an n-gram (0: off)")
     args = parser.parse_args(argv)
     runs = {n: Path(p) for n, _, p in (r.partition("=") for r in args.run)}
-    rows = score_runs(args.bench, runs, args.split)
+    rows = score_runs(args.bench, runs, args.split, args.beam, args.no_repeat_ngram)
     cols = ["T2I R@1", "I2T R@1", "judge T2I R@1", "judge I2T R@1", "Self-BLEU", "CIDEr-D", "words"]
     print("| run | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))
     for name, row in rows.items():

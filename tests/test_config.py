@@ -60,6 +60,12 @@ def test_invalid_choice_lists_allowed_values():
         load_config(RunConfig, None, ["optim.name=sgd"])
 
 
+def test_negative_no_repeat_ngram_is_refused():
+    assert load_config(RunConfig, None, ["decode.no_repeat_ngram=3"]).decode.no_repeat_ngram == 3
+    with pytest.raises(ConfigError, match="decode.no_repeat_ngram"):
+        load_config(RunConfig, None, ["decode.no_repeat_ngram=-1"])
+
+
 def test_override_without_equals_sign():
     with pytest.raises(ConfigError, match="key=value"):
         apply_overrides({}, ["lr"])

@@ -9,6 +9,7 @@ from torch import nn
 
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import DecodeConfig, DecodeResult, beam_search, decode, draw, entropy, filter_logits, greedy, sample
+from rlcap.decoding.beam import repeated_ngrams
 from rlcap.errors import ConfigError
 from rlcap.models import Feats, ModelConfig, build_model
 
@@ -143,6 +144,37 @@ def test_exhaustive_beam_equals_brute_force(length_penalty):
                                    check_dtype=False)
         torch.testing.assert_close(result.logprobs[rows].sum(1), torch.tensor([s for s, _ in expected]) *
                                    result.mask[rows].sum(1) ** length_penalty, atol=1e-6, rtol=1e-6, check_dtype=False)
+
+
+def holds_repeat(seq: tuple[int, ...], n: int) -> bool:
+    grams = [seq[i:i + n] for i in range(len(seq) - n + 1)]
+    return len(set(grams)) < len(grams)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_exhaustive_beam_without_repeated_ngrams_equals_brute_force_among_captions_without_them(n):
+    model, keys, max_len, n_best = PrefixModel(), [0.3, 0.9], 4, 10
+    words = model.vocab_size - 2
+    result = beam_search(model, feats_for(keys), beam_size=words**max_len, max_len=max_len, n_best=n_best,
+                         no_repeat_ngram=n)
+    changed = False
+    for i, key in enumerate(keys):
+        every = brute_force(model, key, max_len)
+        expected = [(s, q) for s, q in every if not holds_repeat(q, n)][:n_best]
+        changed |= expected != every[:n_best]
+        rows = slice(i * n_best, (i + 1) * n_best)
+        assert captions(result)[rows] == [seq for _, seq in expected]
+        torch.testing.assert_close(result.scores[rows], torch.tensor([s for s, _ in expected]), atol=1e-9, rtol=1e-6,
+                                   check_dtype=False)
+    assert changed  # the ban changes the answer for this model
+
+
+def test_repeated_ngrams_by_hand():
+    tokens = torch.tensor([[5, 6, 7, 5, 6], [3, 4, 3, 4, 9]])
+    assert repeated_ngrams(tokens, 3, 10).nonzero().tolist() == [[0, 7]]  # "5 6" was followed by 7
+    assert repeated_ngrams(tokens, 2, 10).nonzero().tolist() == [[0, 7]]  # "6" by 7; "9" never ended a bigram
+    assert repeated_ngrams(tokens, 1, 10).nonzero().tolist() == [[0, 5], [0, 6], [0, 7], [1, 3], [1, 4], [1, 9]]
+    assert not repeated_ngrams(tokens[:, :2], 3, 10).any()  # no trigram held yet
 
 
 def test_small_beam_is_batched_consistently():
@@ -330,7 +362,7 @@ def test_decode_dispatches_on_method():
 
 @pytest.mark.parametrize("kwargs, name", [
     ({"method": "nucleus"}, "method"), ({"top_p": 0.0}, "top_p"), ({"n_best": 4, "beam_size": 3}, "n_best"),
-    ({"temperature": 0}, "temperature"), ({"max_len": 0}, "max_len")])
+    ({"temperature": 0}, "temperature"), ({"max_len": 0}, "max_len"), ({"no_repeat_ngram": -1}, "no_repeat_ngram")])
 def test_decode_config_rejects_bad_values(kwargs, name):
     with pytest.raises(ConfigError, match=name):
         DecodeConfig(**kwargs)

@@ -53,7 +53,7 @@ def evaluation_metrics() -> list[str]:
 
 
 def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, max_len: int | None = None,
-                        length_penalty: float | None = None) -> Any:
+                        length_penalty: float | None = None, no_repeat_ngram: int | None = None) -> Any:
     """The checkpoint's own decoding settings (its run's ``decode`` section; the defaults for a
     checkpoint written before that section existed), with the values given here replacing them."""
     import dataclasses
@@ -62,7 +62,8 @@ def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, ma
     from rlcap.train.config import DecodeSettings
 
     own = from_dict(DecodeSettings, dict(config.get("decode", {})))
-    given = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty}
+    given = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
+             "no_repeat_ngram": no_repeat_ngram}
     return from_dict(DecodeSettings, {**dataclasses.asdict(own), **{k: v for k, v in given.items() if v is not None}})
 
 
@@ -153,7 +154,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
              out_dir: str | Path | None = None, references: tuple[str, ...] = (),
              data_overrides: list[str] | None = None, batch_size: int = 100,
              progress: bool = False, length_penalty: float | None = None,
-             dataset: str | Path | None = None) -> dict[str, Any]:
+             dataset: str | Path | None = None, no_repeat_ngram: int | None = None) -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
 
     Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). Data
@@ -174,7 +175,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     from rlcap.train.session import load_model
 
     model, vocab, config = load_model(checkpoint)
-    dec = checkpoint_decoding(config, beam_size, max_len, length_penalty)
+    dec = checkpoint_decoding(config, beam_size, max_len, length_penalty, no_repeat_ngram)
     if dataset is not None:
         data_overrides = [*dataset_overrides(dataset), *(data_overrides or [])]
     data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)
@@ -187,7 +188,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     started = time.perf_counter()
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
     predictions = decode_split(model, data.splits[split], vocab, dec.beam_size, dec.max_len, batch_size,
-                               progress=progress, length_penalty=dec.length_penalty)
+                               progress=progress, length_penalty=dec.length_penalty,
+                               no_repeat_ngram=dec.no_repeat_ngram)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python"}
@@ -290,7 +292,7 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
         if dec.beam_size <= 1:
             return greedy(model, feats, max_len=dec.max_len).tokens
         return beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
-                           length_penalty=dec.length_penalty).tokens
+                           length_penalty=dec.length_penalty, no_repeat_ngram=dec.no_repeat_ngram).tokens
 
     order = [str(p) for p in paths]
     videos = [p for p in paths if is_video(p)]

@@ -86,6 +86,18 @@ def test_eval_length_penalty_reaches_the_beam_search(capsys, trained, tmp_path, 
     assert len(preds) == 6
 
 
+def test_eval_no_repeat_ngram_reaches_the_beam_search(capsys, trained, tmp_path):
+    def captions(*flags):
+        out = tmp_path / "_".join(("nr",) + flags)
+        assert main(["eval", str(trained[2]), "--split", "test", *flags, "--out", str(out)]) == 0
+        return [p["caption"].split() for p in json.loads((out / "predictions.json").read_text())]
+
+    assert any(len(c) != len(set(c)) for c in captions())  # this model repeats words
+    banned = captions("--no-repeat-ngram", "1")
+    assert len(banned) == 6 and all(len(c) == len(set(c)) for c in banned)
+    _one_line_error(capsys, ["eval", str(trained[2]), "--lookahead", "1", "--no-repeat-ngram", "3"], "lookahead")
+
+
 def test_eval_and_caption_work(capsys, trained, tmp_path):
     _, _, ckpt = trained
     assert main(["eval", str(ckpt), "--split", "test", "--beam-size", "2", "--out", str(tmp_path / "ev"),

@@ -188,3 +188,24 @@ def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, 
     with pytest.raises(ConfigError, match="text pool"):
         api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "bad", **settings(folder, **{
             "wtf_rl.mined_captions": 1, "wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s"})))
+
+
+def test_beam_trajectories_follow_decode_no_repeat_ngram(runs, tmp_path):
+    from rlcap.decoding import beam_search
+    from rlcap.train.session import open_session
+    from rlcap.train.wtf_rl import decode_trajectories
+
+    dataset, feats, folder = runs
+    s = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run", **settings(
+        folder, **{"decode.no_repeat_ngram": 1}))))
+    batch = next(s.data.splits["train"].batches(8, 1, 0, 0))
+    got = decode_trajectories(s, batch).bs
+    s.model.eval()
+    free = beam_search(s.model, batch.feats, 2, s.cfg.decode.max_len).tokens
+    banned = beam_search(s.model, batch.feats, 2, s.cfg.decode.max_len, no_repeat_ngram=1).tokens
+    assert torch.equal(got, banned)
+    words = s.data.vocab.decode
+    assert [words(r) for r in got.tolist()] != [words(r) for r in free.tolist()]  # the ban changed some x_bs
+    for row in got.tolist():
+        words = [w for w in row if w > 2]  # no PAD, BOS, EOS
+        assert len(words) == len(set(words))

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 
 from rlcap import api
-from rlcap.cli.options import BEAM_SIZE, MAX_LEN, float_range
+from rlcap.cli.options import BEAM_SIZE, MAX_LEN, float_range, int_range
 from rlcap.cli.tables import print_scores
+from rlcap.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,6 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--length-penalty", type=float_range(0.0), default=None,
                    help="rank beams by log-probability / length**this (default: the checkpoint's "
                         "decode.length_penalty; 0: summed log-probability; 1: per-word average, which RL models trained with a leave-one-out baseline may need)")
+    p.add_argument("--no-repeat-ngram", type=int_range(0), default=None, metavar="N",
+                   help="beam search never repeats an n-gram of N words (default: the checkpoint's "
+                        "decode.no_repeat_ngram; 0: off; 002's released code uses 3)")
     p.add_argument("--lookahead", type=lambdas, default=None, metavar="L1,L2,...",
                    help="with an actor-critic checkpoint: CIDEr-D of lookahead inference (000) at each lambda "
                         "in [0, 1] (1: plain beam search), to choose lambda on validation")
@@ -59,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or f"{args.checkpoint.rstrip('/')}/eval_{args.split}"
     scores = api.evaluate(args.checkpoint, split=args.split, beam_size=args.beam_size, max_len=args.max_len,
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
-                          length_penalty=args.length_penalty, dataset=args.dataset)
+                          length_penalty=args.length_penalty, dataset=args.dataset,
+                          no_repeat_ngram=args.no_repeat_ngram)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")
@@ -67,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_lookahead(args: argparse.Namespace, overrides: list[str]) -> int:
+    if args.no_repeat_ngram:
+        raise ConfigError("rlcap eval: --no-repeat-ngram is for beam search; lookahead inference does not take it")
     split = args.split or "val"
     if args.dataset is not None:
         overrides = [*api.dataset_overrides(args.dataset), *overrides]

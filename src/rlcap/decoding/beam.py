@@ -12,7 +12,8 @@ from rlcap.models.base import Captioner, Feats, expand_memory, select_batch
 
 
 def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, length_penalty: float = 0.0,
-                n_best: int = 1, prefix: torch.Tensor | None = None, return_hidden: bool = False) -> DecodeResult:
+                n_best: int = 1, prefix: torch.Tensor | None = None, return_hidden: bool = False,
+                no_repeat_ngram: int = 0) -> DecodeResult:
     """Beam search batched over images and beams: (B*n_best, T) rows, best first per image.
 
     One ``model.step`` per time step over all B*beam_size rows. Beams are ranked by their summed
@@ -24,12 +25,19 @@ def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, le
     words cost nothing: scores rank the continuations given the prefix; ``length`` counts the prefix.
     An image with fewer than ``n_best`` possible captions (its prefix ends with EOS or fills
     ``max_len``) repeats its best one.
+
+    ``no_repeat_ngram`` n > 0: a beam never writes an n-gram it already holds (the continuation that
+    would repeat one is out of the search; the words' log-probabilities stay the model's), as
+    ``no_repeat_ngram_size`` in Hugging Face's ``generate``. Forced prefix words are exempt.
     """
     if not 1 <= n_best <= beam_size:
         raise ConfigError(f"beam_search: n_best must be in [1, beam_size={beam_size}], got {n_best}")
+    if no_repeat_ngram < 0:
+        raise ConfigError(f"beam_search: no_repeat_ngram must be >= 0, got {no_repeat_ngram}")
     with torch.inference_mode():
         prefix = check_prefix(prefix, feats.fc.size(0), max_len, model.vocab_size)
-        result = _beam_search(model, feats, beam_size, max_len, length_penalty, n_best, prefix, return_hidden)
+        result = _beam_search(model, feats, beam_size, max_len, length_penalty, n_best, prefix, return_hidden,
+                              no_repeat_ngram)
     return outside_inference(result)
 
 
@@ -39,8 +47,20 @@ def _force(cand: torch.Tensor, words: torch.Tensor, rows: torch.Tensor, scores: 
     return torch.where(rows[:, None], only, cand)
 
 
+def repeated_ngrams(tokens: torch.Tensor, n: int, vocab_size: int) -> torch.Tensor:
+    """(R, V) bool: the words that would make each row of ``tokens`` (R, T) end with an n-gram it
+    already holds (its last n - 1 words followed by the word, seen before). All False while T < n."""
+    r, t = tokens.shape
+    if t < n:
+        return torch.zeros(r, vocab_size, dtype=torch.bool, device=tokens.device)
+    windows = tokens.unfold(1, n, 1)  # (R, W, n) every n-gram held
+    seen = (windows[:, :, :n - 1] == tokens[:, t - n + 1:][:, None, :]).all(-1)  # (R, W) its n-1 words are the tail
+    hits = torch.zeros(r, vocab_size, device=tokens.device).scatter_add_(1, windows[:, :, -1], seen.float())
+    return hits > 0
+
+
 def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_penalty: float, n_best: int,
-                 prefix: torch.Tensor | None, return_hidden: bool) -> DecodeResult:
+                 prefix: torch.Tensor | None, return_hidden: bool, no_repeat_ngram: int = 0) -> DecodeResult:
     """Beams per image grow 1 -> k over the first steps (all beams start identical, so the first
     step runs once per image); row r of the state belongs to image r // beams. While an image is in
     its prefix, only its first beam has a finite score; the others are dropped once it is free."""
@@ -63,6 +83,8 @@ def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_pe
         cand = step_lp + scores[:, None]  # (R, V) score of every continuation
         if bool(done.any()):  # an ended beam's only continuation is PAD, at no cost
             cand.masked_fill_(done[:, None], float("-inf"))
+        if no_repeat_ngram:
+            cand.masked_fill_(repeated_ngrams(hist[0], no_repeat_ngram, v), float("-inf"))
         cand[:, PAD] = torch.where(done, scores, float("-inf"))
         silent = done  # (R,) rows whose next word has no logprob: ended, or forced
         if p < forced_len:

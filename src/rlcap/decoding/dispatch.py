@@ -28,6 +28,9 @@ class DecodeConfig:
     beam_size: int = field(default=3, metadata={"help": "beams per image (method=beam)"})
     n_best: int = field(default=1, metadata={"help": "captions returned per image by beam search, best first"})
     length_penalty: float = field(default=0.0, metadata={"help": "final beam score = sum logprob / length**alpha"})
+    no_repeat_ngram: int = field(default=0, metadata={
+        "help": "beam search (validation, evaluation, 002's trajectories) never repeats an n-gram of this many words; "
+                "0: off; greedy decoding and sampling ignore it"})
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -37,7 +40,8 @@ class DecodeConfig:
                   ("top_k", self.top_k, self.top_k >= 0, ">= 0"),
                   ("top_p", self.top_p, 0 < self.top_p <= 1, "in (0, 1]"),
                   ("beam_size", self.beam_size, self.beam_size >= 1, ">= 1"),
-                  ("n_best", self.n_best, 1 <= self.n_best <= self.beam_size, "in [1, beam_size]")]
+                  ("n_best", self.n_best, 1 <= self.n_best <= self.beam_size, "in [1, beam_size]"),
+                  ("no_repeat_ngram", self.no_repeat_ngram, self.no_repeat_ngram >= 0, ">= 0")]
         for name, value, ok, expected in checks:
             if not ok:
                 raise ConfigError(f"decode.{name}: expected {expected}, got {value}")
@@ -52,4 +56,5 @@ def decode(model: Captioner, feats: Feats, cfg: DecodeConfig, generator: torch.G
     if cfg.method == "sample":
         return sample(model, feats, cfg.n, cfg.max_len, cfg.temperature, cfg.top_k, cfg.top_p, generator,
                       prefix, return_hidden)
-    return beam_search(model, feats, cfg.beam_size, cfg.max_len, cfg.length_penalty, cfg.n_best, prefix, return_hidden)
+    return beam_search(model, feats, cfg.beam_size, cfg.max_len, cfg.length_penalty, cfg.n_best, prefix, return_hidden,
+                       cfg.no_repeat_ngram)

@@ -76,9 +76,12 @@ class DecodeSettings:
     temperature: float = help_field(1.0, "softmax temperature of the captions sampled for RL")
     beam_size: int = help_field(3, "beam size of validation and evaluation (1: greedy)")
     length_penalty: float = help_field(0.0, "beam search ranks by sum logprob / length**this (0: off)")
+    no_repeat_ngram: int = help_field(0, "beam search never repeats an n-gram of this many words (0: off); "
+                                         "002's trajectories too")
 
     def validate(self) -> None:
         check_min("decode.max_len", self.max_len, 1)
+        check_min("decode.no_repeat_ngram", self.no_repeat_ngram, 0)
         check_min("decode.beam_size", self.beam_size, 1)
         check_positive("decode.temperature", self.temperature)
         if self.length_penalty < 0:

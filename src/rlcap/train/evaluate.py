@@ -22,9 +22,10 @@ class Evaluation(NamedTuple):
 @torch.inference_mode()
 def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
                  batch_size: int = 100, limit: int = 0, progress: bool = False,
-                 length_penalty: float = 0.0) -> dict[str, str]:
+                 length_penalty: float = 0.0, no_repeat_ngram: int = 0) -> dict[str, str]:
     """Caption every image of ``split`` (greedy when beam_size is 1, else beam search ranked by
-    log-probability / length ** ``length_penalty``). ``progress``: a bar on a terminal, else log lines."""
+    log-probability / length ** ``length_penalty``, never repeating an n-gram of ``no_repeat_ngram``
+    words when that is above 0). ``progress``: a bar on a terminal, else log lines."""
     was_training = model.training
     model.eval()
     predictions: dict[str, str] = {}
@@ -34,7 +35,8 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
         if beam_size <= 1:
             out = greedy(model, batch.feats, max_len=max_len)
         else:
-            out = beam_search(model, batch.feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty)
+            out = beam_search(model, batch.feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
+                              no_repeat_ngram=no_repeat_ngram)
         for image_id, row in zip(batch.ids, out.tokens):
             predictions[image_id] = vocab.decode(row.tolist())
     model.train(was_training)
@@ -52,6 +54,7 @@ def score_predictions(split: SplitData, predictions: dict[str, str], metrics: Se
 
 def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
                    metrics: Sequence[str], batch_size: int = 100, limit: int = 0,
-                   progress: bool = False) -> Evaluation:
-    predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress)
+                   progress: bool = False, length_penalty: float = 0.0, no_repeat_ngram: int = 0) -> Evaluation:
+    predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress, length_penalty,
+                               no_repeat_ngram)
     return score_predictions(split, predictions, metrics)

@@ -293,7 +293,8 @@ def validate(session: Session) -> dict[str, float]:
     """Validation CIDEr-D (pycocoevalcap's, document frequencies from the validation references)."""
     s, v, d = session, session.cfg.val, session.cfg.decode
     result = evaluate_split(s.model, s.data.splits[v.split], s.data.vocab, d.beam_size, d.max_len,
-                            metrics=["CIDEr"], batch_size=v.batch_size, limit=v.max_images)
+                            metrics=["CIDEr"], batch_size=v.batch_size, limit=v.max_images,
+                            length_penalty=d.length_penalty, no_repeat_ngram=d.no_repeat_ngram)
     return {"CIDEr": result.corpus["CIDEr"]}
 
 

@@ -90,7 +90,8 @@ def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajecto
     model.eval()
     with torch.no_grad():
         gs = greedy(model, batch.feats, cfg.decode.max_len).tokens
-        bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty).tokens
+        bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty,
+                          no_repeat_ngram=cfg.decode.no_repeat_ngram).tokens
               if beam else gs)
     model.train(was_training)
     gt = batch.tokens[:, 1:]  # (B*S, T+1): drop BOS
