@@ -204,8 +204,8 @@ def test_beam_trajectories_follow_decode_no_repeat_ngram(runs, tmp_path):
     free = beam_search(s.model, batch.feats, 2, s.cfg.decode.max_len).tokens
     banned = beam_search(s.model, batch.feats, 2, s.cfg.decode.max_len, no_repeat_ngram=1).tokens
     assert torch.equal(got, banned)
-    words = s.data.vocab.decode
-    assert [words(r) for r in got.tolist()] != [words(r) for r in free.tolist()]  # the ban changed some x_bs
+    text = s.data.vocab.decode
+    assert [text(r) for r in got.tolist()] != [text(r) for r in free.tolist()]  # the ban changed some x_bs
     for row in got.tolist():
         words = [w for w in row if w > 2]  # no PAD, BOS, EOS
         assert len(words) == len(set(words))

@@ -29,8 +29,8 @@ class DecodeConfig:
     n_best: int = field(default=1, metadata={"help": "captions returned per image by beam search, best first"})
     length_penalty: float = field(default=0.0, metadata={"help": "final beam score = sum logprob / length**alpha"})
     no_repeat_ngram: int = field(default=0, metadata={
-        "help": "beam search (validation, evaluation, 002's trajectories) never repeats an n-gram of this many words; "
-                "0: off; greedy decoding and sampling ignore it"})
+        "help": "beam search never repeats an n-gram of this many words (0: off); greedy decoding and sampling "
+                "ignore it"})
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
