@@ -56,3 +56,42 @@ def tiny_xe_run(folder, epochs=2):
     dataset, feats = make_tiny_dataset(folder)
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "xe", **{"xe.epochs": epochs})))
     return dataset, feats, folder / "xe" / "best"
+
+
+def make_tiny_clips(folder):
+    """A tiny moving-shapes set (40 train, 8 val, 4 test clips) with 4-frame features of random vectors
+    (what 004's internal critic reads is words): (annotations, features)."""
+    from rlcap.data.synthetic.moving import MovingShapesConfig, generate_moving_shapes
+
+    ann = generate_moving_shapes(MovingShapesConfig(n_train=40, n_val=8, n_test=4, workers=1), folder / "ms")
+    ids = [v["video_id"] for v in json.loads(ann.read_text())["videos"]]
+    rng = np.random.default_rng(0)
+    with HDF5FeatureWriter(folder / "f.h5", 8, 8, 4) as writer:
+        writer.write(ids, rng.normal(size=(len(ids), 8)).astype("float32"),
+                     rng.normal(size=(len(ids), 4, 8)).astype("float32"))
+    return ann, folder / "f.h5"
+
+
+def hrl_overrides(ann, feats, out, **extra):
+    """tiny_overrides sized for 004's HRL captioner and the tiny clips' 18-20-word captions."""
+    return tiny_overrides(ann, feats, out, **{"model.embed_dim": 16, "model.hidden_dim": 16, "model.manager_dim": 8,
+                                              "model.goal_dim": 4, "decode.max_len": 24, "data.max_len": 24, **extra})
+
+
+def hrl_settings(folder, **extra):
+    """Algorithm 1 (algorithm=hrl) from the HRL XE checkpoint ``folder/hrl/best``: short phases, 2 epochs."""
+    return {"algorithm": "hrl", "init_from": folder / "hrl" / "best", "rl.epochs": 2, "rl.batch_size": 8,
+            "hrl.switch_every": 2, "optim.lr": 0.001, "val.max_images": 4, **extra}
+
+
+def tiny_hrl_xe(folder, ann, feats, **extra):
+    """An internal critic (one epoch) in ``folder/critic`` and an HRL captioner warm-started by XE
+    with it frozen inside in ``folder/hrl`` (``extra``: overrides of both runs)."""
+    from rlcap import api
+
+    api.train(api.load_run_config(None, hrl_overrides(ann, feats, folder / "critic", **{
+        "algorithm": "critic", "critic.epochs": 1, "critic.batch_size": 16, **extra})))
+    api.train(api.load_run_config(None, hrl_overrides(ann, feats, folder / "hrl", **{
+        "model.arch": "hrl", "model.critic_from": folder / "critic" / "best", "xe.epochs": 1, "xe.batch_size": 8,
+        **extra})))
+    return folder / "hrl" / "best"

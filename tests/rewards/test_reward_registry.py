@@ -28,7 +28,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_registry_is_a_plain_dict_of_the_documented_names():
-    assert set(REWARDS) == {"cider_d", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "spice", "spider", "bcmr",
+    assert set(REWARDS) == {"cider_d", "cider", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "spice", "spider", "bcmr",
                             "embedding", "clip_s", "i2t", "t2i", "bicont"}
 
 
@@ -57,8 +57,8 @@ def test_dotted_path_errors(user_module):
 
 
 def test_unknown_name_lists_allowed():
-    with pytest.raises(ConfigError, match=r"unknown reward 'cider'; allowed: cider_d, bleu_1, .* rouge_l, spice, spider"):
-        RewardConfig(weights={"cider": 1.0})
+    with pytest.raises(ConfigError, match=r"unknown reward 'ciderd'; allowed: cider_d, cider, bleu_1, .* rouge_l, spice, spider"):
+        RewardConfig(weights={"ciderd": 1.0})
 
 
 def test_config_from_yaml_mapping():

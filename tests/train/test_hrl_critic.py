@@ -9,30 +9,15 @@ import torch
 from rlcap import api
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.train.checkpoint import load_checkpoint
-from tests.tiny import tiny_overrides
+from tests.tiny import hrl_overrides as small  # the tiny overrides sized for the HRL captioner
+from tests.tiny import hrl_settings, make_tiny_clips
 
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     """A tiny moving-shapes set with 4-frame features of random vectors (what the critic reads is words)."""
-    import numpy as np
-
-    from rlcap.data.features import HDF5FeatureWriter
-    from rlcap.data.synthetic.moving import MovingShapesConfig, generate_moving_shapes
-
     folder = tmp_path_factory.mktemp("hrl")
-    ann = generate_moving_shapes(MovingShapesConfig(n_train=40, n_val=8, n_test=4, workers=1), folder / "ms")
-    ids = [v["video_id"] for v in json.loads(ann.read_text())["videos"]]
-    rng = np.random.default_rng(0)
-    with HDF5FeatureWriter(folder / "f.h5", 8, 8, 4) as writer:
-        writer.write(ids, rng.normal(size=(len(ids), 8)).astype("float32"),
-                     rng.normal(size=(len(ids), 4, 8)).astype("float32"))
-    return ann, folder / "f.h5", folder
-
-
-def small(ann, feats, out, **extra):
-    return tiny_overrides(ann, feats, out, **{"model.embed_dim": 16, "model.hidden_dim": 16, "model.manager_dim": 8,
-                                              "model.goal_dim": 4, "decode.max_len": 24, "data.max_len": 24, **extra})
+    return (*make_tiny_clips(folder), folder)
 
 
 def test_critic_learns_segment_ends(clips):
@@ -70,11 +55,6 @@ def test_hrl_xe_with_the_frozen_critic(clips):
     with pytest.raises(RlcapError, match="no critic.safetensors"):
         api.train(api.load_run_config(None, small(ann, feats, folder / "bad", **{"model.arch": "hrl",
                                                                                   "model.critic_from": folder})))
-
-
-def hrl_settings(folder, **extra):
-    return {"algorithm": "hrl", "init_from": folder / "hrl" / "best", "rl.epochs": 2, "rl.batch_size": 8,
-            "hrl.switch_every": 2, "optim.lr": 0.001, "val.max_images": 4, **extra}
 
 
 def test_alternating_phases_each_train_only_their_part(clips):

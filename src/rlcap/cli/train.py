@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlcap import api
 from rlcap.config import describe
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, metric_label
+
+if TYPE_CHECKING:
+    from rlcap.train.session import TrainResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -42,8 +47,16 @@ def run(args: argparse.Namespace) -> int:
         return 143 if isinstance(exc, Terminated) else 130
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(f"done: {result.steps} steps, best val CIDEr-D {result.best_score:.4f}, run folder {result.out_dir}")
+    print(f"done: {result.steps} steps, {best_line(result)}, run folder {result.out_dir}")
     return 0
+
+
+def best_line(result: TrainResult) -> str:
+    """The best validation score and what it is a value of (val.metric; the embedding's mean_R, the critic's F1)."""
+    label = metric_label(result.best_metric)
+    if not math.isfinite(result.best_score):
+        return f"not validated yet (best/ is kept by val {label})"
+    return f"best val {label} {result.best_score:.4f}"
 
 
 class Terminated(KeyboardInterrupt):

@@ -20,10 +20,10 @@ from rlcap.decoding.policy import banned_words, entropy, word_logprobs
 from rlcap.decoding.result import DecodeResult, outside_inference
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, expand_memory, select_batch
-from rlcap.models.value import ValueNetwork
+from rlcap.models.value import ValueModel
 
 
-def lookahead_search(model: Captioner, value_net: ValueNetwork, feats: Feats, beam_size: int, max_len: int,
+def lookahead_search(model: Captioner, value_net: ValueModel, feats: Feats, beam_size: int, max_len: int,
                      lam: float, length_penalty: float = 0.0, n_best: int = 1, candidates: int = 0) -> DecodeResult:
     """Beam search ranked by ``lam * log pi + (1 - lam) * v(s_{t+1})``: (B*n_best, T) rows, best first.
 
@@ -51,7 +51,7 @@ def lookahead_search(model: Captioner, value_net: ValueNetwork, feats: Feats, be
     return outside_inference(result)
 
 
-def _lookahead(model: Captioner, value_net: ValueNetwork, feats: Feats, k: int, max_len: int, lam: float,
+def _lookahead(model: Captioner, value_net: ValueModel, feats: Feats, k: int, max_len: int, lam: float,
                length_penalty: float, n_best: int, c: int) -> DecodeResult:
     """As beam search (decoding/beam.py, without a prefix): beams grow 1 -> k; row r belongs to image
     r // beams. Each step: the policy's next-word log-probabilities, each beam's ``c`` best words,

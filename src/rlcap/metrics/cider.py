@@ -10,6 +10,10 @@ pycocoevalcap measures "length" as the number of bigrams (``max(len - 1, 0)``): 
 ``counts2vec`` adds term frequencies ``if n == 1`` with n the 0-based order. Kept for parity.
 This module is the readable reference; :mod:`rlcap.metrics.cider_reward` is the fast scorer
 and is tested against it.
+
+:func:`cider` is Vedantam et al.'s original CIDEr with the same tf-idf vectors: CIDEr_n is the
+mean over references of the plain cosine (no clipping), averaged over n = 1..4, with no length
+penalty. pycocoevalcap's x10 is kept so that CIDEr and CIDEr-D read on one scale.
 """
 
 from __future__ import annotations
@@ -53,15 +57,16 @@ def tfidf(counts: Counter[Ngram], df: Counter[Ngram], log_num_docs: float) -> Tf
     return TfIdf(vec, [math.sqrt(x) for x in norm], length)
 
 
-def similarity(cand: TfIdf, ref: TfIdf, sigma: float = SIGMA) -> list[float]:
-    """Clipped cosine similarity per order, times the length penalty."""
-    penalty = math.exp(-((cand.length - ref.length) ** 2) / (2 * sigma**2))
+def similarity(cand: TfIdf, ref: TfIdf, sigma: float = SIGMA, plain: bool = False) -> list[float]:
+    """Clipped cosine similarity per order, times the length penalty (``plain``: the plain
+    cosine, no penalty)."""
+    penalty = 1.0 if plain else math.exp(-((cand.length - ref.length) ** 2) / (2 * sigma**2))
     out = []
     for n in range(MAX_N):
         val = 0.0
         for ngram, value in cand.vec[n].items():
             ref_value = ref.vec[n].get(ngram, 0.0)
-            val += min(value, ref_value) * ref_value
+            val += (value if plain else min(value, ref_value)) * ref_value
         if cand.norm[n] != 0 and ref.norm[n] != 0:
             val /= cand.norm[n] * ref.norm[n]
         out.append(val * penalty)
@@ -78,6 +83,23 @@ def cider_d(
 
     ``df``/``log_num_docs`` default to those of ``refs`` itself, as pycocoevalcap does.
     """
+    return _mean_similarity(cands, refs, df, log_num_docs, plain=False)
+
+
+def cider(
+    cands: Sequence[Sequence[str]],
+    refs: Sequence[Sequence[Sequence[str]]],
+    df: Counter[Ngram] | None = None,
+    log_num_docs: float | None = None,
+) -> list[float]:
+    """Plain CIDEr (Vedantam et al. 2015: no clipping, no length penalty; x10 as CIDEr-D) of each
+    tokenized caption against its references; ``df``/``log_num_docs`` as in :func:`cider_d`."""
+    return _mean_similarity(cands, refs, df, log_num_docs, plain=True)
+
+
+def _mean_similarity(cands: Sequence[Sequence[str]], refs: Sequence[Sequence[Sequence[str]]],
+                     df: Counter[Ngram] | None, log_num_docs: float | None, plain: bool) -> list[float]:
+    """10 * mean over references and orders of :func:`similarity`, per caption."""
     if df is None:
         df = document_frequencies(refs)
     if log_num_docs is None:
@@ -87,7 +109,7 @@ def cider_d(
         cand_vec = tfidf(ngram_counts(cand, MAX_N), df, log_num_docs)
         total = [0.0] * MAX_N
         for ref in image_refs:
-            sims = similarity(cand_vec, tfidf(ngram_counts(ref, MAX_N), df, log_num_docs))
+            sims = similarity(cand_vec, tfidf(ngram_counts(ref, MAX_N), df, log_num_docs), plain=plain)
             total = [t + s for t, s in zip(total, sims)]
         scores.append(sum(total) / MAX_N / len(image_refs) * 10.0)
     return scores

@@ -2,6 +2,7 @@
 
 Same values as :func:`rlcap.metrics.cider.cider_d` (pycocoevalcap's CIDEr-D) given the same
 document frequencies: here they come from the training references, one document per image.
+``score(..., plain=True)`` gives plain CIDEr (:func:`rlcap.metrics.cider.cider`) from the same tables.
 
 How it is fast:
 - every n-gram gets an integer id. Order 1 is the word id; an n-gram of order n is the pair
@@ -109,12 +110,18 @@ class CiderD:
         return int(self.arrays["df"][grams.gid[hit]][0]) if hit.any() else 0
 
     # ---------------------------------------------------------------- scoring
-    def score(self, candidates: Sequence[Sequence[str] | str], image_ids: Sequence[str]) -> np.ndarray:
+    def score(self, candidates: Sequence[Sequence[str] | str], image_ids: Sequence[str],
+              plain: bool = False) -> np.ndarray:
         """CIDEr-D of each candidate against its image's references, shape (B,) float64.
 
         ``candidates`` are token lists, or strings of space-separated tokens (already
         tokenized, as decoded from a vocabulary). ``image_ids`` may repeat (several samples
         per image). An empty candidate scores 0.
+
+        ``plain``: Vedantam et al.'s CIDEr instead, with the same document frequencies: the
+        mean over references of the cosine of the tf-idf vectors, averaged over n = 1..4,
+        with no clipping of the candidate's values and no length penalty (the x10 is kept, so
+        that the two read on one scale; :func:`rlcap.metrics.cider.cider` is its reference).
         """
         if len(candidates) != len(image_ids):
             raise DataError(f"{len(candidates)} candidates but {len(image_ids)} image ids")
@@ -129,7 +136,7 @@ class CiderD:
         vec = grams.tf * idf  # (M,) candidate tf-idf values
         slot = grams.caption * MAX_N + grams.order
         norm = np.sqrt(np.bincount(slot, vec * vec, minlength=batch * MAX_N)).reshape(batch, MAX_N)
-        numerator = self._clipped_dot(grams, vec, idf, images, batch)  # (B, R, 4)
+        numerator = self._dot(grams, vec, idf, images, batch, clip=not plain)  # (B, R, 4)
 
         ref_norm = a["ref_norms"][images]  # (B, R, 4)
         denom = norm[:, None, :] * ref_norm
@@ -137,7 +144,8 @@ class CiderD:
         sims = numerator / safe  # pycocoevalcap divides only when both norms are non-zero
         lengths = np.array([max(len(t) - 1, 0) for t in tokens], dtype=np.float64)  # bigrams
         delta = lengths[:, None] - a["ref_lengths"][images]  # (B, R)
-        penalty = np.exp(-(delta**2) / (2 * SIGMA**2)) * a["ref_mask"][images]
+        gauss = np.ones_like(delta) if plain else np.exp(-(delta**2) / (2 * SIGMA**2))
+        penalty = gauss * a["ref_mask"][images]  # (B, R), 0 at missing references
         per_ref = sims.sum(axis=2) / MAX_N * penalty  # (B, R)
         return per_ref.sum(axis=1) / a["num_refs"][images] * 10.0
 
@@ -148,10 +156,11 @@ class CiderD:
         except KeyError as exc:
             raise DataError(f"image id {exc.args[0]!r} has no references in the CIDEr-D scorer") from None
 
-    def _clipped_dot(
-        self, grams: _Ngrams, vec: np.ndarray, idf: np.ndarray, images: np.ndarray, batch: int
+    def _dot(
+        self, grams: _Ngrams, vec: np.ndarray, idf: np.ndarray, images: np.ndarray, batch: int, clip: bool
     ) -> np.ndarray:
-        """sum_g min(cand_g, ref_g) * ref_g for every (caption, reference, order): (B, R, 4)."""
+        """sum_g min(cand_g, ref_g) * ref_g (``clip``; else sum_g cand_g * ref_g) for every
+        (caption, reference, order): (B, R, 4)."""
         a = self.arrays
         table_keys, table_tf = a["table_keys"], a["table_tf"]
         num_refs_max = table_tf.shape[1]
@@ -161,7 +170,7 @@ class CiderD:
         hit = table_keys[rows] == keys
         known, rows = known[hit], rows[hit]
         ref_vec = table_tf[rows].astype(np.float64) * idf[known, None]  # (F, R)
-        clipped = np.minimum(vec[known, None], ref_vec) * ref_vec
+        clipped = (np.minimum(vec[known, None], ref_vec) if clip else vec[known, None]) * ref_vec
         slot = (grams.caption[known] * MAX_N + grams.order[known])[:, None] * num_refs_max
         flat = (slot + np.arange(num_refs_max)).ravel()
         sums = np.bincount(flat, clipped.ravel(), minlength=batch * MAX_N * num_refs_max)

@@ -12,7 +12,7 @@ from rlcap.models.embedding import EmbeddingModel, EmbeddingModelConfig, ImageTe
 from rlcap.models.show_tell import ShowTell
 from rlcap.models.transformer import TransformerCaptioner
 from rlcap.models.updown import UpDown
-from rlcap.models.value import ValueNetwork
+from rlcap.models.value import VALUE_MODELS, AttValueNetwork, ValueModel, ValueNetwork
 
 # arch name -> class; every class is built as cls(cfg, vocab_size, fc_dim, att_dim).
 MODELS: dict[str, type[nn.Module]] = {
@@ -30,11 +30,18 @@ def build_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) ->
     return MODELS[cfg.arch](cfg, vocab_size, fc_dim, att_dim)
 
 
-def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int) -> ValueNetwork:
-    """The value network V(image, partial caption) sized like the captioner."""
-    return ValueNetwork(cfg, vocab_size, fc_dim)
+def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int = 0,
+                      features: str = "fc") -> ValueModel:
+    """The value network V(image, partial caption) sized like the captioner, reading the image
+    ``features`` (``ac.value_features``): ``fc`` the pooled vector, ``att`` also the regions (att_dim)."""
+    if features not in VALUE_MODELS:
+        raise ConfigError(f"ac.value_features: unknown {features!r}; expected one of {', '.join(VALUE_MODELS)}")
+    if features == "att" and att_dim < 1:
+        raise ConfigError(f"ac.value_features=att needs region features; their size is {att_dim}")
+    return VALUE_MODELS[features](cfg, vocab_size, fc_dim, att_dim)
 
 
-__all__ = ["MODELS", "Captioner", "HRLCaptioner", "EmbeddingModel", "EmbeddingModelConfig", "Feats", "ImageTextEmbedder",
-           "ModelConfig", "ShowTell", "TransformerCaptioner", "UpDown", "ValueNetwork", "build_model",
-           "build_value_model", "expand_batch", "expand_memory", "load_embedding_model", "select_batch"]
+__all__ = ["MODELS", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
+           "EmbeddingModelConfig", "Feats", "ImageTextEmbedder", "ModelConfig", "ShowTell", "TransformerCaptioner",
+           "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model", "expand_batch", "expand_memory",
+           "load_embedding_model", "select_batch"]

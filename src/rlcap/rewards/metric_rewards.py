@@ -1,8 +1,9 @@
-"""The caption metrics as rewards: CIDEr-D, BLEU-n, ROUGE-L and METEOR (SPICE and SPIDEr: spice_rewards.py).
+"""The caption metrics as rewards: CIDEr-D, CIDEr, BLEU-n, ROUGE-L and METEOR (SPICE and SPIDEr: spice_rewards.py).
 
 Each reward tokenizes the captions with :func:`rlcap.metrics.tokenize.tokenize` (the
 pycocoevalcap tokenization the vocabulary also uses) and returns per-caption scores on the
-metric's own scale (CIDEr-D as pycocoevalcap, x10 included; the others in [0, 1]).
+metric's own scale (CIDEr-D as pycocoevalcap, x10 included, and plain CIDEr on that scale; the
+others in [0, 1]).
 
 EOS convention (``RewardConfig.eos_counts``, docs/RL.md): when set, :data:`EOS_TOKEN` is
 appended to the candidate's tokens and to every reference's tokens before CIDEr-D and BLEU
@@ -68,16 +69,18 @@ class CiderDReward:
     ``train_refs`` maps each training image id to its raw reference captions; they are
     tokenized here. Scores each caption against the references of ``batch.image_ids[i]`` in
     that set (an id without references raises DataError); ``batch.refs`` is not used.
+    ``plain``: plain CIDEr instead (reward ``cider``: no clipping, no length penalty, the same
+    document frequencies and x10 scale; :meth:`rlcap.metrics.CiderD.score`).
     """
 
-    def __init__(self, train_refs: TrainRefs, eos_counts: bool, cache: Path | None = None):
-        self.eos_counts = eos_counts
+    def __init__(self, train_refs: TrainRefs, eos_counts: bool, cache: Path | None = None, plain: bool = False):
+        self.eos_counts, self.plain = eos_counts, plain
         self.scorer = CiderD.from_references(tokenize_references(train_refs, eos_counts), cache=cache)
 
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
         tokens = [with_eos(tokenize(c), self.eos_counts) for c in captions]
-        return _tensor(self.scorer.score(tokens, batch.image_ids))
+        return _tensor(self.scorer.score(tokens, batch.image_ids, plain=self.plain))
 
 
 class BleuReward:
@@ -140,6 +143,11 @@ def cider_cache(ctx: RewardContext) -> Path | None:
 
 def make_cider_d(ctx: RewardContext) -> CiderDReward:
     return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=cider_cache(ctx))
+
+
+def make_cider(ctx: RewardContext) -> CiderDReward:
+    """Plain CIDEr: the CIDEr-D scorer's tables (and cache file), scored without clipping or length penalty."""
+    return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=cider_cache(ctx), plain=True)
 
 
 def make_bleu(ctx: RewardContext, n: int) -> BleuReward:

@@ -27,6 +27,7 @@ RewardFactory = Callable[[RewardContext], Reward]
 
 REWARDS: dict[str, RewardFactory] = {
     "cider_d": metric_rewards.make_cider_d,
+    "cider": metric_rewards.make_cider,  # plain CIDEr (no clipping, no length penalty): 004's delta rewards
     "bleu_1": functools.partial(metric_rewards.make_bleu, n=1),
     "bleu_2": functools.partial(metric_rewards.make_bleu, n=2),
     "bleu_3": functools.partial(metric_rewards.make_bleu, n=3),

@@ -27,9 +27,13 @@ Which function for which paper:
   ``value_advantages(q, baseline, mask)`` (``Q - B``), baseline loss ``baseline_loss(baseline, q, mask)``.
 - HRL (004_897c1ba573c567e3): the worker's return ``discounted_returns(delta_rewards, mask, 0.95)`` (eq. 24), the
   manager's ``segment_returns(delta_rewards, segment_end, mask, 0.95)`` (eq. 25).
+
+How well a critic predicts the return, position by position: ``value_fit_by_position(values, R, mask)``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -304,3 +308,57 @@ def segment_returns(rewards: torch.Tensor, segment_end: torch.Tensor, mask: torc
     seg_reward = torch.zeros_like(r).scatter_add(1, seg_id, r)  # (B, T): f(e_n) in slot n
     seg_return = discounted_returns(seg_reward, torch.ones_like(valid), gamma)  # (B, T): R(e_n)
     return _zero_padding(seg_return.gather(1, seg_id), valid)
+
+
+class ValueFit(NamedTuple):
+    """How much of the return's variance a critic explains (:func:`value_fit_by_position`)."""
+
+    by_position: torch.Tensor  # (T,) R^2 over the rows still running at t; NaN where it is undefined
+    rows: torch.Tensor         # (T,) long, rows still running at t
+    overall: torch.Tensor      # () R^2 over every valid step of every row
+
+
+def _r_squared(ss_res: torch.Tensor, ss_tot: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """``1 - ss_res / ss_tot``, NaN where fewer than 2 entries were summed or the target is constant."""
+    undefined = (count < 2) | (ss_tot <= 0)
+    return torch.where(undefined, float("nan"), 1.0 - ss_res / torch.where(undefined, 1.0, ss_tot))
+
+
+def value_fit_by_position(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> ValueFit:
+    """R^2 of ``v(s_t)`` as a prediction of the caption's return ``R``, at each position and overall.
+
+    ``R^2_t = 1 - sum_i (R_i - v_it)^2 / sum_i (R_i - mean R)^2`` over the rows i still running at
+    step t (the mean of R over those rows): 1 is a perfect critic, 0 one no better than the mean
+    return of the captions that reach t, below 0 a worse one. ``overall`` pools every valid step
+    (a caption counts once per word, around the mean over those steps). Used to ask how much a
+    value network knows at the image alone (t = 0) and as the caption grows (000 eq. 9-10).
+
+    Args:
+        values: (N, T) ``v(s_t)``; padding ignored (may hold anything, even NaN).
+        returns: (N,) the return of each caption (000's ``R``).
+        mask: (N, T) valid steps, as everywhere in this module.
+
+    Returns:
+        :class:`ValueFit`, computed in float64 and detached: ``by_position`` (T,) (NaN where fewer
+        than 2 rows run or their returns are all equal), ``rows`` (T,), ``overall`` ().
+
+    Example: values [[1, 1.5, 0.5], [2, 2.5, 9], [2, 9, 9]], returns [1, 3, 2],
+    mask [[1, 1, 1], [1, 1, 0], [1, 0, 0]]: at t = 0 the mean R is 2, the residuals 0, 1, 0 and the
+    deviations 1, 1, 0, so R^2 = 1 - 1/2 = 0.5; at t = 1, 1 - (0.25 + 0.25) / 2 = 0.75; at t = 2
+    one row: NaN. Overall: mean R 11/6, 1 - 1.75 / (29/6) = 0.6379.
+    """
+    valid = _valid_steps("value_fit_by_position", mask)
+    _check_same("value_fit_by_position", "values", values, mask)
+    if returns.shape != mask.shape[:1]:
+        raise ValueError(f"value_fit_by_position: expected returns of shape ({mask.shape[0]},), "
+                         f"got {tuple(returns.shape)}")
+    w = valid.double()  # (N, T)
+    v = _zero_padding(values.detach().double(), valid)  # (N, T)
+    r = returns.detach().double()[:, None].expand_as(v)  # (N, T)
+    residual = w * (r - v) ** 2  # (N, T)
+    rows = valid.sum(0)  # (T,)
+    mean_t = (w * r).sum(0) / rows.clamp(min=1)  # (T,) mean return of the rows running at t
+    by_position = _r_squared(residual.sum(0), (w * (r - mean_t) ** 2).sum(0), rows)  # (T,)
+    mean_all = (w * r).sum() / valid.sum().clamp(min=1)  # () mean return over every valid step
+    overall = _r_squared(residual.sum(), (w * (r - mean_all) ** 2).sum(), valid.sum())  # ()
+    return ValueFit(by_position, rows, overall)

@@ -1,7 +1,8 @@
 """Actor-critic captioning with a value network: ../shared/papers/000_45a29dab880026f9.txt.
 
 Two parts: ``policy`` (the captioner, eq. 1-4, started from an XE checkpoint: eq. 8) and
-``value`` (:class:`rlcap.models.ValueNetwork`, sec. 3.2.2), each with its own optimizer. Two
+``value`` (:class:`rlcap.models.ValueNetwork`, sec. 3.2.2; :class:`rlcap.models.AttValueNetwork` with
+``ac.value_features: att``), each with its own optimizer. Two
 phases (sec. 3.3.2), the phase and its position kept in ``session.state`` so that a killed run
 resumes exactly:
 
@@ -127,7 +128,8 @@ def pretrain_value(s: Session, reward: Reward) -> bool:
 
 def train_actor_critic(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split))
-    value_net = build_value_model(cfg.model, len(s.data.vocab), feature_dims(s.data)["fc"])
+    dims = feature_dims(s.data)
+    value_net = build_value_model(cfg.model, len(s.data.vocab), dims["fc"], dims["att"], cfg.ac.value_features)
     add_part(s, VALUE, value_net, value_optim(cfg))
     begin(s)
     with train_reward(s) as reward:

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from rlcap.config import help_field
 from rlcap.data.loader import DataConfig
 from rlcap.errors import ConfigError
+from rlcap.metrics.evaluate import PYCOCOEVALCAP_METRICS
 from rlcap.models.config import ModelConfig
 from rlcap.models.embedding import EmbeddingModelConfig
+from rlcap.models.value import VALUE_MODELS
 from rlcap.rewards import RewardConfig
 
 OPTIMIZERS = ("adam", "adamw")
@@ -228,6 +230,9 @@ class ActorCriticConfig:
     value_lr_decay_rate: float = help_field(0.9, "its decay factor (000 sec. 4.1: 0.9)")
     value_pretrain_epochs: int = help_field(1, "epochs of value training on samples of the frozen XE policy "
                                                "before the joint phase (000 sec. 3.3.2; the paper gives no number)")
+    value_features: str = help_field("fc", "what the value network reads of the image: fc (the pooled vector) or "
+                                           "att (also attention over the region features, conditioned on its LSTM "
+                                           "state at each step, as an UpDown policy sees them)")
     lookahead: list[float] = help_field([], "after training, decode the validation split with lookahead "
                                             "inference at each of these lambdas (Fig. 1) and write lookahead.json "
                                             "beside the checkpoints ([]: skip; 1.0 is plain beam search)")
@@ -237,6 +242,8 @@ class ActorCriticConfig:
             raise ConfigError(f"ac.value_lr must be positive, got {self.value_lr}")
         check_min("ac.value_lr_decay_every", self.value_lr_decay_every, 0)
         check_min("ac.value_pretrain_epochs", self.value_pretrain_epochs, 0)
+        if self.value_features not in VALUE_MODELS:
+            raise ConfigError(f"ac.value_features: {self.value_features!r} is not one of {list(VALUE_MODELS)}")
         bad = [x for x in self.lookahead if not 0 <= x <= 1]
         if bad:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
@@ -255,6 +262,9 @@ class CriticConfig:
         check_min("critic.batch_size", self.batch_size, 1)
 
 
+HRL_PREFIX_METRICS = ("cider_d", "cider")
+
+
 @dataclass
 class HrlConfig:
     """algorithm=hrl: 004's Algorithm 1 from an XE checkpoint of ``model.arch: hrl`` (manager and worker
@@ -268,6 +278,9 @@ class HrlConfig:
     baseline_lr: float = help_field(1e-3, "learning rate of the two linear baselines (on h_W and h_M)")
     worker_samples: int = help_field(1, "captions sampled per clip in a worker phase (Algorithm 1: one; more "
                                         "sample more captions per step, against the same linear baseline)")
+    prefix_metric: str = help_field("cider_d", "what scores every prefix for the delta rewards (004 sec. 3.3.3): "
+                                               "cider_d: the run's reward (reward.weights); cider: plain CIDEr, no "
+                                               "length penalty, same references (docs/VIDEO.md)")
 
     def validate(self) -> None:
         if not 0.0 <= self.gamma <= 1.0:
@@ -276,6 +289,9 @@ class HrlConfig:
         check_min("hrl.worker_samples", self.worker_samples, 1)
         if self.first not in ("worker", "manager"):
             raise ConfigError(f"hrl.first: {self.first!r} is not one of worker, manager")
+        if self.prefix_metric not in HRL_PREFIX_METRICS:
+            raise ConfigError(f"hrl.prefix_metric: {self.prefix_metric!r} is not one of "
+                              f"{', '.join(HRL_PREFIX_METRICS)}")
         if self.goal_noise < 0 or self.baseline_lr <= 0:
             raise ConfigError("hrl.goal_noise must be >= 0 and hrl.baseline_lr > 0")
 
@@ -331,15 +347,48 @@ class WtfRlConfig:
             raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
 
 
+# val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and BCMR
+# (001's four metrics summed, as the bcmr reward sums them: rlcap.train.session.VAL_COMBINED).
+VAL_METRICS = (*PYCOCOEVALCAP_METRICS, "SPIDEr", "BCMR")
+AUTO = "auto"
+# Loops whose policy does not learn from reward.weights: auto keeps them by CIDEr-D.
+NO_REWARD = ("xe", "embedding", "critic")
+
+
 @dataclass
 class ValConfig:
     split: str = help_field("val", "split used to pick the best checkpoint")
     max_images: int = help_field(0, "validate on at most this many images (0: all)")
     batch_size: int = help_field(100, "images decoded at once")
+    metric: str = help_field(
+        AUTO, "the validation score best/ is kept by: auto (the metric the reward optimises: SPIDEr when "
+              "reward.weights has spider, BCMR when it has bcmr, else CIDEr, also for xe), or one of "
+              + ", ".join(VAL_METRICS) + " (BCMR: the corpus Bleu_4 + CIDEr + METEOR + ROUGE_L, the bcmr reward's "
+              "sum; METEOR and BCMR need Java). CIDEr is validated and logged in any case")
 
     def validate(self) -> None:
         check_min("val.max_images", self.max_images, 0)
         check_min("val.batch_size", self.batch_size, 1)
+        if self.metric not in (AUTO, *VAL_METRICS):
+            raise ConfigError(f"val.metric: {self.metric!r} is not one of {[AUTO, *VAL_METRICS]}")
+
+
+def auto_val_metric(algorithm: str, reward: RewardConfig) -> str:
+    """What ``val.metric: auto`` keeps best/ by: the metric the run's reward optimises, so that the
+    checkpoint kept is the one best at what the run trains for (001 optimises SPIDEr for its gain in
+    SPICE, which selecting by CIDEr-D would select against); CIDEr-D for loops without a reward."""
+    if algorithm in NO_REWARD:
+        return "CIDEr"
+    if "spider" in reward.weights:
+        return "SPIDEr"
+    if "bcmr" in reward.weights:
+        return "BCMR"
+    return "CIDEr"
+
+
+def metric_label(name: str) -> str:
+    """A validation score's name in log lines: pycocoevalcap's CIDEr is CIDEr-D."""
+    return "CIDEr-D" if name == "CIDEr" else name
 
 
 @dataclass
@@ -380,6 +429,17 @@ class RunConfig:
     wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "algorithm=wtf_rl: distinctive captioning, WTF and RL with a "
                                                   "retrieval reward and a discriminator (002)")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
+
+    def __post_init__(self) -> None:
+        # val.metric auto becomes the metric it stands for here, so that config.json and every
+        # checkpoint record the concrete one (and RunConfig()'s defaults, which decide whether a run
+        # written before val.metric existed continues unchanged, hold it too)
+        self.resolve_val_metric()
+
+    def resolve_val_metric(self) -> None:
+        """Replace ``val.metric: auto`` by :func:`auto_val_metric` (a concrete metric stays)."""
+        if self.val.metric == AUTO:
+            self.val.metric = auto_val_metric(self.algorithm, self.reward)
 
     def validate(self) -> None:
         check_min("threads", self.threads, 1)

@@ -67,7 +67,7 @@ def train_critic(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
     critic = InternalCritic(len(s.data.vocab), cfg.model.embed_dim, cfg.model.hidden_dim)
     add_part(s, CRITIC, critic, cfg.optim)
-    begin(s)
+    begin(s, selects_by="F1")
     tokens, targets = critic_data(s.data.splits["train"], s.data.vocab, cfg.data.max_len)
     val = critic_data(s.data.splits[cfg.val.split], s.data.vocab, cfg.data.max_len)
     log.info("internal critic: %d training captions, %.2f segments each", len(tokens),

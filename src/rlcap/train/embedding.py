@@ -94,7 +94,7 @@ def train_embedding(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
     model = EmbeddingModel(cfg.embedding.model, len(s.data.vocab), feature_dims(s.data)["fc"])
     add_part(s, EMBEDDING, model, cfg.optim)
-    begin(s)
+    begin(s, selects_by="mean_R")
     model.train()
     p, e, train = s.progress, cfg.embedding, s.data.splits["train"]
     steps_per_epoch = (len(train) + e.batch_size - 1) // e.batch_size

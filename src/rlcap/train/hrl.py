@@ -6,12 +6,15 @@ alternating phases of ``hrl.switch_every`` steps (the phase and its position liv
 ``session.state``, so a killed run resumes exactly):
 
 - **worker phase** (eq. 11-14, 24): goal exploration off; one caption sampled per clip
-  (``hrl.worker_samples`` draws more, each scored and baselined alike); every word
-  gets the delta-CIDEr-D reward f(a_t) = CIDEr(sent + a_t) - CIDEr(sent) (sec. 3.3.3) and the
+  (``hrl.worker_samples`` draws more, each scored and baselined alike) at ``decode.temperature``,
+  with dropout on or off as ``rl.rollout_dropout`` says, as every sampling loop; every word
+  gets the delta reward f(a_t) = CIDEr(sent + a_t) - CIDEr(sent) (sec. 3.3.3; the prefixes scored
+  by ``hrl.prefix_metric``: the run's reward, or plain CIDEr) and the
   discounted return R(a_t) (gamma 0.95); a linear baseline on h^W_t (its gradient cut from the
   worker) is subtracted; REINFORCE updates the worker alone (the manager's parameters are frozen).
 - **manager phase** (eq. 17-23, 25): Gaussian noise on the goals (eq. 23); the worker decodes
-  greedily as the oracle behaviour policy; each segment e_n (cut by the critic) gets the
+  greedily as the oracle behaviour policy, in eval mode (dropout off: the goal noise is the only
+  exploration; autograd stays on for the goals); each segment e_n (cut by the critic) gets the
   discounted segment return R(e_n) minus a linear baseline on h^M; the loss
   -(R(e_n) - b) * sum_{i in e_n} log pi(a_i) reaches the manager only through its goals (eq. 22;
   the worker's parameters are frozen), the worker state passed on to the next segment detached so
@@ -33,7 +36,7 @@ from torch import nn
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import banned_words, sample, word_logprobs
-from rlcap.rewards import Reward, RewardBatch
+from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
@@ -62,16 +65,26 @@ class Baselines(nn.Module):
 class HrlStats(NamedTuple):
     loss: float
     baseline_loss: float
-    reward: float  # mean CIDEr-D of the captions (the sum of their delta rewards)
+    reward: float  # mean score of the captions by hrl.prefix_metric (the sum of their delta rewards)
     segments: float  # mean segments per caption
     length: float
     phase: float  # 1: worker, 2: manager
     seconds: float
 
 
+def prefix_reward(s: Session, run_reward: Reward) -> Reward:
+    """What scores every prefix (``hrl.prefix_metric``): the run's reward (``cider_d``), or plain CIDEr
+    (``cider``) against the same training references, with their document frequencies."""
+    if s.cfg.hrl.prefix_metric == "cider_d":
+        return run_reward
+    train = s.data.splits["train"]
+    return resolve_reward(s.cfg.hrl.prefix_metric, RewardContext(dict(zip(train.ids, train.refs)),
+                                                                 s.cfg.reward.eos_counts, s.cfg.reward.cache_dir))
+
+
 def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
-    """CIDEr-D (the run's reward) of every prefix of every caption: tokens (B, T) -> (B, T), one reward
-    call. At EOS the finished caption is scored again (its delta is 0); padding is not scored (0)."""
+    """The prefix metric (:func:`prefix_reward`) of every prefix of every caption: tokens (B, T) -> (B, T),
+    one reward call. At EOS the finished caption is scored again (its delta is 0); padding is not scored (0)."""
     rows, captions, ids, refs = [], [], [], []
     for i, row in enumerate(tokens.tolist()):
         words: list[str] = []
@@ -103,10 +116,11 @@ def worker_params(model: nn.Module) -> tuple[nn.Parameter, ...]:
 def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     cfg, model, start = s.cfg, s.model, time.perf_counter()
     model.goal_noise = 0.0  # Algorithm 1, line 6
+    model.train(cfg.rl.rollout_dropout)  # the mode every loop samples in (a manager phase decodes in eval mode)
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
-    out = sample(model, batch.feats, k, cfg.decode.max_len, return_hidden=True)
-    # 2. eq. 24: delta-CIDEr-D rewards and their discounted returns
+    out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True)
+    # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
     rb = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
     returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
@@ -123,6 +137,20 @@ def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
 def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
     """The worker decodes greedily under the manager's (noisy) goals. -> tokens (B, T), log pi of each
     word (with gradient), segment starts (B, T) bool and h^M at each step (B, T, M).
+
+    In eval mode, the caller's mode restored after: Algorithm 1 (lines 12-13) explores by the goal
+    noise alone (eq. 23), and with dropout on the "greedy" worker would be another random policy.
+    Eval mode only turns dropout off; autograd stays on, so the gradient reaches the goals."""
+    was_training = model.training
+    model.eval()
+    try:
+        return _greedy_segments(model, batch, max_len)
+    finally:
+        model.train(was_training)
+
+
+def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
+    """:func:`greedy_segments` in the model's current mode.
 
     Eq. 21 credits a goal with its own segment's words: where the critic (frozen, deterministic)
     will start a segment at the next step, the worker state entering it is detached from the goals before."""
@@ -154,10 +182,10 @@ def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
 def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     cfg, model, start = s.cfg, s.model, time.perf_counter()
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
-    # 1. greedy decoding by the frozen worker under the manager's explored goals (line 13)
+    # 1. greedy decoding (eval mode) by the frozen worker under the manager's explored goals (line 13)
     tokens, logprobs, starts, h_m = greedy_segments(model, batch, cfg.decode.max_len)
     mask = tokens != PAD
-    # 2. eq. 25: delta-CIDEr-D rewards summed per segment, discounted over segments
+    # 2. eq. 25: delta rewards summed per segment, discounted over segments
     f = delta_rewards(prefix_scores(reward, s.data.vocab, tokens, reward_batch(batch, 1)), mask)
     ends = torch.cat([starts[:, 1:], torch.zeros_like(starts[:, :1])], 1)  # a segment ends before the next starts
     returns = segment_returns(f, ends, mask, cfg.hrl.gamma)
@@ -183,10 +211,13 @@ def train_hrl(cfg: RunConfig) -> TrainResult:
              dataclasses.replace(cfg.optim, lr=cfg.hrl.baseline_lr, lr_decay_every=0))
     begin(s)
     phase = s.state.setdefault(PHASE, {"phase": cfg.hrl.first, "steps": 0})
-    with train_reward(s) as reward:
+    with train_reward(s) as run_reward:
+        reward = prefix_reward(s, run_reward)
+        scored = cfg.reward.weights if cfg.hrl.prefix_metric == "cider_d" else "plain CIDEr"
         s.logger.note(f"004: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; gamma "
-                      f"{cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; rewards {cfg.reward.weights} as delta rewards")
-        model.train()
+                      f"{cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; prefixes scored by {scored} for the delta "
+                      f"rewards; worker samples at temperature {cfg.decode.temperature}, rollout dropout "
+                      f"{cfg.rl.rollout_dropout}; the manager's greedy worker in eval mode")
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
             step = worker_step if phase["phase"] == "worker" else manager_step
             stats = step(s, batch, reward)

@@ -22,7 +22,7 @@ from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import lookahead_search
 from rlcap.errors import RlcapError
-from rlcap.models import ValueNetwork, build_value_model
+from rlcap.models import ValueModel, build_value_model
 from rlcap.models.config import ModelConfig
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.evaluate import score_predictions
@@ -38,20 +38,25 @@ class LookaheadChoice(NamedTuple):
     scores: dict[float, float]  # lambda -> corpus CIDEr-D
 
 
-def load_actor_critic(folder: str | Path) -> tuple[torch.nn.Module, ValueNetwork, Vocab, dict]:
+def load_actor_critic(folder: str | Path) -> tuple[torch.nn.Module, ValueModel, Vocab, dict]:
     """(policy, value network, vocabulary, config) of an actor-critic checkpoint, both in eval mode."""
     ckpt = load_checkpoint(folder, with_trainer=False)
     if VALUE not in ckpt.weights:
         raise RlcapError(f"{folder} holds no value network (part {VALUE!r}; it has {sorted(ckpt.weights)}): "
                          "lookahead needs a checkpoint of algorithm=ac")
     policy, vocab, config = load_model(folder)
-    value_net = build_value_model(from_dict(ModelConfig, config["model"]), len(vocab), config["feature_dims"]["fc"])
+    dims = config["feature_dims"]
+    # the run's ac.value_features says which network was trained; absent in checkpoints written before
+    # it existed, whose value network read the pooled vector only
+    features = config["ac"].get("value_features", "fc")
+    value_net = build_value_model(from_dict(ModelConfig, config["model"]), len(vocab), dims["fc"], dims["att"],
+                                  features)
     value_net.load_state_dict(ckpt.weights[VALUE])
     return policy, value_net.eval(), vocab, config
 
 
 @torch.inference_mode()
-def lookahead_predictions(policy: torch.nn.Module, value_net: ValueNetwork, split: SplitData, vocab: Vocab, lam: float,
+def lookahead_predictions(policy: torch.nn.Module, value_net: ValueModel, split: SplitData, vocab: Vocab, lam: float,
                           beam_size: int, max_len: int, length_penalty: float = 0.0, batch_size: int = 100,
                           limit: int = 0, progress: bool = False) -> dict[str, str]:
     """image id -> the caption lookahead inference at ``lam`` gives, for ``split`` (its first ``limit``
@@ -69,7 +74,7 @@ def lookahead_predictions(policy: torch.nn.Module, value_net: ValueNetwork, spli
     return predictions
 
 
-def lookahead_scores(policy: torch.nn.Module, value_net: ValueNetwork, split: SplitData, vocab: Vocab,
+def lookahead_scores(policy: torch.nn.Module, value_net: ValueModel, split: SplitData, vocab: Vocab,
                      lambdas: list[float], beam_size: int, max_len: int, length_penalty: float = 0.0,
                      batch_size: int = 100, limit: int = 0, progress: bool = False) -> LookaheadChoice:
     """Corpus CIDEr-D of ``split`` (its first ``limit`` images; 0: all) decoded at each lambda."""

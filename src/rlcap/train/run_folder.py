@@ -23,7 +23,7 @@ from rlcap.errors import ConfigError
 log = logging.getLogger(__name__)
 
 # Settings a resumed run cannot change: the weights, vocabulary and data order depend on them.
-FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name")
+FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.value_features")
 # Settings that say how to start, not what to train.
 IGNORED = ("resume", "overwrite", "out_dir", "threads", "tensorboard")
 RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")

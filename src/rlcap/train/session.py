@@ -17,7 +17,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from tqdm.auto import tqdm
@@ -25,11 +25,13 @@ from tqdm.auto import tqdm
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.errors import ConfigError, RlcapError
+from rlcap.metrics.spider import spider
 from rlcap.models import build_model
 from rlcap.models.config import ModelConfig
+from rlcap.rewards.bcmr import BCMR_WEIGHTS
 from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, recover, rng_state,
                                     save_checkpoint, set_rng_state)
-from rlcap.train.config import OptimConfig, RunConfig
+from rlcap.train.config import OptimConfig, RunConfig, metric_label
 from rlcap.train.evaluate import evaluate_split
 from rlcap.train.logger import RunLogger
 from rlcap.train.run_folder import prepare_run_folder
@@ -43,6 +45,7 @@ class Progress:
     step_in_epoch: int = 0      # batches done in the current epoch
     step: int = 0               # optimizer steps in total
     best_score: float = float("-inf")
+    best_metric: str = "CIDEr"  # what best_score is a value of (checkpoints without it: CIDEr-D)
     history: list[dict[str, Any]] = field(default_factory=list)  # validation results per epoch
 
 
@@ -145,8 +148,10 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     return part
 
 
-def begin(session: Session) -> Session:
-    """Restore optimizers, schedules, random state, progress and loop state when resuming; open the log."""
+def begin(session: Session, selects_by: str | None = None) -> Session:
+    """Restore optimizers, schedules, random state, progress and loop state when resuming; open the log.
+    ``selects_by``: the score a loop with its own validation keeps best/ by (e.g. the embedding's
+    ``mean_R``); by default ``val.metric`` (:func:`selection_metric`)."""
     s, ckpt = session, session.source
     if s.resuming and ckpt.trainer is not None:
         trainer = ckpt.trainer
@@ -159,9 +164,30 @@ def begin(session: Session) -> Session:
         s.progress = Progress(**trainer["progress"])
         s.state.update(trainer["state"])
         log.info("resumed %s at epoch %d, step %d", s.out_dir, s.progress.epoch, s.progress.step)
+    s.progress.best_metric = selects_by or selection_metric(s)
     s.logger = RunLogger(s.out_dir, s.cfg.tensorboard, resume_step=s.progress.step if s.resuming else None)
     (s.out_dir / "config.json").write_text(json.dumps(to_dict(s.cfg), indent=2), encoding="utf-8")
     return s
+
+
+def selection_metric(session: Session) -> str:
+    """``val.metric``, except that a resumed run keeps the metric it has kept best/ by so far (a run
+    written before val.metric existed: CIDEr-D), since its best score is a value of that metric."""
+    s, wanted = session, session.cfg.val.metric
+    if s.resuming and s.progress.best_metric != wanted:
+        kept = metric_label(s.progress.best_metric)
+        log.warning("%s has kept best/ by validation %s: it goes on with %s (val.metric %s applies to a new run)",
+                    s.out_dir, kept, kept, metric_label(wanted))
+        s.cfg.val.metric = s.progress.best_metric  # so that config.json records what the run does
+    if s.cfg.val.metric in ("METEOR", "BCMR"):  # refuse now, not after the first epoch
+        from rlcap.metrics.java import java_executable, packaged_jar
+
+        try:
+            java_executable()
+            packaged_jar("meteor/meteor-1.5.jar")
+        except RlcapError as exc:
+            raise ConfigError(f"val.metric {s.cfg.val.metric} needs METEOR: {exc}") from exc
+    return s.cfg.val.metric
 
 
 def apply_optim_settings(part: Part) -> None:
@@ -198,8 +224,10 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
         "progress": vars(s.progress).copy(),
         "state": dict(s.state),
     }
+    best = s.progress.best_score
     manifest = {"epoch": s.progress.epoch, "step": s.progress.step, "algorithm": s.cfg.algorithm,
-                "metrics": metrics or {}}
+                "metrics": metrics or {}, "best_metric": s.progress.best_metric,
+                "best_value": best if math.isfinite(best) else None}  # None: not validated yet
     modules = {n: p.module for n, p in s.parts.items()}
     return save_checkpoint(folder, modules, config, s.data.vocab, trainer, manifest)
 
@@ -221,9 +249,10 @@ def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 class TrainResult(NamedTuple):
     out_dir: str
-    best_score: float     # best validation CIDEr-D
+    best_score: float     # best validation score (-inf: not validated yet)
     steps: int
     stopped_early: bool   # max_steps reached before the last epoch ended
+    best_metric: str      # what best_score is a value of: val.metric, or a loop's own (mean_R, F1)
 
 
 def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
@@ -282,24 +311,60 @@ def finish_run(session: Session) -> TrainResult:
     """Close the log; the run stopped early when its epochs are not all done."""
     session.logger.close()
     p = session.progress
-    return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < _epochs(session.cfg))
+    return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < _epochs(session.cfg), p.best_metric)
 
 
 def _epochs(cfg: RunConfig) -> int:
     return {"xe": cfg.xe.epochs, "embedding": cfg.embedding.epochs}.get(cfg.algorithm, cfg.rl.epochs)
 
 
+# Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
+# SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
+# its four metrics (001; rewards/bcmr.py), here of their corpus scores, with pycocoevalcap's
+# conventions (corpus BLEU-4, CIDEr-D without the end token) rather than the reward's per caption ones.
+BCMR_PARTS = {"bleu_4": "Bleu_4", "cider_d": "CIDEr", "meteor": "METEOR", "rouge_l": "ROUGE_L"}
+
+
+def _spider(corpus: dict[str, float]) -> float:
+    return spider(corpus["CIDEr"], corpus["SPICE"])
+
+
+def _bcmr(corpus: dict[str, float]) -> float:
+    return math.fsum(weight * corpus[BCMR_PARTS[name]] for name, weight in BCMR_WEIGHTS.items())
+
+
+VAL_COMBINED: dict[str, tuple[tuple[str, ...], Callable[[dict[str, float]], float]]] = {
+    "SPIDEr": (("CIDEr", "SPICE"), _spider),
+    "BCMR": (tuple(BCMR_PARTS.values()), _bcmr),
+}
+
+
+def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric: str) -> dict[str, float]:
+    """CIDEr-D (always: the logs and tables read it) and ``metric``, with the parts of a combined one.
+    ``corpus_of(names)`` scores the validation captions by score_captions' metrics ``names``."""
+    parts = VAL_COMBINED[metric][0] if metric in VAL_COMBINED else (metric,)
+    scores = corpus_of(list(dict.fromkeys(("CIDEr", *parts))))
+    if metric in VAL_COMBINED:
+        scores[metric] = VAL_COMBINED[metric][1](scores)
+    return scores
+
+
 def validate(session: Session) -> dict[str, float]:
-    """Validation CIDEr-D (pycocoevalcap's, document frequencies from the validation references)."""
+    """Validation scores of the beam-search captions of ``val.split``: CIDEr-D (pycocoevalcap's,
+    document frequencies from the validation references) and ``val.metric``."""
     s, v, d = session, session.cfg.val, session.cfg.decode
-    result = evaluate_split(s.model, s.data.splits[v.split], s.data.vocab, d.beam_size, d.max_len,
-                            metrics=["CIDEr"], batch_size=v.batch_size, limit=v.max_images,
-                            length_penalty=d.length_penalty, no_repeat_ngram=d.no_repeat_ngram)
-    return {"CIDEr": result.corpus["CIDEr"]}
+
+    def corpus_of(names: list[str]) -> dict[str, float]:
+        return dict(evaluate_split(s.model, s.data.splits[v.split], s.data.vocab, d.beam_size, d.max_len,
+                                   metrics=names, batch_size=v.batch_size, limit=v.max_images,
+                                   length_penalty=d.length_penalty, no_repeat_ngram=d.no_repeat_ngram).corpus)
+
+    return validation_scores(corpus_of, v.metric)
 
 
 def end_epoch(session: Session) -> dict[str, float]:
-    """Decay every part's learning rate, validate, keep the best checkpoint and write the last one."""
+    """Decay every part's learning rate, validate, keep the best checkpoint by the run's metric
+    (``Progress.best_metric``, i.e. ``val.metric``) and write the last one."""
     s, p = session, session.progress
     for part in s.parts.values():
         if part.scheduler is not None:
@@ -309,9 +374,12 @@ def end_epoch(session: Session) -> dict[str, float]:
     scores = validate(s)
     p.history.append({"epoch": p.epoch, "step": p.step, **scores})
     s.logger.write(p.step, s.cfg.val.split, {**scores, "epoch": p.epoch})
-    log.info("epoch %d: %s CIDEr-D %.4f", p.epoch, s.cfg.val.split, scores["CIDEr"])
-    if scores["CIDEr"] > p.best_score:
-        p.best_score = scores["CIDEr"]
+    metric, value = p.best_metric, scores[p.best_metric]
+    best = value > p.best_score
+    log.info("epoch %d: %s %s %.4f%s%s", p.epoch, s.cfg.val.split, metric_label(metric), value,
+             " (best)" if best else "", "" if metric == "CIDEr" else f", CIDEr-D {scores['CIDEr']:.4f}")
+    if best:
+        p.best_score = value
         save(s, "best", scores)
     save(s, "last", scores)
     return scores
