@@ -72,7 +72,8 @@ bench-credit-shapes: $(STAMP)
 bench-credit-concepts: $(STAMP)
 	$(PY) benchmarks/bench_credit.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN) $(if $(CREDIT_RL),--rl $(CREDIT_RL))
 
-# Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines);
+# Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines) with
+# 003's SLL-ME and SLL-SLE rows and the diversity columns of 5 samples and 5 beams;
 # GOALS=16 trains one HRL goal size instead of 004's three (a shorter run)
 GOALS ?= 16,32,64
 bench-video: $(STAMP)

@@ -1,10 +1,12 @@
-"""004's Table 2 on moving shapes: XE- and RL-baselines and HRL with goals of 16, 32 and 64.
+"""004's Table 2 on moving shapes: XE- and RL-baselines, 003's SLL-ME and SLL-SLE, and HRL with goals of 16, 32 and 64.
 
 Run with ``make bench-video``: calls ``rlcap bench --benchmark moving-shapes --methods
-xe,rl,hrl_16,hrl_32,hrl_64``, copies the test-split table (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D,
-SPICE) into the bench-video section of docs/BENCHMARKS.md with the checks issue 16 asks for, the
-internal critic's boundary precision and recall on the validation captions, and, per model, a test
-clip's frames with its caption cut where the critic ends segments (docs/figures/). ``--goals``
+xe,rl,sll_me,sll_sle,hrl_16,hrl_32,hrl_64``, copies the test-split table (BLEU-1..4, METEOR, ROUGE-L,
+CIDEr-D, SPICE of the beam captions; CIDEr-D, Div-1, Div-2 and mBLEU-4 of 5 random samples and of the
+5-best beam, as 003's Table 4) into the bench-video section of docs/BENCHMARKS.md with the checks issue 16
+asks for, SLL-ME and SLL-SLE against the RL-baseline (003's SLL, Table 3), the internal critic's boundary
+precision and recall on the validation captions, and, per model, a test clip's frames with its caption
+cut where the critic ends segments (docs/figures/). ``--goals``
 (``make bench-video GOALS=16``) trains fewer goal sizes, for a shorter run. Prints a last line of JSON.
 """
 
@@ -17,7 +19,9 @@ import sys
 from benchdoc import REPO, machine, replace_section, run_bench
 
 GOALS = (16, 32, 64)  # 004's goal sizes
-COLUMNS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
+EXPLORATION = ("sll_me", "sll_sle")  # 003's Table 3 rows beside its SLL, the RL-baseline (SCST, greedy baseline)
+# 003's Table 3 (TGIF, beam 5): SLL, SLL-ME, SLL-SLE
+PAPER_TABLE3 = {"METEOR": (17.8, 18.2, 18.8), "CIDEr": (45.9, 48.1, 50.8), "SPICE": (15.9, 16.0, 16.6)}
 
 
 def segment_figure(checkpoint, dataset: str, features: str, out, clip: int = 0) -> str:
@@ -61,7 +65,7 @@ def learning_rows(out: str, goals: list[int]) -> list[str]:
     """Per stage, from its log: the best validation CIDEr-D, and for the RL stages the mean CIDEr-D of
     the sampled training captions per epoch (HRL: its worker phases), to see where each gain comes from."""
     rows = ["| stage | best validation CIDEr-D | sampled captions' CIDEr-D by epoch |", "|---|---:|---|"]
-    for stage in ["xe", "rl", *(f"{kind}_{g}" for g in goals for kind in ("xe_hrl", "hrl"))]:
+    for stage in ["xe", "rl", *EXPLORATION, *(f"{kind}_{g}" for g in goals for kind in ("xe_hrl", "hrl"))]:
         records = [json.loads(x) for x in (REPO / out / stage / "log.jsonl").read_text().splitlines()]
         by_epoch: dict[int, list[float]] = {}
         for r in records:
@@ -70,6 +74,21 @@ def learning_rows(out: str, goals: list[int]) -> list[str]:
         rewards = ", ".join(f"{sum(v) / len(v):.2f}" for _, v in sorted(by_epoch.items())) or "-"
         rows.append(f"| {stage} | {max(r['CIDEr'] for r in records if 'CIDEr' in r):.3f} | {rewards} |")
     return rows
+
+
+def exploration_lines(methods: dict) -> list[str]:
+    """SLL-ME and SLL-SLE against the RL-baseline (003's SLL): Table 3's beam columns, and the rs / bs
+    Div-2 of 003's Table 4, each as a relative change, with 003's own direction on TGIF."""
+    rl = methods["rl"]
+    lines = []
+    for name in EXPLORATION:
+        row = methods[name]
+        beam = ", ".join(f"{c} **{row['beam'][c] / rl['beam'][c] - 1:+.1%}**" for c in PAPER_TABLE3)
+        lines.append(f"- {name} over the RL-baseline (003's SLL): beam {beam}; rs Div-2 "
+                     f"**{row['rs']['Div-2'] / rl['rs']['Div-2'] - 1:+.1%}**, bs Div-2 "
+                     f"**{row['bs']['Div-2'] / rl['bs']['Div-2'] - 1:+.1%}**.")
+    paper = "; ".join(f"{c} {' / '.join(f'{v:g}' for v in values)}" for c, values in PAPER_TABLE3.items())
+    return [*lines, f"- 003's Table 3 (TGIF, beam 5), SLL / SLL-ME / SLL-SLE: {paper}."]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,12 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     goals = [int(g) for g in args.goals.split(",")]
     if not goals or any(g not in GOALS for g in goals):
         parser.error(f"--goals: some of {GOALS}, got {args.goals}")
-    methods = ",".join(["xe", "rl", *(f"hrl_{g}" for g in goals)])
+    methods = ",".join(["xe", "rl", *EXPLORATION, *(f"hrl_{g}" for g in goals)])
     command, seconds = run_bench("moving-shapes", methods, args.out)
     results = json.loads((REPO / args.out / "results.json").read_text())
     beam = {m: r["beam"] for m, r in results["methods"].items()}
-    rows = ["| method | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
-    rows += [f"| {m} | " + " | ".join(f"{100 * b.get(c, float('nan')):.1f}" for c in COLUMNS) + " |" for m, b in beam.items()]
     hrl = {g: beam[f"hrl_{g}"]["CIDEr"] for g in goals}
     val = {g: max(r["CIDEr"] for r in map(json.loads, (REPO / args.out / f"hrl_{g}" / "log.jsonl").read_text().splitlines())
                   if "CIDEr" in r) for g in goals}
@@ -103,12 +120,18 @@ def main(argv: list[str] | None = None) -> int:
         figures.append(f"- {method}: ![{method}](figures/{png.name}) \"{text}\"")
     import torch
 
+    from rlcap.bench.report import video_markdown
+
     body = "\n".join([
         "## Video: moving shapes (Table 2 layout of 004_897c1ba573c567e3.txt)", "",
         f"Command: `make bench-video` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
         f"Machine: {machine(torch=torch.__version__)}. Recipes: configs/moving-shapes_*.yaml (docs/VIDEO.md).", "",
-        "Test split, 500 clips, beam size 3, pycocoevalcap metrics x 100.", "", *rows, "",
+        "Test split, 500 clips. The beam captions (beam size 3): pycocoevalcap metrics x 100. `rs`: 5 random samples "
+        "per clip (temperature 1), CIDEr-D x 100 averaged over the 5; `bs`: the 5-best of a size-5 beam. Div-1/Div-2: "
+        "distinct unigrams/bigrams over words among the 5 captions of a clip; mBLEU-4: each caption against the other "
+        "4 (lower is more diverse), as 003's Table 4.", "", video_markdown(results).strip(), "",
         f"- RL-baseline over XE-baseline, CIDEr-D: **{beam['rl']['CIDEr'] / beam['xe']['CIDEr'] - 1:+.1%}**.",
+        *exploration_lines(results["methods"]),
         f"- HRL, goal size chosen on validation among {', '.join(map(str, goals))}"
         + ("" if len(goals) == len(GOALS) else f" (of 004's {', '.join(map(str, GOALS))}: the others not trained in this run)")
         + f": {chosen} (validation CIDEr-D {val[chosen]:.3f}); test CIDEr-D "
@@ -124,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     replace_section("bench-video", body)
     print(body)
     print(json.dumps({"rl_over_xe": beam["rl"]["CIDEr"] / beam["xe"]["CIDEr"] - 1, "hrl_goal": chosen,
+                      **{f"{m}_over_rl": beam[m]["CIDEr"] / beam["rl"]["CIDEr"] - 1 for m in EXPLORATION},
                       "hrl_over_rl": hrl[chosen] / beam["rl"]["CIDEr"] - 1, "minutes": round(seconds / 60, 1)}))
     return 0
 

@@ -169,7 +169,9 @@ METHODS: dict[str, Method] = {
                            checkpoint="last"),
 }
 
-# 004's Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64
+# 004's Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64. 003's Table 3 rows
+# beside its SLL (the RL-baseline here), sll_me and sll_sle, are the METHODS entries unchanged: the same XE stage,
+# their moving-shapes recipes (configs/moving-shapes_sll_me.yaml, configs/moving-shapes_sll_sle.yaml)
 CRITIC = Stage("critic", "critic")
 VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
     ("rl", Method((XE, Stage("rl", "rl", "xe")), "the RL-baseline: the attention model by SCST on CIDEr-D (004)")),

@@ -1,4 +1,4 @@
-"""The method table as Markdown, and the training curves as a plot."""
+"""The method tables (images, video) as Markdown, and the training curves as a plot."""
 
 from __future__ import annotations
 
@@ -7,6 +7,27 @@ from typing import Any
 
 BEAM_COLUMNS = ["METEOR", "CIDEr", "SPICE"]
 SET_COLUMNS = ["CIDEr", "Div-1", "Div-2", "mBLEU-4"]
+# 004's Table 2 (the video table): every pycocoevalcap metric of the beam captions
+VIDEO_BEAM_COLUMNS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE"]
+
+
+def set_names(methods: dict[str, Any]) -> list[str]:
+    """The caption sets of the rows, in table order: ``rs``, any ``rs@T``, ``bs``."""
+    return ["rs", *sorted({k for row in methods.values() for k in row if k.startswith("rs@")}), "bs"]
+
+
+def set_cells(row: dict[str, Any], sets: list[str], scale: float = 1.0, digits: int = 3) -> list[str]:
+    """One method's cells for ``sets`` x :data:`SET_COLUMNS`, "-" for a set it lacks: CIDEr-D times
+    ``scale`` to ``digits`` decimals (100 and 1 in the video table, as 003's Table 4), the diversity
+    figures as fractions to 3 decimals."""
+    cells = []
+    for s in sets:
+        for c in SET_COLUMNS:
+            if s not in row:
+                cells.append("-")
+            else:
+                cells.append(f"{scale * row[s][c]:.{digits}f}" if c == "CIDEr" else f"{row[s][c]:.3f}")
+    return cells
 
 
 def results_markdown(results: dict[str, Any]) -> str:
@@ -14,16 +35,28 @@ def results_markdown(results: dict[str, Any]) -> str:
     and the training cost of the method's own last stage (minutes, seconds per update) when logged."""
     methods = results["methods"]
     beam_cols = [c for c in BEAM_COLUMNS if any(c in row["beam"] for row in methods.values())]
-    sets = ["rs", *sorted({k for row in methods.values() for k in row if k.startswith("rs@")}), "bs"]
+    sets = set_names(methods)
     head = ["method", *(f"beam {c}" for c in beam_cols), *(f"{s} {c}" for s in sets for c in SET_COLUMNS),
             "train min", "s/update"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, row in methods.items():
         cost = row.get("cost") or {}
-        cells = [name, *(f"{row['beam'][c]:.3f}" for c in beam_cols),
-                 *(f"{row[s][c]:.3f}" if s in row else "-" for s in sets for c in SET_COLUMNS),
+        cells = [name, *(f"{row['beam'][c]:.3f}" for c in beam_cols), *set_cells(row, sets),
                  f"{cost['minutes']:.1f}" if cost else "-", f"{cost['seconds_per_update']:.2f}" if cost else "-"]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def video_markdown(results: dict[str, Any]) -> str:
+    """The video table: 004's Table 2 columns (:data:`VIDEO_BEAM_COLUMNS` of the beam captions) and
+    003's Table 4 columns of the rs and bs sets, scores x 100 (as both papers), diversity as fractions."""
+    methods = results["methods"]
+    sets = set_names(methods)
+    head = ["method", *VIDEO_BEAM_COLUMNS, *(f"{s} {c}" for s in sets for c in SET_COLUMNS)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name, row in methods.items():
+        beam = [f"{100 * row['beam'].get(c, float('nan')):.1f}" for c in VIDEO_BEAM_COLUMNS]
+        lines.append("| " + " | ".join([name, *beam, *set_cells(row, sets, scale=100.0, digits=1)]) + " |")
     return "\n".join(lines) + "\n"
 
 
