@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo": "rlcap.cli.demo",
     "bench": "rlcap.cli.bench",
     "retrieval": "rlcap.cli.retrieval",
+    "diagnose": "rlcap.cli.diagnose",
 }
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 
-def format_scores(rows: dict[str, dict[str, float]]) -> str:
-    """A fixed-width table: one row per system, one column per metric (first row's order)."""
+def format_scores(rows: dict[str, dict[str, float]], label: str = "system") -> str:
+    """A fixed-width table: one row per system, one column per metric (first row's order);
+    ``label`` heads the column of row names."""
     metrics: list[str] = []
     for scores in rows.values():
         metrics.extend(m for m in scores if m not in metrics)
-    name_w = max([len("system"), *(len(n) for n in rows)])
+    name_w = max([len(label), *(len(n) for n in rows)])
     col_w = max([7, *(len(m) for m in metrics)])
-    lines = ["system".ljust(name_w) + "".join(m.rjust(col_w + 2) for m in metrics)]
+    lines = [label.ljust(name_w) + "".join(m.rjust(col_w + 2) for m in metrics)]
     for name, scores in rows.items():
         cells = "".join((f"{scores[m]:.4f}" if m in scores else "-").rjust(col_w + 2) for m in metrics)
         lines.append(name.ljust(name_w) + cells)

@@ -1,0 +1,13 @@
+"""Diagnostics: rerun on your own data the measurements behind rlcap's documented findings.
+
+One module per measurement, each a pure function for the maths and a function that runs it on a
+checkpoint or dataset (what ``rlcap diagnose`` calls):
+
+- :mod:`rlcap.diagnose.reward_spread`: how much each part of a combined reward varies among one
+  image's sampled captions, and its share of the combined reward's variance there (the part the
+  advantages, and so the gradient, follow); docs/RL.md, PG-SPIDEr.
+- :mod:`rlcap.diagnose.value_fit`: the R^2 of an actor-critic run's value network by caption
+  position (:mod:`rlcap.train.diagnose_value`); docs/RL.md, lookahead inference.
+- :mod:`rlcap.diagnose.prefix_credit`: where 004's per-word delta rewards put the cost of a wrong
+  prefix, CIDEr-D against plain CIDEr (:mod:`rlcap.train.diagnose_credit`); docs/VIDEO.md.
+"""

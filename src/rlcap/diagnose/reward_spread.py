@@ -1,0 +1,157 @@
+"""How the parts of a combined reward vary among one image's sampled captions.
+
+A policy gradient with a per-image baseline (the greedy caption, the other samples' mean) follows
+the reward's variation *among an image's samples*, not its mean. For a combined reward
+``R = sum_i w_i r_i`` (``reward.weights``) what counts is therefore how much of R's within-image
+variance each part makes up. 001's SPIDEr, ``(CIDEr-D + SPICE) / 2``, is the case in point:
+SPICE varies so much less than CIDEr-D among an image's samples that SPIDEr's advantages are
+nearly CIDEr-D's (docs/RL.md, PG-SPIDEr).
+
+:func:`within_image_spread` is the maths; :func:`reward_spread` samples captions from a
+checkpoint's policy, scores them with each reward and applies it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from rlcap.config import from_dict
+from rlcap.decoding import sample
+from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
+from rlcap.errors import DataError
+from rlcap.progress import track
+from rlcap.rewards import RewardConfig, build_reward
+from rlcap.train.rollout import reward_batch
+from rlcap.train.session import load_model
+
+log = logging.getLogger(__name__)
+
+
+class SpreadStats(NamedTuple):
+    """Each reward's statistics among an image's samples (:func:`within_image_spread`); M rewards."""
+
+    mean: torch.Tensor          # (M,) mean of each reward over every sample
+    within_std: torch.Tensor    # (M,) square root of the pooled within-image variance
+    within_corr: torch.Tensor   # (M, M) pooled within-image correlation
+    share: torch.Tensor         # (M,) share of the combined reward's within-image variance; sums to 1
+    own_share: torch.Tensor     # (M,) the reward's own term's variance over the combined reward's
+    combined_mean: torch.Tensor  # () mean of R = sum_i w_i r_i
+    combined_std: torch.Tensor  # () square root of R's pooled within-image variance
+
+
+def within_image_spread(rewards: torch.Tensor, weights: torch.Tensor) -> SpreadStats:
+    """The spread of M rewards among each image's K samples, and each one's share of the combined reward's.
+
+    Every statistic is taken *within images*: each image's samples are centred on their own mean,
+    ``d_nk = r_nk - mean_k r_nk``, and the pooled within-image covariance is
+    ``C = sum_{n,k} d_nk d_nk^T / (N (K - 1))`` (M, M), the mean over images of each image's
+    unbiased sample covariance. Then ``within_std_i = sqrt(C_ii)``,
+    ``within_corr_ij = C_ij / sqrt(C_ii C_jj)``, and for ``R = sum_i w_i r_i``:
+
+        Var(R) = w^T C w,    share_i = Cov(w_i r_i, R) / Var(R) = w_i (C w)_i / (w^T C w),
+
+    which sum to 1 over the rewards (a reward correlated with the others can take a share above its
+    own variance; a negative share is a reward that varies against the rest). ``own_share_i =
+    Var(w_i r_i) / Var(R) = w_i^2 C_ii / (w^T C w)`` leaves the covariances out: it does not sum to
+    1, the rest of Var(R) being ``2 sum_{i<j} w_i w_j C_ij``. NaN where a variance is 0: a
+    correlation of a reward constant within every image, every share when R is.
+
+    Args:
+        rewards: (N, K, M) reward i of sample k of image n, K >= 2.
+        weights: (M,) the weight of each reward in R.
+
+    Returns:
+        :class:`SpreadStats`, computed in float64 and detached.
+
+    Example: 2 images x 3 samples, A = [[1, 2, 3], [0, 2, 4]], B = [[1, 1, 4], [3, 3, 3]], weights
+    (0.5, 0.5): C = [[10, 3], [3, 6]] / 4, stds 1.581 and 1.225, correlation 0.387,
+    Var(R) = 1.375, shares 13/22 and 9/22, own shares 5/11 and 3/11.
+    """
+    if rewards.dim() != 3 or rewards.size(1) < 2:
+        raise ValueError(f"within_image_spread: expected rewards of shape (N, K >= 2, M), got {tuple(rewards.shape)}")
+    if weights.shape != rewards.shape[2:]:
+        raise ValueError(f"within_image_spread: expected weights of shape ({rewards.size(2)},), "
+                         f"got {tuple(weights.shape)}")
+    r = rewards.detach().double()                                   # (N, K, M)
+    w = weights.detach().double()                                   # (M,)
+    n, k, _ = r.shape
+    d = r - r.mean(1, keepdim=True)                                 # (N, K, M) centred per image
+    cov = torch.einsum("nki,nkj->ij", d, d) / (n * (k - 1))         # (M, M) pooled within-image covariance
+    std = cov.diagonal().sqrt()                                     # (M,)
+    corr = cov / (std[:, None] * std[None, :])                      # (M, M); NaN where a std is 0
+    var_r = w @ cov @ w                                             # ()
+    share = w * (cov @ w) / var_r                                   # (M,); NaN when Var(R) = 0
+    own_share = w**2 * cov.diagonal() / var_r                       # (M,)
+    combined = r @ w                                                # (N, K)
+    return SpreadStats(r.mean((0, 1)), std, corr, share, own_share, combined.mean(), var_r.sqrt())
+
+
+class RewardSpread(NamedTuple):
+    """What :func:`reward_spread` measured: the settings, and the statistics of ``rewards`` in that order."""
+
+    checkpoint: str
+    split: str
+    images: int
+    samples_per_image: int
+    temperature: float
+    rewards: list[str]      # the M rewards, in the order of the statistics
+    weights: list[float]    # (M,) their weights in R
+    stats: SpreadStats
+
+
+def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500, samples: int | None = None,
+                  temperature: float | None = None, weights: dict[str, float] | None = None,
+                  data_overrides: list[str] | None = None, batch_size: int = 50, seed: int = 0,
+                  progress: bool = False) -> RewardSpread:
+    """Sample ``samples`` captions per image of ``split`` from the checkpoint's policy, score each
+    with every reward of ``weights`` and return their :func:`within_image_spread`.
+
+    Args:
+        checkpoint: a checkpoint folder of any captioner run (its ``policy``).
+        split: the images measured (their first ``images``; 0: all).
+        samples, temperature: captions per image (>= 2) and sampling temperature (None: the run's
+            ``rl.n_samples`` and ``decode.temperature``); the policy is in eval mode (no dropout),
+            sampling is seeded by ``seed`` and leaves the global random state alone.
+        weights: reward name -> weight (None: the run's ``reward.weights``), built as the run builds
+            its reward (its ``reward`` section: EOS convention, paths of learned rewards), except that
+            CIDEr-D's document frequencies count the training references and the split's, and are
+            not cached (the run's cache stays as it is).
+        data_overrides: ``key=value`` changes to the checkpoint's data section (``features=x.h5``).
+    """
+    # 1. the policy (building it draws random weights, which must not move the caller's random state)
+    with torch.random.fork_rng(devices=[]):
+        model, vocab, config = load_model(checkpoint)
+    n = config["rl"]["n_samples"] if samples is None else samples
+    if n < 2:
+        raise DataError(f"reward spread: {n} sample per image has no spread; give 2 or more")
+    temperature = config["decode"]["temperature"] if temperature is None else temperature
+    reward_cfg = from_dict(RewardConfig, {**config["reward"], "weights": dict(weights or config["reward"]["weights"]),
+                                          "cache_dir": None}, "reward.")
+    # 2. the data: the split measured, and the training references the reward is built with
+    data = checkpoint_data(checkpoint, config, vocab, split, data_overrides)
+    measured, dims = data.splits[split], config["feature_dims"]
+    batches = list(measured.eval_batches(batch_size, images))
+    gen = torch.Generator().manual_seed(seed)
+    scores: list[torch.Tensor] = []
+    with build_reward(reward_cfg, reward_references(data, split), vocab=vocab, fc_dim=dims["fc"],
+                      att_dim=dims["att"]) as reward, torch.no_grad():
+        for batch in (track(batches, len(batches), f"reward spread on {split}", "batch") if progress else batches):
+            # 3. n captions per image from the policy: B*n rows, one image's adjacent
+            out = sample(model, batch.feats, n=n, max_len=config["decode"]["max_len"], temperature=temperature,
+                         generator=gen)
+            captions = [vocab.decode(row.tolist()) for row in out.tokens]
+            # 4. each reward's own scores, unweighted: (B*n,) each -> (B, n, M)
+            parts = reward.components(captions, reward_batch(batch, n))
+            scores.append(torch.stack([parts[name] for name in reward_cfg.weights], dim=1).view(len(batch.ids), n, -1))
+    # 5. their spread among each image's samples, and each one's share of R's
+    names = list(reward_cfg.weights)
+    weight_list = [float(reward_cfg.weights[name]) for name in names]
+    stats = within_image_spread(torch.cat(scores), torch.tensor(weight_list))
+    total = sum(len(b.ids) for b in batches)
+    log.info("reward spread of %s on %s (%d images, %d samples each, temperature %g): shares %s", checkpoint, split,
+             total, n, temperature, ", ".join(f"{m} {s:.3f}" for m, s in zip(names, stats.share.tolist())))
+    return RewardSpread(str(checkpoint), split, total, n, float(temperature), names, weight_list, stats)

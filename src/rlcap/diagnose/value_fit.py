@@ -1,0 +1,30 @@
+"""How well an actor-critic checkpoint's value network predicts the reward, by caption position.
+
+The measurement is :func:`rlcap.train.diagnose_value.diagnose_value` (R^2 of ``v(s_t)`` against the
+caption's reward R, :func:`rlcap.rl.credit.value_fit_by_position`); this module finds and loads the
+checkpoint's data for it, as ``rlcap eval`` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlcap.diagnose.checkpoint_data import checkpoint_data
+from rlcap.errors import RlcapError
+from rlcap.train.checkpoint import load_checkpoint
+from rlcap.train.diagnose_value import ValueDiagnosis, diagnose_value
+from rlcap.train.lookahead import VALUE
+
+
+def value_fit(checkpoint: str | Path, split: str = "val", images: int = 500, samples: int | None = None,
+              temperature: float | None = None, data_overrides: list[str] | None = None, batch_size: int = 50,
+              seed: int = 0, progress: bool = False) -> ValueDiagnosis:
+    """R^2 of the value network of an ``algorithm: ac`` checkpoint on the first ``images`` images of
+    ``split`` (0: all), ``samples`` captions each at ``temperature`` (None: the run's ``rl.n_samples``
+    and ``decode.temperature``), scored with the run's reward."""
+    ckpt = load_checkpoint(checkpoint, with_trainer=False)
+    if VALUE not in ckpt.weights:  # before the data are loaded, which takes a while
+        raise RlcapError(f"{checkpoint} holds no value network (parts: {sorted(ckpt.weights)}); value-fit needs "
+                         "a checkpoint of an algorithm=ac run")
+    data = checkpoint_data(checkpoint, ckpt.config, ckpt.vocab, split, data_overrides)
+    return diagnose_value(checkpoint, data, split, n_samples=samples, temperature=temperature, max_images=images,
+                          batch_size=batch_size, seed=seed, progress=progress)

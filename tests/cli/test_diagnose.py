@@ -1,0 +1,132 @@
+"""`rlcap diagnose` in-process on tiny checkpoints: the figures' JSON, the printed tables, one-line errors."""
+
+import json
+import math
+
+import pytest
+
+from rlcap import api
+from rlcap.cli import main
+from tests.tiny import make_tiny_dataset, tiny_overrides
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The tiny dataset, an XE checkpoint (1 epoch) and an actor-critic checkpoint from it (CIDEr-D reward)."""
+    folder = tmp_path_factory.mktemp("diagnose")
+    dataset, feats = make_tiny_dataset(folder)
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "xe", **{"xe.epochs": 1})))
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, folder / "ac", **{
+        "algorithm": "ac", "init_from": folder / "xe" / "best", "rl.epochs": 1, "rl.batch_size": 8,
+        "rl.n_samples": 2, "ac.value_pretrain_epochs": 1, "reward.weights": "{cider_d: 1.0}"})))
+    return dataset, feats, folder
+
+
+def _run(capsys, argv):
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_reward_spread_writes_the_figures_and_the_shares_sum_to_one(runs, tmp_path, capsys):
+    _, _, folder = runs
+    out = _run(capsys, ["diagnose", "reward-spread", str(folder / "xe" / "best"), "--samples", "4", "--images", "5",
+                        "--temperature", "1.5", "--rewards", "cider_d:0.5,bleu_1:0.5", "--out", str(tmp_path / "s.json")])
+    got = json.loads((tmp_path / "s.json").read_text())
+    assert set(got) == {"measurement", "checkpoint", "split", "images", "samples_per_image", "temperature",
+                        "definition", "rewards", "correlation", "combined"}
+    assert (got["split"], got["images"], got["samples_per_image"], got["temperature"]) == ("val", 5, 4, 1.5)
+    assert list(got["rewards"]) == ["cider_d", "bleu_1"]
+    assert all(set(r) == {"weight", "mean", "within_std", "share", "own_share"} for r in got["rewards"].values())
+    assert sum(r["share"] for r in got["rewards"].values()) == pytest.approx(1.0)
+    assert got["correlation"]["cider_d"]["cider_d"] == pytest.approx(1.0)
+    assert got["correlation"]["cider_d"]["bleu_1"] == got["correlation"]["bleu_1"]["cider_d"]
+    assert all(r["within_std"] > 0 for r in got["rewards"].values())  # 4 samples at temperature 1.5 differ
+    assert "reward" in out and "R (combined)" in out and "share_i = Cov(w_i r_i, R) / Var(R)" in out
+
+
+def test_reward_spread_defaults_to_the_run_s_reward_and_settings(runs, tmp_path, capsys):
+    dataset, feats, folder = runs
+    _run(capsys, ["diagnose", "reward-spread", str(folder / "ac" / "best"), "--split", "test", f"data.features={feats}",
+                  "--out", str(tmp_path / "s.json")])
+    got = json.loads((tmp_path / "s.json").read_text())
+    # the run's reward.weights, rl.n_samples and decode.temperature; the test split's 6 images
+    assert list(got["rewards"]) == ["cider_d"] and got["rewards"]["cider_d"]["weight"] == 1.0
+    assert (got["split"], got["images"], got["samples_per_image"], got["temperature"]) == ("test", 6, 2, 1.0)
+    assert got["rewards"]["cider_d"]["share"] == pytest.approx(1.0)
+
+
+def test_value_fit_reports_r_squared_by_position(runs, tmp_path, capsys):
+    _, _, folder = runs
+    out = _run(capsys, ["diagnose", "value-fit", str(folder / "ac" / "best"), "--samples", "3",
+                        "--out", str(tmp_path / "v.json")])
+    got = json.loads((tmp_path / "v.json").read_text())
+    assert set(got) == {"measurement", "checkpoint", "split", "value_features", "images", "samples_per_image",
+                        "temperature", "mean_reward", "definition", "r2_overall", "r2_by_position",
+                        "captions_by_position"}
+    assert (got["split"], got["images"], got["samples_per_image"], got["value_features"]) == ("val", 6, 3, "fc")
+    assert got["captions_by_position"][0] == 6 * 3
+    assert len(got["r2_by_position"]) == len(got["captions_by_position"])
+    assert got["r2_overall"] is not None and math.isfinite(got["r2_overall"])
+    assert "position" in out and "overall" in out
+
+
+def test_prefix_credit_on_a_dataset(runs, tmp_path, capsys):
+    dataset, _, _ = runs
+    out = _run(capsys, ["diagnose", "prefix-credit", str(dataset), "--swap", "2", "--clips", "10",
+                        "--out", str(tmp_path / "p.json")])
+    got = json.loads((tmp_path / "p.json").read_text())
+    assert set(got) == {"measurement", "dataset", "split", "clips", "swap", "eos_counts", "definition", "metrics"}
+    assert (got["split"], got["clips"], got["swap"], got["eos_counts"]) == ("train", 10, 2, True)
+    assert list(got["metrics"]) == ["cider_d", "cider"]
+    for m in got["metrics"].values():
+        assert set(m) == {"wrong", "later", "captions", "later_share"} and 1 <= m["captions"] <= 10
+    assert "cider_d" in out and "wrong words" in out
+
+
+def _one_line_error(capsys, argv, *needles):
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    for needle in needles:
+        assert needle in err[0], err[0]
+
+
+def test_missing_checkpoint(capsys, tmp_path):
+    _one_line_error(capsys, ["diagnose", "reward-spread", str(tmp_path / "nope")], "checkpoint folder not found")
+    _one_line_error(capsys, ["diagnose", "value-fit", str(tmp_path / "nope")], "checkpoint folder not found")
+
+
+def test_unknown_reward(runs, capsys):
+    _, _, folder = runs
+    _one_line_error(capsys, ["diagnose", "reward-spread", str(folder / "xe" / "best"), "--rewards", "cider_d:0.5,spyce:0.5"],
+                    "unknown reward 'spyce'", "allowed: cider_d")
+    _one_line_error(capsys, ["diagnose", "reward-spread", str(folder / "xe" / "best"), "--rewards", "cider_d:inf"],
+                    "argument --rewards", "cider_d:inf")
+    _one_line_error(capsys, ["diagnose", "prefix-credit", str(runs[0]), "--metrics", "cidr"], "unknown reward 'cidr'")
+
+
+def test_split_without_images(runs, tmp_path, capsys):
+    dataset, _, folder = runs
+    data = json.loads(dataset.read_text())
+    data["images"] = [im for im in data["images"] if im["split"] != "test"]
+    no_test = tmp_path / "no_test.json"
+    no_test.write_text(json.dumps(data))
+    _one_line_error(capsys, ["diagnose", "reward-spread", str(folder / "xe" / "best"), "--split", "test",
+                             f"data.dataset={no_test}"], "no images in split 'test'", "'train', 'val'")
+    _one_line_error(capsys, ["diagnose", "prefix-credit", str(no_test), "--split", "test"], "no images in split 'test'")
+
+
+def test_value_fit_needs_an_actor_critic_checkpoint(runs, capsys):
+    _, _, folder = runs
+    _one_line_error(capsys, ["diagnose", "value-fit", str(folder / "xe" / "best")], "holds no value network",
+                    "algorithm=ac")
+
+
+def test_one_sample_has_no_spread(capsys):
+    _one_line_error(capsys, ["diagnose", "reward-spread", "ckpt", "--samples", "1"],
+                    "argument --samples: expected an integer >= 2, got 1")
