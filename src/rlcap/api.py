@@ -18,10 +18,17 @@ def load_run_config(path: str | Path | None, overrides: list[str] | None = None)
 
 
 def train(cfg: RunConfig) -> Any:
-    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.TRAINERS`)."""
+    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.TRAINERS`). A run that
+    fails before it has started puts back the run ``overwrite=true`` was to replace."""
     from rlcap.train.registry import trainer
+    from rlcap.train.run_folder import abandon_start
 
-    return trainer(cfg.algorithm)(cfg)
+    loop = trainer(cfg.algorithm)
+    try:
+        return loop(cfg)
+    except BaseException:
+        abandon_start(cfg.out_dir)
+        raise
 
 
 def coco_results(predictions: dict[str, str]) -> list[dict[str, Any]]:

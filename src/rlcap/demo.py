@@ -29,7 +29,8 @@ DEMO_BUDGET = ["xe.epochs=3", "rl.epochs=2"]
 
 def prepare_shapes(data_dir: Path, image_size: int, report: Report,
                    config: "ShapesConfig | None" = None) -> tuple[Path, Path]:
-    """Generate the shapes benchmark and its features (both reused when already complete)."""
+    """Generate the shapes benchmark and its features (both reused when already complete; data of
+    other settings is regenerated: callers first refuse it unless asked, :func:`check_settings`)."""
     from rlcap.data.readers import read_json
     from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes
     from rlcap.encoders.extract import extract_features
@@ -50,9 +51,15 @@ def prepare_shapes(data_dir: Path, image_size: int, report: Report,
 
 def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path, image_size: int = 128,
              overrides: list[str] | None = None, report: Report = log.info,
-             shapes: "ShapesConfig | None" = None) -> dict[str, Any]:
-    """The whole job; ``shapes`` changes the generated data (default: the 10,000/1,000/1,000 benchmark)."""
+             shapes: "ShapesConfig | None" = None, regenerate: bool = False) -> dict[str, Any]:
+    """The whole job; ``shapes`` changes the generated data (default: the 10,000/1,000/1,000 benchmark).
+    A ``data_dir`` generated with other settings is refused unless ``regenerate``."""
+    from rlcap.data.synthetic.shapes import ShapesConfig, check_settings
+
     out_dir, data_dir, configs = Path(out_dir), Path(data_dir), Path(configs)
+    shapes = shapes or ShapesConfig()
+    if not regenerate:
+        check_settings(shapes, data_dir)
     dataset, feats = prepare_shapes(data_dir, image_size, report, shapes)
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     if out_dir.exists():

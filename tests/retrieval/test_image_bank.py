@@ -37,3 +37,17 @@ def test_pool_adds_unseen_neighbours_and_maps_captions(tmp_path):
         bank.rows(["a", "zz"])
     with pytest.raises(DataError, match="no image bank"):
         load_image_bank(tmp_path / "none.h5")
+
+
+def test_a_bank_built_by_another_retriever_is_refused(tmp_path):
+    # its embeddings live in that retriever's space: rewards scored against them would be noise
+    bank = ImageBank(["a", "b"], EMB[:2], torch.zeros(2, 0, dtype=torch.long), str(tmp_path / "ret_a"), "dual_encoder")
+    bank.save(tmp_path / "bank.h5")
+    with pytest.raises(DataError) as info:
+        load_image_bank(tmp_path / "bank.h5", retriever=tmp_path / "ret_b")
+    assert str(info.value) == (
+        f"{tmp_path / 'bank.h5'} was built with the retriever {tmp_path / 'ret_a'}, not {tmp_path / 'ret_b'}: "
+        f"rebuild it (rlcap retrieval index --retriever {tmp_path / 'ret_b'} ...) or give the bank built with "
+        f"{tmp_path / 'ret_b'}")
+    # the same folder, named by another path, is the same retriever
+    assert load_image_bank(tmp_path / "bank.h5", retriever=tmp_path / "x" / ".." / "ret_a").ids == ["a", "b"]

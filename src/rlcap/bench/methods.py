@@ -43,7 +43,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
                   configs: str | Path = "configs", rl_overrides: list[str] | None = None,
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
                   prepared: tuple[Path, Path] | None = None, image_size: int = 128,
-                  max_train_images: int = 0) -> dict[str, Any]:
+                  max_train_images: int = 0, regenerate: bool = False) -> dict[str, Any]:
     """Train, evaluate on the test split, and write results.json, results.md and curves.png.
 
     ``prepared``: (dataset, features) to use instead of generating the benchmark's data.
@@ -51,6 +51,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     default; 224: the encoder's ImageNet size, 7x7, slower but the shapes are recognised more often,
     see docs/SHAPES.md). ``max_train_images``: every stage trains on the first N training images
     (``data.max_train_images``; 0: all), the budget of a quick or time-boxed table.
+    ``regenerate``: generate the benchmark's data over a folder generated with other settings
+    (refused otherwise, :attr:`Benchmark.check`).
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
     from rlcap.bench.evaluate import method_row
@@ -61,7 +63,10 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     check_names(benchmark, methods)
     out = Path(out_dir)
     data_dir = Path(data_dir) if data_dir is not None else Path("data") / benchmark
-    dataset, feats = prepared or BENCHMARKS[benchmark].prepare(data_dir, image_size, report)
+    bench = BENCHMARKS[benchmark]
+    if prepared is None and bench.check is not None and not regenerate:
+        bench.check(data_dir)
+    dataset, feats = prepared or bench.prepare(data_dir, image_size, report)
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     if max_train_images:
         data.append(f"data.max_train_images={max_train_images}")

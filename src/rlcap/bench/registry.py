@@ -68,12 +68,21 @@ class Benchmark:
     description: str = ""
     methods: tuple[tuple[str, "Method"], ...] = ()
     sample_temperature: float = 1.0
+    # refuses (one line) a data folder that ``prepare`` would regenerate over, one generated with
+    # other settings; run_benchmark skips it when asked to regenerate (``rlcap bench --regenerate``)
+    check: Callable[[Path], None] | None = None
 
 
 def _prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
     from rlcap.demo import prepare_shapes
 
     return prepare_shapes(data_dir, image_size, report)
+
+
+def _check_shapes(data_dir: Path) -> None:
+    from rlcap.data.synthetic.shapes import ShapesConfig, check_settings
+
+    check_settings(ShapesConfig(), data_dir)
 
 
 # Where `rlcap bench --benchmark coco-concepts` reads COCO's captions, relative to the working directory
@@ -182,7 +191,8 @@ VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
 )
 
 BENCHMARKS: dict[str, Benchmark] = {
-    "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)"),
+    "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)",
+                        check=_check_shapes),
     "coco-concepts": Benchmark(_prepare_coco_concepts, "coco-concepts",
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)",
                                sample_temperature=0.5),

@@ -17,7 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"comma-separated methods: {', '.join(sorted(METHODS))}; on moving-shapes also "
                         f"{', '.join(name for name, _ in VIDEO_METHODS)} (rl there is 004's RL-baseline)")
     p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
-    p.add_argument("--data", default=None, help="benchmark data folder (default data/BENCHMARK; generated when missing)")
+    p.add_argument("--data", default=None, help="benchmark data folder (default data/BENCHMARK; generated when "
+                                                "missing; a folder generated with other settings is refused)")
+    p.add_argument("--regenerate", action="store_true",
+                   help="generate the data over a --data folder generated with other settings (only the files "
+                        "rlcap generated there are replaced)")
     p.add_argument("--configs", default="configs", help="folder of the method recipes")
     p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every stage that is not XE (the methods' budget)")
     p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE stages")
@@ -34,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
-                            image_size=args.image_size, max_train_images=args.max_train_images)
+                            image_size=args.image_size, max_train_images=args.max_train_images,
+                            regenerate=args.regenerate)
     for how in ("beam", "rs", "bs"):
         print(f"\n{how}:")
         print_scores({m: r[how] for m, r in results["methods"].items()})

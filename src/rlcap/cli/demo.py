@@ -11,7 +11,11 @@ from rlcap.cli.tables import print_scores
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="shapes data, features, XE, SCST and evaluation, end to end")
     p.add_argument("--out", default="runs/demo", help="run folder (replaced)")
-    p.add_argument("--data", default="data/shapes", help="where the shapes data and features go (reused)")
+    p.add_argument("--data", default="data/shapes", help="where the shapes data and features go (reused; a folder "
+                                                         "generated with other settings is refused)")
+    p.add_argument("--regenerate", action="store_true",
+                   help="generate the data over a --data folder generated with other settings (only the files "
+                        "rlcap generated there are replaced)")
     p.add_argument("--configs", default="configs", help="folder holding shapes_xe.yaml and shapes_scst.yaml")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128, help="encoder input size (128 px gives a 4x4 grid)")
     p.add_argument("--n-train", type=COUNT, default=10_000, help="shapes training images (default 10,000)")
@@ -27,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.demo import run_demo
 
     shapes = ShapesConfig(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
-    scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print, shapes=shapes)
+    scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print, shapes=shapes,
+                      regenerate=args.regenerate)
     print()
     print("shapes test split, beam size 3")
     print_scores({"xe": scores["stages"]["xe"], "scst": scores["stages"]["scst"], **scores["references"]})

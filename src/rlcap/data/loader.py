@@ -20,7 +20,7 @@ from rlcap.config import help_field
 from rlcap.data.features import open_feature_store
 from rlcap.data.readers import by_split, read_dataset
 from rlcap.data.records import ImageRecord
-from rlcap.data.vocab import BOS, EOS, PAD, Vocab
+from rlcap.data.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 from rlcap.errors import ConfigError, DataError
 from rlcap.data.feats import Feats
 
@@ -164,6 +164,20 @@ def _encode_captions(records: list[ImageRecord], vocab: Vocab, max_len: int) -> 
     return caps, offsets
 
 
+def build_vocab(records: list[ImageRecord], cfg: DataConfig) -> Vocab:
+    """The vocabulary of the training captions; :class:`DataError` when it holds no word (a model
+    would learn to say only ``<unk>``)."""
+    vocab = Vocab.build((t for r in records for t in r.tokens), cfg.min_count)
+    if len(vocab) > len(SPECIALS):
+        return vocab
+    n_captions = sum(len(r.tokens) for r in records)
+    if not any(t for r in records for t in r.tokens):
+        raise DataError(f"{cfg.dataset}: the {n_captions} training captions of {len(records)} images hold no "
+                        "words, so the vocabulary is empty: give captions with text")
+    raise DataError(f"{cfg.dataset}: no word appears data.min_count={cfg.min_count} times in the {n_captions} "
+                    f"training captions of {len(records)} images, so the vocabulary is empty: lower data.min_count")
+
+
 class CaptionData(NamedTuple):
     vocab: Vocab
     splits: dict[str, SplitData]
@@ -184,7 +198,7 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
     if vocab is None:
         if "train" not in grouped:
             raise DataError(f"{cfg.dataset} has no training images to build a vocabulary from")
-        vocab = Vocab.build((t for r in grouped["train"] for t in r.tokens), cfg.min_count)
+        vocab = build_vocab(grouped["train"], cfg)
         log.info("vocabulary: %d words (min_count=%d)", len(vocab), cfg.min_count)
     out = {}
     for split in splits:

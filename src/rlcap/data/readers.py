@@ -32,8 +32,51 @@ def _tokenize_all(records: list[ImageRecord]) -> list[ImageRecord]:
 def _record_id(item: dict[str, Any], where: str) -> str:
     for key in ("cocoid", "id", "imgid"):
         if key in item:
-            return str(item[key])
+            return _id_text(item[key], f"{where} {key}")
     raise DataError(f"{where}: image entry has none of the id fields cocoid, id, imgid")
+
+
+def _id_text(value: Any, where: str) -> str:
+    """An image id as the string rlcap keys everything by; a string or an integer is expected."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError(f"{where}: image id {value!r} is a {_kind(value)}; expected a string or an integer")
+    return str(value)
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's type in words, for messages."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "list", dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _caption_list(value: Any, where: str) -> list[str]:
+    """A record's captions: a list of strings, else one line naming the record and what was expected
+    (a bare string would otherwise be read as one caption per character)."""
+    if not isinstance(value, list):
+        hint = f" ([{json.dumps(value)}] for one caption)" if isinstance(value, str) else ""
+        raise DataError(f"{where}: 'captions' is a {_kind(value)}; expected a list of caption strings{hint}")
+    for k, caption in enumerate(value):
+        if not isinstance(caption, str):
+            raise DataError(f"{where}: captions[{k}] is a {_kind(caption)} ({caption!r}); expected a caption string")
+    return list(value)
+
+
+class _UniqueIds:
+    """Refuses an image id seen before in the same file: two images under one id would share
+    features, references and one prediction (``where`` says where each was seen)."""
+
+    def __init__(self, path: str | Path, what: str = "image"):
+        self.path, self.what = path, what
+        self.first: dict[str, str] = {}
+
+    def add(self, image_id: str, where: str) -> None:
+        if image_id in self.first:
+            raise DataError(f"{self.path}: {self.what} id {image_id!r} appears twice ({self.first[image_id]} and "
+                            f"{where}); every {self.what} needs its own id")
+        self.first[image_id] = where
 
 
 def read_karpathy(path: str | Path, restval_to_train: bool = True) -> list[ImageRecord]:
@@ -42,8 +85,12 @@ def read_karpathy(path: str | Path, restval_to_train: bool = True) -> list[Image
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise DataError(f"{path}: expected a Karpathy split file with an 'images' list")
     records = []
+    seen = _UniqueIds(path)
     for i, item in enumerate(data["images"]):
+        if not isinstance(item, dict):
+            raise DataError(f"{path}: images[{i}] is a {_kind(item)}; expected an object")
         rid = _record_id(item, f"{path} images[{i}]")
+        seen.add(rid, f"images[{i}]")
         split = item.get("split")
         if split not in SPLITS:
             raise DataError(f"{path}: image {rid!r} has split {split!r}; expected one of {list(SPLITS)}")
@@ -55,6 +102,10 @@ def read_karpathy(path: str | Path, restval_to_train: bool = True) -> list[Image
         captions = [s["raw"] if isinstance(s, dict) and "raw" in s else None for s in sentences]
         if None in captions:
             raise DataError(f"{path}: image {rid!r} has a sentence without 'raw' text")
+        for k, raw in enumerate(captions):
+            if not isinstance(raw, str):
+                raise DataError(f"{path}: image {rid!r} sentences[{k}] 'raw' is a {_kind(raw)} ({raw!r}); "
+                                "expected the caption text")
         filename = item.get("filename")
         if filename and item.get("filepath"):
             filename = f"{item['filepath']}/{filename}"
@@ -71,17 +122,33 @@ def read_coco(annotations: str | Path, splits: str | Path) -> list[ImageRecord]:
     split_data = read_json(splits)
     if not isinstance(split_data, dict):
         raise DataError(f"{splits}: expected a mapping from split name to a list of image ids")
+    listed = _UniqueIds(splits)
     for split, ids in split_data.items():
         if split not in SPLITS:
             raise DataError(f"{splits}: unknown split {split!r}; expected one of {list(SPLITS)}")
-        for image_id in ids:
-            split_of[str(image_id)] = "train" if split == "restval" else split
-    filenames = {str(im["id"]): im.get("file_name") for im in data.get("images", [])}
+        if not isinstance(ids, list):
+            raise DataError(f"{splits}: split {split!r} is a {_kind(ids)}; expected a list of image ids")
+        for k, image_id in enumerate(ids):
+            image_id = _id_text(image_id, f"{splits} {split}[{k}]")
+            listed.add(image_id, f"{split}[{k}]")
+            split_of[image_id] = "train" if split == "restval" else split
+    filenames: dict[str, str | None] = {}
+    images = _UniqueIds(annotations)
+    for i, im in enumerate(data.get("images", [])):
+        if not isinstance(im, dict) or "id" not in im:
+            raise DataError(f"{annotations}: images[{i}] needs an 'id'")
+        image_id = _id_text(im["id"], f"{annotations} images[{i}]")
+        images.add(image_id, f"images[{i}]")
+        filenames[image_id] = im.get("file_name")
     captions: dict[str, list[str]] = {}
     for i, ann in enumerate(data["annotations"]):
-        if "image_id" not in ann or "caption" not in ann:
+        if not isinstance(ann, dict) or "image_id" not in ann or "caption" not in ann:
             raise DataError(f"{annotations}: annotations[{i}] needs 'image_id' and 'caption'")
-        captions.setdefault(str(ann["image_id"]), []).append(ann["caption"])
+        if not isinstance(ann["caption"], str):
+            raise DataError(f"{annotations}: annotations[{i}] 'caption' is a {_kind(ann['caption'])} "
+                            f"({ann['caption']!r}); expected the caption text")
+        image_id = _id_text(ann["image_id"], f"{annotations} annotations[{i}]")
+        captions.setdefault(image_id, []).append(ann["caption"])
     records = [ImageRecord(id=i, split=split_of[i], captions=c, filename=filenames.get(i))
                for i, c in captions.items() if i in split_of]
     return _tokenize_all(records)
@@ -97,6 +164,7 @@ def read_jsonl(path: str | Path) -> list[ImageRecord]:
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text") from exc
     records = []
+    seen = _UniqueIds(path)
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -104,14 +172,18 @@ def read_jsonl(path: str | Path) -> list[ImageRecord]:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(item, dict):
+            raise DataError(f"{path}:{lineno}: a {_kind(item)}; expected an object {{\"id\", \"split\", \"captions\"}}")
         missing = [k for k in ("id", "split", "captions") if k not in item]
         if missing:
             raise DataError(f"{path}:{lineno}: missing {', '.join(missing)}")
-        if item["split"] not in SPLITS:
+        if not isinstance(item["split"], str) or item["split"] not in SPLITS:
             raise DataError(f"{path}:{lineno}: split {item['split']!r} is not one of {list(SPLITS)}")
         split = "train" if item["split"] == "restval" else item["split"]
-        records.append(ImageRecord(id=str(item["id"]), split=split, captions=list(item["captions"]),
-                                   filename=item.get("filename")))
+        image_id = _id_text(item["id"], f"{path}:{lineno}")
+        seen.add(image_id, f"line {lineno}")
+        captions = _caption_list(item["captions"], f"{path}:{lineno}")
+        records.append(ImageRecord(id=image_id, split=split, captions=captions, filename=item.get("filename")))
     return _tokenize_all(records)
 
 
@@ -131,12 +203,17 @@ def read_msrvtt(path: str | Path) -> list[ImageRecord]:
     for k, sentence in enumerate(data["sentences"]):
         if not isinstance(sentence, dict) or "video_id" not in sentence or "caption" not in sentence:
             raise DataError(f"{path}: sentences[{k}] lacks video_id or caption")
-        captions.setdefault(str(sentence["video_id"]), []).append(str(sentence["caption"]))
+        if not isinstance(sentence["caption"], str):
+            raise DataError(f"{path}: sentences[{k}] 'caption' is a {_kind(sentence['caption'])} "
+                            f"({sentence['caption']!r}); expected the caption text")
+        captions.setdefault(_id_text(sentence["video_id"], f"{path} sentences[{k}]"), []).append(sentence["caption"])
     records = []
+    seen = _UniqueIds(path, "video")
     for k, video in enumerate(data["videos"]):
         if not isinstance(video, dict) or "video_id" not in video or "split" not in video:
             raise DataError(f"{path}: videos[{k}] lacks video_id or split")
-        vid, split = str(video["video_id"]), MSRVTT_SPLITS.get(video["split"])
+        vid, split = _id_text(video["video_id"], f"{path} videos[{k}]"), MSRVTT_SPLITS.get(str(video["split"]))
+        seen.add(vid, f"videos[{k}]")
         if split is None:
             raise DataError(f"{path}: video {vid!r} has split {video['split']!r}; expected one of {sorted(MSRVTT_SPLITS)}")
         if vid not in captions:

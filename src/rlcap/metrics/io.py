@@ -5,7 +5,9 @@ Karpathy split file ``{"images": [{"cocoid"|"id"|"imgid", "sentences": [{"raw"}]
 every image in it, whatever its split: the predictions pick the images scored).
 PREDS: COCO results ``[{"image_id", "caption"}, ...]``, one caption per image (an id twice is an error),
 or ``{id: [captions]}`` (or ``{id: caption}``), which may hold several captions per image.
-Image ids are strings.
+Image ids are strings. An image id twice (a key twice in ``{id: [captions]}``, an image twice in a
+Karpathy file, one result twice) is refused: JSON keeps only the last of two keys, and two images
+under one id would be scored as one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 from rlcap.errors import DataError
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, unique_keys: bool = False) -> Any:
+    """The JSON value in ``path``; with ``unique_keys``, a top-level object holding a key twice is refused."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:
@@ -27,13 +30,32 @@ def read_json(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=_object if unique_keys else None)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    if isinstance(data, _Object) and data.repeated is not None:  # {image_id: [captions]} with an id twice
+        raise DataError(f"{path}: image id {data.repeated!r} appears twice as a key; every image needs its own id "
+                        "(JSON keeps only the last of the two)")
+    return data
+
+
+class _Object(dict):
+    """A parsed JSON object that remembers the first key it held twice (json keeps the last value)."""
+
+    repeated: str | None = None
+
+
+def _object(items: list[tuple[str, Any]]) -> _Object:
+    out = _Object()
+    for key, value in items:
+        if key in out and out.repeated is None:
+            out.repeated = key
+        out[key] = value
+    return out
 
 
 def read_refs(path: Path) -> dict[str, list[str]]:
-    data = read_json(path)
+    data = read_json(path, unique_keys=True)
     if isinstance(data, dict) and "annotations" in data:
         return _from_records(path, data["annotations"], "annotations")
     if isinstance(data, dict) and isinstance(data.get("images"), list):
@@ -45,7 +67,7 @@ def read_refs(path: Path) -> dict[str, list[str]]:
 
 
 def read_preds(path: Path) -> dict[str, list[str]]:
-    data = read_json(path)
+    data = read_json(path, unique_keys=True)
     if isinstance(data, list):
         return _from_records(path, data, "results", one_per_image=True)
     if isinstance(data, dict):
@@ -77,6 +99,7 @@ _KARPATHY_ID_KEYS = ("cocoid", "id", "imgid")  # the first present is the id, as
 
 def _from_karpathy(path: Path, images: list[Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
+    first: dict[str, int] = {}
     for i, image in enumerate(images):
         key = next((k for k in _KARPATHY_ID_KEYS if isinstance(image, dict) and k in image), None)
         sentences = image.get("sentences") if key is not None else None
@@ -86,7 +109,12 @@ def _from_karpathy(path: Path, images: list[Any]) -> dict[str, list[str]]:
         captions = [s.get("raw") if isinstance(s, dict) else None for s in sentences]
         if not all(isinstance(c, str) for c in captions):
             raise DataError(f"{path}: images[{i}] (image {image[key]}): every sentence needs 'raw' text")
-        out[str(image[key])] = captions
+        image_id = str(image[key])
+        if image_id in first:
+            raise DataError(f"{path}: image id {image_id!r} appears twice (images[{first[image_id]}] and "
+                            f"images[{i}]); every image needs its own id")
+        first[image_id] = i
+        out[image_id] = captions
     return out
 
 

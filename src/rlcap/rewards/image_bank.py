@@ -79,17 +79,30 @@ class ImageBank:
         tmp.replace(path)
 
 
-def load_image_bank(path: str | Path) -> ImageBank:
+def load_image_bank(path: str | Path, retriever: str | Path | None = None) -> ImageBank:
+    """The bank at ``path``; with ``retriever`` (the retriever the reward scores with), a bank that
+    records another retriever is refused: its embeddings live in that retriever's space, and its
+    neighbours are that retriever's hard negatives."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no image bank there; build one with rlcap retrieval index")
     try:
         with h5py.File(path, "r") as f:
             ids = [x.decode() if isinstance(x, bytes) else str(x) for x in f["ids"][()]]
-            return ImageBank(ids, torch.from_numpy(f["embeddings"][()]), torch.from_numpy(f["neighbours"][()]),
+            bank = ImageBank(ids, torch.from_numpy(f["embeddings"][()]), torch.from_numpy(f["neighbours"][()]),
                              str(f.attrs.get("retriever", "")), str(f.attrs.get("kind", "")))
     except (OSError, KeyError) as exc:
         raise DataError(f"{path}: not an image bank ({exc})") from exc
+    if retriever is not None and bank.retriever and not same_retriever(bank.retriever, retriever):
+        raise DataError(f"{path} was built with the retriever {bank.retriever}, not {retriever}: rebuild it "
+                        f"(rlcap retrieval index --retriever {retriever} ...) or give the bank built with {retriever}")
+    return bank
+
+
+def same_retriever(recorded: str, given: str | Path) -> bool:
+    """Whether a bank's recorded retriever path names ``given``: the same text, or the same folder
+    (a relative path is taken from the working directory, as when it was given)."""
+    return recorded == str(given) or Path(recorded).resolve() == Path(given).resolve()
 
 
 def mine_neighbours(embeddings: torch.Tensor, candidates: torch.Tensor, k: int) -> torch.Tensor:

@@ -125,6 +125,6 @@ def _with_mined_captions(texts: torch.Tensor, owner: torch.Tensor, rows: list[in
 
 def make_retrieval_reward(ctx: RewardContext, kind: str) -> RetrievalReward:
     retriever = load_retriever(ctx.path("retrieval"), ctx.device)
-    bank = load_image_bank(ctx.path("retrieval_bank"))
+    bank = load_image_bank(ctx.path("retrieval_bank"), retriever=ctx.path("retrieval"))
     return RetrievalReward(retriever, bank, kind, ctx.retrieval_tau, ctx.hard_negatives, ctx.negative_captions,
                            ctx.train_refs)

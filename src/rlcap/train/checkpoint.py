@@ -178,6 +178,29 @@ def _upgrade_trainer(trainer: dict[str, Any]) -> dict[str, Any]:
             "rng": trainer["rng"], "progress": trainer["progress"], "state": {}}
 
 
+def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], folder: str | Path, name: str) -> None:
+    """``module.load_state_dict(weights)``, with one line naming the first difference when the
+    checkpoint's weights of part ``name`` do not fit the model its config describes (a damaged
+    checkpoint, an edited config.json) instead of torch's list of every tensor."""
+    own = module.state_dict()
+    missing = [key for key in own if key not in weights]
+    unexpected = [key for key in weights if key not in own]
+    resized = [key for key in own if key in weights and tuple(own[key].shape) != tuple(weights[key].shape)]
+    problems = []
+    if resized:
+        key = resized[0]
+        problems.append(f"{key} is {tuple(weights[key].shape)} there but {tuple(own[key].shape)} in the model"
+                        + (f", and {len(resized) - 1} more tensors differ in shape" if len(resized) > 1 else ""))
+    if missing:
+        problems.append(f"{len(missing)} tensors of the model are missing there ({missing[0]}, ...)")
+    if unexpected:
+        problems.append(f"{len(unexpected)} tensors there are not in the model ({unexpected[0]}, ...)")
+    if problems:
+        raise RlcapError(f"{folder}: the weights of part {name!r} do not fit the model its config.json describes: "
+                         f"{'; '.join(problems)} (a damaged checkpoint, or an edited config.json)")
+    module.load_state_dict(weights)
+
+
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:
     """Read a checkpoint folder (format 1 or 2); one clear error for a missing or corrupt file."""
     folder = Path(folder)

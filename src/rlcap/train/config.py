@@ -405,6 +405,9 @@ class RunConfig:
     overwrite: bool = help_field(False, "replace a run already in out_dir (otherwise a run with the same settings "
                                         "continues and one with other settings is refused)")
     init_from: str | None = help_field(None, "start from the weights of this checkpoint folder")
+    allow_init_mismatch: bool = help_field(False, "start from init_from even when its vocabulary lacks words of "
+                                                  "this run's training captions or its features' image size differs "
+                                                  "(the run keeps the checkpoint's vocabulary)")
     threads: int = help_field(2, "torch CPU threads")
     log_every: int = help_field(20, "write a log line every this many steps")
     save_every: int = help_field(0, "also checkpoint every this many steps (0: at the end of each epoch only)")

@@ -5,20 +5,29 @@
 resumes from its last checkpoint); different settings are refused with one line naming them and
 the three ways on. With ``resume=true`` the settings a run cannot change (architecture, data and
 vocabulary, algorithm, seed, starting checkpoint) are still refused, and the others (learning
-rate, epochs, batch size, validation, logging) are applied and recorded. ``overwrite=true``
-removes the old run first.
+rate, epochs, batch size, validation, logging) are applied and recorded. ``resume=true`` with
+``overwrite=true`` is refused.
+
+Nothing of the old run is lost to a run that fails to start (data, model or reward cannot be
+built). ``overwrite=true`` moves the old run's files aside, into ``OUT/.replaced-<pid>/``, and
+deletes them only once the new run has started: :func:`mark_started`, at its first training
+step, which also writes ``config.json`` (a resume records its changed settings only then). A
+failure before that puts the old run back (:func:`abandon_start`), and so does the next run into
+the folder after a kill (:func:`recover_replaced`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from rlcap.config import to_dict
 from rlcap.errors import ConfigError
+from rlcap.files import write_json
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +36,7 @@ FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.
 # Settings that say how to start, not what to train.
 IGNORED = ("resume", "overwrite", "out_dir", "threads", "tensorboard")
 RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")
+ASIDE = ".replaced-"  # OUT/.replaced-<pid>/: the run that overwrite=true replaces, until the new one has started
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -66,13 +76,10 @@ def prepare_run_folder(cfg: Any) -> bool:
     Raises ConfigError (one line) when the folder holds a run with other settings."""
     out = Path(cfg.out_dir)
     stored = out / "config.json"
+    if cfg.resume and cfg.overwrite:
+        raise ConfigError(f"resume=true continues the run in {out} and overwrite=true replaces it: give one of them")
     if cfg.overwrite:
-        for name in RUN_FILES:
-            path = out / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+        set_aside(out)
         return False
     if not stored.is_file():
         return bool(cfg.resume)
@@ -93,4 +100,80 @@ def prepare_run_folder(cfg: Any) -> bool:
         log.info("resuming %s with changed settings: %s", out, _describe(changes))
     elif not cfg.resume:
         log.info("%s already holds a run with these settings: continuing it (overwrite=true starts afresh)", out)
+    return True
+
+
+def _aside(out: Path, pid: int | None = None) -> Path:
+    return out / f"{ASIDE}{os.getpid() if pid is None else pid}"
+
+
+def set_aside(out: Path) -> Path | None:
+    """Move the run in ``out`` (its :data:`RUN_FILES`) into this process's aside folder; None when
+    there is none. Other files in ``out`` stay where they are."""
+    present = [out / name for name in RUN_FILES if (out / name).exists()]
+    if not present:
+        return None
+    aside = _aside(out)
+    aside.mkdir()
+    for path in present:
+        os.replace(path, aside / path.name)
+    log.info("overwrite=true: the run in %s is kept in %s until the new run has started", out, aside)
+    return aside
+
+
+def mark_started(out: Path, config: dict[str, Any]) -> None:
+    """The run has started (data, model and reward built; one step taken): record its settings in
+    ``config.json`` and delete the run it replaces."""
+    write_json(out / "config.json", config, indent=2)
+    aside = _aside(out)
+    if aside.is_dir():
+        shutil.rmtree(aside)
+        log.info("removed the run that overwrite=true replaced in %s", out)
+
+
+def abandon_start(out: str | Path) -> None:
+    """The run failed before it started: put back the run it was to replace (nothing when it replaced
+    none, or had started)."""
+    aside = _aside(Path(out))
+    if aside.is_dir():
+        _put_back(Path(out), aside)
+        log.info("the run did not start: the run it was to replace is back in %s", out)
+
+
+def recover_replaced(out: Path) -> list[str]:
+    """After a kill: the aside folder of a process that is gone is put back when its new run had not
+    started (no ``config.json``), else deleted. Returns what was done, one line each."""
+    done: list[str] = []
+    for aside in sorted(out.glob(f"{ASIDE}*")):
+        pid = aside.name[len(ASIDE):]
+        if not pid.isdigit() or (int(pid) != os.getpid() and _alive(int(pid))):
+            continue
+        if (out / "config.json").exists():
+            shutil.rmtree(aside)
+            done.append(f"removed {aside}: the run that replaced it had started")
+        else:
+            _put_back(out, aside)
+            done.append(f"put the run in {aside} back into {out}: the run that was to replace it never started")
+    return done
+
+
+def _put_back(out: Path, aside: Path) -> None:
+    for name in RUN_FILES:  # the files of the run that did not start
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    for path in aside.iterdir():
+        os.replace(path, out / path.name)
+    aside.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
     return True

@@ -8,11 +8,13 @@ every checkpoint, so a resumed run continues exactly as an uninterrupted one.
 
 A loop with one part calls :func:`start_session`. A loop with more calls :func:`open_session`,
 adds its parts with :func:`add_part`, then :func:`begin`, which restores everything when resuming.
+The run has started at its first :func:`finish_step` (data, model and reward built and used once):
+only then is ``config.json`` written and a run that ``overwrite=true`` replaces deleted
+(rlcap.train.run_folder); a loop that fails before puts that run back (``api.train``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -29,12 +31,13 @@ from rlcap.metrics.spider import spider
 from rlcap.models import build_model
 from rlcap.models.config import ModelConfig
 from rlcap.rewards.bcmr import BCMR_WEIGHTS
-from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, recover, rng_state,
-                                    save_checkpoint, set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover,
+                                    rng_state, save_checkpoint, set_rng_state)
 from rlcap.train.config import OptimConfig, RunConfig, metric_label
 from rlcap.train.evaluate import evaluate_split
+from rlcap.train.init_source import check_start
 from rlcap.train.logger import RunLogger
-from rlcap.train.run_folder import prepare_run_folder
+from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class Session:
     logger: RunLogger | None = None
     source: Checkpoint | None = None   # the checkpoint resumed from (or initialised from)
     resuming: bool = False
+    started: bool = False              # config.json written (:func:`run_started`)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -104,7 +108,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     torch.set_num_threads(cfg.threads)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for line in recover(out_dir):
+    for line in [*recover(out_dir), *recover_replaced(out_dir)]:
         log.info("%s", line)
     continuing = prepare_run_folder(cfg)
     resume = continuing and is_complete(out_dir / "last")
@@ -119,6 +123,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
         cfg.model = from_dict(ModelConfig, source.config["model"])
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
+    check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
     dims = feature_dims(data)
     s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None)
     if policy:
@@ -139,7 +144,8 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
         raise RlcapError(f"a part named {name!r} is already in the session")
     source = session.source
     if source is not None and name in source.weights:
-        module.load_state_dict(source.weights[name])
+        load_weights(module, source.weights[name],
+                     session.out_dir / "last" if session.resuming else session.cfg.init_from, name)
     part = Part(module)
     if optim is not None:
         part.optimizer, part.scheduler = build_optimizer(module.parameters(), optim)
@@ -166,8 +172,16 @@ def begin(session: Session, selects_by: str | None = None) -> Session:
         log.info("resumed %s at epoch %d, step %d", s.out_dir, s.progress.epoch, s.progress.step)
     s.progress.best_metric = selects_by or selection_metric(s)
     s.logger = RunLogger(s.out_dir, s.cfg.tensorboard, resume_step=s.progress.step if s.resuming else None)
-    (s.out_dir / "config.json").write_text(json.dumps(to_dict(s.cfg), indent=2), encoding="utf-8")
     return s
+
+
+def run_started(session: Session) -> None:
+    """Once a run is under way (its first step taken, so data, model and reward all work): write its
+    ``config.json`` (a resume's changed settings are recorded only now) and delete the run that
+    ``overwrite=true`` replaces. A run that fails before leaves the folder as it found it."""
+    if not session.started:
+        mark_started(session.out_dir, to_dict(session.cfg))
+        session.started = True
 
 
 def selection_metric(session: Session) -> str:
@@ -292,6 +306,7 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     s, p, cfg = session, session.progress, session.cfg
     if not math.isfinite(values["loss"]):
         raise FloatingPointError(f"{cfg.algorithm} loss became {values['loss']} at step {p.step + 1}")
+    run_started(s)
     p.step += 1
     p.step_in_epoch += 1
     if p.step % cfg.log_every == 0 or p.step_in_epoch == 1:
@@ -309,6 +324,7 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
 
 def finish_run(session: Session) -> TrainResult:
     """Close the log; the run stopped early when its epochs are not all done."""
+    run_started(session)  # (a run with no step left: its settings are recorded all the same)
     session.logger.close()
     p = session.progress
     return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < _epochs(session.cfg), p.best_metric)
@@ -395,6 +411,6 @@ def load_model(folder: str | Path, name: str = POLICY) -> tuple[torch.nn.Module,
     model_cfg = from_dict(ModelConfig, ckpt.config["model"])
     dims = ckpt.config["feature_dims"]
     model = build_model(model_cfg, len(ckpt.vocab), dims["fc"], dims["att"])
-    model.load_state_dict(ckpt.weights[name])
+    load_weights(model, ckpt.weights[name], folder, name)
     model.eval()
     return model, ckpt.vocab, ckpt.config

@@ -250,7 +250,7 @@ def image_bank(cfg: RunConfig) -> ImageBank:
     into the run folder (``image_bank.h5``; 002 sec. 3.4: mined once before training)."""
     paths = cfg.reward.paths
     if "retrieval_bank" in paths:
-        return load_image_bank(paths["retrieval_bank"])
+        return load_image_bank(paths["retrieval_bank"], retriever=paths["retrieval"])
     path = Path(cfg.out_dir) / "image_bank.h5"
     if path.is_file():
         bank = load_image_bank(path)

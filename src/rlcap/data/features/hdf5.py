@@ -32,7 +32,7 @@ import h5py
 import numpy as np
 
 from rlcap.data.features.fingerprint import UNKNOWN, ImageFingerprint
-from rlcap.data.features.store import FeatureStore, LoadedFeatures
+from rlcap.data.features.store import FeatureStore, LoadedFeatures, check_counts, check_finite
 from rlcap.errors import ConfigError, DataError
 
 DTYPES = {"float16": np.float16, "float32": np.float32}
@@ -109,7 +109,10 @@ class HDF5FeatureStore(FeatureStore):
         row = self._row(id)
         file = self._handle()
         count = int(file["att_count"][row])
-        return file["fc"][row], file["att"][row, :count]
+        check_counts(self.path, [id], np.array([count]), self.max_regions)
+        fc, att = file["fc"][row], file["att"][row, :count]
+        check_finite(self.path, [id], fc[None], att[None])
+        return fc, att
 
     def load_all(self, ids: Sequence[str]) -> LoadedFeatures:
         """Bulk read: rows sorted and merged into contiguous slices, then put in ``ids`` order."""
@@ -117,6 +120,7 @@ class HDF5FeatureStore(FeatureStore):
         file = self._handle()
         fc_ds, att_ds = file["fc"], file["att"]
         counts = file["att_count"][: len(self._ids)].astype(np.int64)[rows]
+        check_counts(self.path, ids, counts, int(att_ds.shape[1]))
         n_max = int(counts.max()) if len(rows) else 0
         fc = np.empty((len(rows), self._fc_dim), dtype=fc_ds.dtype)
         att = np.empty((len(rows), n_max, self._att_dim), dtype=att_ds.dtype)
@@ -126,6 +130,7 @@ class HDF5FeatureStore(FeatureStore):
             att_block = att_ds[start:stop, :n_max]
             fc[members] = fc_block[rows[members] - start]
             att[members] = att_block[rows[members] - start]
+            check_finite(self.path, [ids[k] for k in members], fc[members], att[members])
         return LoadedFeatures(fc, att, counts)
 
 

@@ -70,12 +70,17 @@ class FeatureStore(ABC):
         return DataError(f"feature id '{id}' not found in {self.path}")
 
     def load_all(self, ids: Sequence[str]) -> LoadedFeatures:
-        """Features of ``ids`` (in that order) as padded arrays; see :class:`LoadedFeatures`."""
+        """Features of ``ids`` (in that order) as padded arrays; see :class:`LoadedFeatures`.
+        :class:`DataError` naming the image for non-finite values or no regions."""
         for id in ids:
             if id not in self:
                 raise self.missing(id)
         pairs = [self.get(id) for id in ids]
-        return pad_features([fc for fc, _ in pairs], [att for _, att in pairs], self.fc_dim, self.att_dim)
+        for id, (fc, att) in zip(ids, pairs):
+            check_finite(self.path, [id], fc[None], att[None])
+        loaded = pad_features([fc for fc, _ in pairs], [att for _, att in pairs], self.fc_dim, self.att_dim)
+        check_counts(self.path, ids, loaded.att_count, loaded.att.shape[1])
+        return loaded
 
     def close(self) -> None:
         """Release open files (a no-op for stores that keep none open)."""
@@ -85,6 +90,29 @@ class FeatureStore(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_finite(path: Path, ids: Sequence[str], fc: np.ndarray, att: np.ndarray) -> None:
+    """:class:`DataError` naming the first of ``ids`` whose fc (n, D) or att (n, N, D) holds a NaN or
+    an infinity: such features give NaN captions in evaluation and a dead run in training."""
+    bad = ~(np.isfinite(fc).all(axis=1) & np.isfinite(att).all(axis=(1, 2)))
+    if bad.any():
+        raise DataError(f"{path}: the features of image {ids[int(np.argmax(bad))]!r} are not finite (NaN or "
+                        "inf): re-extract them (rlcap features)")
+
+
+def check_counts(path: Path, ids: Sequence[str], counts: np.ndarray, max_regions: int) -> None:
+    """:class:`DataError` for a region count (n,) outside 1..``max_regions`` (the regions stored per
+    image): 0 regions leave attention nothing to attend to, more than stored cannot be read."""
+    over = np.flatnonzero((counts > max_regions) | (counts < 0))
+    if len(over):
+        k = int(over[0])
+        raise DataError(f"{path}: image {ids[k]!r} has att_count {int(counts[k])}; expected 1 to {max_regions} "
+                        "(the regions stored per image): the file is damaged; re-extract it (rlcap features)")
+    empty = np.flatnonzero(counts == 0)
+    if len(empty):
+        raise DataError(f"{path}: {len(empty)} of {len(counts)} images have att_count 0 (no region features), "
+                        f"the first {ids[int(empty[0])]!r}: re-extract them (rlcap features)")
 
 
 def pad_features(fcs: Sequence[np.ndarray], atts: Sequence[np.ndarray],

@@ -4,8 +4,14 @@
 ``dataset_shapes.json`` in the Karpathy schema (plus each image's ``scene`` and each sentence's
 ``annotator``). Image ``imgid`` is a function of ``(seed, imgid)`` only, so the output does not
 depend on the number of workers. Ids ``0 .. n_train-1`` are the train split, then val, then test.
-A ``manifest.json`` written last records the config; rerunning with the same config over a
-complete folder does nothing.
+A ``manifest.json`` records the config and which images the folder may hold from rlcap's
+generations (``images_written``: ``images/0.png`` to ``images/<images_written - 1>.png``); it is
+written first, marked incomplete, and again last, marked complete. Rerunning with the same config
+over a complete folder does nothing; with another config it regenerates, and removes only images
+an earlier generation wrote (by that record), never another file. A folder whose
+``manifest.json`` this generator did not write, or which holds numbered images with no manifest,
+is refused. :func:`check_settings` refuses a folder generated with other settings (what
+``rlcap bench`` and ``rlcap demo`` do unless given ``--regenerate``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -117,12 +124,52 @@ def _build_record(task: tuple[ShapesConfig, str, int]) -> dict:
     }
 
 
+def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
+    """The folder's shapes manifest; None when it has none. DataError when its ``manifest.json``
+    was not written by this generator (unreadable, or another tool's)."""
+    path = Path(out_dir) / MANIFEST_FILE
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path} is not a shapes manifest ({exc}): give a folder of its own to the shapes data") from exc
+    if not isinstance(manifest, dict) or manifest.get("generator") != __name__:
+        raise DataError(f"{path} was not written by rlcap's shapes generator: give a folder of its own to the "
+                        f"shapes data")
+    return manifest
+
+
+def other_settings(config: ShapesConfig, out_dir: str | Path) -> dict[str, tuple[Any, Any]]:
+    """setting -> (the folder's, ``config``'s) for every output setting (and the generator's
+    version) that differs from what the folder's data was generated with; empty when the folder
+    holds no shapes data or data of these settings."""
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        return {}
+    old = {"version": manifest.get("version"), **(manifest.get("config") or {})}
+    new = {"version": GENERATOR_VERSION, **config.output_dict()}
+    return {k: (old.get(k), new.get(k)) for k in new if old.get(k) != new.get(k)}
+
+
+def check_settings(config: ShapesConfig, out_dir: str | Path, flag: str = "--regenerate") -> None:
+    """Refuse (DataError, one line naming the settings and ``flag``) a folder whose shapes data was
+    generated with other settings: regenerating it replaces a user's data."""
+    changes = other_settings(config, out_dir)
+    if changes:
+        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+        raise DataError(f"{out_dir} holds shapes data generated with other settings ({listed}); give {flag} to "
+                        f"replace it (only the files rlcap generated there are removed), or another data folder")
+
+
 def is_complete(config: ShapesConfig, out_dir: str | Path) -> bool:
     """True when ``out_dir`` holds a finished dataset generated with this config."""
     out = Path(out_dir)
     try:
-        manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = read_manifest(out)
+    except DataError:
+        return False
+    if manifest is None or manifest.get("complete", True) is not True:  # (manifests before "complete": written last)
         return False
     if (manifest.get("version"), manifest.get("config")) != (GENERATOR_VERSION,
                                                              config.output_dict()):
@@ -144,18 +191,21 @@ def generate_shapes(config: ShapesConfig, out_dir: str | Path,
         return out / DATASET_FILE
     start = time.perf_counter()
     image_dir = out / IMAGE_DIR
+    written = max(_images_written(out), config.n_images)
+    record = {"generator": __name__, "version": GENERATOR_VERSION, "config": config.output_dict()}
     try:
         image_dir.mkdir(parents=True, exist_ok=True)
-        (out / MANIFEST_FILE).unlink(missing_ok=True)
+        # first: which images the folder may now hold from rlcap, should this run be killed
+        write_json(out / MANIFEST_FILE, {**record, "complete": False, "images_written": written})
     except OSError as exc:
         raise DataError(f"cannot write the shapes dataset to {out}: {exc}") from exc
     records = _build_all(config, image_dir, progress)
-    _remove_stale_images(image_dir, config.n_images)
+    _remove_stale_images(image_dir, config.n_images, written)
     write_json(out / DATASET_FILE, {"dataset": "shapes", "images": records})
     seconds = time.perf_counter() - start
-    write_json(out / MANIFEST_FILE, {"generator": __name__, "version": GENERATOR_VERSION,
-                                     "config": config.output_dict(), "n_images": len(records),
-                                     "seconds": round(seconds, 1), "workers": config.workers})
+    write_json(out / MANIFEST_FILE, {**record, "complete": True, "images_written": config.n_images,
+                                     "n_images": len(records), "seconds": round(seconds, 1),
+                                     "workers": config.workers})
     logger.info("wrote %d shapes images to %s in %.1f s", len(records), out, seconds)
     return out / DATASET_FILE
 
@@ -178,11 +228,26 @@ def _build_all(config: ShapesConfig, image_dir: Path,
     return records
 
 
-def _remove_stale_images(image_dir: Path, n_images: int) -> None:
-    """Delete ``<id>.png`` left over from a larger earlier run (only files named that way)."""
-    for path in image_dir.glob("*.png"):
-        if re.fullmatch(r"\d+", path.stem) and int(path.stem) >= n_images:
-            path.unlink()
+def _images_written(out: Path) -> int:
+    """How many images (ids from 0) the folder may hold from earlier generations, by its manifest.
+    A folder with numbered images but no manifest is refused: those images are not rlcap's."""
+    manifest = read_manifest(out)
+    if manifest is not None:
+        return int(manifest.get("images_written", manifest.get("n_images", 0)))
+    image_dir = out / IMAGE_DIR
+    numbered = [p.name for p in image_dir.glob("*.png") if re.fullmatch(r"\d+", p.stem)] if image_dir.is_dir() else []
+    if numbered or (out / DATASET_FILE).exists():
+        found = f"{IMAGE_DIR}/{numbered[0]}" if numbered else DATASET_FILE
+        raise DataError(f"{out} holds {found} but no {MANIFEST_FILE}: it was not generated by rlcap here, "
+                        f"so generating would overwrite it; give a folder of its own to the shapes data")
+    return 0
+
+
+def _remove_stale_images(image_dir: Path, n_images: int, written: int) -> None:
+    """Delete ``<id>.png`` for ``n_images <= id < written``: images an earlier, larger generation
+    wrote (by the manifest's record), and no other file."""
+    for i in range(n_images, written):
+        (image_dir / f"{i}.png").unlink(missing_ok=True)
 
 
 def load_shapes(out_dir: str | Path) -> dict:
