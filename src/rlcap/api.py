@@ -19,16 +19,21 @@ def load_run_config(path: str | Path | None, overrides: list[str] | None = None)
 
 def train(cfg: RunConfig) -> Any:
     """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.TRAINERS`). A run that
-    fails before it has started puts back the run ``overwrite=true`` was to replace."""
+    fails before it has started puts back the run ``overwrite=true`` was to replace. One training
+    at a time in a run folder: its lock (:func:`rlcap.locks.hold_run_folder`) is taken before
+    anything is written there, which also checks that the folder can be written, and released
+    however the training ends."""
+    from rlcap.locks import hold_run_folder
     from rlcap.train.registry import trainer
     from rlcap.train.run_folder import abandon_start
 
     loop = trainer(cfg.algorithm)
-    try:
-        return loop(cfg)
-    except BaseException:
-        abandon_start(cfg.out_dir)
-        raise
+    with hold_run_folder(cfg.out_dir):
+        try:
+            return loop(cfg)
+        except BaseException:
+            abandon_start(cfg.out_dir)
+            raise
 
 
 def coco_results(predictions: dict[str, str]) -> list[dict[str, Any]]:
@@ -44,7 +49,8 @@ def _plain_integer(text: str) -> bool:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """``obj`` as indented JSON, written atomically (:func:`rlcap.files.write_json`)."""
+    """``obj`` as indented JSON, written atomically (:func:`rlcap.files.write_json`: a full disk or
+    a read-only folder is one line, :class:`rlcap.files.WriteError`)."""
     from rlcap.files import write_json as write
 
     write(path, obj, indent=2)
@@ -178,9 +184,12 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     import time
 
     from rlcap.data.loader import load_data
+    from rlcap.files import check_writable
     from rlcap.train.evaluate import decode_split, score_predictions
     from rlcap.train.session import load_model
 
+    if out_dir is not None:
+        check_writable(out_dir, folder=True)  # before the decoding, not after it
     model, vocab, config = load_model(checkpoint)
     dec = checkpoint_decoding(config, beam_size, max_len, length_penalty, no_repeat_ngram)
     if dataset is not None:
@@ -224,8 +233,11 @@ def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", 
 
     Returns :class:`rlcap.train.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
     from rlcap.data.loader import load_data
+    from rlcap.files import check_writable
     from rlcap.train.lookahead import load_actor_critic, lookahead_scores, write_choice
 
+    if out_dir is not None:
+        check_writable(out_dir, folder=True)
     policy, value_net, vocab, config = load_actor_critic(checkpoint)
     dec = checkpoint_decoding(config, beam_size, max_len, length_penalty)
     data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)

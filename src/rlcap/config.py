@@ -135,15 +135,54 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+class _DuplicateKey(Exception):
+    """A key given twice in one YAML mapping: (key, first line, second line)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml's SafeLoader, except that a key given twice in one mapping is an error (SafeLoader keeps
+    the last value without a word, so a recipe would train on a setting its reader overlooked)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` may be overridden by design
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.setdefault(key, line)
+            except TypeError:
+                continue  # an unhashable key: SafeLoader's own error follows
+            if first != line:
+                raise _DuplicateKey(key, first, line)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping of a YAML recipe; an unreadable, non-UTF-8, empty or invalid file, or a key given
+    twice, is a :class:`ConfigError` naming the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
     try:
-        data = yaml.safe_load(text) or {}
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"config {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}): "
+                          "save it as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        key, first, second = exc.args
+        raise ConfigError(f"config {path}: key {key!r} is given twice (lines {first} and {second}); "
+                          "YAML would keep only the last: remove one") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+    if data is None:
+        raise ConfigError(f"config {path} is empty: a recipe sets at least its algorithm (see configs/); "
+                          "to train on the defaults, write `algorithm: xe`")
     if not isinstance(data, dict):
         raise ConfigError(f"config {path} must be a mapping at the top level")
     return data

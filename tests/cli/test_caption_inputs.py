@@ -66,8 +66,8 @@ def test_folder_without_images_is_one_line(encoder_ckpt, tmp_path, capsys):
     capsys.readouterr()
     assert main(["caption", str(encoder_ckpt), str(tmp_path / "empty")]) == 2
     assert capsys.readouterr().err == (
-        f"rlcap caption: error: {tmp_path / 'empty'} is a folder with no images in it "
-        "(.jpg, .jpeg, .png, .bmp, .gif, .webp, .tif, .tiff)\n")
+        f"rlcap caption: error: {tmp_path / 'empty'} is a folder with no images or videos in it "
+        "(.jpg, .jpeg, .png, .bmp, .gif, .webp, .tif, .tiff, .mp4, .avi, .mkv, .mov, .webm, .m4v, .mpg, .mpeg)\n")
 
 
 def test_expand_image_paths_keeps_order(tmp_path):
@@ -75,7 +75,7 @@ def test_expand_image_paths_keeps_order(tmp_path):
     single = _png(tmp_path / "z.png", 3)
     assert expand_image_paths([single, tmp_path / "d", tmp_path / "gone.png"]) == [single, a, b, tmp_path / "gone.png"]
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DataError, match="empty is a folder with no images"):
+    with pytest.raises(DataError, match="empty is a folder with no images or videos"):
         expand_image_paths([tmp_path / "empty"])
 
 

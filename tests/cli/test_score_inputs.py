@@ -47,7 +47,7 @@ def test_out_that_cannot_be_written_is_one_line(refs, tmp_path, capsys):
     assert main(["score", "--refs", str(refs), "--preds", str(preds), "--metrics", "CIDEr",
                  "--out", str(blocker / "s.json")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"rlcap score: error: --out {blocker / 's.json'}: cannot write (") and err.count("\n") == 1
+    assert err == f"rlcap score: error: cannot write {blocker / 's.json'}: {blocker} is a file, not a folder\n"
 
 
 def test_karpathy_file_as_refs(tmp_path, capsys):

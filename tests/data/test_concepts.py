@@ -111,7 +111,7 @@ def test_seeded_split_without_an_agreement_file():
     assert [len(by_split[s]) for s in ("train", "val", "test")] == [20, 5, 10]
     assert all(x.held_out == captions[x.id][0] and x.references == captions[x.id][1:] for x in scenes)
     assert [x.id for x in make_splits(captions, 1, 5, 10)][:15] == [x.id for x in scenes][:15]
-    with pytest.raises(DataError, match="too few"):
+    with pytest.raises(DataError, match="would leave 0 for training, less than half"):
         make_splits(captions, seed=1, n_val=20, n_test=30)
 
 

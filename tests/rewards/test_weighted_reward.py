@@ -59,8 +59,23 @@ def test_nonfinite_zero_replaces_and_warns(caplog):
         out = reward(CAPTIONS, BATCH)
     # flaky [1, 0, 2] + boom [0, 1, 1]
     assert torch.equal(out, torch.tensor([1.0, 1.0, 3.0]))
-    assert "'flaky' returned nan for caption 1 'a cat'" in caplog.text
-    assert "'boom' returned inf for caption 0 'a dog'" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        "reward 'flaky' returned NaN or inf for 1 of 3 captions of this batch, scored 0 "
+        "(the first: nan for caption 1 'a cat' (image 1))",
+        "reward 'boom' returned NaN or inf for 1 of 3 captions of this batch, scored 0 "
+        "(the first: inf for caption 0 'a dog' (image 1))"]
+
+
+def test_nonfinite_zero_warns_once_per_batch_with_the_count(caplog):
+    def two_bad(captions, batch):
+        return torch.tensor([math.nan, 1.0, -math.inf])
+
+    reward = WeightedReward({"flaky": two_bad}, {"flaky": 1.0}, nonfinite="zero")
+    with caplog.at_level(logging.WARNING, logger="rlcap.rewards.combine"):
+        assert torch.equal(reward(CAPTIONS, BATCH), torch.tensor([0.0, 1.0, 0.0]))
+    assert [r.getMessage() for r in caplog.records] == [
+        "reward 'flaky' returned NaN or inf for 2 of 3 captions of this batch, scored 0 "
+        "(the first: nan for caption 0 'a dog' (image 1))"]
 
 
 def test_wrong_shape_is_reported():

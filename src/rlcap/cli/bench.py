@@ -6,6 +6,8 @@ import argparse
 
 from rlcap.cli.options import IMAGE_SIZE, int_range
 from rlcap.cli.tables import print_scores
+from rlcap.errors import ConfigError
+from rlcap.recipes import find_recipes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,7 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--regenerate", action="store_true",
                    help="generate the data over a --data folder generated with other settings (only the files "
                         "rlcap generated there are replaced)")
-    p.add_argument("--configs", default="configs", help="folder of the method recipes")
+    p.add_argument("--configs", default=None,
+                   help="folder of the method recipes (default: configs/ of the rlcap checkout the package runs "
+                        "from, else ./configs)")
     p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every stage that is not XE (the methods' budget)")
     p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE stages")
     p.add_argument("--max-train-images", type=int_range(0), default=0,
@@ -35,9 +39,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlcap.bench.methods import run_benchmark
+    from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
+    if not methods:
+        raise ConfigError(f"--methods {args.methods!r} names no method; give one or more of "
+                          f"{', '.join(sorted(methods_of(args.benchmark)))}")
+    check_names(args.benchmark, methods)
+    prefix = BENCHMARKS[args.benchmark].recipes
+    recipes = [f"{prefix}_{stage.recipe}.yaml" for stage in stages_of(methods, args.benchmark)]
+    configs = find_recipes(args.configs, recipes)  # before any data is generated
+    results = run_benchmark(args.benchmark, methods, args.out, args.data, configs, args.rl, args.xe, report=print,
                             image_size=args.image_size, max_train_images=args.max_train_images,
                             regenerate=args.regenerate)
     for how in ("beam", "rs", "bs"):

@@ -10,21 +10,24 @@ import argparse
 import sys
 
 from rlcap import api
-from rlcap.cli.options import BEAM_SIZE, COUNT, IMAGE_SIZE, MAX_LEN
+from rlcap.cli.options import BEAM_SIZE, COUNT, IMAGE_SIZE, MAX_LEN, MAX_LEN_LIMIT, output_file
+from rlcap.files import check_writable
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("caption", help="caption image files with a trained checkpoint")
     p.add_argument("checkpoint", help="checkpoint folder (e.g. runs/demo/xe/best)")
     p.add_argument("images", nargs="+",
-                   help="image files (JPEG, PNG, ...; converted to RGB) or folders (every image under them)")
+                   help="image or video files (JPEG, PNG, ...; MP4, AVI, ...) or folders (every image and video "
+                        "under them)")
     p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
-                   help="longest caption in words (default: the checkpoint's decode.max_len)")
+                   help=f"longest caption in words, 1 to {MAX_LEN_LIMIT} (default: the checkpoint's decode.max_len)")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=None,
                    help="encoder input size (default: the size of the checkpoint's training features)")
-    p.add_argument("--out", default=None, help="also write {image: caption} to this JSON file")
+    p.add_argument("--out", type=output_file, default=None,
+                   help="also write {image: caption} to this JSON file (its folder must exist)")
     p.add_argument("--skip-bad", action="store_true",
                    help="caption the readable images, report each unreadable one on stderr and exit with 1 "
                         "(default: stop at the first, writing nothing)")
@@ -40,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         bad.append((path, reason))
         print(f"rlcap caption: skipped: {reason}", file=sys.stderr)  # the reason names the file
 
+    if args.out:
+        check_writable(args.out)  # before the captioning, not after it
     captions = api.caption_images(args.checkpoint, args.images, args.beam_size, args.max_len, args.image_size,
                                   batch_size=args.batch_size, on_bad_image=report if args.skip_bad else None)
     for path, text in captions.items():

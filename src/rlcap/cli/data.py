@@ -117,7 +117,24 @@ def run_concepts(args: argparse.Namespace) -> int:
         print(f"{args.out}: up to date ({counts})")
     else:
         print(f"wrote {result.features} and {result.dataset} ({counts}) in {time.perf_counter() - start:.1f} s")
+    _print_split_stats(args.out)
     return 0
+
+
+def _print_split_stats(folder: str) -> None:
+    """Per split: its scenes (and share of all) and the mean concepts per scene (docs/CONCEPTS.md)."""
+    from rlcap.data.concepts import load_concepts
+    from rlcap.data.concepts.stats import scene_stats
+
+    concepts = load_concepts(folder)
+    print(f"{'split':5s}  {'scenes':>6s}  {'share':>5s}  {'concepts':>8s}  {'kept':>5s}  {'dropped':>7s}  "
+          f"{'distractors':>11s}  {'regions':>7s}")
+    for split in ("train", "val", "test"):
+        if not any(scene["split"] == split for scene in concepts.values()):
+            continue
+        st = scene_stats(concepts, split)
+        print(f"{split:5s}  {st.n_scenes:6d}  {st.n_scenes / len(concepts):5.0%}  {st.concepts:8.2f}  {st.kept:5.2f}  "
+              f"{st.dropped:7.2f}  {st.distractors:11.2f}  {st.regions:7.2f}")
 
 
 def _generate(args: argparse.Namespace, config_cls: type, complete: Callable, generate: Callable, count: str,

@@ -6,6 +6,7 @@ import argparse
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE
 from rlcap.cli.tables import print_scores
+from rlcap.recipes import find_recipes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -16,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--regenerate", action="store_true",
                    help="generate the data over a --data folder generated with other settings (only the files "
                         "rlcap generated there are replaced)")
-    p.add_argument("--configs", default="configs", help="folder holding shapes_xe.yaml and shapes_scst.yaml")
+    p.add_argument("--configs", default=None,
+                   help="folder holding shapes_xe.yaml and shapes_scst.yaml (default: configs/ of the rlcap "
+                        "checkout the package runs from, else ./configs)")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128, help="encoder input size (128 px gives a 4x4 grid)")
     p.add_argument("--n-train", type=COUNT, default=10_000, help="shapes training images (default 10,000)")
     p.add_argument("--n-val", type=COUNT, default=1_000, help="shapes validation images (default 1,000)")
@@ -30,8 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.data.synthetic.shapes import ShapesConfig
     from rlcap.demo import run_demo
 
+    configs = find_recipes(args.configs, ["shapes_xe.yaml", "shapes_scst.yaml"])  # before any data is generated
     shapes = ShapesConfig(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
-    scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print, shapes=shapes,
+    scores = run_demo(args.out, args.data, configs, args.image_size, args.overrides, report=print, shapes=shapes,
                       regenerate=args.regenerate)
     print()
     print("shapes test split, beam size 3")

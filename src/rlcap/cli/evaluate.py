@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from rlcap import api
-from rlcap.cli.options import BEAM_SIZE, MAX_LEN, float_range, int_range
+from rlcap.cli.options import BEAM_SIZE, MAX_LEN, MAX_LEN_LIMIT, float_range, int_range, output_folder
 from rlcap.cli.tables import print_scores
 from rlcap.errors import ConfigError
 
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
-                   help="longest caption in words (default: the checkpoint's decode.max_len)")
+                   help=f"longest caption in words, 1 to {MAX_LEN_LIMIT} (default: the checkpoint's decode.max_len)")
     p.add_argument("--length-penalty", type=float_range(0.0), default=None,
                    help="rank beams by log-probability / length**this (default: the checkpoint's "
                         "decode.length_penalty; 0: summed log-probability; 1: per-word average, which RL models trained with a leave-one-out baseline may need)")
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--lookahead", type=lambdas, default=None, metavar="L1,L2,...",
                    help="with an actor-critic checkpoint: CIDEr-D of lookahead inference (000) at each lambda "
                         "in [0, 1] (1: plain beam search), to choose lambda on validation")
-    p.add_argument("--out", default=None, help="folder for predictions.json and scores.json (default: beside the checkpoint)")
+    p.add_argument("--out", type=output_folder, default=None, help="folder for predictions.json and scores.json (default: beside the checkpoint)")
     p.add_argument("--dataset", default=None, metavar="DIR",
                    help="evaluate on a folder built by `rlcap data concepts` (its dataset_concepts.json and "
                         "feats.h5) instead of the checkpoint's own data; the checkpoint's vocabulary is "

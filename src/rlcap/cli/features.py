@@ -9,7 +9,7 @@ import torch
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
 from rlcap.encoders.extract import extract_features
-from rlcap.encoders.sources import VIDEO_SUFFIXES, dataset_files, find_images, is_video, karpathy_images
+from rlcap.encoders.sources import dataset_files, find_media, is_video, karpathy_images
 from rlcap.encoders.video import extract_video_features
 from rlcap.errors import DataError
 from rlcap.progress import progress
@@ -28,8 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--image-size is refused.",
     )
     parser.add_argument("image_dir", metavar="IMAGE_DIR",
-                        help="folder of images (searched recursively); with --dataset, the folder its "
-                             "filepath/filename entries are relative to (the dataset's own folder for shapes)")
+                        help="folder of images, or of videos, not both (searched recursively); with --dataset, "
+                             "the folder its filepath/filename entries are relative to (the dataset's own folder "
+                             "for shapes)")
     parser.add_argument("--out", required=True, help="output .h5 file (appended to if it exists)")
     parser.add_argument("--image-size", type=IMAGE_SIZE, default=224,
                         help="images are resized to this square; grid = ceil(size/32) (default 224 -> 7x7)")
@@ -53,17 +54,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-def _folder_files(folder: str) -> dict:
-    """The folder's images, or its videos when it holds no image (the images' error otherwise)."""
-    try:
-        return find_images(folder)
-    except DataError as exc:
-        try:
-            return find_images(folder, VIDEO_SUFFIXES)
-        except DataError:
-            raise exc from None
-
-
 def _run_videos(args: argparse.Namespace, videos: dict) -> int:
     with progress(len(videos), "features", unit="video") as bar:
         stats = extract_video_features(videos, args.out, image_size=args.image_size, n_frames=args.frames,
@@ -85,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         except DataError:
             images = dataset_files(args.dataset, args.image_dir)
     else:
-        images = _folder_files(args.image_dir)
+        images = find_media(args.image_dir)  # its images or its videos, never both
     if images and all(is_video(p) for p in images.values()):
         return _run_videos(args, images)
     with progress(len(images), "features", unit="img") as bar:

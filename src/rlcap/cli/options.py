@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 
 def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -47,9 +48,29 @@ def float_range(low: float) -> Callable[[str], float]:
     return parse
 
 
+def output_file(text: str) -> str:
+    """argparse ``type``: a file to write, checked before any work: not a folder, in a folder that exists."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; expected a file name (e.g. {path / 'captions.json'})")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the folder {path.parent} does not exist; create it first")
+    return text
+
+
+def output_folder(text: str) -> str:
+    """argparse ``type``: a folder to write files into (made when missing), checked before any work:
+    not an existing file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; expected a folder (made when missing)")
+    return text
+
+
 # The numeric options several commands share.
 BEAM_SIZE = int_range(1)
-MAX_LEN = int_range(1)
+MAX_LEN_LIMIT = 512  # words; the longest caption any dataset here has is far shorter
+MAX_LEN = int_range(1, MAX_LEN_LIMIT)
 IMAGE_SIZE = int_range(32)  # the encoder needs at least a 1x1 feature grid
 COUNT = int_range(1)
 

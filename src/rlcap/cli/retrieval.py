@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                          "images: the image bank of the retrieval rewards")
     x.add_argument("retriever", help="a dual-encoder checkpoint folder or a local CLIP folder")
     x.add_argument("--dataset", required=True, help="caption file (Karpathy JSON, COCO with coco_splits, or JSONL)")
-    x.add_argument("--features", default="", help="feature store, for a dual encoder")
+    x.add_argument("--features", default="", help="feature store, for a dual encoder (required with one)")
     x.add_argument("--images", default=None, help="folder of the image files, for CLIP")
     x.add_argument("--neighbours", type=COUNT, default=10, help="mined neighbours kept per image (default 10)")
     x.add_argument("--out", required=True, help="the bank to write (HDF5)")

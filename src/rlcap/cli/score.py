@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlcap.errors import DataError
+from rlcap.errors import ConfigError, DataError
+from rlcap.files import check_writable, write_text
 from rlcap.metrics import METRIC_NAMES, default_metrics, retrieval_metrics, score_captions
 from rlcap.metrics.io import read_preds, read_refs
 from rlcap.metrics.spice import SPICE_IMPLEMENTATIONS
@@ -44,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
         metrics = list(default_metrics())
     else:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        if not metrics:
+            raise ConfigError(f"--metrics {args.metrics!r} names no metric; give one or more of "
+                              f"{', '.join(METRIC_NAMES)} (or leave --metrics out for the default set)")
     refs, preds = read_refs(args.refs), read_preds(args.preds)
+    if args.out is not None:
+        check_writable(args.out, folder=args.out.is_dir())  # before scoring (SPICE can take minutes)
     training = None
     if args.train_refs is not None:
         training = [c for captions in read_refs(args.train_refs).values() for c in captions]
@@ -68,11 +74,7 @@ def _write_scores(path: Path, scores: dict) -> Path:
     """Write ``scores`` as JSON to ``path``, or to ``path/scores.json`` when ``path`` is a folder."""
     if path.is_dir():
         path = path / "scores.json"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(scores, indent=1))
-    except OSError as exc:
-        raise DataError(f"--out {path}: cannot write ({exc.strerror or exc})") from None
+    write_text(path, json.dumps(scores, indent=1))  # atomic; a full disk or read-only folder is one line
     return path
 
 

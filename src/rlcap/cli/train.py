@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key:28s} {default:24s} {text}")
         return 0
     if args.config is None:
-        print("rlcap train: error: give a YAML recipe (see configs/) or --help-config")
+        print("rlcap train: error: give a YAML recipe (see configs/) or --help-config", file=sys.stderr)
         return 2
     cfg = api.load_run_config(args.config, args.overrides)
     previous = signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops a run as Ctrl-C does

@@ -30,6 +30,7 @@ from rlcap.data.features.fingerprint import ImageFingerprint, file_stat, fingerp
 from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size, grid_size
 from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, load_image, normalize, resize
 from rlcap.errors import ConfigError, DataError
+from rlcap.files import WriteError, write_error
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,18 @@ def _batches(items: list[tuple[str, Path]], batch_size: int, size: int, on_error
                 future.cancel()
 
 
+def write_rows(writer: HDF5FeatureWriter, ids: list[str], fc: np.ndarray, att: np.ndarray,
+               counts: np.ndarray | None = None, fingerprints: Sequence[ImageFingerprint] | None = None) -> None:
+    """``writer.write`` (rows of ids already there replaced); a write that fails (a full disk) ends
+    the run in one line saying that the rows written before are kept and how to resume."""
+    try:
+        writer.write(ids, fc, att, counts, fingerprints=fingerprints, replace=True)
+    except (OSError, WriteError) as exc:
+        line = str(exc) if isinstance(exc, WriteError) else str(write_error(writer.path, exc))
+        raise WriteError(f"{line}; the {len(writer)} rows written before are kept: make room, then run the same "
+                         f"command again to resume") from None
+
+
 def extract_features(
     images: Mapping[str, str | Path],
     out: str | Path,
@@ -173,8 +186,7 @@ def extract_features(
                 if batch.pixels is not None:
                     with torch.inference_mode():
                         fc, att = encoder.encode(normalize(torch.from_numpy(batch.pixels)))
-                    writer.write(batch.ids, fc.numpy(), att.numpy(), fingerprints=batch.fingerprints,
-                                 replace=True)
+                    write_rows(writer, batch.ids, fc.numpy(), att.numpy(), fingerprints=batch.fingerprints)
                     stats.encoded += len(batch.ids)
                 if progress:
                     progress(len(batch.ids) + len(batch.failed))

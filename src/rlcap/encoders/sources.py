@@ -34,6 +34,24 @@ def find_images(image_dir: str | Path, suffixes: tuple[str, ...] = IMAGE_SUFFIXE
     return dict(sorted(images.items()))
 
 
+def find_media(folder: str | Path) -> dict[str, Path]:
+    """The images under ``folder``, or its videos (:func:`find_images`). A folder holding both is an
+    error: one feature store holds one kind, and leaving either out without a word would lose them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return find_images(folder)  # its "not found" error
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+    images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    videos = [p for p in files if p.suffix.lower() in VIDEO_SUFFIXES]
+    if images and videos:
+        raise DataError(f"{folder} holds both images ({len(images)}, e.g. {images[0].name}) and videos "
+                        f"({len(videos)}, e.g. {videos[0].name}): a feature store holds one kind; give a folder of "
+                        "images or a folder of videos")
+    if not videos:
+        return find_images(folder)  # the images, or its "no images" error
+    return find_images(folder, VIDEO_SUFFIXES)
+
+
 def dataset_files(dataset: str | Path, folder: str | Path) -> dict[str, Path]:
     """Ids and files of any caption file rlcap reads (``folder/filename``): MSR-VTT's videos, JSONL, ..."""
     from rlcap.data.readers import read_dataset
@@ -52,17 +70,19 @@ def is_video(path: str | Path) -> bool:
 def expand_image_paths(paths: Sequence[str | Path]) -> list[Path]:
     """``paths`` in order, each folder replaced by the images under it (recursively, sorted).
 
-    Files are kept whatever their suffix (a bad one fails when it is read); a folder holding no
-    image (:data:`IMAGE_SUFFIXES`) is a :class:`DataError`.
+    Files are kept whatever their suffix (a bad one fails when it is read); a folder stands for its
+    images and videos (:data:`IMAGE_SUFFIXES`, :data:`VIDEO_SUFFIXES`), and one holding neither is a
+    :class:`DataError`.
     """
+    suffixes = IMAGE_SUFFIXES + VIDEO_SUFFIXES
     out: list[Path] = []
     for path in map(Path, paths):
         if not path.is_dir():
             out.append(path)
             continue
-        found = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        found = sorted(p for p in path.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
         if not found:
-            raise DataError(f"{path} is a folder with no images in it ({', '.join(IMAGE_SUFFIXES)})")
+            raise DataError(f"{path} is a folder with no images or videos in it ({', '.join(suffixes)})")
         out.extend(found)
     return out
 

@@ -26,7 +26,7 @@ from PIL import Image
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import fingerprint
 from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size
-from rlcap.encoders.extract import ON_ERROR, ExtractStats, _todo
+from rlcap.encoders.extract import ON_ERROR, ExtractStats, _todo, write_rows
 from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, normalize, resize
 from rlcap.errors import ConfigError, DataError
 
@@ -114,8 +114,8 @@ def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, im
                                        for i in range(0, len(frames), frame_batch)])  # (F, 1280)
             att = np.zeros((1, frames_max, FEATURE_DIM), dtype=np.float32)
             att[0, :len(frames)] = per_frame.numpy()
-            writer.write([video_id], per_frame.mean(0, keepdim=True).numpy(), att, np.array([len(frames)]),
-                         fingerprints=[stamp], replace=True)
+            write_rows(writer, [video_id], per_frame.mean(0, keepdim=True).numpy(), att, np.array([len(frames)]),
+                       fingerprints=[stamp])
             stats.encoded += 1
             if progress:
                 progress(1)

@@ -33,8 +33,8 @@ def check_finite(name: str, scores: torch.Tensor, captions: list[str], batch: Re
     """Validate one reward's output: shape (len(captions),) and finite values.
 
     With ``nonfinite="raise"`` a NaN or inf raises :class:`NonFiniteRewardError` naming the
-    reward, the caption and its image; with ``"zero"`` such scores become 0 and a warning is
-    logged for each. Returns the scores as a float32 tensor.
+    reward, the caption and its image; with ``"zero"`` such scores become 0 and one warning per call
+    (per batch) gives their count and the first of them. Returns the scores as a float32 tensor.
     """
     if not isinstance(scores, torch.Tensor) or scores.shape != (len(captions),):
         shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
@@ -44,12 +44,13 @@ def check_finite(name: str, scores: torch.Tensor, captions: list[str], batch: Re
     bad = (~torch.isfinite(scores)).nonzero().flatten().tolist()
     if not bad:
         return scores
-    for i in bad:
-        what = (f"reward {name!r} returned {scores[i].item()} for caption {i} {captions[i]!r} "
-                f"(image {batch.image_ids[i]})")
-        if nonfinite == "raise":
-            raise NonFiniteRewardError(f"{what}; rewards must be finite (set nonfinite: zero to score it 0)")
-        log.warning("%s; scoring it 0", what)
+    first = bad[0]
+    what = f"{scores[first].item()} for caption {first} {captions[first]!r} (image {batch.image_ids[first]})"
+    if nonfinite == "raise":
+        raise NonFiniteRewardError(f"reward {name!r} returned {what}; rewards must be finite "
+                                   "(set nonfinite: zero to score it 0)")
+    log.warning("reward %r returned NaN or inf for %d of %d captions of this batch, scored 0 (the first: %s)",
+                name, len(bad), len(captions), what)
     return torch.where(torch.isfinite(scores), scores, torch.zeros_like(scores))
 
 

@@ -139,6 +139,9 @@ def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Pat
     if isinstance(retriever, DualEncoderRetriever):
         from rlcap.data.loader import SplitData
 
+        if not data_cfg.features:
+            raise DataError(f"{retriever_path} is a dual encoder, which embeds feature vectors: give the feature "
+                            "store of the dataset (--features FILE, made as its training features were)")
         split = SplitData(records, retriever.vocab, data_cfg.features, data_cfg.max_len)
         chunks = [retriever.embed_feats(split.feats(torch.arange(i, min(i + batch_size, len(ids)))))
                   for i in range(0, len(ids), batch_size)]

@@ -32,10 +32,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from rlcap.data.vocab import Vocab
 from rlcap.errors import RlcapError
+from rlcap.files import write_error
 
 MANIFEST = "checkpoint.json"
 FORMAT = 2
@@ -90,18 +92,27 @@ def _pause() -> None:
 
 def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
                     trainer: dict[str, Any] | None, manifest: dict[str, Any]) -> Path:
-    """Write a complete checkpoint at ``folder``, atomically (see the module docstring)."""
+    """Write a complete checkpoint at ``folder``, atomically (see the module docstring). A write
+    that fails (a full disk, a folder made read-only) is one line, :class:`rlcap.files.WriteError`,
+    and leaves no temporary folder; the previous checkpoint stays (or ``recover`` restores it)."""
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    try:
+        return _save(folder, tmp, modules, config, vocab, trainer, manifest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_error(folder, exc) from None
+
+
+def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
+          trainer: dict[str, Any] | None, manifest: dict[str, Any]) -> Path:
+    folder.parent.mkdir(parents=True, exist_ok=True)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     for name, module in modules.items():
         weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
-        save_file(weights, str(tmp / f"{name}.safetensors"))
-        with open(tmp / f"{name}.safetensors", "rb+") as fh:
-            os.fsync(fh.fileno())
+        _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:

@@ -53,8 +53,9 @@ class ConceptsConfig:
     distractors: str = field(default="1-2", metadata={
         "help": "distractor concepts added per scene, LO-HI drawn uniformly, or N; drawn from concepts "
                 "that co-occur with the scene's remaining ones in training scenes"})
-    n_val: int = field(default=2500, metadata={"help": "validation images"})
-    n_test: int = field(default=5000, metadata={"help": "test images (without --agreement)"})
+    n_val: int = field(default=2500, metadata={
+        "help": "validation images (test and validation may take at most half of the images)"})
+    n_test: int = field(default=5000, metadata={"help": "test images (without --agreement; sized for COCO)"})
     agreement: str | None = field(default=None, metadata={
         "help": "human-agreement file ([{image_id, candidate, references}], e.g. COCO's "
                 "human_agreement_5k.json): its images are the test split, with its held-out captions"})
@@ -85,6 +86,8 @@ def build_concepts(captions_path: str | Path, out_dir: str | Path, config: Conce
     # 1. scenes and splits
     scenes = make_splits(read_caption_file(captions_path), config.seed, config.n_val, config.n_test,
                          config.agreement, config.max_train_images)
+    sizes = {split: sum(s.split == split for s in scenes) for split in ("train", "val", "test")}
+    log.info("splits: %d train, %d val, %d test scenes", sizes["train"], sizes["val"], sizes["test"])
     # 2. concepts of each held-out caption, those GloVe has
     glove = load_glove()
     tagged = track(extract_concepts(s.held_out for s in scenes), len(scenes), "tagging", unit="caption")

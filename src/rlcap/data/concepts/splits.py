@@ -6,7 +6,8 @@ human agreement of the test split is the file's (pycocoevalcap's CIDEr-D 0.893).
 ``n_val`` other images drawn with the seed, training the rest. Any other caption file: ``n_test``
 and ``n_val`` images drawn with the seed. Elsewhere caption 0 of an image is held out and the
 others are its references. ``max_train_images`` keeps the first N training images of the seeded
-order (quick runs); validation and test do not change with it.
+order (quick runs); validation and test do not change with it. Sizes that would leave training
+less than half of the images are refused.
 """
 
 from __future__ import annotations
@@ -53,9 +54,7 @@ def make_splits(captions: Mapping[str, list[str]], seed: int, n_val: int, n_test
         n_test = 0
     rest = sorted((i for i in captions if i not in test), key=_id_order)
     random.Random(f"concepts-splits/{seed}").shuffle(rest)
-    if n_test + n_val >= len(rest):
-        raise DataError(f"the caption file has {len(rest)} images besides the test set, too few for "
-                        f"{n_test} test and {n_val} validation images and a training split")
+    _check_training_share(len(captions), len(test) or n_test, n_val, agreement is not None)
     test.update((i, (captions[i][0], captions[i][1:])) for i in rest[:n_test])
     val, train = rest[n_test:n_test + n_val], rest[n_test + n_val:]
     if max_train_images:
@@ -64,6 +63,20 @@ def make_splits(captions: Mapping[str, list[str]], seed: int, n_val: int, n_test
     scenes += [SceneText(i, split, captions[i][0], captions[i][1:])
                for split, ids in (("val", val), ("train", train)) for i in ids]
     return scenes
+
+
+def _check_training_share(total: int, n_test: int, n_val: int, agreement: bool) -> None:
+    """Refuse split sizes that leave training less than half of the scenes (the defaults, 5,000 test
+    and 2,500 validation, are sized for COCO's 40,504; on a small corpus they leave little to train on)."""
+    n_train = total - n_test - n_val
+    if 2 * n_train >= total:
+        return
+    test = "the agreement file's" if agreement else "--n-test"
+    lower = "--n-val" if agreement else "--n-test and --n-val"
+    example = f"--n-val {total // 10}" if agreement else f"--n-test {total // 10} --n-val {total // 10}"
+    raise DataError(f"the caption file has {total} images: {n_test} test ({test}) and {n_val} validation "
+                    f"(--n-val) would leave {max(n_train, 0)} for training, less than half; lower {lower} "
+                    f"(e.g. {example})")
 
 
 def _id_order(image_id: str) -> tuple[int, int | str]:

@@ -15,9 +15,13 @@ Layout (every dataset resizable along axis 0, one row per image):
 ``fc`` and ``att`` are float16 by default: half the disk and memory of float32, and
 EfficientNet's ReLU6 outputs lie in [0, 6], where float16 keeps about three significant digits.
 
-Rows are committed by ``ids``: the writer extends the feature datasets first and ``ids`` last,
-then flushes, so a run killed mid-batch leaves extra rows that the next writer truncates and
-every reader ignores (readers use ``len(ids)`` rows). A row re-encoded in place has its
+Rows are committed by ``ids``: the writer extends and writes the feature datasets and flushes
+them first, then extends ``ids`` and flushes again, so a run killed (or a disk filled) mid-batch
+leaves extra rows that the next writer truncates and every reader ignores (readers use
+``len(ids)`` rows), never an id whose features are not on disk. HDF5 cannot survive a full disk
+(after a failed write it may crash the process), so the writer checks the free space before each
+batch and stops with one line (:class:`rlcap.files.WriteError`) while the file is still whole.
+One writer at a time: it holds the store's lock (:mod:`rlcap.locks`, ``NAME.lock`` beside it). A row re-encoded in place has its
 fingerprint cleared first and set last, so a run killed in between leaves it marked unknown
 (re-encoded next time), never a new fingerprint over old features or the reverse.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import h5py
@@ -34,11 +39,14 @@ import numpy as np
 from rlcap.data.features.fingerprint import UNKNOWN, ImageFingerprint
 from rlcap.data.features.store import FeatureStore, LoadedFeatures, check_counts, check_finite
 from rlcap.errors import ConfigError, DataError
+from rlcap.files import WriteError, write_error
+from rlcap.locks import hold, store_lock
 
 DTYPES = {"float16": np.float16, "float32": np.float32}
 _RUN_GAP = 16  # rows: read across gaps this small instead of issuing another read
 _RUN_MAX = 256  # rows per read, bounding the temporary buffer
 _FINGERPRINT = ("file_size", "file_mtime_ns", "file_digest")
+_RESERVE = 256 * 1024  # bytes kept free beyond a batch's rows: new chunks of the 1-d datasets, HDF5's metadata
 
 
 def _open(path: Path, mode: str) -> h5py.File:
@@ -163,14 +171,29 @@ class HDF5FeatureWriter:
         self.path = Path(path)
         self.dtype = np.dtype(DTYPES[dtype])
         self.max_regions = max_regions
+        # bytes of one row: fc, att (padded to max_regions), att_count, fingerprint and id (about)
+        self._row_bytes = (fc_dim + max_regions * att_dim) * self.dtype.itemsize + 4 + 16 + 2 * 64
+        self._fc_chunk = 64 * fc_dim * self.dtype.itemsize
         attrs = dict(attrs or {})
-        if self.path.exists():
-            self._file = _open(self.path, "r+")
-            self._resume(fc_dim, att_dim, attrs)
-        else:
+        self._lock = ExitStack()
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = _open(self.path, "w")
-            self._create(fc_dim, att_dim, attrs)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        self._lock.enter_context(hold(store_lock(self.path), f"feature store {self.path}"))
+        try:
+            self._check_space(0)
+            if self.path.exists():
+                self._file = _open(self.path, "r+")
+                self._resume(fc_dim, att_dim, attrs)
+            else:
+                self._file = _open(self.path, "w")
+                self._create(fc_dim, att_dim, attrs)
+        except BaseException:
+            if hasattr(self, "_file"):
+                self._file.close()
+            self._lock.close()
+            raise
         self._rows = {id: row for row, id in enumerate(self._file["ids"].asstr()[()])}
         f = self._file
         n = len(self._rows)
@@ -247,10 +270,14 @@ class HDF5FeatureWriter:
         fc, att = fc.astype(self.dtype, copy=False), att.astype(self.dtype, copy=False)
         old = [i for i, id in enumerate(ids) if id in self._rows]
         new = [i for i, id in enumerate(ids) if id not in self._rows]
-        if old:
-            self._rewrite([ids[i] for i in old], fc[old], att[old], counts[old], [fps[i] for i in old])
-        if new:
-            self._append([ids[i] for i in new], fc[new], att[new], counts[new], [fps[i] for i in new])
+        self._check_space(b)
+        try:
+            if old:
+                self._rewrite([ids[i] for i in old], fc[old], att[old], counts[old], [fps[i] for i in old])
+            if new:
+                self._append([ids[i] for i in new], fc[new], att[new], counts[new], [fps[i] for i in new])
+        except OSError as exc:  # (HDF5's own errors carry the errno of the failed write)
+            raise write_error(self.path, exc) from None
 
     def _append(self, ids: list[str], fc: np.ndarray, att: np.ndarray, counts: np.ndarray,
                 fps: list[ImageFingerprint]) -> None:
@@ -263,6 +290,7 @@ class HDF5FeatureWriter:
         f["att_count"][n:] = counts
         for name, values in zip(_FINGERPRINT, zip(*fps)):
             f[name][n:] = list(values)
+        f.flush()  # the rows on disk before the ids that commit them
         f["ids"].resize(n + b, axis=0)  # ids last: they commit the rows
         f["ids"][n:] = list(ids)
         f.flush()
@@ -284,9 +312,25 @@ class HDF5FeatureWriter:
         f.flush()
         self.set_fingerprints(ids, fps)
 
+    def _check_space(self, rows: int) -> None:
+        """Refuse (one line) a batch of ``rows`` rows that the disk may not hold: HDF5 does not
+        survive a write that fails for lack of space, so the writer stops before one."""
+        try:
+            stat = os.statvfs(self.path.parent)
+        except OSError:  # no statistics (some network file systems): write and see
+            return
+        free = stat.f_bavail * stat.f_frsize
+        needed = rows * self._row_bytes + (self._fc_chunk if rows else 0) + _RESERVE
+        if free < needed:
+            raise WriteError(f"cannot write {self.path}: no space left on device ({free / 2**20:.1f} MB free, "
+                             f"{rows} more rows need about {needed / 2**20:.1f} MB)")
+
     def close(self) -> None:
-        if self._file.id.valid:
-            self._file.close()
+        try:
+            if self._file.id.valid:
+                self._file.close()
+        finally:
+            self._lock.close()
 
     def __enter__(self) -> "HDF5FeatureWriter":
         return self

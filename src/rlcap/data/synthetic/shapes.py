@@ -59,7 +59,8 @@ class ShapesConfig:
     max_objects: int = field(default=4, metadata={"help": "objects per image, 1 to this (<= 4)"})
     textures: bool = field(default=True, metadata={"help": "striped, dotted, checkered objects"})
     captions: int = field(default=CAPTIONS_VERSION, metadata={
-        "help": "annotators' version: 2 names two objects and their relation, 1 the salient object (docs/DATA.md)"})
+        "help": "annotators' version: 2 names two objects and their relation, 1 the salient object "
+                "(docs/SHAPES.md, Caption versions)"})
     workers: int = field(default=2, metadata={"help": "drawing processes (output unchanged)"})
 
     def __post_init__(self) -> None:
