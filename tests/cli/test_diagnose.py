@@ -7,6 +7,7 @@ import pytest
 
 from rlcap import api
 from rlcap.cli import main
+from tests.cli.test_cli_errors import _one_line_error
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
 
@@ -84,16 +85,6 @@ def test_prefix_credit_on_a_dataset(runs, tmp_path, capsys):
     for m in got["metrics"].values():
         assert set(m) == {"wrong", "later", "captions", "later_share"} and 1 <= m["captions"] <= 10
     assert "cider_d" in out and "wrong words" in out
-
-
-def _one_line_error(capsys, argv, *needles):
-    capsys.readouterr()
-    code = main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert len(err) == 1 and "Traceback" not in err[0], err
-    for needle in needles:
-        assert needle in err[0], err[0]
 
 
 def test_missing_checkpoint(capsys, tmp_path):

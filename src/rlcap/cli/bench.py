@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcap.cli.options import IMAGE_SIZE, int_range
+from rlcap.cli.options import IMAGE_SIZE, add_data_folder_arguments, int_range
 from rlcap.cli.tables import print_scores
 from rlcap.errors import ConfigError
 from rlcap.recipes import find_recipes
@@ -19,14 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"comma-separated methods: {', '.join(sorted(METHODS))}; on moving-shapes also "
                         f"{', '.join(name for name, _ in VIDEO_METHODS)} (rl there is 004's RL-baseline)")
     p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
-    p.add_argument("--data", default=None, help="benchmark data folder (default data/BENCHMARK; generated when "
-                                                "missing; a folder generated with other settings is refused)")
-    p.add_argument("--regenerate", action="store_true",
-                   help="generate the data over a --data folder generated with other settings (only the files "
-                        "rlcap generated there are replaced)")
-    p.add_argument("--configs", default=None,
-                   help="folder of the method recipes (default: configs/ of the rlcap checkout the package runs "
-                        "from, else ./configs)")
+    add_data_folder_arguments(p, None, "benchmark data folder (default data/BENCHMARK; generated when missing)",
+                              "folder of the method recipes")
     p.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every stage that is not XE (the methods' budget)")
     p.add_argument("--xe", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the XE stages")
     p.add_argument("--max-train-images", type=int_range(0), default=0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcap.cli.options import COUNT, IMAGE_SIZE
+from rlcap.cli.options import COUNT, IMAGE_SIZE, add_data_folder_arguments
 from rlcap.cli.tables import print_scores
 from rlcap.recipes import find_recipes
 
@@ -12,14 +12,8 @@ from rlcap.recipes import find_recipes
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="shapes data, features, XE, SCST and evaluation, end to end")
     p.add_argument("--out", default="runs/demo", help="run folder (replaced)")
-    p.add_argument("--data", default="data/shapes", help="where the shapes data and features go (reused; a folder "
-                                                         "generated with other settings is refused)")
-    p.add_argument("--regenerate", action="store_true",
-                   help="generate the data over a --data folder generated with other settings (only the files "
-                        "rlcap generated there are replaced)")
-    p.add_argument("--configs", default=None,
-                   help="folder holding shapes_xe.yaml and shapes_scst.yaml (default: configs/ of the rlcap "
-                        "checkout the package runs from, else ./configs)")
+    add_data_folder_arguments(p, "data/shapes", "where the shapes data and features go (reused)",
+                              "folder holding shapes_xe.yaml and shapes_scst.yaml")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128, help="encoder input size (128 px gives a 4x4 grid)")
     p.add_argument("--n-train", type=COUNT, default=10_000, help="shapes training images (default 10,000)")
     p.add_argument("--n-val", type=COUNT, default=1_000, help="shapes validation images (default 1,000)")

@@ -94,3 +94,16 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_data_folder_arguments(p: argparse.ArgumentParser, data_default: str | None, data_help: str,
+                              configs_help: str) -> None:
+    """``--data``, ``--regenerate`` and ``--configs``, shared by ``rlcap bench`` and ``rlcap demo``."""
+    p.add_argument("--data", default=data_default, help=f"{data_help}; a folder generated with other settings is "
+                                                        "refused")
+    p.add_argument("--regenerate", action="store_true",
+                   help="generate the data over a --data folder generated with other settings (only the files "
+                        "rlcap generated there are replaced)")
+    p.add_argument("--configs", default=None,
+                   help=f"{configs_help} (default: configs/ of the rlcap checkout the package runs from, else "
+                        "./configs)")
