@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
              f"already built, so the wall time is training and evaluation). Machine: {machine(torch=torch.__version__)}.", "",
              "Test split (1,000 images), beam size 3, pycocoevalcap metrics (SPICE: rlcap's Python port). Each seed "
              "trains its own XE model (3 epochs) and SCST from it (2 epochs at lr 1.5e-4 with the end token scored, "
-             "`rlcap.demo.DEMO_SCST`). The "
+             "`rlcap.demo.DEMO_SCST`; how it was chosen: docs/notes/2026-11-25-demo-scst.md). The "
              "nearest-neighbour reference captioner copies the highest-consensus caption of the closest training "
              "image in EfficientNet-Lite0 feature space.", "", *table(runs), "", *notes]
     replace_section("bench-demo", "\n".join(lines))
