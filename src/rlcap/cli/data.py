@@ -9,7 +9,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from rlcap.cli.options import int_range
+from rlcap.cli.options import float_range, int_range
 from rlcap.data.concepts import ConceptsConfig
 from rlcap.data.synthetic.moving import MovingShapesConfig
 from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes, is_complete
@@ -61,15 +61,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _share(text: str) -> float:
-    """argparse ``type``: a probability in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
-    return value
+_share = float_range(0.0, 1.0)  # argparse type: a probability in [0, 1)
 
 
 def _distractors(text: str) -> str:

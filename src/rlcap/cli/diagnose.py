@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from rlcap import api
-from rlcap.cli.options import COUNT, CommandParser, int_range
+from rlcap.cli.options import COUNT, CommandParser, float_range, int_range
 from rlcap.cli.tables import format_scores
 from rlcap.errors import DataError
 
@@ -41,15 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def temperature(text: str) -> float:
-    """argparse ``type``: a sampling temperature, a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
+TEMPERATURE = float_range(0.0, include_low=False)  # argparse type: a sampling temperature
 
 
 def reward_weights(text: str) -> dict[str, float]:
@@ -81,7 +73,7 @@ def _add_sampling(p: argparse.ArgumentParser, default_split: str) -> None:
     p.add_argument("--images", type=int_range(0), default=500, help="the split's first N images (default 500; 0: all)")
     p.add_argument("--samples", type=int_range(2), default=None,
                    help="captions sampled per image (default: the run's rl.n_samples)")
-    p.add_argument("--temperature", type=temperature, default=None,
+    p.add_argument("--temperature", type=TEMPERATURE, default=None,
                    help="sampling temperature (default: the run's decode.temperature)")
     p.add_argument("--seed", type=int_range(0), default=0, help="seed of the sampling (default 0)")
     p.add_argument("--batch-size", type=COUNT, default=50, help="images per forward pass (default 50)")

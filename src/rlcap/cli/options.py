@@ -33,16 +33,22 @@ def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def float_range(low: float) -> Callable[[str], float]:
-    """argparse ``type``: a finite number >= ``low``."""
+def float_range(low: float, high: float | None = None, include_low: bool = True) -> Callable[[str], float]:
+    """argparse ``type``: a finite number from ``low`` (inclusive unless ``include_low`` is False) to
+    below ``high`` (no upper bound when ``high`` is None)."""
+    if high is None:
+        allowed = f"a number {'>=' if include_low else '>'} {low:g}"
+    else:
+        allowed = f"a number in {'[' if include_low else '('}{low:g}, {high:g})"
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number >= {low:g}, got {text!r}") from None
-        if not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"expected a number >= {low:g}, got {text}")
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+        if (not math.isfinite(value) or value < low or (value == low and not include_low)
+                or (high is not None and value >= high)):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text}")
         return value
 
     return parse
