@@ -100,3 +100,48 @@ def test_full_disk_mount(tmp_path):
         write_text(small / "ok.txt", "fits")
         assert _names(small) == ["ok.txt"]
 
+
+
+def test_append_text_adds_whole_records_or_none(tmp_path, monkeypatch):
+    """A failed append (here the disk fills mid-write) cuts the file back: no half line is left."""
+    log = tmp_path / "log.jsonl"
+    files.append_text(log, '{"a": 1}\n')
+    files.append_text(log, '{"b": 2}\n')
+    assert log.read_text() == '{"a": 1}\n{"b": 2}\n'
+
+    real_open = open
+
+    class HalfWriter:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            self.fh.write(data[: len(data) // 2])
+            self.fh.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("builtins.open", lambda *a, **k: HalfWriter(real_open(*a, **k)))
+    with pytest.raises(WriteError) as err:
+        files.append_text(log, '{"c": 3333333333}\n')
+    monkeypatch.undo()
+    assert str(err.value) == f"cannot write {log}: no space left on device"
+    assert log.read_text() == '{"a": 1}\n{"b": 2}\n'
+
+
+@pytest.mark.skipif(not CAN_MOUNT, reason=NO_MOUNT)
+def test_append_text_on_a_full_disk_mount(tmp_path):
+    with tmpfs(tmp_path / "small", size="64k") as small:
+        files.append_text(small / "log.jsonl", "first\n")
+        with pytest.raises(WriteError) as err:
+            files.append_text(small / "log.jsonl", "x" * 200_000 + "\n")
+        assert str(err.value) == f"cannot write {small / 'log.jsonl'}: no space left on device"
+        assert (small / "log.jsonl").read_text() == "first\n"

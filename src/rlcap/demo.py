@@ -7,7 +7,6 @@ second ``make demo`` reuses the data and features and retrains only the models.
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -54,21 +53,24 @@ def prepare_shapes(data_dir: Path, image_size: int, report: Report,
     return dataset, feats
 
 
-def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path, image_size: int = 128,
+def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path | None = None, image_size: int = 128,
              overrides: list[str] | None = None, report: Report = log.info,
              shapes: "ShapesConfig | None" = None, regenerate: bool = False) -> dict[str, Any]:
     """The whole job; ``shapes`` changes the generated data (default: the 10,000/1,000/1,000 benchmark).
-    A ``data_dir`` generated with other settings is refused unless ``regenerate``."""
+    A ``data_dir`` generated with other settings is refused unless ``regenerate``; ``configs``: the
+    folder of the two recipes (None: rlcap's own, :func:`rlcap.recipes.find_recipes`)."""
     from rlcap.data.synthetic.shapes import ShapesConfig, check_settings
+    from rlcap.recipes import find_recipes
 
-    out_dir, data_dir, configs = Path(out_dir), Path(data_dir), Path(configs)
+    configs = find_recipes(configs, ["shapes_xe.yaml", "shapes_scst.yaml"])  # before any data is generated
+    out_dir, data_dir = Path(out_dir), Path(data_dir)
     shapes = shapes or ShapesConfig()
     if not regenerate:
         check_settings(shapes, data_dir)
     dataset, feats = prepare_shapes(data_dir, image_size, report, shapes)
-    data = [f"data.dataset={dataset}", f"data.features={feats}"]
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    # each stage's run folder is replaced the way overwrite=true replaces any run (the old one set aside
+    # until the new one has started); nothing else in out_dir is touched
+    data = [f"data.dataset={dataset}", f"data.features={feats}", "overwrite=true"]
     report("[3/5] cross-entropy training (configs/shapes_xe.yaml)")
     extra = [*DEMO_BUDGET, *(overrides or [])]
     xe_cfg = load_config(RunConfig, configs / "shapes_xe.yaml", [*data, f"out_dir={out_dir / 'xe'}", *extra])

@@ -102,3 +102,21 @@ def write_json(path: str | Path, obj: Any, indent: int | None = None) -> None:
     """``obj`` as JSON at ``path`` (its folder created): compact without ``indent``, else indented."""
     text = json.dumps(obj, separators=(",", ":")) if indent is None else json.dumps(obj, indent=indent)
     write_text(path, text)
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """``text`` (UTF-8) added at the end of ``path`` (created when missing), whole or not at all:
+    on a failed write the file is cut back to its length before, so a log never ends in half a
+    line. An ``OSError`` becomes :class:`WriteError`."""
+    path = Path(path)
+    try:
+        with open(path, "ab") as fh:
+            size = fh.tell()
+            try:
+                fh.write(text.encode("utf-8"))
+                fh.flush()
+            except OSError:
+                fh.truncate(size)
+                raise
+    except OSError as exc:
+        raise write_error(path, exc) from None

@@ -27,3 +27,13 @@ def test_demo_end_to_end(tmp_path, capsys):
         preds = json.loads((out / stage / "eval_test" / "predictions.json").read_text())
         assert len(preds) == 10
     assert (data / "feats_64.h5").is_file() and (data / "dataset_shapes.json").is_file()
+
+    # a second demo into the same folder replaces its two runs and nothing else there
+    (out / "notes.txt").write_text("mine")
+    first_log = (out / "xe" / "log.jsonl").read_text()
+    assert main(["demo", "--out", str(out), "--data", str(data), "--configs", str(CONFIGS), "--image-size", "64",
+                 "--n-train", "30", "--n-val", "10", "--n-test", "10", *TINY]) == 0
+    assert (out / "notes.txt").read_text() == "mine"
+    assert not list(out.glob("*/.replaced-*")) and (out / "scores.json").is_file()
+    records = [json.loads(line) for line in (out / "xe" / "log.jsonl").read_text().splitlines()]
+    assert (out / "xe" / "log.jsonl").read_text() != first_log and records[0]["step"] <= 1  # a new run's log

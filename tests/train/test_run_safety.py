@@ -75,6 +75,28 @@ def test_bench_regenerate_goes_past_the_check(tmp_path, monkeypatch):
         main([*argv, "--regenerate"])
 
 
+def test_run_benchmark_finds_its_recipes_from_any_working_directory(tmp_path, monkeypatch):
+    """The Python API, like the CLI, reads rlcap's own recipes when given no configs folder."""
+    from rlcap.bench.methods import run_benchmark
+    from rlcap.bench.registry import BENCHMARKS
+
+    seen = []
+
+    class Prepared(Exception):
+        pass
+
+    def prepare(data_dir, image_size, report):
+        raise Prepared(str(data_dir))
+
+    monkeypatch.setitem(BENCHMARKS, "shapes", replace(BENCHMARKS["shapes"], prepare=prepare, check=seen.append))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(Prepared):
+        run_benchmark("shapes", ["xe"], tmp_path / "out", tmp_path / "data")
+    assert seen == [tmp_path / "data"]
+    with pytest.raises(ConfigError, match="shapes_xe.yaml is not there"):
+        run_benchmark("shapes", ["xe"], tmp_path / "out", tmp_path / "data", configs=tmp_path)
+
+
 def test_data_shapes_removes_only_files_it_wrote(tmp_path):
     data = tmp_path / "shapes"
     _generate(data, 8)  # images 0..9

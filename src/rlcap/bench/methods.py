@@ -13,6 +13,7 @@ from typing import Any, Callable
 from rlcap import api
 from rlcap.config import load_config
 from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
+from rlcap.recipes import find_recipes
 from rlcap.train.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
 
 
 def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_dir: str | Path | None = None,
-                  configs: str | Path = "configs", rl_overrides: list[str] | None = None,
+                  configs: str | Path | None = None, rl_overrides: list[str] | None = None,
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
                   prepared: tuple[Path, Path] | None = None, image_size: int = 128,
                   max_train_images: int = 0, regenerate: bool = False) -> dict[str, Any]:
@@ -52,7 +53,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     see docs/SHAPES.md). ``max_train_images``: every stage trains on the first N training images
     (``data.max_train_images``; 0: all), the budget of a quick or time-boxed table.
     ``regenerate``: generate the benchmark's data over a folder generated with other settings
-    (refused otherwise, :attr:`Benchmark.check`).
+    (refused otherwise, :attr:`Benchmark.check`). ``configs``: the folder of the recipes (None: rlcap's
+    own, :func:`rlcap.recipes.find_recipes`), checked before any data is generated.
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
     from rlcap.bench.evaluate import method_row
@@ -64,13 +66,14 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     out = Path(out_dir)
     data_dir = Path(data_dir) if data_dir is not None else Path("data") / benchmark
     bench = BENCHMARKS[benchmark]
+    configs = find_recipes(configs, [f"{bench.recipes}_{stage.recipe}.yaml" for stage in stages_of(methods, benchmark)])
     if prepared is None and bench.check is not None and not regenerate:
         bench.check(data_dir)
     dataset, feats = prepared or bench.prepare(data_dir, image_size, report)
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     if max_train_images:
         data.append(f"data.max_train_images={max_train_images}")
-    best = train_stages(benchmark, methods, out, data, Path(configs), list(rl_overrides or []),
+    best = train_stages(benchmark, methods, out, data, configs, list(rl_overrides or []),
                         list(xe_overrides or []), report)
     known = methods_of(benchmark)
     checkpoints = {m: method_checkpoint(known[m], best) for m in methods}

@@ -100,6 +100,12 @@ def _prepare_coco_concepts(data_dir: Path, image_size: int, report: Report) -> t
     return result.dataset, result.features
 
 
+def _check_moving_shapes(data_dir: Path) -> None:
+    from rlcap.data.synthetic.moving import MovingShapesConfig, check_settings
+
+    check_settings(MovingShapesConfig(), data_dir)
+
+
 def _prepare_moving_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
     """Moving-shapes clips (MP4) and their frame features (4 frames a second, at most 16), both reused when complete."""
     from rlcap.data.readers import read_dataset
@@ -197,7 +203,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)",
                                sample_temperature=0.5),
     "moving-shapes": Benchmark(_prepare_moving_shapes, "moving-shapes",
-                               "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_METHODS),
+                               "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_METHODS,
+                               check=_check_moving_shapes),
     # any MSR-VTT-format dataset a user brings, with frame features; the moving-shapes recipes, its data overridden
     "video": Benchmark(_prepare_user_video, "moving-shapes", "a user's MSR-VTT-format videos (--data DIR)",
                        VIDEO_METHODS),

@@ -7,7 +7,6 @@ import argparse
 from rlcap.cli.options import IMAGE_SIZE, add_data_folder_arguments, int_range
 from rlcap.cli.tables import print_scores
 from rlcap.errors import ConfigError
-from rlcap.recipes import find_recipes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -33,17 +32,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlcap.bench.methods import run_benchmark
-    from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
+    from rlcap.bench.registry import methods_of
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise ConfigError(f"--methods {args.methods!r} names no method; give one or more of "
                           f"{', '.join(sorted(methods_of(args.benchmark)))}")
-    check_names(args.benchmark, methods)
-    prefix = BENCHMARKS[args.benchmark].recipes
-    recipes = [f"{prefix}_{stage.recipe}.yaml" for stage in stages_of(methods, args.benchmark)]
-    configs = find_recipes(args.configs, recipes)  # before any data is generated
-    results = run_benchmark(args.benchmark, methods, args.out, args.data, configs, args.rl, args.xe, report=print,
+    results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
                             image_size=args.image_size, max_train_images=args.max_train_images,
                             regenerate=args.regenerate)
     for how in ("beam", "rs", "bs"):

@@ -6,12 +6,11 @@ import argparse
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE, add_data_folder_arguments
 from rlcap.cli.tables import print_scores
-from rlcap.recipes import find_recipes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="shapes data, features, XE, SCST and evaluation, end to end")
-    p.add_argument("--out", default="runs/demo", help="run folder (replaced)")
+    p.add_argument("--out", default="runs/demo", help="output folder: its xe/ and scst/ runs are replaced (overwrite=true), nothing else in it")
     add_data_folder_arguments(p, "data/shapes", "where the shapes data and features go (reused)",
                               "folder holding shapes_xe.yaml and shapes_scst.yaml")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128, help="encoder input size (128 px gives a 4x4 grid)")
@@ -27,9 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.data.synthetic.shapes import ShapesConfig
     from rlcap.demo import run_demo
 
-    configs = find_recipes(args.configs, ["shapes_xe.yaml", "shapes_scst.yaml"])  # before any data is generated
     shapes = ShapesConfig(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
-    scores = run_demo(args.out, args.data, configs, args.image_size, args.overrides, report=print, shapes=shapes,
+    scores = run_demo(args.out, args.data, args.configs, args.image_size, args.overrides, report=print, shapes=shapes,
                       regenerate=args.regenerate)
     print()
     print("shapes test split, beam size 3")

@@ -1,4 +1,5 @@
-"""Run logs: one JSON object per line in ``log.jsonl``, mirrored to TensorBoard."""
+"""Run logs: one JSON object per line in ``log.jsonl`` (written through :mod:`rlcap.files`: a full
+disk is one line, never half a record), mirrored to TensorBoard."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlcap.files import append_text, write_text
+
 log = logging.getLogger(__name__)
 
 
@@ -16,10 +19,9 @@ class RunLogger:
 
     def __init__(self, out_dir: str | Path, tensorboard: bool, resume_step: int | None = None):
         self.path = Path(out_dir) / "log.jsonl"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tb_dir = Path(out_dir) / "tensorboard"
         if resume_step is None:
-            self.path.write_text("", encoding="utf-8")
+            write_text(self.path, "")
             if tb_dir.is_dir():  # a fresh run's curves must not mix with an old run's
                 import shutil
 
@@ -41,7 +43,7 @@ class RunLogger:
             return
         kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
                 if line.strip() and json.loads(line).get("step", 0) <= step]
-        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        write_text(self.path, "".join(line + "\n" for line in kept))
 
     def note(self, text: str) -> None:
         """A free-text line for the record (e.g. the conventions that change the numbers); a resumed
@@ -55,8 +57,7 @@ class RunLogger:
     def write(self, step: int, split: str, values: dict[str, Any]) -> None:
         """One record; ``time`` (Unix seconds) is added for the training cost the benchmarks report."""
         record = {"step": step, "split": split, **values, "time": round(time.time(), 3)}
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_text(self.path, json.dumps(record) + "\n")
         if self._tb is not None:
             for key, value in values.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -22,6 +22,7 @@ from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import lookahead_search
 from rlcap.errors import RlcapError
+from rlcap.files import write_json
 from rlcap.models import ValueModel, build_value_model
 from rlcap.models.config import ModelConfig
 from rlcap.train.checkpoint import load_checkpoint
@@ -110,7 +111,6 @@ def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
 
 
 def write_choice(path: Path, choice: LookaheadChoice, split: str, checkpoint: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     rows = {"checkpoint": checkpoint, "split": split, "metric": "CIDEr", "best_lambda": choice.best,
             "scores": {str(lam): v for lam, v in choice.scores.items()}}
-    path.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    write_json(path, rows, indent=2)

@@ -30,6 +30,7 @@ from typing import Any
 from PIL import Image
 
 from rlcap.data.synthetic.annotators import ANNOTATOR_VERSIONS, CAPTIONS_VERSION, caption_scene
+from rlcap.data.synthetic import manifest as manifests
 from rlcap.data.synthetic.captions import Caption
 from rlcap.data.synthetic.render import render_scene
 from rlcap.data.synthetic.scenes import Scene, sample_scene
@@ -39,7 +40,7 @@ from rlcap.files import write_json
 logger = logging.getLogger(__name__)
 
 DATASET_FILE = "dataset_shapes.json"
-MANIFEST_FILE = "manifest.json"
+MANIFEST_FILE = manifests.MANIFEST_FILE
 IMAGE_DIR = "images"
 # Bump when a change to sampling, drawing or captions changes the output for the same config.
 GENERATOR_VERSION = 3
@@ -128,39 +129,20 @@ def _build_record(task: tuple[ShapesConfig, str, int]) -> dict:
 def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
     """The folder's shapes manifest; None when it has none. DataError when its ``manifest.json``
     was not written by this generator (unreadable, or another tool's)."""
-    path = Path(out_dir) / MANIFEST_FILE
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path} is not a shapes manifest ({exc}): give a folder of its own to the shapes data") from exc
-    if not isinstance(manifest, dict) or manifest.get("generator") != __name__:
-        raise DataError(f"{path} was not written by rlcap's shapes generator: give a folder of its own to the "
-                        f"shapes data")
-    return manifest
+    return manifests.read_manifest(out_dir, __name__, "shapes")
 
 
 def other_settings(config: ShapesConfig, out_dir: str | Path) -> dict[str, tuple[Any, Any]]:
     """setting -> (the folder's, ``config``'s) for every output setting (and the generator's
     version) that differs from what the folder's data was generated with; empty when the folder
     holds no shapes data or data of these settings."""
-    manifest = read_manifest(out_dir)
-    if manifest is None:
-        return {}
-    old = {"version": manifest.get("version"), **(manifest.get("config") or {})}
-    new = {"version": GENERATOR_VERSION, **config.output_dict()}
-    return {k: (old.get(k), new.get(k)) for k in new if old.get(k) != new.get(k)}
+    return manifests.other_settings(read_manifest(out_dir), GENERATOR_VERSION, config.output_dict())
 
 
 def check_settings(config: ShapesConfig, out_dir: str | Path, flag: str = "--regenerate") -> None:
     """Refuse (DataError, one line naming the settings and ``flag``) a folder whose shapes data was
     generated with other settings: regenerating it replaces a user's data."""
-    changes = other_settings(config, out_dir)
-    if changes:
-        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
-        raise DataError(f"{out_dir} holds shapes data generated with other settings ({listed}); give {flag} to "
-                        f"replace it (only the files rlcap generated there are removed), or another data folder")
+    manifests.refuse_other_settings(out_dir, "shapes", other_settings(config, out_dir), flag)
 
 
 def is_complete(config: ShapesConfig, out_dir: str | Path) -> bool:
