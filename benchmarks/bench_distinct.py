@@ -25,15 +25,14 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     import torch
 
     from rlcap.bench.distinct import image_embeddings
-    from rlcap.config import load_config
     from rlcap.data.loader import load_data
     from rlcap.models.retriever import load_retriever
-    from rlcap.train.config import RunConfig
+    from rlcap.train.config import load_run_config
     from rlcap.train.evaluate import decode_split
     from rlcap.train.session import load_model
 
     model, vocab, _ = load_model(REPO / out / "wtf_rl" / "last")  # the checkpoint the table judges
-    test = load_data(load_config(RunConfig, None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
+    test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
     predictions = decode_split(model, test, vocab, 3, 16)
     captions = [predictions[i] for i in test.ids]
     ranks = {}

@@ -23,15 +23,14 @@ SECTIONS = {"shapes": ("bench-methods", "shapes", "make bench-methods", "1,000")
 
 def reference_rows(out: str, xe_cider: float) -> list[str]:
     """The reference captioners on the test split, trained on what the methods trained on (CIDEr-D)."""
-    from rlcap.config import load_config
     from rlcap.data.loader import load_data
     from rlcap.metrics import score_captions
     from rlcap.reference_captioners import nearest_neighbour_predictions, template_predictions
-    from rlcap.train.config import RunConfig
+    from rlcap.train.config import load_run_config
 
     cfg = json.loads((REPO / out / "xe" / "config.json").read_text())["data"]
     cfg.update({k: str(REPO / cfg[k]) for k in ("dataset", "features")})  # recipes' paths are from the repository
-    data_cfg = load_config(RunConfig, None, [f"data.{k}={v}" for k, v in cfg.items() if v is not None]).data
+    data_cfg = load_run_config(None, [f"data.{k}={v}" for k, v in cfg.items() if v is not None]).data
     splits = load_data(data_cfg, ("train", "test")).splits
     train, test = splits["train"], splits["test"]
     refs = dict(zip(test.ids, test.refs))

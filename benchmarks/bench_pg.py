@@ -35,7 +35,6 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 from benchdoc import REPO, machine, replace_section  # noqa: E402
 
-from rlcap.config import load_config  # noqa: E402
 from rlcap.data.feats import Feats  # noqa: E402
 from rlcap.data.loader import Batch, CaptionData  # noqa: E402
 from rlcap.data.vocab import EOS, Vocab  # noqa: E402
@@ -44,11 +43,11 @@ from rlcap.metrics import tokenize  # noqa: E402
 from rlcap.models import build_model  # noqa: E402
 from rlcap.models.baseline_mlp import BaselineMLP  # noqa: E402
 from rlcap.rewards import RewardBatch, RewardConfig, build_reward  # noqa: E402
-from rlcap.train import pg  # noqa: E402
-from rlcap.train.config import RunConfig  # noqa: E402
+from rlcap.methods import pg  # noqa: E402
+from rlcap.train.config import load_run_config  # noqa: E402
 from rlcap.train.learned_baseline import BASELINE  # noqa: E402
 from rlcap.train.rollout import caption_lengths  # noqa: E402
-from rlcap.train.scst import scst_step  # noqa: E402
+from rlcap.methods.scst import scst_step  # noqa: E402
 from rlcap.train.session import Progress, Session, add_part  # noqa: E402
 from rlcap.train.unique_scores import score_unique  # noqa: E402
 
@@ -69,7 +68,7 @@ def coco() -> tuple[dict[str, list[str]], Vocab]:
 
 
 def session(vocab: Vocab) -> Session:
-    cfg = load_config(RunConfig, None, ["model.arch=updown", "model.dropout=0.5", "rl.n_samples=5",
+    cfg = load_run_config(None, ["model.arch=updown", "model.dropout=0.5", "rl.n_samples=5",
                                         "optim.lr=0.000000001",
                                         f"rl.batch_size={IMAGES}", f"decode.max_len={MAX_LEN}", f"pg.rollouts={K}",
                                         "scst.baseline=greedy", "tensorboard=false"])

@@ -41,9 +41,8 @@ def measure(arch: str, images: int, samples: int, steps: int, model: list[str] |
     from rlcap.models import build_model
     from rlcap.data.feats import Feats
     from rlcap.rewards import build_reward
-    from rlcap.train.config import RunConfig
-    from rlcap.config import load_config
-    from rlcap.train.scst import scst_step
+    from rlcap.train.config import load_run_config
+    from rlcap.methods.scst import scst_step
     from rlcap.train.session import Progress, Session, add_part
 
     torch.set_num_threads(2)
@@ -55,7 +54,7 @@ def measure(arch: str, images: int, samples: int, steps: int, model: list[str] |
     for w in words:
         counts[w] = counts.get(w, 0) + 1
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", *sorted(counts, key=lambda w: -counts[w])[:2103]])
-    cfg = load_config(RunConfig, None, [f"model.arch={arch}", "model.dropout=0.5", f"rl.n_samples={samples}",
+    cfg = load_run_config(None, [f"model.arch={arch}", "model.dropout=0.5", f"rl.n_samples={samples}",
                                         f"rl.batch_size={images}", "decode.max_len=16", "tensorboard=false",
                                         *(model or [])])
     session = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."))

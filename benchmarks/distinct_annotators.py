@@ -22,18 +22,17 @@ THRESHOLD = -0.2  # r_sim above which alpha 0.69 * r_sim + 0.31 * p_D (p_D ~ 0.4
 def annotator_rewards(bench: Path, dataset: Path, features: Path, tau: float, batches: int) -> dict[str, dict[str, float]]:
     import torch
 
-    from rlcap.config import load_config
     from rlcap.data.loader import load_data
     from rlcap.decoding import beam_search, greedy
     from rlcap.models.retriever import load_retriever
     from rlcap.rewards.image_bank import build_image_bank
     from rlcap.rewards.retrieval import RetrievalReward
-    from rlcap.train.config import RunConfig
+    from rlcap.train.config import load_run_config
     from rlcap.train.session import load_model
 
     model, vocab, _ = load_model(bench / "xe" / "best")
     model.eval()
-    data = load_config(RunConfig, None, [f"data.dataset={dataset}", f"data.features={features}"]).data
+    data = load_run_config(None, [f"data.dataset={dataset}", f"data.features={features}"]).data
     train = load_data(data, ("train",), vocab=vocab).splits["train"]
     annotator = {(str(im.get("cocoid", im["imgid"])), s["raw"]): s["annotator"]
                  for im in json.loads(dataset.read_text())["images"] for s in im["sentences"]}

@@ -26,10 +26,9 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
     import torch
 
     from rlcap.bench.distinct import distinct_row, load_judges
-    from rlcap.config import load_config
     from rlcap.data.loader import load_data
     from rlcap.metrics import score_captions
-    from rlcap.train.config import RunConfig
+    from rlcap.train.config import load_run_config
     from rlcap.train.evaluate import decode_split
     from rlcap.train.session import load_model
 
@@ -39,7 +38,7 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
         model, vocab, _ = load_model(path)
         if split is None:  # every run of a benchmark shares the dataset and features
             cfg = json.loads((path.parent / "config.json").read_text())
-            data = load_config(RunConfig, None, [f"data.{k}={cfg['data'][k]}" for k in ("dataset", "features")]).data
+            data = load_run_config(None, [f"data.{k}={cfg['data'][k]}" for k in ("dataset", "features")]).data
             split = load_data(data, (split_name,), vocab=vocab).splits[split_name]
             judges = load_judges({j: bench / j / "best" for j in ("retrieval", "judge")}, split)
         with torch.no_grad():

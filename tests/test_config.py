@@ -2,16 +2,16 @@ from pathlib import Path
 
 import pytest
 
-from rlcap.config import apply_overrides, describe, load_config
+from rlcap.config import apply_overrides, describe
 from rlcap.errors import ConfigError
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, load_run_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_every_shipped_config_loads(path):
-    cfg = load_config(RunConfig, path)
+    cfg = load_run_config(path)
     assert isinstance(cfg, RunConfig)
     assert cfg.data.dataset and cfg.data.features
 
@@ -21,49 +21,49 @@ def test_there_are_shipped_configs():
 
 
 def test_overrides_reach_nested_sections():
-    cfg = load_config(RunConfig, None, ["model.hidden_dim=64", "optim.lr=0.01", "resume=true", "xe.epochs=3"])
+    cfg = load_run_config(None, ["model.hidden_dim=64", "optim.lr=0.01", "resume=true", "xe.epochs=3"])
     assert cfg.model.hidden_dim == 64 and cfg.optim.lr == 0.01 and cfg.resume is True and cfg.xe.epochs == 3
 
 
 def test_int_is_accepted_for_float():
-    assert load_config(RunConfig, None, ["optim.lr=1"]).optim.lr == 1.0
+    assert load_run_config(None, ["optim.lr=1"]).optim.lr == 1.0
 
 
 def test_exponent_without_a_dot_is_a_float():
     # YAML 1.1 reads 2e-5 as a string; a float field takes it as the number
-    assert load_config(RunConfig, None, ["optim.lr=2e-5"]).optim.lr == 2e-5
+    assert load_run_config(None, ["optim.lr=2e-5"]).optim.lr == 2e-5
     with pytest.raises(ConfigError, match="expected float"):
-        load_config(RunConfig, None, ["optim.lr=fast"])
+        load_run_config(None, ["optim.lr=fast"])
 
 
 def test_unknown_key_lists_the_valid_ones():
     with pytest.raises(ConfigError) as err:
-        load_config(RunConfig, None, ["model.hiden_dim=64"])
+        load_run_config(None, ["model.hiden_dim=64"])
     message = str(err.value)
     assert "model.hiden_dim" in message and "hidden_dim" in message and "embed_dim" in message
 
 
 def test_unknown_top_level_key():
     with pytest.raises(ConfigError, match="unknown config key bogus"):
-        load_config(RunConfig, None, ["bogus=1"])
+        load_run_config(None, ["bogus=1"])
 
 
 def test_wrong_type_is_rejected():
     with pytest.raises(ConfigError, match="xe.epochs: expected int"):
-        load_config(RunConfig, None, ["xe.epochs=many"])
+        load_run_config(None, ["xe.epochs=many"])
     with pytest.raises(ConfigError, match="resume: expected true or false"):
-        load_config(RunConfig, None, ["resume=3"])
+        load_run_config(None, ["resume=3"])
 
 
 def test_invalid_choice_lists_allowed_values():
     with pytest.raises(ConfigError, match="adamw"):
-        load_config(RunConfig, None, ["optim.name=sgd"])
+        load_run_config(None, ["optim.name=sgd"])
 
 
 def test_negative_no_repeat_ngram_is_refused():
-    assert load_config(RunConfig, None, ["decode.no_repeat_ngram=3"]).decode.no_repeat_ngram == 3
+    assert load_run_config(None, ["decode.no_repeat_ngram=3"]).decode.no_repeat_ngram == 3
     with pytest.raises(ConfigError, match="decode.no_repeat_ngram"):
-        load_config(RunConfig, None, ["decode.no_repeat_ngram=-1"])
+        load_run_config(None, ["decode.no_repeat_ngram=-1"])
 
 
 def test_override_without_equals_sign():
@@ -75,7 +75,7 @@ def test_yaml_must_be_a_mapping(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="mapping"):
-        load_config(RunConfig, path)
+        load_run_config(path)
 
 
 def test_every_field_has_help():

@@ -7,18 +7,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlcap.config import load_config
 from rlcap.train.config import RunConfig
+from rlcap.train.config import load_run_config as _load_run_config
 
 log = logging.getLogger(__name__)
 
 
 def load_run_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
-    return load_config(RunConfig, path, overrides)
+    """A recipe and ``key=value`` overrides as the run config of its method
+    (:func:`rlcap.train.config.load_run_config`)."""
+    return _load_run_config(path, overrides)
 
 
 def train(cfg: RunConfig) -> Any:
-    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.TRAINERS`). A run that
+    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.METHODS`). A run that
     fails before it has started puts back the run ``overwrite=true`` was to replace. One training
     at a time in a run folder: its lock (:func:`rlcap.locks.hold_run_folder`) is taken before
     anything is written there, which also checks that the folder can be written, and released
@@ -231,10 +233,10 @@ def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", 
     """CIDEr-D of ``split`` decoded by lookahead inference (000, Fig. 1) at each lambda, with an
     actor-critic checkpoint (policy and value network); the best lambda is the one to use.
 
-    Returns :class:`rlcap.train.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
+    Returns :class:`rlcap.methods.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
     from rlcap.data.loader import load_data
     from rlcap.files import check_writable
-    from rlcap.train.lookahead import load_actor_critic, lookahead_scores, write_choice
+    from rlcap.methods.lookahead import load_actor_critic, lookahead_scores, write_choice
 
     if out_dir is not None:
         check_writable(out_dir, folder=True)

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rlcap import api
-from rlcap.config import load_config
-from rlcap.train.config import RunConfig
+from rlcap.train.config import load_run_config
 
 if TYPE_CHECKING:
     from rlcap.data.synthetic.shapes import ShapesConfig
@@ -72,13 +71,14 @@ def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path | No
     # until the new one has started); nothing else in out_dir is touched
     data = [f"data.dataset={dataset}", f"data.features={feats}", "overwrite=true"]
     report("[3/5] cross-entropy training (configs/shapes_xe.yaml)")
+    # the budget and the user's overrides reach the runs that read them (xe.epochs the XE run, rl.epochs SCST)
     extra = [*DEMO_BUDGET, *(overrides or [])]
-    xe_cfg = load_config(RunConfig, configs / "shapes_xe.yaml", [*data, f"out_dir={out_dir / 'xe'}", *extra])
+    xe_cfg = load_run_config(configs / "shapes_xe.yaml", [*data, f"out_dir={out_dir / 'xe'}", *extra])
     api.train(xe_cfg)
     report("[4/5] self-critical sequence training (configs/shapes_scst.yaml)")
-    scst_cfg = load_config(RunConfig, configs / "shapes_scst.yaml",
-                           [*data, f"out_dir={out_dir / 'scst'}", f"init_from={out_dir / 'xe' / 'best'}", *DEMO_BUDGET,
-                            *DEMO_SCST, *(overrides or [])])
+    scst_cfg = load_run_config(configs / "shapes_scst.yaml",
+                               [*data, f"out_dir={out_dir / 'scst'}", f"init_from={out_dir / 'xe' / 'best'}",
+                                *DEMO_BUDGET, *DEMO_SCST, *(overrides or [])])
     api.train(scst_cfg)
     report("[5/5] evaluation on the test split, beam size 3")
     xe = api.evaluate(out_dir / "xe" / "best", "test", beam_size=3, out_dir=out_dir / "xe" / "eval_test",

@@ -6,9 +6,8 @@ import h5py
 import numpy as np
 import pytest
 
-from rlcap.data.features import (
-    HDF5FeatureStore, HDF5FeatureWriter, NpzFolderStore, SelfCriticalFolderStore, open_feature_store,
-)
+from rlcap.data.features import (HDF5FeatureStore, HDF5FeatureWriter, NpzFolderStore, SelfCriticalFolderStore,
+    open_feature_store)
 from rlcap.errors import ConfigError, DataError
 
 D = 4

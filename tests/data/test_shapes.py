@@ -14,14 +14,11 @@ from rlcap.cli import main
 from rlcap.data.records import SPLITS, ImageRecord
 from rlcap.data.synthetic.agreement import caption_stats, human_agreement, scene_consensus
 from rlcap.data.synthetic.annotators import ANNOTATORS, caption_scene, counting, spatial
-from rlcap.data.synthetic.captions import (
-    COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS, STYLES, group_objects,
-    position_phrase,
-)
+from rlcap.data.synthetic.captions import (COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS, STYLES,
+    group_objects, position_phrase)
 from rlcap.data.synthetic.scenes import Scene, SceneObject, relation
-from rlcap.data.synthetic.shapes import (
-    DATASET_FILE, MANIFEST_FILE, ShapesConfig, generate_shapes, load_shapes, make_image,
-)
+from rlcap.data.synthetic.shapes import (DATASET_FILE, MANIFEST_FILE, ShapesConfig, generate_shapes, load_shapes,
+    make_image)
 from rlcap.errors import ConfigError, DataError
 
 SMALL = dict(n_train=8, n_val=2, n_test=2, workers=1)

@@ -6,7 +6,7 @@ from rlcap.data.readers import by_split, read_dataset
 from rlcap.diagnose.prefix_credit import prefix_credit_on_dataset
 from rlcap.errors import DataError
 from rlcap.rewards import CiderDReward, RewardBatch
-from rlcap.train.diagnose_credit import prefix_credit
+from rlcap.diagnose.credit_shift import prefix_credit
 
 
 def test_the_dataset_s_first_captions_against_the_others(tiny_data):

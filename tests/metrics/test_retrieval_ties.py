@@ -12,13 +12,7 @@ import numpy as np
 import pytest
 
 from rlcap.errors import DataError
-from rlcap.metrics.retrieval import (
-    RECALL_AT,
-    Ties,
-    image_to_text_ties,
-    recall_probability,
-    retrieval_metrics,
-)
+from rlcap.metrics.retrieval import RECALL_AT, Ties, image_to_text_ties, recall_probability, retrieval_metrics
 
 # A 3 x 4 case with partial ties. Captions 0 and 1 belong to image 0, caption 2 to image 1,
 # caption 3 to image 2.

@@ -8,7 +8,7 @@ import yaml
 from rlcap.cli import main
 from rlcap.data.loader import DataConfig, load_data
 from rlcap.models.embedding import load_embedding_model
-from rlcap.train.embedding import retrieval_scores
+from rlcap.methods.embedding import retrieval_scores
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
 

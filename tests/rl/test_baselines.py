@@ -3,15 +3,8 @@
 import pytest
 import torch
 
-from rlcap.rl import (
-    RunningMean,
-    advantages,
-    greedy_baseline,
-    leave_one_out_baseline,
-    no_baseline,
-    running_mean_baseline,
-    update_running_mean,
-)
+from rlcap.rl import (RunningMean, advantages, greedy_baseline, leave_one_out_baseline, no_baseline,
+    running_mean_baseline, update_running_mean)
 
 
 def test_greedy_baseline_repeats_each_image_n_times():

@@ -5,17 +5,8 @@ import math
 import pytest
 import torch
 
-from rlcap.rl import (
-    baseline_loss,
-    discounted_returns,
-    mc_q_estimates,
-    reinforce_loss,
-    segment_returns,
-    td_advantages,
-    terminal_rewards,
-    value_advantages,
-    value_loss,
-)
+from rlcap.rl import (baseline_loss, discounted_returns, mc_q_estimates, reinforce_loss, segment_returns, td_advantages,
+    terminal_rewards, value_advantages, value_loss)
 
 NAN = math.nan
 # Two captions, T = 3: the first fills the row, the second has 2 valid steps and one padded.

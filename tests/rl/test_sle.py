@@ -6,15 +6,8 @@ import pytest
 import torch
 
 from rlcap.metrics import bleu as metrics_bleu
-from rlcap.rl import (
-    bleu34_distance,
-    diversity_advantages,
-    diversity_baseline,
-    pairwise_distances,
-    reinforce_loss,
-    sle_advantages,
-    sle_loss,
-)
+from rlcap.rl import (bleu34_distance, diversity_advantages, diversity_baseline, pairwise_distances, reinforce_loss,
+    sle_advantages, sle_loss)
 
 Y1 = "a b c d e".split()
 Y2 = "a b c d f".split()

@@ -28,18 +28,24 @@ def kill_after(overrides: list[str], out: Path, step: int, timeout: float = 180.
     return the step of the checkpoint left behind."""
     argv = [sys.executable, "-m", "rlcap.cli", "train", str(EMPTY), *overrides]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    wait_for_step(proc, out, step, timeout)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return load_checkpoint(out / "last").manifest["step"]
+
+
+def wait_for_step(proc: subprocess.Popen, out: Path, step: int, timeout: float = 180.0) -> int:
+    """Wait until ``out/last`` holds step >= ``step`` (or the process ends, or ``timeout``); the step it holds."""
     deadline = time.time() + timeout
+    manifest = out / "last" / "checkpoint.json"
     while time.time() < deadline and proc.poll() is None:
-        manifest = out / "last" / "checkpoint.json"
         try:
             if json.loads(manifest.read_text())["step"] >= step:
                 break
         except (OSError, ValueError):
             pass
         time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return load_checkpoint(out / "last").manifest["step"]
+    return json.loads(manifest.read_text())["step"]
 
 
 def assert_resume_is_exact(overrides: list[str], reference: Path, killed: Path, kill_step: int,

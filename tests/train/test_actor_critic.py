@@ -13,7 +13,7 @@ from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.models import Feats, ModelConfig, build_model, build_value_model
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.actor_critic import value_inputs
+from rlcap.methods.actor_critic import value_inputs
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
 from tests.tiny import tiny_overrides

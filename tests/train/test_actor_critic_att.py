@@ -13,9 +13,9 @@ from rlcap.data.loader import load_data
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import AttValueNetwork
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.diagnose_value import diagnose_value
+from rlcap.diagnose.value_samples import diagnose_value
 from rlcap.train.logger import read_log
-from rlcap.train.lookahead import load_actor_critic
+from rlcap.methods.lookahead import load_actor_critic
 from tests.tiny import tiny_overrides
 from tests.train.test_actor_critic import ac_settings, runs  # noqa: F401 (runs is the fixture)
 
@@ -99,4 +99,4 @@ def test_diagnose_value_reports_r_squared_by_position(att_run):
 
 def test_unknown_value_features_fail_with_the_allowed_ones():
     with pytest.raises(ConfigError, match=r"ac.value_features: 'regions' is not one of \['fc', 'att'\]"):
-        api.load_run_config(None, ["ac.value_features=regions"])
+        api.load_run_config(None, ["algorithm=ac", "ac.value_features=regions"])

@@ -5,9 +5,9 @@ import json
 import yaml
 
 from rlcap.bench.registry import BENCHMARKS, METHODS, XE, Benchmark, Method, Stage
+from rlcap.train import registry
 from rlcap.cli import main
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.registry import TRAINERS
 from rlcap.train.rollout import rollout, score
 from rlcap.train.sequence import train_reward
 from rlcap.train.session import finish_run, finish_step, optimizer_step, start_session, train_batches
@@ -53,7 +53,7 @@ def test_a_toy_method_runs_through_the_registries(tmp_path, monkeypatch):
         data_dir.mkdir(parents=True, exist_ok=True)
         return make_tiny_dataset(data_dir)
 
-    monkeypatch.setitem(TRAINERS, "toy_reinforce", train_toy)
+    monkeypatch.setitem(registry.METHODS, "toy_reinforce", registry.Method(train_toy))
     monkeypatch.setitem(METHODS, "toy", Method((XE, Stage("toy", "toy", "xe")), "REINFORCE, constant baseline"))
     monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(prepare, "tiny"))
     out = tmp_path / "bench"

@@ -8,8 +8,7 @@ from pathlib import Path
 from rlcap.bench.methods import run_benchmark
 from rlcap.bench.registry import methods_of, stages_of
 from rlcap.bench.report import video_markdown
-from rlcap.config import load_config
-from rlcap.train.config import RunConfig
+from rlcap.train.config import load_run_config
 from tests.tiny import make_tiny_clips, tiny_overrides
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -63,7 +62,7 @@ def test_video_markdown_layout():
 def test_the_exploration_rows_share_the_rl_baseline_budget():
     """SLL-ME and SLL-SLE on video differ from the RL-baseline's recipe in their own section only, and
     share its stages (003's Table 3: SLL, SLL-ME, SLL-SLE from one model, one budget)."""
-    rl, me, sle = (load_config(RunConfig, CONFIGS / f"moving-shapes_{r}.yaml") for r in ("rl", "sll_me", "sll_sle"))
+    rl, me, sle = (load_run_config(CONFIGS / f"moving-shapes_{r}.yaml") for r in ("rl", "sll_me", "sll_sle"))
     for cfg in (me, sle):
         for section in ("data", "optim", "rl", "reward", "val", "decode"):
             assert getattr(cfg, section) == getattr(rl, section), section

@@ -6,7 +6,7 @@ import torch
 
 from rlcap.errors import DataError
 from rlcap.rewards import CiderDReward, RewardBatch
-from rlcap.train.diagnose_credit import prefix_credit, swapped_pairs
+from rlcap.diagnose.credit_shift import prefix_credit, swapped_pairs
 
 
 def words_of_my_clip(captions, batch):

@@ -81,7 +81,7 @@ def test_alternating_phases_each_train_only_their_part(clips):
 def test_worker_phase_with_several_samples_per_clip(clips, monkeypatch):
     """hrl.worker_samples draws that many captions per clip, each with its own references, and still
     trains the worker alone."""
-    from rlcap.train import hrl
+    from rlcap.methods import hrl
 
     ann, feats, folder = clips
     if not (folder / "hrl" / "best").exists():

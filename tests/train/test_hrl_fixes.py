@@ -9,7 +9,7 @@ from rlcap import api
 from rlcap.data.vocab import BOS, EOS
 from rlcap.decoding.result import cut_after_eos
 from rlcap.errors import ConfigError
-from rlcap.train import hrl
+from rlcap.methods import hrl
 from tests.tiny import hrl_overrides, hrl_settings, make_tiny_clips, tiny_hrl_xe
 
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-import rlcap.train.pg as pg
+import rlcap.methods.pg as pg
 from rlcap import api
 from rlcap.data.vocab import EOS, PAD, Vocab
 from rlcap.decoding import DecodeResult, prefix_rollouts, sample
@@ -196,7 +196,7 @@ def test_config_ranges(item, message):
     from rlcap.errors import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        api.load_run_config(None, [item])
+        api.load_run_config(None, [f"algorithm={item.split('.')[0]}", item])
 
 
 @pytest.mark.parametrize("method, algorithm, reward", [("pg_cider", "pg", "cider_d"), ("pg_bcmr", "pg", "bcmr"),
@@ -205,11 +205,10 @@ def test_bench_methods_train_from_xe_with_their_recipe(method, algorithm, reward
     from pathlib import Path
 
     from rlcap.bench.registry import METHODS
-    from rlcap.config import load_config
-    from rlcap.train.config import RunConfig
+    from rlcap.train.config import load_run_config
 
     xe, stage = METHODS[method].stages
     assert xe.name == "xe" and stage.init_from == "xe"
-    cfg = load_config(RunConfig, Path(__file__).resolve().parents[2] / "configs" / f"shapes_{stage.recipe}.yaml")
+    cfg = load_run_config(Path(__file__).resolve().parents[2] / "configs" / f"shapes_{stage.recipe}.yaml")
     assert cfg.algorithm == algorithm and cfg.reward.weights == {reward: 1.0}
     assert cfg.rl.epochs == 12 and cfg.rl.batch_size == 50 and cfg.optim.lr == 1e-4  # shapes_scst.yaml's budget

@@ -79,7 +79,7 @@ def test_nan_reward_can_be_zeroed(xe_checkpoint, tmp_path):
 def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_path):
     """A policy that ends every caption at once (EOS first): rewards 0, finite loss, no crash."""
     from rlcap.data.vocab import EOS
-    from rlcap.train.scst import scst_step
+    from rlcap.methods.scst import scst_step
     from rlcap.train.sequence import train_reward
     from rlcap.train.session import start_session
 
@@ -118,7 +118,7 @@ def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):
 
 @pytest.mark.parametrize("dropout", [True, False])
 def test_rollout_dropout_sets_the_mode_captions_are_sampled_in(xe_checkpoint, tmp_path, monkeypatch, dropout):
-    import rlcap.train.scst as scst
+    import rlcap.methods.scst as scst
 
     dataset, feats, init = xe_checkpoint
     modes, real = [], scst.rollout
@@ -139,7 +139,7 @@ def test_an_algorithm_section_refuses_keys_of_another():
                                           "baseline"):
         api.load_run_config(None, ["algorithm=sll_sle", "sll_sle.entropy_weight=0.01"])
     with pytest.raises(ConfigError, match="unknown config key rl.baseline"):
-        api.load_run_config(None, ["rl.baseline=greedy"])
+        api.load_run_config(None, ["algorithm=scst", "rl.baseline=greedy"])
 
 
 def test_sll_sle_baselines(xe_checkpoint, tmp_path):

@@ -104,11 +104,11 @@ def test_overwrite_starts_afresh(tiny, tmp_path):
     ("val.batch_size=0", "val.batch_size: expected at least 1, got 0"),
     ("log_every=0", "log_every: expected at least 1, got 0"),
     ("threads=0", "threads: expected at least 1, got 0"),
-    ("rl.n_samples=0", "rl.n_samples: expected at least 1, got 0"),
+    ("algorithm=scst rl.n_samples=0", "rl.n_samples: expected at least 1, got 0"),
     ("decode.beam_size=0", "decode.beam_size: expected at least 1, got 0"),
 ])
 def test_settings_out_of_range_give_one_line(tmp_path, capsys, override, message):
-    assert main(["train", str(EMPTY), f"out_dir={tmp_path}", override]) == 2
+    assert main(["train", str(EMPTY), f"out_dir={tmp_path}", *override.split()]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
 

@@ -13,7 +13,7 @@ from rlcap.rewards.image_bank import build_image_bank
 from rlcap.rl.contrastive import discriminator_loss
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.wtf_rl import bs_weights, eq3_loss, gt_weights
+from rlcap.methods.wtf_rl import bs_weights, eq3_loss, gt_weights
 from tests.train.killing import assert_resume_is_exact, assert_same_final_checkpoints
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
@@ -157,7 +157,7 @@ def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, 
     from rlcap.rewards.image_bank import load_image_bank
     from rlcap.rewards.retrieval import RetrievalReward
     from rlcap.train.session import open_session
-    from rlcap.train.wtf_rl import mined_captions
+    from rlcap.methods.wtf_rl import mined_captions
 
     dataset, feats, folder = runs
     s = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run", **settings(folder))))
@@ -193,7 +193,7 @@ def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, 
 def test_beam_trajectories_follow_decode_no_repeat_ngram(runs, tmp_path):
     from rlcap.decoding import beam_search
     from rlcap.train.session import open_session
-    from rlcap.train.wtf_rl import decode_trajectories
+    from rlcap.methods.wtf_rl import decode_trajectories
 
     dataset, feats, folder = runs
     s = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run", **settings(

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlcap import api
-from rlcap.config import load_config
 from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
 from rlcap.recipes import find_recipes
-from rlcap.train.config import RunConfig
+from rlcap.train.config import load_run_config
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +23,18 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
     """Train every stage the methods need, each once; return stage name -> its best checkpoint.
 
     ``xe_overrides`` apply to the stages whose recipe trains with algorithm ``xe``, ``rl_overrides``
-    to every other stage (the budget of the methods compared)."""
+    to every other stage (the budget of the methods compared); an override of a section reaches the
+    stages whose method reads that section (``mixer.start`` the MIXER stage, ``rl.epochs`` the
+    sequence-level ones: :func:`rlcap.train.config.load_run_config`)."""
     recipes = BENCHMARKS[benchmark].recipes
     best: dict[str, Path] = {}
     for stage in stages_of(methods, benchmark):
         recipe = configs / f"{recipes}_{stage.recipe}.yaml"
         start = [f"init_from={best[stage.init_from]}"] if stage.init_from else []
         start += [f"{name if '.' in name else f'reward.paths.{name}'}={best[source]}" for name, source in stage.paths]
-        cfg = load_config(RunConfig, recipe, [*data, f"out_dir={out / stage.name}", *start])
+        cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start])
         extra = xe_overrides if cfg.algorithm == "xe" else rl_overrides
-        cfg = load_config(RunConfig, recipe, [*data, f"out_dir={out / stage.name}", *start, *extra])
+        cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start, *extra])
         report(f"training {stage.name} ({recipe.name})" + (f" from {stage.init_from}" if stage.init_from else ""))
         api.train(cfg)
         best[stage.name] = out / stage.name / "best"
@@ -83,7 +84,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     for method in methods:
         model, vocab, config = load_model(checkpoints[method])
         if test is None:
-            test = load_data(load_config(RunConfig, None, data).data, ("test",), vocab=vocab).splits["test"]
+            test = load_data(load_run_config(None, data).data, ("test",), vocab=vocab).splits["test"]
             judges = load_judges(best, test)  # 002's retrievers, when the methods train them
         report(f"evaluating {method}")
         max_len = api.checkpoint_decoding(config).max_len  # the run's caption length (16 on images, 40 on video)
@@ -114,7 +115,7 @@ def _lookahead_beam(checkpoint: Path, test: Any, max_len: int) -> tuple[dict[str
     """The test captions of an ``ac`` checkpoint by lookahead inference at the lambda its run chose on
     validation (the run folder's lookahead.json), with the table's beam size 3, as
     :func:`rlcap.bench.evaluate.method_row` decodes every other method."""
-    from rlcap.train.lookahead import load_actor_critic, lookahead_predictions, read_choice
+    from rlcap.methods.lookahead import load_actor_critic, lookahead_predictions, read_choice
 
     chosen = read_choice(checkpoint.parent)
     policy, value_net, vocab, config = load_actor_critic(checkpoint)

@@ -54,7 +54,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace) -> int:
     from rlcap.data.loader import load_data
     from rlcap.models.embedding import load_embedding_model
-    from rlcap.train.embedding import retrieval_scores
+    from rlcap.methods.embedding import retrieval_scores
 
     model, vocab = load_embedding_model(args.checkpoint)
     config = json.loads((Path(args.checkpoint) / "config.json").read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rlcap import api
 from rlcap.config import describe
-from rlcap.train.config import RunConfig, metric_label
+from rlcap.train.config import metric_label, run_config_class
 
 if TYPE_CHECKING:
     from rlcap.train.session import TrainResult
@@ -24,16 +24,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                    "(e.g. model.hidden_dim=256 resume=true).")
     p.add_argument("config", nargs="?", help="YAML recipe")
     p.add_argument("overrides", nargs="*", help="key=value overrides, dotted for sections")
-    p.add_argument("--help-config", action="store_true", help="list every config key with its default and help")
+    p.add_argument("--help-config", action="store_true",
+                   help="list the config keys of a method (give algorithm=NAME, or a recipe; default xe) with their "
+                        "defaults and help")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     if args.help_config:
-        for key, default, text in describe(RunConfig):
-            print(f"{key:28s} {default:24s} {text}")
-        return 0
+        return _help_config(args)
     if args.config is None:
         print("rlcap train: error: give a YAML recipe (see configs/) or --help-config", file=sys.stderr)
         return 2
@@ -48,6 +48,25 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(f"done: {result.steps} steps, {best_line(result)}, run folder {result.out_dir}")
+    return 0
+
+
+def _help_config(args: argparse.Namespace) -> int:
+    """The keys of the method a recipe or ``algorithm=NAME`` names: the shared ones and its own."""
+    from rlcap.config import apply_overrides, read_yaml
+    from rlcap.train.registry import METHODS
+
+    recipe, overrides = args.config, list(args.overrides)
+    if recipe is not None and "=" in recipe and not Path(recipe).exists():  # `--help-config algorithm=scst`
+        recipe, overrides = None, [recipe, *overrides]
+    data = apply_overrides(read_yaml(recipe) if recipe else {}, overrides)
+    algorithm = data.get("algorithm", "xe")
+    cls = run_config_class(algorithm)
+    print(f"algorithm={algorithm}: {METHODS[algorithm].help}" if METHODS[algorithm].help else f"algorithm={algorithm}")
+    for key, default, text in describe(cls):
+        print(f"{key:28s} {default:24s} {text}")
+    print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
+          f"{', '.join(name for name in METHODS if name != algorithm)}")
     return 0
 
 

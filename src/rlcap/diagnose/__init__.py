@@ -7,7 +7,7 @@ checkpoint or dataset (what ``rlcap diagnose`` calls):
   image's sampled captions, and its share of the combined reward's variance there (the part the
   advantages, and so the gradient, follow); docs/RL.md, PG-SPIDEr.
 - :mod:`rlcap.diagnose.value_fit`: the R^2 of an actor-critic run's value network by caption
-  position (:mod:`rlcap.train.diagnose_value`); docs/RL.md, lookahead inference.
+  position (:mod:`rlcap.diagnose.value_samples`); docs/RL.md, lookahead inference.
 - :mod:`rlcap.diagnose.prefix_credit`: where 004's per-word delta rewards put the cost of a wrong
-  prefix, CIDEr-D against plain CIDEr (:mod:`rlcap.train.diagnose_credit`); docs/VIDEO.md.
+  prefix, CIDEr-D against plain CIDEr (:mod:`rlcap.diagnose.credit_shift`); docs/VIDEO.md.
 """

@@ -28,6 +28,6 @@ def checkpoint_data(checkpoint: str | Path, config: dict[str, Any], vocab: Vocab
 def reward_references(data: CaptionData, split: str) -> dict[str, list[str]]:
     """image id -> references, for a reward scoring captions of ``split``: the training images' and the
     split's own (CIDEr-D scores an image against the references it was built with, so its document
-    frequencies then count both, as in :func:`rlcap.train.diagnose_value.diagnose_value`)."""
+    frequencies then count both, as in :func:`rlcap.diagnose.value_samples.diagnose_value`)."""
     train, measured = data.splits["train"], data.splits[split]
     return {**dict(zip(train.ids, train.refs)), **dict(zip(measured.ids, measured.refs))}

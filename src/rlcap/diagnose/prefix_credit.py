@@ -1,6 +1,6 @@
 """Where 004's per-word delta rewards put the cost of a wrong prefix, on a dataset's own captions.
 
-The measurement is :func:`rlcap.train.diagnose_credit.prefix_credit`: the first ``swap`` words of
+The measurement is :func:`rlcap.diagnose.credit_shift.prefix_credit`: the first ``swap`` words of
 each caption are replaced by another clip's caption's and the delta rewards compared before and
 after. Here its captions come from a dataset file: the first caption of each of a split's first
 clips is the caption measured, the clip's other captions its references, and a metric's document
@@ -14,7 +14,7 @@ from typing import NamedTuple
 from rlcap.data.readers import by_split, read_dataset
 from rlcap.errors import DataError
 from rlcap.rewards import RewardBatch, RewardConfig, build_reward
-from rlcap.train.diagnose_credit import CreditShift, prefix_credit
+from rlcap.diagnose.credit_shift import CreditShift, prefix_credit
 
 
 class PrefixCredit(NamedTuple):
@@ -31,7 +31,7 @@ class PrefixCredit(NamedTuple):
 def prefix_credit_on_dataset(dataset: str | Path, split: str = "train", clips: int = 300, swap: int = 5,
                              metrics: tuple[str, ...] = ("cider_d", "cider"), eos_counts: bool = True,
                              fmt: str = "auto", coco_splits: str | Path | None = None) -> PrefixCredit:
-    """:func:`~rlcap.train.diagnose_credit.prefix_credit` under each of ``metrics`` (reward names that
+    """:func:`~rlcap.diagnose.credit_shift.prefix_credit` under each of ``metrics`` (reward names that
     read only captions and references: ``cider_d``, ``cider``, ``bleu_4``, ...), on the first caption of
     the first ``clips`` clips of ``split`` (0: all) that have at least two captions.
 

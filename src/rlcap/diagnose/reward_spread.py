@@ -13,6 +13,8 @@ checkpoint's policy, scores them with each reward and applies it.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import logging
 from pathlib import Path
 from typing import NamedTuple
@@ -25,6 +27,7 @@ from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
 from rlcap.errors import DataError
 from rlcap.progress import track
 from rlcap.rewards import RewardConfig, build_reward
+from rlcap.train.config import RLConfig
 from rlcap.train.rollout import reward_batch
 from rlcap.train.session import load_model
 
@@ -125,7 +128,8 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
     # 1. the policy (building it draws random weights, which must not move the caller's random state)
     with torch.random.fork_rng(devices=[]):
         model, vocab, config = load_model(checkpoint)
-    n = config["rl"]["n_samples"] if samples is None else samples
+    # an XE checkpoint has no rl section: the sequence-level methods' default number of samples
+    n = config.get("rl", asdict(RLConfig()))["n_samples"] if samples is None else samples
     if n < 2:
         raise DataError(f"reward spread: {n} sample per image has no spread; give 2 or more")
     temperature = config["decode"]["temperature"] if temperature is None else temperature

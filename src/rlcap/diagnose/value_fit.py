@@ -1,6 +1,6 @@
 """How well an actor-critic checkpoint's value network predicts the reward, by caption position.
 
-The measurement is :func:`rlcap.train.diagnose_value.diagnose_value` (R^2 of ``v(s_t)`` against the
+The measurement is :func:`rlcap.diagnose.value_samples.diagnose_value` (R^2 of ``v(s_t)`` against the
 caption's reward R, :func:`rlcap.rl.credit.value_fit_by_position`); this module finds and loads the
 checkpoint's data for it, as ``rlcap eval`` does."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from rlcap.diagnose.checkpoint_data import checkpoint_data
 from rlcap.errors import RlcapError
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.diagnose_value import ValueDiagnosis, diagnose_value
-from rlcap.train.lookahead import VALUE
+from rlcap.diagnose.value_samples import ValueDiagnosis, diagnose_value
+from rlcap.methods.lookahead import VALUE
 
 
 def value_fit(checkpoint: str | Path, split: str = "val", images: int = 500, samples: int | None = None,

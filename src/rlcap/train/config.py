@@ -1,17 +1,23 @@
-"""The run config shared by every training loop: one dataclass per concern."""
+"""The run config: the settings every training method shares, one dataclass per concern, and the
+run config of one method (:func:`run_config_class`, :func:`load_run_config`): those plus the
+method's own section, which lives in the method's file (``rlcap/methods/``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, make_dataclass
+from pathlib import Path
+from typing import Any
 
-from rlcap.config import help_field
+from rlcap.config import apply_overrides, from_dict, help_field, read_yaml
 from rlcap.data.loader import DataConfig
 from rlcap.errors import ConfigError
 from rlcap.metrics.evaluate import PYCOCOEVALCAP_METRICS
 from rlcap.models.config import ModelConfig
-from rlcap.models.embedding import EmbeddingModelConfig
-from rlcap.models.value import VALUE_MODELS
 from rlcap.rewards import RewardConfig
+from rlcap.train.registry import METHODS, Method, method, resolve
+
+log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -52,22 +58,7 @@ class OptimConfig:
             raise ConfigError(f"optim.lr must be positive, got {self.lr}")
 
 
-@dataclass
-class XEConfig:
-    epochs: int = help_field(10, "training epochs")
-    batch_size: int = help_field(50, "images per batch (each with data.seq_per_img captions)")
-    label_smoothing: float = help_field(0.0, "label smoothing of the cross-entropy (0: none)")
-
-    def validate(self) -> None:
-        check_min("xe.epochs", self.epochs, 1)
-        check_min("xe.batch_size", self.batch_size, 1)
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"xe.label_smoothing: expected a number in [0, 1), got {self.label_smoothing}")
-
-
 SAMPLE_METHODS = ("sample", "beam")
-SCST_BASELINES = ("greedy", "leave_one_out", "running_mean", "none")
-SLE_BASELINES = ("greedy", "leave_one_out")
 
 
 @dataclass
@@ -110,249 +101,10 @@ class RLConfig:
         check_min("rl.n_samples", self.n_samples, 1)
 
 
-@dataclass
-class ScstConfig:
-    """Self-critical sequence training (Rennie et al. 2017) and its baselines."""
-
-    baseline: str = help_field("greedy", "greedy (self-critical), leave_one_out, running_mean or none")
-    running_mean_decay: float = help_field(0.9, "decay of the running-mean baseline")
-
-    def validate(self) -> None:
-        if self.baseline not in SCST_BASELINES:
-            raise ConfigError(f"scst.baseline: {self.baseline!r} is not one of {list(SCST_BASELINES)}")
-        if not 0 <= self.running_mean_decay < 1:
-            raise ConfigError(f"scst.running_mean_decay: expected a number in [0, 1), got {self.running_mean_decay}")
-
-
-@dataclass
-class SllMeConfig(ScstConfig):
-    """SLL-ME (003_5a024678a14e9bf6.txt sec. 5.2): SCST plus a per-word entropy bonus."""
-
-    entropy_weight: float = help_field(0.01, "weight of the per-step entropy bonus (the paper's 0.01)")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.entropy_weight < 0:
-            raise ConfigError(f"sll_me.entropy_weight: expected >= 0, got {self.entropy_weight}")
-
-
-@dataclass
-class SllSleConfig:
-    """SLL-SLE (003_5a024678a14e9bf6.txt eq. 8-16): the greedy baseline for precision (sec. 4.3), the
-    mean pairwise distance for diversity."""
-
-    alpha: float = help_field(0.75, "weight of the precision term against diversity (eq. 8-9)")
-    baseline: str = help_field(
-        "greedy", "precision baseline: greedy (self-critical, sec. 4.3) or leave_one_out (the mean of the image's "
-        "other samples; centred per image, which sampling at a temperature below 1 needs: docs/RL.md)")
-
-    def validate(self) -> None:
-        if not 0 <= self.alpha <= 1:
-            raise ConfigError(f"sll_sle.alpha: expected a number in [0, 1], got {self.alpha}")
-        if self.baseline not in SLE_BASELINES:
-            raise ConfigError(f"sll_sle.baseline: {self.baseline!r} is not one of {list(SLE_BASELINES)}")
-
-
-@dataclass
-class PgConfig:
-    """PG-SPIDEr (001_ce1e9980f3932db2.txt): Monte-Carlo Q per word and a learned baseline MLP."""
-
-    rollouts: int = help_field(3, "K: Monte-Carlo rollouts completing every prefix g_1:t (001's Q estimate)")
-    samples: int = help_field(1, "M: captions sampled per image (001 uses M = 1)")
-    baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP B_phi (its own Adam, part 'baseline')")
-    baseline_hidden: int = help_field(256, "hidden units of the baseline MLP B_phi")
-
-    def validate(self) -> None:
-        check_min("pg.rollouts", self.rollouts, 1)
-        check_min("pg.samples", self.samples, 1)
-        check_min("pg.baseline_hidden", self.baseline_hidden, 1)
-        check_positive("pg.baseline_lr", self.baseline_lr)
-
-
-@dataclass
-class MixerConfig:
-    """MIXER (Ranzato et al. 2016, as 001_ce1e9980f3932db2.txt describes it): XE on the first M words
-    of the reference, REINFORCE on the words sampled after them; M annealed to 0."""
-
-    start: int = help_field(16, "M in the first epoch (Ranzato: the longest caption, i.e. pure XE)")
-    delta: int = help_field(2, "Delta: M decreases by this every epochs_per_stage epochs, down to 0")
-    epochs_per_stage: int = help_field(2, "epochs trained at each M")
-    baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP on the hidden state (part 'baseline')")
-    baseline_hidden: int = help_field(256, "hidden units of the baseline MLP")
-
-    def validate(self) -> None:
-        check_min("mixer.start", self.start, 0)
-        check_min("mixer.delta", self.delta, 1)
-        check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
-        check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
-        check_positive("mixer.baseline_lr", self.baseline_lr)
-
-
-EMBEDDING_LOSSES = ("ranking", "infonce")
-
-
-@dataclass
-class EmbeddingConfig:
-    """algorithm=embedding: the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1, trained
-    with eq. 5's ranking loss, the model the embedding reward (eq. 6) loads; or, with ``loss: infonce``,
-    the same dual encoder trained contrastively, the retriever of 002's rewards (``rlcap retrieval``)."""
-
-    model: EmbeddingModelConfig = help_field(EmbeddingModelConfig, "sizes of the embedding model")
-    epochs: int = help_field(10, "training epochs")
-    batch_size: int = help_field(128, "image-caption pairs per batch, one caption per image; the batch's other "
-                                      "images and captions are the negatives of eq. 5")
-    margin: float = help_field(0.2, "margin of eq. 5's hinge (000's penalty gamma, in (0, 1))")
-    skip_identical: bool = help_field(True, "a caption word for word the same as the pair's own is not a negative "
-                                            "(frequent on shapes, where many images share a caption)")
-    loss: str = help_field("ranking", "ranking: 000's eq. 5 hinge; infonce: the symmetric contrastive loss of "
-                                      "CLIP (the retriever of 002, rlcap.rl.contrastive.info_nce_loss)")
-    temperature: float = help_field(0.07, "infonce: the softmax temperature (CLIP's initial 0.07)")
-
-    def validate(self) -> None:
-        if self.loss not in EMBEDDING_LOSSES:
-            raise ConfigError(f"embedding.loss: {self.loss!r} is not one of {', '.join(EMBEDDING_LOSSES)}")
-        if self.temperature <= 0:
-            raise ConfigError(f"embedding.temperature: expected a positive number, got {self.temperature}")
-        check_min("embedding.epochs", self.epochs, 1)
-        check_min("embedding.batch_size", self.batch_size, 2)
-        if not 0 < self.margin < 1:
-            raise ConfigError(f"embedding.margin: expected a number in (0, 1), got {self.margin}")
-
-
-@dataclass
-class ActorCriticConfig:
-    """algorithm=ac: actor-critic with a value network (000_45a29dab880026f9.txt sec. 3.2.2, 3.3.2,
-    eq. 8-12). The policy trains with ``optim``, the value network with these settings."""
-
-    value_lr: float = help_field(5e-4, "learning rate of the value network (000 sec. 4.1: 5e-4)")
-    value_lr_decay_every: int = help_field(2, "decay the value network's rate every this many joint epochs "
-                                              "(000 sec. 4.1: 2; 0: never)")
-    value_lr_decay_rate: float = help_field(0.9, "its decay factor (000 sec. 4.1: 0.9)")
-    value_pretrain_epochs: int = help_field(1, "epochs of value training on samples of the frozen XE policy "
-                                               "before the joint phase (000 sec. 3.3.2; the paper gives no number)")
-    value_features: str = help_field("fc", "what the value network reads of the image: fc (the pooled vector) or "
-                                           "att (also attention over the region features, conditioned on its LSTM "
-                                           "state at each step, as an UpDown policy sees them)")
-    lookahead: list[float] = help_field([], "after training, decode the validation split with lookahead "
-                                            "inference at each of these lambdas (Fig. 1) and write lookahead.json "
-                                            "beside the checkpoints ([]: skip; 1.0 is plain beam search)")
-
-    def validate(self) -> None:
-        if self.value_lr <= 0:
-            raise ConfigError(f"ac.value_lr must be positive, got {self.value_lr}")
-        check_min("ac.value_lr_decay_every", self.value_lr_decay_every, 0)
-        check_min("ac.value_pretrain_epochs", self.value_pretrain_epochs, 0)
-        if self.value_features not in VALUE_MODELS:
-            raise ConfigError(f"ac.value_features: {self.value_features!r} is not one of {list(VALUE_MODELS)}")
-        bad = [x for x in self.lookahead if not 0 <= x <= 1]
-        if bad:
-            raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
-
-
-@dataclass
-class CriticConfig:
-    """algorithm=critic: 004's internal critic (eq. 9-10), trained on the training captions' chunk
-    boundaries (``rlcap.data.chunker``) before the HRL captioner, which loads it (``model.critic_from``)."""
-
-    epochs: int = help_field(5, "training epochs")
-    batch_size: int = help_field(128, "captions per batch")
-
-    def validate(self) -> None:
-        check_min("critic.epochs", self.epochs, 1)
-        check_min("critic.batch_size", self.batch_size, 1)
-
-
-HRL_PREFIX_METRICS = ("cider_d", "cider")
-
-
-@dataclass
-class HrlConfig:
-    """algorithm=hrl: 004's Algorithm 1 from an XE checkpoint of ``model.arch: hrl`` (manager and worker
-    warm-started together, eq. 26), alternating worker and manager phases."""
-
-    gamma: float = help_field(0.95, "discount of the delta-CIDEr-D returns (004 eq. 24-25: 0.95)")
-    switch_every: int = help_field(50, "steps of one phase before the other trains (004 leaves the schedule "
-                                       "to its supplement; docs/VIDEO.md)")
-    first: str = help_field("worker", "the phase that starts: worker or manager")
-    goal_noise: float = help_field(0.1, "standard deviation of the manager's Gaussian goal exploration (eq. 23)")
-    baseline_lr: float = help_field(1e-3, "learning rate of the two linear baselines (on h_W and h_M)")
-    worker_samples: int = help_field(1, "captions sampled per clip in a worker phase (Algorithm 1: one; more "
-                                        "sample more captions per step, against the same linear baseline)")
-    prefix_metric: str = help_field("cider_d", "what scores every prefix for the delta rewards (004 sec. 3.3.3): "
-                                               "cider_d: the run's reward (reward.weights); cider: plain CIDEr, no "
-                                               "length penalty, same references (docs/VIDEO.md)")
-
-    def validate(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigError(f"hrl.gamma: expected a number in [0, 1], got {self.gamma}")
-        check_min("hrl.switch_every", self.switch_every, 1)
-        check_min("hrl.worker_samples", self.worker_samples, 1)
-        if self.first not in ("worker", "manager"):
-            raise ConfigError(f"hrl.first: {self.first!r} is not one of worker, manager")
-        if self.prefix_metric not in HRL_PREFIX_METRICS:
-            raise ConfigError(f"hrl.prefix_metric: {self.prefix_metric!r} is not one of "
-                              f"{', '.join(HRL_PREFIX_METRICS)}")
-        if self.goal_noise < 0 or self.baseline_lr <= 0:
-            raise ConfigError("hrl.goal_noise must be >= 0 and hrl.baseline_lr > 0")
-
-
-WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
-WTF_GT_WEIGHTS = ("reward", "positive")
-WTF_BS_BASELINES = ("none", "batch_mean")
-WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
-
-
-@dataclass
-class WtfRlConfig:
-    """algorithm=wtf_rl: distinctive captioning, 002_b2d5a89fd5f9a310.txt eq. 3. The retriever and its
-    image bank are ``reward.paths.retrieval`` and ``reward.paths.retrieval_bank``; tau and the hard
-    negatives are ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
-
-    trajectories: str = help_field("both", "both: beam-search and ground-truth trajectories (WTF-RL); gt: "
-                                           "ground truth only (WTF); bs: beam search only (RL); sample: SCST's "
-                                           "samples with the greedy baseline (SCST-Discriminator)")
-    similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
-    alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
-    gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
-                                          "writes it; positive, max(r(x_gt), 0): never push a human caption away")
-    bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
-                                          "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
-    mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
-                                        "join eq. 2's text pool (002 sec. 3.4: mined images are added to the batch; "
-                                        "at most reward.hard_negatives; 0: the batch's own captions only)")
-    discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
-    discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
-    discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
-    discriminator_pretrain_epochs: int = help_field(1, "epochs of discriminator pretraining on ground truth "
-                                                       "versus the XE model's beam search, before the loop")
-
-    def validate(self) -> None:
-        if self.trajectories not in WTF_TRAJECTORIES:
-            raise ConfigError(f"wtf_rl.trajectories: {self.trajectories!r} is not one of {', '.join(WTF_TRAJECTORIES)}")
-        if self.similarity not in WTF_SIMILARITIES:
-            raise ConfigError(f"wtf_rl.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
-        if self.gt_weight not in WTF_GT_WEIGHTS:
-            raise ConfigError(f"wtf_rl.gt_weight: {self.gt_weight!r} is not one of {', '.join(WTF_GT_WEIGHTS)}")
-        if self.bs_baseline not in WTF_BS_BASELINES:
-            raise ConfigError(f"wtf_rl.bs_baseline: {self.bs_baseline!r} is not one of {', '.join(WTF_BS_BASELINES)}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
-        check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)
-        check_min("wtf_rl.mined_captions", self.mined_captions, 0)
-        if self.mined_captions and (self.trajectories == "sample" or self.similarity == "clip_s"):
-            raise ConfigError("wtf_rl.mined_captions extends eq. 2's text pool: it needs similarity bicont, i2t or t2i "
-                              "and trajectories both, gt or bs")
-        check_min("wtf_rl.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
-        if self.discriminator_lr <= 0:
-            raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
-
-
 # val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and BCMR
 # (001's four metrics summed, as the bcmr reward sums them: rlcap.train.session.VAL_COMBINED).
 VAL_METRICS = (*PYCOCOEVALCAP_METRICS, "SPIDEr", "BCMR")
 AUTO = "auto"
-# Loops whose policy does not learn from reward.weights: auto keeps them by CIDEr-D.
-NO_REWARD = ("xe", "embedding", "critic")
 
 
 @dataclass
@@ -375,9 +127,10 @@ class ValConfig:
 
 def auto_val_metric(algorithm: str, reward: RewardConfig) -> str:
     """What ``val.metric: auto`` keeps best/ by: the metric the run's reward optimises, so that the
-    checkpoint kept is the one best at what the run trains for (001 optimises SPIDEr for its gain in
-    SPICE, which selecting by CIDEr-D would select against); CIDEr-D for loops without a reward."""
-    if algorithm in NO_REWARD:
+    checkpoint kept is the one best at what the run trains for ([Liu17] optimises SPIDEr for its gain
+    in SPICE, which selecting by CIDEr-D would select against); CIDEr-D for loops without a reward
+    (:attr:`Method.reward`)."""
+    if not method(algorithm).reward:
         return "CIDEr"
     if "spider" in reward.weights:
         return "SPIDEr"
@@ -393,11 +146,13 @@ def metric_label(name: str) -> str:
 
 @dataclass
 class RunConfig:
-    """Everything one training run needs: shared sections (data, model, optim, decode, val, rl, reward)
-    and one section per algorithm (xe, scst, sll_me, sll_sle), read only by that algorithm's loop."""
+    """What every training run reads: the run's own settings and the shared sections (data, model,
+    optim, val, decode, reward). :func:`run_config_class` adds the sections of one method: ``rl`` for
+    the sequence-level methods, and the method's own (``scst:``, ``hrl:``, ...), so that a run parses
+    and lists only the keys its method reads."""
 
-    algorithm: str = help_field("xe", "training loop: xe, scst, sll_me, sll_sle, embedding, ac, pg, mixer, wtf_rl, critic or hrl "
-                                      "(rlcap.train.registry.TRAINERS)")
+    algorithm: str = help_field("xe", "the training method, one of rlcap.train.registry.METHODS (rlcap train "
+                                      "--help-config algorithm=NAME lists its keys)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
     resume: bool = help_field(False, "continue the run in out_dir from its last checkpoint, applying changed "
@@ -416,27 +171,14 @@ class RunConfig:
     data: DataConfig = help_field(DataConfig, "caption data and features")
     model: ModelConfig = help_field(ModelConfig, "captioning model")
     optim: OptimConfig = help_field(OptimConfig, "optimizer and learning-rate schedule")
-    xe: XEConfig = help_field(XEConfig, "cross-entropy training")
     val: ValConfig = help_field(ValConfig, "validation during training")
     decode: DecodeSettings = help_field(DecodeSettings, "caption generation: RL samples, validation, evaluation")
-    rl: RLConfig = help_field(RLConfig, "budget and rollouts shared by the sequence-level (RL) loops")
-    scst: ScstConfig = help_field(ScstConfig, "algorithm=scst: the baseline")
-    sll_me: SllMeConfig = help_field(SllMeConfig, "algorithm=sll_me: SCST plus an entropy bonus")
-    sll_sle: SllSleConfig = help_field(SllSleConfig, "algorithm=sll_sle: SCST plus sequence-level exploration")
-    embedding: EmbeddingConfig = help_field(EmbeddingConfig, "algorithm=embedding: the embedding reward's model (000)")
-    ac: ActorCriticConfig = help_field(ActorCriticConfig, "algorithm=ac: actor-critic with a value network (000)")
-    pg: PgConfig = help_field(PgConfig, "algorithm=pg: PG-SPIDEr, Monte-Carlo rollouts and a baseline MLP (001)")
-    mixer: MixerConfig = help_field(MixerConfig, "algorithm=mixer: MIXER, XE on a prefix annealed to 0 (001)")
-    critic: CriticConfig = help_field(CriticConfig, "algorithm=critic: the internal critic of 004")
-    hrl: HrlConfig = help_field(HrlConfig, "algorithm=hrl: 004's alternating worker and manager training")
-    wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "algorithm=wtf_rl: distinctive captioning, WTF and RL with a "
-                                                  "retrieval reward and a discriminator (002)")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
 
     def __post_init__(self) -> None:
         # val.metric auto becomes the metric it stands for here, so that config.json and every
-        # checkpoint record the concrete one (and RunConfig()'s defaults, which decide whether a run
-        # written before val.metric existed continues unchanged, hold it too)
+        # checkpoint record the concrete one (and the defaults, which decide whether a run written
+        # before val.metric existed continues unchanged, hold it too)
         self.resolve_val_metric()
 
     def resolve_val_metric(self) -> None:
@@ -449,6 +191,57 @@ class RunConfig:
         check_min("log_every", self.log_every, 1)
         check_min("save_every", self.save_every, 0)
         check_min("max_steps", self.max_steps, 0)
-        method = {"scst": self.scst, "sll_me": self.sll_me}.get(self.algorithm)
-        if method is not None and method.baseline == "leave_one_out" and self.rl.n_samples < 2:
-            raise ConfigError(f"{self.algorithm}.baseline=leave_one_out needs rl.n_samples >= 2, got {self.rl.n_samples}")
+        check = method(self.algorithm).check
+        if check is not None:
+            resolve(check)(self)
+
+    @property
+    def epochs(self) -> int:
+        """The method's number of epochs (:attr:`Method.epochs`, e.g. ``rl.epochs``)."""
+        section, _, key = method(self.algorithm).epochs.partition(".")
+        return getattr(getattr(self, section), key)
+
+
+_CLASSES: dict[tuple[str, Method], type[RunConfig]] = {}
+
+
+def run_config_class(algorithm: str) -> type[RunConfig]:
+    """The run config of ``algorithm``: :class:`RunConfig` plus ``rl`` when the method reads it and
+    the method's own section, named as the method."""
+    m = method(algorithm)
+    key = (algorithm, m)
+    if key not in _CLASSES:
+        fields: list[tuple[str, Any, Any]] = [("algorithm", str, help_field(algorithm, RunConfig.__dataclass_fields__[
+            "algorithm"].metadata["help"]))]
+        if m.rl:
+            fields.append(("rl", RLConfig, help_field(RLConfig, "budget and rollouts of the sequence-level methods")))
+        if m.config is not None:
+            section = resolve(m.config)
+            fields.append((algorithm, section, help_field(section, m.help or f"algorithm={algorithm}")))
+        _CLASSES[key] = make_dataclass(f"RunConfig_{algorithm}", fields, bases=(RunConfig,))
+    return _CLASSES[key]
+
+
+def other_method_sections(algorithm: str) -> set[str]:
+    """The section names of the registered methods other than ``algorithm`` (and ``rl`` when it reads none)."""
+    names = {name for name, m in METHODS.items() if m.config is not None} - {algorithm}
+    return names | ({"rl"} if not method(algorithm).rl else set())
+
+
+def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """A recipe (YAML) and ``key=value`` overrides as the run config of its ``algorithm`` (default xe).
+
+    Only the method's own sections are parsed: the sections of other registered methods are left
+    out with a warning naming them (overrides given to several runs at once, as ``rlcap bench --rl``
+    and ``rlcap demo`` give them, reach the runs that read them), and any other unknown key is an
+    error listing the valid ones."""
+    data = apply_overrides(read_yaml(path) if path is not None else {}, list(overrides or []))
+    algorithm = data.get("algorithm", "xe")
+    if not isinstance(algorithm, str):
+        raise ConfigError(f"algorithm: expected a method name, got {algorithm!r}")
+    stray = sorted(set(data) & other_method_sections(algorithm))
+    if stray:
+        log.warning("algorithm=%s does not read the section%s %s (left out)", algorithm, "s" * (len(stray) > 1),
+                    ", ".join(stray))
+    return from_dict(run_config_class(algorithm), {k: v for k, v in data.items() if k not in stray})
+

@@ -1,40 +1,89 @@
-"""Algorithm name -> its training loop, ``train(cfg) -> TrainResult``: a plain dict.
+"""Method name -> :class:`Method`: its training loop and its config section, a plain dict.
 
-Each loop is one file in rlcap/train/. Entries are dotted paths imported on first use (so that
-``rlcap --help`` imports no loop) or the callables themselves; a user's or a test's own loop is
-one more entry.
+Each method is one file in ``rlcap/methods/`` holding its config dataclass, its step and its loop.
+Entries name them by ``"module:attribute"`` strings, imported on first use (so that ``rlcap --help``
+imports no loop), or hold the objects themselves: a user's or a test's own method is one more entry::
+
+    METHODS["toy"] = Method(train_toy, ToyConfig)
+
+``algorithm=toy`` then parses the shared sections plus a ``toy:`` section of ``ToyConfig`` and runs
+``train_toy(cfg)``.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from rlcap.errors import ConfigError
 
 Trainer = Callable[[Any], Any]
 
-TRAINERS: dict[str, str | Trainer] = {
-    "xe": "rlcap.train.xe:train_xe",
-    "scst": "rlcap.train.scst:train_scst",
-    "sll_me": "rlcap.train.sll_me:train_sll_me",
-    "sll_sle": "rlcap.train.sll_sle:train_sll_sle",
-    "embedding": "rlcap.train.embedding:train_embedding",
-    "ac": "rlcap.train.actor_critic:train_actor_critic",
-    "pg": "rlcap.train.pg:train_pg",
-    "mixer": "rlcap.train.mixer:train_mixer",
-    "wtf_rl": "rlcap.train.wtf_rl:train_wtf_rl",
-    "critic": "rlcap.train.critic:train_critic",
-    "hrl": "rlcap.train.hrl:train_hrl",
-}
 
-
-def trainer(algorithm: str) -> Trainer:
-    """The loop registered for ``algorithm``; one clear line for an unknown name."""
-    if algorithm not in TRAINERS:
-        raise ConfigError(f"algorithm: {algorithm!r} is not one of {sorted(TRAINERS)}")
-    entry = TRAINERS[algorithm]
-    if callable(entry):
+def resolve(entry: Any) -> Any:
+    """An entry's object: itself, or the attribute a ``"module:attribute"`` string names."""
+    if not isinstance(entry, str):
         return entry
     module, _, attr = entry.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class Method:
+    """One training method.
+
+    ``train``: its loop, ``train(cfg) -> TrainResult``. ``config``: the dataclass of its own section,
+    named as the method (``scst:``), or None for none. ``rl``: it also reads the ``rl`` section (the
+    budget and rollouts of the sequence-level methods). ``epochs``: the key that holds its number
+    of epochs (whether a run stopped early). ``reward``: its policy learns from ``reward.weights``
+    (``val.metric: auto`` then keeps best/ by the metric the reward optimises). ``check``: a
+    function ``check(cfg)`` for rules across sections, raising ConfigError. ``help``: one line."""
+
+    train: str | Trainer
+    config: str | type | None = None
+    rl: bool = True
+    epochs: str = "rl.epochs"
+    reward: bool = True
+    check: str | Callable[[Any], None] | None = None
+    help: str = ""
+
+
+M = "rlcap.methods."
+METHODS: dict[str, Method] = {
+    "xe": Method(M + "xe:train_xe", M + "xe:XEConfig", rl=False, epochs="xe.epochs", reward=False,
+                 help="cross-entropy training (teacher forcing)"),
+    "scst": Method(M + "scst:train_scst", M + "scst:ScstConfig", check=M + "scst:check_baseline",
+                   help="self-critical sequence training [Rennie17], or SLL [Chen20]"),
+    "sll_me": Method(M + "sll_me:train_sll_me", M + "sll_me:SllMeConfig", check=M + "scst:check_baseline",
+                     help="SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]"),
+    "sll_sle": Method(M + "sll_sle:train_sll_sle", M + "sll_sle:SllSleConfig",
+                      help="SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]"),
+    "embedding": Method(M + "embedding:train_embedding", M + "embedding:EmbeddingConfig", rl=False,
+                        epochs="embedding.epochs", reward=False,
+                        help="an image-caption embedding: the embedding reward's model [Shi18], or the retriever and judge [Chaffin24]"),
+    "ac": Method(M + "actor_critic:train_actor_critic", M + "actor_critic:ActorCriticConfig",
+                 help="actor-critic with a value network [Shi18]"),
+    "pg": Method(M + "pg:train_pg", M + "pg:PgConfig",
+                 help="PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]"),
+    "mixer": Method(M + "mixer:train_mixer", M + "mixer:MixerConfig",
+                    help="MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]"),
+    "wtf_rl": Method(M + "wtf_rl:train_wtf_rl", M + "wtf_rl:WtfRlConfig",
+                     help="distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]"),
+    "critic": Method(M + "critic:train_critic", M + "critic:CriticConfig", rl=False, epochs="critic.epochs",
+                     reward=False, help="the internal critic of HRL, trained before it [Wang18]"),
+    "hrl": Method(M + "hrl:train_hrl", M + "hrl:HrlConfig",
+                  help="hierarchical RL for video: alternating worker and manager phases [Wang18]"),
+}
+
+
+def method(name: str) -> Method:
+    """The method registered as ``name``; one clear line for an unknown name."""
+    if name not in METHODS:
+        raise ConfigError(f"algorithm: {name!r} is not one of {sorted(METHODS)}")
+    return METHODS[name]
+
+
+def trainer(name: str) -> Trainer:
+    """The loop of method ``name``."""
+    return resolve(method(name).train)

@@ -58,7 +58,10 @@ def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_fr
     """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint).
 
     A setting the stored run does not have (added by a later release) is no change while it keeps
-    its default (``defaults``, flat), which does what the run did before the setting existed."""
+    its default (``defaults``, flat), which does what the run did before the setting existed. A
+    section the current method does not read (runs written when every method's section was stored)
+    is no change either."""
+    previous = {k: v for k, v in previous.items() if k in current}
     old, new, default = flatten(previous), flatten(current), flatten(defaults or {})
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys

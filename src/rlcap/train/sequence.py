@@ -13,9 +13,7 @@ from tqdm.auto import tqdm
 
 from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
-from rlcap.rl.baselines import (RunningMean, greedy_baseline, leave_one_out_baseline, no_baseline,
-                                running_mean_baseline, update_running_mean)
-from rlcap.train.config import RunConfig, ScstConfig
+from rlcap.train.config import RunConfig
 from rlcap.train.rollout import greedy_captions, score
 from rlcap.train.session import Session, feature_dims, finish_step, start_session
 
@@ -67,22 +65,6 @@ def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tens
     """Reward of each image's greedy caption (the self-critical baseline of Rennie et al. 2017): (B,)."""
     captions = greedy_captions(session.model, batch, session.data.vocab, session.cfg.decode.max_len)
     return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats))
-
-
-def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torch.Tensor,
-                  reward: Reward) -> torch.Tensor:
-    """The baseline named by ``cfg.baseline`` for rewards (B*n,). The running mean's statistics
-    live in ``session.state`` and so are checkpointed with the run."""
-    n = session.cfg.rl.n_samples
-    if cfg.baseline == "greedy":
-        return greedy_baseline(greedy_rewards(session, batch, reward), n)
-    if cfg.baseline == "leave_one_out":
-        return leave_one_out_baseline(rewards, n)
-    if cfg.baseline == "running_mean":
-        state = session.state.get("running_mean", RunningMean.init())
-        session.state["running_mean"] = update_running_mean(state, rewards, cfg.running_mean_decay)
-        return running_mean_baseline(state, rewards)
-    return no_baseline(rewards)
 
 
 def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any],

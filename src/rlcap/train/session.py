@@ -327,11 +327,7 @@ def finish_run(session: Session) -> TrainResult:
     run_started(session)  # (a run with no step left: its settings are recorded all the same)
     session.logger.close()
     p = session.progress
-    return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < _epochs(session.cfg), p.best_metric)
-
-
-def _epochs(cfg: RunConfig) -> int:
-    return {"xe": cfg.xe.epochs, "embedding": cfg.embedding.epochs}.get(cfg.algorithm, cfg.rl.epochs)
+    return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < session.cfg.epochs, p.best_metric)
 
 
 # Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).

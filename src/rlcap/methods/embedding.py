@@ -14,21 +14,55 @@ rlcap's own retriever, the offline default for the rewards of 002 (``rlcap retri
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch, SplitData
+from rlcap.errors import ConfigError
 from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
-from rlcap.models.embedding import EMBEDDING, EmbeddingModel
+from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
 from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
-                                 open_session, optimizer_step, save)
+    open_session, optimizer_step, save)
 
 log = logging.getLogger(__name__)
+
+
+EMBEDDING_LOSSES = ("ranking", "infonce")
+
+
+@dataclass
+class EmbeddingConfig:
+    """algorithm=embedding: the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1, trained
+    with eq. 5's ranking loss, the model the embedding reward (eq. 6) loads; or, with ``loss: infonce``,
+    the same dual encoder trained contrastively, the retriever of 002's rewards (``rlcap retrieval``)."""
+
+    model: EmbeddingModelConfig = help_field(EmbeddingModelConfig, "sizes of the embedding model")
+    epochs: int = help_field(10, "training epochs")
+    batch_size: int = help_field(128, "image-caption pairs per batch, one caption per image; the batch's other "
+                                      "images and captions are the negatives of eq. 5")
+    margin: float = help_field(0.2, "margin of eq. 5's hinge (000's penalty gamma, in (0, 1))")
+    skip_identical: bool = help_field(True, "a caption word for word the same as the pair's own is not a negative "
+                                            "(frequent on shapes, where many images share a caption)")
+    loss: str = help_field("ranking", "ranking: 000's eq. 5 hinge; infonce: the symmetric contrastive loss of "
+                                      "CLIP (the retriever of 002, rlcap.rl.contrastive.info_nce_loss)")
+    temperature: float = help_field(0.07, "infonce: the softmax temperature (CLIP's initial 0.07)")
+
+    def validate(self) -> None:
+        if self.loss not in EMBEDDING_LOSSES:
+            raise ConfigError(f"embedding.loss: {self.loss!r} is not one of {', '.join(EMBEDDING_LOSSES)}")
+        if self.temperature <= 0:
+            raise ConfigError(f"embedding.temperature: expected a positive number, got {self.temperature}")
+        check_min("embedding.epochs", self.epochs, 1)
+        check_min("embedding.batch_size", self.batch_size, 2)
+        if not 0 < self.margin < 1:
+            raise ConfigError(f"embedding.margin: expected a number in (0, 1), got {self.margin}")
 
 
 def identical_captions(tokens: torch.Tensor) -> torch.Tensor:

@@ -9,15 +9,31 @@ baselines (``sll_me.baseline``). This file is the worked example of docs/ARCHITE
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
+from rlcap.errors import ConfigError
+from rlcap.methods.scst import ScstConfig, scst_baseline
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.train.config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
-from rlcap.train.sequence import StepStats, rl_run, scst_baseline
+from rlcap.train.sequence import StepStats, rl_run
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+
+
+@dataclass
+class SllMeConfig(ScstConfig):
+    """SLL-ME (003_5a024678a14e9bf6.txt sec. 5.2): SCST plus a per-word entropy bonus."""
+
+    entropy_weight: float = help_field(0.01, "weight of the per-step entropy bonus (the paper's 0.01)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.entropy_weight < 0:
+            raise ConfigError(f"sll_me.entropy_weight: expected >= 0, got {self.entropy_weight}")
 
 
 def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:

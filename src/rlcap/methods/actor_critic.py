@@ -14,7 +14,7 @@ resumes exactly:
 The reward ``R`` is the run's weighted reward: 000's eq. 7 mixes CIDEr-D with the embedding
 reward of eq. 6, ``reward.weights: {cider_d: 1, embedding: w}`` with ``reward.paths.embedding`` a
 checkpoint of ``algorithm: embedding``. After training, ``ac.lookahead`` picks the lambda of
-lookahead inference (Fig. 1) on the validation split (``train/lookahead.py``).
+lookahead inference (Fig. 1) on the validation split (``methods/lookahead.py``).
 """
 
 from __future__ import annotations
@@ -22,26 +22,60 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS
+from rlcap.errors import ConfigError
 from rlcap.models import build_value_model
+from rlcap.models.value import VALUE_MODELS
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.config import OptimConfig, RunConfig
+from rlcap.train.config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
 from rlcap.train.sequence import conventions, pretrain_phase, train_reward
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
-                                 open_session, optimizer_step, train_batches)
+    open_session, optimizer_step, train_batches)
 
 log = logging.getLogger(__name__)
 
 VALUE = "value"
 PRETRAIN = "value_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of phase 1
+
+
+@dataclass
+class ActorCriticConfig:
+    """algorithm=ac: actor-critic with a value network (000_45a29dab880026f9.txt sec. 3.2.2, 3.3.2,
+    eq. 8-12). The policy trains with ``optim``, the value network with these settings."""
+
+    value_lr: float = help_field(5e-4, "learning rate of the value network (000 sec. 4.1: 5e-4)")
+    value_lr_decay_every: int = help_field(2, "decay the value network's rate every this many joint epochs "
+                                              "(000 sec. 4.1: 2; 0: never)")
+    value_lr_decay_rate: float = help_field(0.9, "its decay factor (000 sec. 4.1: 0.9)")
+    value_pretrain_epochs: int = help_field(1, "epochs of value training on samples of the frozen XE policy "
+                                               "before the joint phase (000 sec. 3.3.2; the paper gives no number)")
+    value_features: str = help_field("fc", "what the value network reads of the image: fc (the pooled vector) or "
+                                           "att (also attention over the region features, conditioned on its LSTM "
+                                           "state at each step, as an UpDown policy sees them)")
+    lookahead: list[float] = help_field([], "after training, decode the validation split with lookahead "
+                                            "inference at each of these lambdas (Fig. 1) and write lookahead.json "
+                                            "beside the checkpoints ([]: skip; 1.0 is plain beam search)")
+
+    def validate(self) -> None:
+        if self.value_lr <= 0:
+            raise ConfigError(f"ac.value_lr must be positive, got {self.value_lr}")
+        check_min("ac.value_lr_decay_every", self.value_lr_decay_every, 0)
+        check_min("ac.value_pretrain_epochs", self.value_pretrain_epochs, 0)
+        if self.value_features not in VALUE_MODELS:
+            raise ConfigError(f"ac.value_features: {self.value_features!r} is not one of {list(VALUE_MODELS)}")
+        bad = [x for x in self.lookahead if not 0 <= x <= 1]
+        if bad:
+            raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
 
 
 class AcStats(NamedTuple):
@@ -143,7 +177,7 @@ def train_actor_critic(cfg: RunConfig) -> TrainResult:
                     break
     result = finish_run(s)
     if cfg.ac.lookahead and not result.stopped_early:
-        from rlcap.train.lookahead import lookahead_for_run
+        from rlcap.methods.lookahead import lookahead_for_run
 
         lookahead_for_run(s, cfg.ac.lookahead)
     return result

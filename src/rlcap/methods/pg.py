@@ -12,10 +12,12 @@ state (detached) and is trained to predict Q (``L_phi``); the policy's per-word 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import DecodeResult, prefix_rollouts, sample
@@ -23,11 +25,27 @@ from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
 from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 from rlcap.train.unique_scores import UniqueScores, score_unique
+
+
+@dataclass
+class PgConfig:
+    """PG-SPIDEr (001_ce1e9980f3932db2.txt): Monte-Carlo Q per word and a learned baseline MLP."""
+
+    rollouts: int = help_field(3, "K: Monte-Carlo rollouts completing every prefix g_1:t (001's Q estimate)")
+    samples: int = help_field(1, "M: captions sampled per image (001 uses M = 1)")
+    baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP B_phi (its own Adam, part 'baseline')")
+    baseline_hidden: int = help_field(256, "hidden units of the baseline MLP B_phi")
+
+    def validate(self) -> None:
+        check_min("pg.rollouts", self.rollouts, 1)
+        check_min("pg.samples", self.samples, 1)
+        check_min("pg.baseline_hidden", self.baseline_hidden, 1)
+        check_positive("pg.baseline_lr", self.baseline_lr)
 
 
 class PgStats(NamedTuple):

@@ -23,8 +23,8 @@ from rlcap.decoding import sample
 from rlcap.errors import DataError
 from rlcap.rewards import RewardConfig, build_reward
 from rlcap.rl.credit import ValueFit, value_fit_by_position
-from rlcap.train.actor_critic import value_inputs
-from rlcap.train.lookahead import load_actor_critic
+from rlcap.methods.actor_critic import value_inputs
+from rlcap.methods.lookahead import load_actor_critic
 from rlcap.train.rollout import reward_batch, score
 
 log = logging.getLogger(__name__)

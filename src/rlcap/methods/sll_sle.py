@@ -12,8 +12,11 @@ choices where the paper is silent are in :mod:`rlcap.rl.sle` and docs/RL.md.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
+from rlcap.errors import ConfigError
 from rlcap.metrics import tokenize
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import greedy_baseline, leave_one_out_baseline
@@ -23,6 +26,25 @@ from rlcap.train.config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+
+SLE_BASELINES = ("greedy", "leave_one_out")
+
+
+@dataclass
+class SllSleConfig:
+    """SLL-SLE (003_5a024678a14e9bf6.txt eq. 8-16): the greedy baseline for precision (sec. 4.3), the
+    mean pairwise distance for diversity."""
+
+    alpha: float = help_field(0.75, "weight of the precision term against diversity (eq. 8-9)")
+    baseline: str = help_field(
+        "greedy", "precision baseline: greedy (self-critical, sec. 4.3) or leave_one_out (the mean of the image's "
+        "other samples; centred per image, which sampling at a temperature below 1 needs: docs/RL.md)")
+
+    def validate(self) -> None:
+        if not 0 <= self.alpha <= 1:
+            raise ConfigError(f"sll_sle.alpha: expected a number in [0, 1], got {self.alpha}")
+        if self.baseline not in SLE_BASELINES:
+            raise ConfigError(f"sll_sle.baseline: {self.baseline!r} is not one of {list(SLE_BASELINES)}")
 
 
 def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:

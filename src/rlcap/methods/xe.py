@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from rlcap.config import help_field
 from rlcap.data.feats import Feats
 from rlcap.data.vocab import PAD
+from rlcap.errors import ConfigError
 from rlcap.rl.losses import xe_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, finish_run, finish_step, optimizer_step, start_session,
-                                 train_batches)
+    train_batches)
+
+
+@dataclass
+class XEConfig:
+    epochs: int = help_field(10, "training epochs")
+    batch_size: int = help_field(50, "images per batch (each with data.seq_per_img captions)")
+    label_smoothing: float = help_field(0.0, "label smoothing of the cross-entropy (0: none)")
+
+    def validate(self) -> None:
+        check_min("xe.epochs", self.epochs, 1)
+        check_min("xe.batch_size", self.batch_size, 1)
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"xe.label_smoothing: expected a number in [0, 1), got {self.label_smoothing}")
 
 
 def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> float:

@@ -31,32 +31,85 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
 from rlcap.decoding import beam_search, greedy
+from rlcap.errors import ConfigError
 from rlcap.models.discriminator import Discriminator
 from rlcap.models.retriever import load_retriever
-from rlcap.errors import ConfigError
 from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_bank
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.config import OptimConfig, RunConfig
+from rlcap.train.config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, rollout, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
-                                 optimizer_step, train_batches)
+    optimizer_step, train_batches)
 
 log = logging.getLogger(__name__)
 
 DISCRIMINATOR = "discriminator"
 PRETRAIN = "discriminator_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of phase 1
 BANK_NEIGHBOURS = 10  # neighbours mined per image when the loop builds its own image bank
+
+
+WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
+WTF_GT_WEIGHTS = ("reward", "positive")
+WTF_BS_BASELINES = ("none", "batch_mean")
+WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
+
+
+@dataclass
+class WtfRlConfig:
+    """algorithm=wtf_rl: distinctive captioning, 002_b2d5a89fd5f9a310.txt eq. 3. The retriever and its
+    image bank are ``reward.paths.retrieval`` and ``reward.paths.retrieval_bank``; tau and the hard
+    negatives are ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
+
+    trajectories: str = help_field("both", "both: beam-search and ground-truth trajectories (WTF-RL); gt: "
+                                           "ground truth only (WTF); bs: beam search only (RL); sample: SCST's "
+                                           "samples with the greedy baseline (SCST-Discriminator)")
+    similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
+    alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
+    gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
+                                          "writes it; positive, max(r(x_gt), 0): never push a human caption away")
+    bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
+                                          "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
+    mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
+                                        "join eq. 2's text pool (002 sec. 3.4: mined images are added to the batch; "
+                                        "at most reward.hard_negatives; 0: the batch's own captions only)")
+    discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
+    discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
+    discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
+    discriminator_pretrain_epochs: int = help_field(1, "epochs of discriminator pretraining on ground truth "
+                                                       "versus the XE model's beam search, before the loop")
+
+    def validate(self) -> None:
+        if self.trajectories not in WTF_TRAJECTORIES:
+            raise ConfigError(f"wtf_rl.trajectories: {self.trajectories!r} is not one of {', '.join(WTF_TRAJECTORIES)}")
+        if self.similarity not in WTF_SIMILARITIES:
+            raise ConfigError(f"wtf_rl.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
+        if self.gt_weight not in WTF_GT_WEIGHTS:
+            raise ConfigError(f"wtf_rl.gt_weight: {self.gt_weight!r} is not one of {', '.join(WTF_GT_WEIGHTS)}")
+        if self.bs_baseline not in WTF_BS_BASELINES:
+            raise ConfigError(f"wtf_rl.bs_baseline: {self.bs_baseline!r} is not one of {', '.join(WTF_BS_BASELINES)}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
+        check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)
+        check_min("wtf_rl.mined_captions", self.mined_captions, 0)
+        if self.mined_captions and (self.trajectories == "sample" or self.similarity == "clip_s"):
+            raise ConfigError("wtf_rl.mined_captions extends eq. 2's text pool: it needs similarity bicont, i2t or t2i "
+                              "and trajectories both, gt or bs")
+        check_min("wtf_rl.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
+        if self.discriminator_lr <= 0:
+            raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
 
 
 class WtfStats(NamedTuple):

@@ -13,21 +13,36 @@ is ``critic``; ``model.critic_from`` of an ``arch: hrl`` run loads it (the vocab
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from rlcap.config import help_field
 from rlcap.data.chunker import chunk_starts
 from rlcap.data.vocab import BOS, PAD
 from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
-from rlcap.train.config import RunConfig
-from rlcap.train.session import (TrainResult, add_part, begin, finish_run, finish_step, open_session,
-                                 optimizer_step, save)
+from rlcap.train.config import RunConfig, check_min
+from rlcap.train.session import (TrainResult, add_part, begin, finish_run, finish_step, open_session, optimizer_step,
+    save)
 
 log = logging.getLogger(__name__)
 
 CRITIC = "critic"
+
+
+@dataclass
+class CriticConfig:
+    """algorithm=critic: 004's internal critic (eq. 9-10), trained on the training captions' chunk
+    boundaries (``rlcap.data.chunker``) before the HRL captioner, which loads it (``model.critic_from``)."""
+
+    epochs: int = help_field(5, "training epochs")
+    batch_size: int = help_field(128, "captions per batch")
+
+    def validate(self) -> None:
+        check_min("critic.epochs", self.epochs, 1)
+        check_min("critic.batch_size", self.batch_size, 1)
 
 
 def critic_data(split, vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,29 +28,66 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import banned_words, sample, word_logprobs
+from rlcap.errors import ConfigError
 from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.sequence import train_reward
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
-                                 optimizer_step, train_batches)
+    optimizer_step, train_batches)
 
 log = logging.getLogger(__name__)
 
 BASELINES = "baselines"
 PHASE = "hrl_phase"  # session.state: {"phase": "worker" | "manager", "steps": steps done in it}
 MANAGER_PARTS = ("manager_att", "manager", "goal", "high")  # the manager's modules (the high-level encoder serves it)
+
+
+HRL_PREFIX_METRICS = ("cider_d", "cider")
+
+
+@dataclass
+class HrlConfig:
+    """algorithm=hrl: 004's Algorithm 1 from an XE checkpoint of ``model.arch: hrl`` (manager and worker
+    warm-started together, eq. 26), alternating worker and manager phases."""
+
+    gamma: float = help_field(0.95, "discount of the delta-CIDEr-D returns (004 eq. 24-25: 0.95)")
+    switch_every: int = help_field(50, "steps of one phase before the other trains (004 leaves the schedule "
+                                       "to its supplement; docs/VIDEO.md)")
+    first: str = help_field("worker", "the phase that starts: worker or manager")
+    goal_noise: float = help_field(0.1, "standard deviation of the manager's Gaussian goal exploration (eq. 23)")
+    baseline_lr: float = help_field(1e-3, "learning rate of the two linear baselines (on h_W and h_M)")
+    worker_samples: int = help_field(1, "captions sampled per clip in a worker phase (Algorithm 1: one; more "
+                                        "sample more captions per step, against the same linear baseline)")
+    prefix_metric: str = help_field("cider_d", "what scores every prefix for the delta rewards (004 sec. 3.3.3): "
+                                               "cider_d: the run's reward (reward.weights); cider: plain CIDEr, no "
+                                               "length penalty, same references (docs/VIDEO.md)")
+
+    def validate(self) -> None:
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"hrl.gamma: expected a number in [0, 1], got {self.gamma}")
+        check_min("hrl.switch_every", self.switch_every, 1)
+        check_min("hrl.worker_samples", self.worker_samples, 1)
+        if self.first not in ("worker", "manager"):
+            raise ConfigError(f"hrl.first: {self.first!r} is not one of worker, manager")
+        if self.prefix_metric not in HRL_PREFIX_METRICS:
+            raise ConfigError(f"hrl.prefix_metric: {self.prefix_metric!r} is not one of "
+                              f"{', '.join(HRL_PREFIX_METRICS)}")
+        if self.goal_noise < 0 or self.baseline_lr <= 0:
+            raise ConfigError("hrl.goal_noise must be >= 0 and hrl.baseline_lr > 0")
 
 
 class Baselines(nn.Module):

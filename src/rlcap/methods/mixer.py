@@ -12,10 +12,12 @@ Choices where the papers are silent: docs/RL.md, "PG-SPIDEr and MIXER (001)".
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
+from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
 from rlcap.decoding import sample
@@ -23,11 +25,30 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
-from rlcap.train.config import RunConfig
+from rlcap.train.config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 from rlcap.train.unique_scores import score_unique
+
+
+@dataclass
+class MixerConfig:
+    """MIXER (Ranzato et al. 2016, as 001_ce1e9980f3932db2.txt describes it): XE on the first M words
+    of the reference, REINFORCE on the words sampled after them; M annealed to 0."""
+
+    start: int = help_field(16, "M in the first epoch (Ranzato: the longest caption, i.e. pure XE)")
+    delta: int = help_field(2, "Delta: M decreases by this every epochs_per_stage epochs, down to 0")
+    epochs_per_stage: int = help_field(2, "epochs trained at each M")
+    baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP on the hidden state (part 'baseline')")
+    baseline_hidden: int = help_field(256, "hidden units of the baseline MLP")
+
+    def validate(self) -> None:
+        check_min("mixer.start", self.start, 0)
+        check_min("mixer.delta", self.delta, 1)
+        check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
+        check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
+        check_positive("mixer.baseline_lr", self.baseline_lr)
 
 
 class MixerStats(NamedTuple):

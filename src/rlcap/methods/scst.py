@@ -1,0 +1,94 @@
+"""Self-critical sequence training (Rennie et al. 2017), from an XE checkpoint (``init_from``).
+
+Each step samples n captions per image, scores them, subtracts a baseline (``scst.baseline``:
+the greedy caption's reward as in the paper, the mean of the image's other samples, a running
+mean, or none) and takes a REINFORCE step. The conventions that change the numbers are written
+to the log at the start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlcap.config import help_field
+from rlcap.data.loader import Batch
+from rlcap.errors import ConfigError
+from rlcap.rewards import Reward
+from rlcap.rl.baselines import (RunningMean, advantages, greedy_baseline, leave_one_out_baseline, no_baseline,
+                                running_mean_baseline, update_running_mean)
+from rlcap.rl.losses import entropy_bonus, reinforce_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.rollout import caption_lengths, rollout, score
+from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+
+SCST_BASELINES = ("greedy", "leave_one_out", "running_mean", "none")
+
+
+@dataclass
+class ScstConfig:
+    """Self-critical sequence training (Rennie et al. 2017) and its baselines."""
+
+    baseline: str = help_field("greedy", "greedy (self-critical), leave_one_out, running_mean or none")
+    running_mean_decay: float = help_field(0.9, "decay of the running-mean baseline")
+
+    def validate(self) -> None:
+        if self.baseline not in SCST_BASELINES:
+            raise ConfigError(f"scst.baseline: {self.baseline!r} is not one of {list(SCST_BASELINES)}")
+        if not 0 <= self.running_mean_decay < 1:
+            raise ConfigError(f"scst.running_mean_decay: expected a number in [0, 1), got {self.running_mean_decay}")
+
+
+def check_baseline(cfg: Any) -> None:
+    """The leave-one-out baseline needs another sample of the image to leave out."""
+    section = getattr(cfg, cfg.algorithm)  # scst: or sll_me:, whose config extends this one
+    if section.baseline == "leave_one_out" and cfg.rl.n_samples < 2:
+        raise ConfigError(f"{cfg.algorithm}.baseline=leave_one_out needs rl.n_samples >= 2, got {cfg.rl.n_samples}")
+
+
+def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torch.Tensor,
+                  reward: Reward) -> torch.Tensor:
+    """The baseline named by ``cfg.baseline`` for rewards (B*n,). The running mean's statistics
+    live in ``session.state`` and so are checkpointed with the run."""
+    n = session.cfg.rl.n_samples
+    if cfg.baseline == "greedy":
+        return greedy_baseline(greedy_rewards(session, batch, reward), n)
+    if cfg.baseline == "leave_one_out":
+        return leave_one_out_baseline(rewards, n)
+    if cfg.baseline == "running_mean":
+        state = session.state.get("running_mean", RunningMean.init())
+        session.state["running_mean"] = update_running_mean(state, rewards, cfg.running_mean_decay)
+        return running_mean_baseline(state, rewards)
+    return no_baseline(rewards)
+
+
+def scst_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
+    cfg = s.cfg
+    # 1. generate n captions per image (policy in training mode)
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    # 2. rewards of the samples
+    t0 = time.perf_counter()
+    rewards = score(reward, roll.captions, roll.reward_batch)              # (B*n,)
+    # 3. baseline and advantages (the greedy baseline decodes once more, counted as reward time)
+    baseline = scst_baseline(s, cfg.scst, batch, rewards, reward)          # (B*n,)
+    adv = advantages(rewards, baseline)                                    # (B*n,)
+    reward_s = time.perf_counter() - t0
+    # 4. REINFORCE loss (Rennie et al. eq. 7-9), backward, step
+    t0 = time.perf_counter()
+    loss = reinforce_loss(roll.logprobs, roll.mask, adv)
+    optimizer_step(s, loss)
+    ent = entropy_bonus(roll.entropy.detach(), roll.mask)                 # logged only
+    return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent.item(),
+                     float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
+
+
+def train_scst(cfg: RunConfig) -> TrainResult:
+    with rl_run(cfg, cfg.scst.baseline) as (s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(s, scst_step(s, batch, reward)._asdict()):
+                break
+    return finish_run(s)

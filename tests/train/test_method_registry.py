@@ -1,0 +1,94 @@
+"""Methods are registered, not wired in: a method from a test file (its own loop and config section)
+parses, lists its keys, trains and resumes exactly after SIGKILL without a line of src/ changed; a
+run parses only its own method's sections."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from rlcap import api
+from rlcap.cli import main
+from rlcap.errors import ConfigError
+from rlcap.train import registry
+from tests.train import toy_method
+from tests.train.killing import EMPTY, REPO, train_losses, wait_for_step
+from tests.tiny import tiny_xe_run
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(registry.METHODS, "toy", toy_method.TOY)
+
+
+@pytest.fixture(scope="module")
+def xe(tmp_path_factory):
+    return tiny_xe_run(tmp_path_factory.mktemp("toy"))
+
+
+def _toy(dataset, feats, init, *extra):
+    from tests.tiny import tiny_overrides
+
+    return [o for o in tiny_overrides(dataset, feats, "unused") if not o.startswith(("model.", "out_dir"))] + [
+        "algorithm=toy", f"init_from={init}", "rl.epochs=2", "rl.batch_size=4", "rl.n_samples=2", "toy.baseline=0.5",
+        "save_every=1", *extra]
+
+
+def test_a_method_from_a_test_file_has_its_own_section(toy, capsys):
+    cfg = api.load_run_config(None, ["algorithm=toy", "toy.baseline=0.25"])
+    assert cfg.toy.baseline == 0.25 and cfg.rl.n_samples == 5
+    with pytest.raises(ConfigError, match="toy.baseline: expected >= 0, got -1"):
+        api.load_run_config(None, ["algorithm=toy", "toy.baseline=-1"])
+    assert main(["train", "--help-config", "algorithm=toy"]) == 0
+    keys = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:] if line and " " in line]
+    assert "toy.baseline" in keys and "rl.n_samples" in keys and not any(k.startswith("scst.") for k in keys)
+
+
+def test_a_method_from_a_test_file_trains_and_resumes_after_sigkill(xe, tmp_path):
+    dataset, feats, init = xe
+    overrides = _toy(dataset, feats, init)
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    toy_method.register()
+    try:
+        api.train(api.load_run_config(None, [*overrides, f"out_dir={reference}"]))
+    finally:
+        del registry.METHODS["toy"]
+    ref = train_losses(reference)
+    assert max(ref) == 12  # 24 images, 4 a batch, 2 epochs
+    # the child process registers the toy method itself (python -m tests.train.toy_method train ...)
+    argv = [sys.executable, "-m", "tests.train.toy_method", "train", str(EMPTY), *overrides, f"out_dir={killed}"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stopped_at = wait_for_step(proc, killed, 5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 5 <= stopped_at < 12
+    done = subprocess.run([*argv, "resume=true"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    got = train_losses(killed)
+    assert sorted(got) == sorted(ref) and [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref
+                                                                                        if s > stopped_at]
+
+
+def test_a_run_parses_only_its_methods_sections(caplog):
+    with caplog.at_level(logging.WARNING, logger="rlcap.train.config"):
+        cfg = api.load_run_config(None, ["algorithm=scst", "xe.epochs=3", "hrl.gamma=0.5", "scst.baseline=none"])
+    assert cfg.scst.baseline == "none" and not hasattr(cfg, "hrl") and not hasattr(cfg, "xe")
+    assert [r.getMessage() for r in caplog.records] == ["algorithm=scst does not read the sections hrl, xe (left out)"]
+    xe = api.load_run_config(None, ["xe.epochs=3"])
+    assert xe.epochs == 3 and not hasattr(xe, "rl")
+    with pytest.raises(ConfigError, match="unknown config key hrll"):  # not a section of any method: a typo
+        api.load_run_config(None, ["algorithm=scst", "hrll.gamma=0.5"])
+    with pytest.raises(ConfigError, match=r"algorithm: 'nosuch' is not one of \['ac', 'critic'"):
+        api.load_run_config(None, ["algorithm=nosuch"])
+
+
+def test_help_config_lists_the_shared_keys_and_the_methods_own(capsys):
+    assert main(["train", "--help-config", "algorithm=scst"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    keys = [line.split()[0] for line in lines[1:] if line and not line.startswith("other methods")]
+    assert lines[0].startswith("algorithm=scst: self-critical sequence training")
+    assert {"scst.baseline", "rl.n_samples", "optim.lr", "decode.beam_size"} <= set(keys)
+    assert not [k for k in keys if k.split(".")[0] in ("xe", "hrl", "wtf_rl", "ac", "pg", "mixer", "critic")]
