@@ -51,12 +51,12 @@ bench-concepts: $(STAMP)
 	$(PY) benchmarks/concepts_stats.py
 	$(PY) benchmarks/bench_methods.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
 
-# Distinctive captioning (docs/DISTINCT.md): 002's Table 1 on shapes, then on COCO concepts with the budget above
+# Distinctive captioning (docs/DISTINCT.md): [Chaffin24]'s Table 1 on shapes, then on COCO concepts with the budget above
 bench-distinct: $(STAMP)
 	$(PY) benchmarks/bench_distinct.py --benchmark shapes
 	$(PY) benchmarks/bench_distinct.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN)
 
-# Per-word credit (docs/RL.md): actor-critic and lookahead (000), MIXER and PG with rollouts (001) beside XE and SCST,
+# Per-word credit (docs/RL.md): actor-critic and lookahead ([Shi18]), MIXER and PG with rollouts ([Liu17]) beside XE and SCST,
 # on shapes, then on COCO concepts with the training-image budget above. CREDIT_RL is every RL stage's budget on both:
 # 2 epochs instead of the recipes' (shapes 12, COCO concepts 3), MIXER's M = 4 then 0 (the recipes' schedules
 # compressed): shapes about 1.5 h, COCO concepts about 1.75 h here (runs/credit_shapes, runs/credit_concepts; at
@@ -72,9 +72,9 @@ bench-credit-shapes: $(STAMP)
 bench-credit-concepts: $(STAMP)
 	$(PY) benchmarks/bench_credit.py --benchmark coco-concepts --max-train-images $(CONCEPTS_TRAIN) $(if $(CREDIT_RL),--rl $(CREDIT_RL))
 
-# Video (docs/VIDEO.md): moving-shapes clips, frame features and 004's Table 2 (XE, RL and HRL baselines) with
-# 003's SLL-ME and SLL-SLE rows and the diversity columns of 5 samples and 5 beams;
-# GOALS=16 trains one HRL goal size instead of 004's three (a shorter run)
+# Video (docs/VIDEO.md): moving-shapes clips, frame features and [Wang18]'s Table 2 (XE, RL and HRL baselines) with
+# [Chen20]'s SLL-ME and SLL-SLE rows and the diversity columns of 5 samples and 5 beams;
+# GOALS=16 trains one HRL goal size instead of [Wang18]'s three (a shorter run)
 GOALS ?= 16,32,64
 bench-video: $(STAMP)
 	$(PY) benchmarks/video_agreement.py

@@ -1,10 +1,10 @@
-"""Per-word credit: actor-critic (000) and PG with Monte-Carlo rollouts (001) beside XE and SCST.
+"""Per-word credit: actor-critic ([Shi18]) and PG with Monte-Carlo rollouts ([Liu17]) beside XE and SCST.
 
 Run with ``make bench-credit-shapes`` and ``make bench-credit-concepts`` (COCO concepts with the
 training-image budget of ``make bench-concepts``), or both with ``make bench-credit``: calls ``rlcap bench --methods xe,scst,ac,ac_lookahead,mixer,pg_cider,
-pg_bcmr,pg_spider`` and writes the table in the layout of 000's Table 1 (BLEU-3, BLEU-4, METEOR,
+pg_bcmr,pg_spider`` and writes the table in the layout of [Shi18]'s Table 1 (BLEU-3, BLEU-4, METEOR,
 ROUGE-L, CIDEr-D) plus SPICE and SPIDEr, each method's training cost, lookahead's lambdas on
-validation, and the checks issue 14 asks for, into the benchmark's bench-credit section of
+validation, and the checks of rlcap's goals, into the benchmark's bench-credit section of
 docs/BENCHMARKS.md. Every RL stage starts from the same XE checkpoint with the same budget: the
 recipes' epochs (shapes 12, COCO concepts 3), or the overrides of ``--rl`` (``make bench-credit``
 gives both benchmarks 2 epochs and a MIXER schedule compressed to them: shapes about 1.5 hours,
@@ -44,7 +44,7 @@ def table(results: dict) -> list[str]:
 
 
 def checks(results: dict) -> tuple[list[str], dict[str, float]]:
-    """The acceptance points of issue 14 as measured, one line each."""
+    """rlcap's goals for this table as measured, one line each."""
     m = {name: row["beam"] for name, row in results["methods"].items()}
 
     def gain(a: str, b: str, what: str) -> float:
@@ -60,9 +60,9 @@ def checks(results: dict) -> tuple[list[str], dict[str, float]]:
     lines += [
         f"- PG-SPIDEr over XE: CIDEr-D **{figures['spider_cider']:+.1%}**, SPICE **{figures['spider_spice']:+.1%}** "
         "(goal: both above 0); over PG-CIDEr on SPICE: "
-        f"**{figures['spider_vs_cider_spice']:+.1%}** (goal: above 0, 001's finding).",
+        f"**{figures['spider_vs_cider_spice']:+.1%}** (goal: above 0, [Liu17]'s finding).",
         f"- Actor-critic over XE, CIDEr-D: **{figures['ac_cider']:+.1%}** (goal: above 0); lookahead inference over "
-        f"plain beam search on the same checkpoint: **{figures['lookahead']:+.1%}** (goal: above 0, 000's finding).",
+        f"plain beam search on the same checkpoint: **{figures['lookahead']:+.1%}** (goal: above 0, [Shi18]'s finding).",
     ]
     return lines, figures
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     section, title, test_images = SECTIONS[args.benchmark]
     images = f"the first {args.max_train_images:,} training images" if args.max_train_images else "every training image"
     body = "\n".join([
-        f"## Per-word credit on {title}: actor-critic (000) and PG with rollouts (001), Table 1 layout of 000", "",
+        f"## Per-word credit on {title}: actor-critic ([Shi18]) and PG with rollouts ([Liu17]), Table 1 layout of [Shi18]", "",
         f"Command: `make {section}` (`{' '.join(command)}`), {seconds / 60:.0f} min in this run (stages already "
         f"trained by an earlier run of the same folder are reused). Machine: {machine(torch=torch.__version__)}.", "",
         f"Budget: {images}; epochs per stage: {', '.join(budget)}; every RL stage from the same XE checkpoint"

@@ -1,8 +1,8 @@
-"""002's Table 1 on a benchmark: TF, WTF, WTF-RL, RL, RL-Unidirectional, SCST-Discriminator.
+"""[Chaffin24]'s Table 1 on a benchmark: TF, WTF, WTF-RL, RL, RL-Unidirectional, SCST-Discriminator.
 
 Run with ``make bench-distinct`` (shapes, then COCO concepts with a training-image budget): calls
 ``rlcap bench --benchmark NAME --methods tf,wtf,wtf_rl,rl,rl_unidirectional,scst_discriminator``,
-copies its Table 1 into the benchmark's section of docs/BENCHMARKS.md with the checks issue 15 asks
+copies its Table 1 into the benchmark's section of docs/BENCHMARKS.md with the checks of rlcap's goals
 for, and shows the reward-hacking check: the WTF-RL captions the training retriever ranks highest
 against their image while the independent judge ranks them lowest. Prints a last line of JSON.
 """
@@ -15,7 +15,7 @@ import sys
 
 from benchdoc import REPO, machine, replace_section, run_bench
 
-# 002's Table 1, then rlcap's control: teacher forcing continued with the methods' budget (not in 002)
+# [Chaffin24]'s Table 1, then rlcap's control: teacher forcing continued with the methods' budget (not in [Chaffin24])
 METHODS = "tf,wtf,wtf_rl,rl,rl_unidirectional,scst_discriminator,tf_continued"
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = (f" Training images: the first {args.max_train_images:,} of the training split." if args.max_train_images
               else "")
     body = "\n".join([
-        f"## Distinctive captioning on {args.benchmark} (Table 1 layout of 002_b2d5a89fd5f9a310.txt)", "",
+        f"## Distinctive captioning on {args.benchmark} (Table 1 layout of [Chaffin24])", "",
         f"Command: `make bench-distinct` (`{' '.join(command)}`), {seconds / 60:.0f} min in this run (stages already "
         "trained by an earlier run of the same folder are reused). "
         f"Machine: {machine(torch=torch.__version__)}.{budget} Every method starts from the same XE checkpoint "
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(judge); goal at least +30% each. Self-BLEU {checks['wtf_rl_self_bleu']:+.1f} (goal: lower than TF).",
         f"- WTF over TF: T2I R@1 **{checks['wtf_t2i_r1']:+.0%}**, CIDEr-D **{checks['wtf_cider']:+.1%}** "
         "(goal: R@1 up, CIDEr-D no more than 2% lower).",
-        f"- RL-Unidirectional minus RL, T2I R@1: **{checks['unidirectional_t2i_r1_minus_rl']:+.1f}** (002: lower).",
-        f"- TF continued (the control, not in 002: teacher forcing with the same budget) over TF: R@1 T2I "
+        f"- RL-Unidirectional minus RL, T2I R@1: **{checks['unidirectional_t2i_r1_minus_rl']:+.1f}** ([Chaffin24]: lower).",
+        f"- TF continued (the control, not in [Chaffin24]: teacher forcing with the same budget) over TF: R@1 T2I "
         f"{checks['tf_continued_t2i_r1']:+.0%}, I2T {checks['tf_continued_i2t_r1']:+.0%} (judge I2T "
         f"{checks['tf_continued_judge_i2t_r1']:+.0%}), CIDEr-D {checks['tf_continued_cider']:+.1%}: what training on "
         "gives without the reward.", "",

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = (f" Training images: the first {args.max_train_images:,} of the training split (every stage, and the "
               "reference captioners)." if args.max_train_images else "")
     body = "\n".join([
-        f"## Methods on {title} (Table 4 layout of 003_5a024678a14e9bf6.txt)", "",
+        f"## Methods on {title} (Table 4 layout of [Chen20])", "",
         f"Command: `{make}` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
         f"Machine: {machine(torch=torch.__version__)}.{budget}{data_note(args.out)}", "",
         f"Test split, {test_images} images. `beam`: beam size 3. `rs`: 5 random samples per image, CIDEr-D averaged over "

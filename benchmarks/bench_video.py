@@ -1,10 +1,10 @@
-"""004's Table 2 on moving shapes: XE- and RL-baselines, 003's SLL-ME and SLL-SLE, and HRL with goals of 16, 32 and 64.
+"""[Wang18]'s Table 2 on moving shapes: XE- and RL-baselines, [Chen20]'s SLL-ME and SLL-SLE, and HRL with goals of 16, 32 and 64.
 
 Run with ``make bench-video``: calls ``rlcap bench --benchmark moving-shapes --methods
 xe,rl,sll_me,sll_sle,hrl_16,hrl_32,hrl_64``, copies the test-split table (BLEU-1..4, METEOR, ROUGE-L,
 CIDEr-D, SPICE of the beam captions; CIDEr-D, Div-1, Div-2 and mBLEU-4 of 5 random samples and of the
-5-best beam, as 003's Table 4) into the bench-video section of docs/BENCHMARKS.md with the checks issue 16
-asks for, SLL-ME and SLL-SLE against the RL-baseline (003's SLL, Table 3), the internal critic's boundary
+5-best beam, as [Chen20]'s Table 4) into the bench-video section of docs/BENCHMARKS.md with the checks of rlcap's
+goals, SLL-ME and SLL-SLE against the RL-baseline ([Chen20]'s SLL, Table 3), the internal critic's boundary
 precision and recall on the validation captions, and, per model, a test clip's frames with its caption
 cut where the critic ends segments (docs/figures/). ``--goals``
 (``make bench-video GOALS=16``) trains fewer goal sizes, for a shorter run. Prints a last line of JSON.
@@ -18,9 +18,9 @@ import sys
 
 from benchdoc import REPO, machine, replace_section, run_bench
 
-GOALS = (16, 32, 64)  # 004's goal sizes
-EXPLORATION = ("sll_me", "sll_sle")  # 003's Table 3 rows beside its SLL, the RL-baseline (SCST, greedy baseline)
-# 003's Table 3 (TGIF, beam 5): SLL, SLL-ME, SLL-SLE
+GOALS = (16, 32, 64)  # [Wang18]'s goal sizes
+EXPLORATION = ("sll_me", "sll_sle")  # [Chen20]'s Table 3 rows beside its SLL, the RL-baseline (SCST, greedy baseline)
+# [Chen20]'s Table 3 (TGIF, beam 5): SLL, SLL-ME, SLL-SLE
 PAPER_TABLE3 = {"METEOR": (17.8, 18.2, 18.8), "CIDEr": (45.9, 48.1, 50.8), "SPICE": (15.9, 16.0, 16.6)}
 
 
@@ -77,25 +77,25 @@ def learning_rows(out: str, goals: list[int]) -> list[str]:
 
 
 def exploration_lines(methods: dict) -> list[str]:
-    """SLL-ME and SLL-SLE against the RL-baseline (003's SLL): Table 3's beam columns, and the rs / bs
-    Div-2 of 003's Table 4, each as a relative change, with 003's own direction on TGIF."""
+    """SLL-ME and SLL-SLE against the RL-baseline ([Chen20]'s SLL): Table 3's beam columns, and the rs / bs
+    Div-2 of [Chen20]'s Table 4, each as a relative change, with [Chen20]'s own direction on TGIF."""
     rl = methods["rl"]
     lines = []
     for name in EXPLORATION:
         row = methods[name]
         beam = ", ".join(f"{c} **{row['beam'][c] / rl['beam'][c] - 1:+.1%}**" for c in PAPER_TABLE3)
-        lines.append(f"- {name} over the RL-baseline (003's SLL): beam {beam}; rs Div-2 "
+        lines.append(f"- {name} over the RL-baseline ([Chen20]'s SLL): beam {beam}; rs Div-2 "
                      f"**{row['rs']['Div-2'] / rl['rs']['Div-2'] - 1:+.1%}**, bs Div-2 "
                      f"**{row['bs']['Div-2'] / rl['bs']['Div-2'] - 1:+.1%}**.")
     paper = "; ".join(f"{c} {' / '.join(f'{v:g}' for v in values)}" for c, values in PAPER_TABLE3.items())
-    return [*lines, f"- 003's Table 3 (TGIF, beam 5), SLL / SLL-ME / SLL-SLE: {paper}."]
+    return [*lines, f"- [Chen20]'s Table 3 (TGIF, beam 5), SLL / SLL-ME / SLL-SLE: {paper}."]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_video", help="output folder of rlcap bench")
     parser.add_argument("--goals", default=",".join(map(str, GOALS)),
-                        help="HRL goal sizes to train, the best on validation reported (default: 004's 16,32,64)")
+                        help="HRL goal sizes to train, the best on validation reported (default: [Wang18]'s 16,32,64)")
     args = parser.parse_args(argv)
     goals = [int(g) for g in args.goals.split(",")]
     if not goals or any(g not in GOALS for g in goals):
@@ -123,20 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.bench.report import video_markdown
 
     body = "\n".join([
-        "## Video: moving shapes (Table 2 layout of 004_897c1ba573c567e3.txt)", "",
+        "## Video: moving shapes (Table 2 layout of [Wang18])", "",
         f"Command: `make bench-video` (`{' '.join(command)}`), {seconds / 60:.0f} min. "
         f"Machine: {machine(torch=torch.__version__)}. Recipes: configs/moving-shapes_*.yaml (docs/VIDEO.md).", "",
         "Test split, 500 clips. The beam captions (beam size 3): pycocoevalcap metrics x 100. `rs`: 5 random samples "
         "per clip (temperature 1), CIDEr-D x 100 averaged over the 5; `bs`: the 5-best of a size-5 beam. Div-1/Div-2: "
         "distinct unigrams/bigrams over words among the 5 captions of a clip; mBLEU-4: each caption against the other "
-        "4 (lower is more diverse), as 003's Table 4.", "", video_markdown(results).strip(), "",
+        "4 (lower is more diverse), as [Chen20]'s Table 4.", "", video_markdown(results).strip(), "",
         f"- RL-baseline over XE-baseline, CIDEr-D: **{beam['rl']['CIDEr'] / beam['xe']['CIDEr'] - 1:+.1%}**.",
         *exploration_lines(results["methods"]),
         f"- HRL, goal size chosen on validation among {', '.join(map(str, goals))}"
-        + ("" if len(goals) == len(GOALS) else f" (of 004's {', '.join(map(str, GOALS))}: the others not trained in this run)")
+        + ("" if len(goals) == len(GOALS) else f" (of [Wang18]'s {', '.join(map(str, GOALS))}: the others not trained in this run)")
         + f": {chosen} (validation CIDEr-D {val[chosen]:.3f}); test CIDEr-D "
         f"{hrl[chosen]:.3f} against the RL-baseline's {beam['rl']['CIDEr']:.3f} "
-        f"(**{hrl[chosen] / beam['rl']['CIDEr'] - 1:+.1%}**; 004: 21.6 to 23.2 on Charades).",
+        f"(**{hrl[chosen] / beam['rl']['CIDEr'] - 1:+.1%}**; [Wang18]: 21.6 to 23.2 on Charades).",
         f"- Internal critic, segment ends on the validation captions (best epoch): precision "
         f"{critic['precision']:.3f}, recall {critic['recall']:.3f}, F1 {critic['F1']:.3f}.", "",
         "Where the gains come from (validation split; docs/VIDEO.md reads this table):", "",

@@ -1,4 +1,4 @@
-"""002's retrieval and quality columns for given checkpoints on one split: how docs/DISTINCT.md
+"""[Chaffin24]'s retrieval and quality columns for given checkpoints on one split: how docs/DISTINCT.md
 compares options on the validation split before a recipe changes.
 
     python benchmarks/distinct_val.py --bench runs/distinct_shapes --split val \\
@@ -8,7 +8,7 @@ compares options on the validation split before a recipe changes.
 the two retrievers. Each run's beam-search captions of the whole split (beam 3, the table's) are scored with
 :func:`rlcap.bench.distinct.distinct_row` and CIDEr-D against the split's references; prints a
 Markdown table (R@1 both ways under both retrievers, Self-BLEU, CIDEr-D, words) and a last line of JSON.
-``--beam N`` and ``--no-repeat-ngram N`` decode otherwise (docs/DISTINCT.md compares 002's released
+``--beam N`` and ``--no-repeat-ngram N`` decode otherwise (docs/DISTINCT.md compares [Chaffin24]'s released
 code's decoding, beam 5 with trigram blocking, this way).
 """
 

@@ -1,4 +1,4 @@
-"""Lookahead inference (000 Fig. 1): lambda = 1 is plain beam search; below 1 the value network's
+"""Lookahead inference ([Shi18 Fig. 1]): lambda = 1 is plain beam search; below 1 the value network's
 opinion of the next state reranks the words."""
 
 import pytest

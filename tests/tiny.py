@@ -60,7 +60,7 @@ def tiny_xe_run(folder, epochs=2):
 
 def make_tiny_clips(folder):
     """A tiny moving-shapes set (40 train, 8 val, 4 test clips) with 4-frame features of random vectors
-    (what 004's internal critic reads is words): (annotations, features)."""
+    (what [Wang18]'s internal critic reads is words): (annotations, features)."""
     from rlcap.data.synthetic.moving import MovingShapesConfig, generate_moving_shapes
 
     ann = generate_moving_shapes(MovingShapesConfig(n_train=40, n_val=8, n_test=4, workers=1), folder / "ms")
@@ -73,7 +73,7 @@ def make_tiny_clips(folder):
 
 
 def hrl_overrides(ann, feats, out, **extra):
-    """tiny_overrides sized for 004's HRL captioner and the tiny clips' 18-20-word captions."""
+    """tiny_overrides sized for [Wang18]'s HRL captioner and the tiny clips' 18-20-word captions."""
     return tiny_overrides(ann, feats, out, **{"model.embed_dim": 16, "model.hidden_dim": 16, "model.manager_dim": 8,
                                               "model.goal_dim": 4, "decode.max_len": 24, "data.max_len": 24, **extra})
 

@@ -230,7 +230,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
 def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", beam_size: int | None = None,
               max_len: int | None = None, length_penalty: float | None = None, out_dir: str | Path | None = None,
               data_overrides: list[str] | None = None, batch_size: int = 100, progress: bool = False) -> Any:
-    """CIDEr-D of ``split`` decoded by lookahead inference (000, Fig. 1) at each lambda, with an
+    """CIDEr-D of ``split`` decoded by lookahead inference ([Shi18], Fig. 1) at each lambda, with an
     actor-critic checkpoint (policy and value network); the best lambda is the one to use.
 
     Returns :class:`rlcap.methods.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""

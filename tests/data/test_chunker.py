@@ -1,4 +1,4 @@
-"""The caption chunker of 004's internal critic on hand-segmented captions ("|" between chunks)."""
+"""The caption chunker of [Wang18]'s internal critic on hand-segmented captions ("|" between chunks)."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from rlcap.data.chunker import chunk_starts
 from rlcap.metrics import tokenize
 
 HAND = [
-    "the person | then tidies his area | after he is done eating",  # 004 sec. 4.1's example
+    "the person | then tidies his area | after he is done eating",  # [Wang18 sec. 4.1]'s example
     "a man | is cooking in a kitchen | while a woman watches",
     "a red circle | moves left | then a blue square grows bigger | and finally the circle turns green",
     "first a small pink square | travels to the left | while an orange square shrinks",

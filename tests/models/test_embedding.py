@@ -1,4 +1,4 @@
-"""The embedding model (000 sec. 3.3.1), its checkpoint loader, and the value network's word-by-word form."""
+"""The embedding model ([Shi18 sec. 3.3.1]), its checkpoint loader, and the value network's word-by-word form."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""004's hierarchical captioner: the critic decides segments, the manager emits goals only at their
+"""[Wang18]'s hierarchical captioner: the critic decides segments, the manager emits goals only at their
 starts, step equals teacher forcing, and the shared decoders run on it."""
 
 import pytest

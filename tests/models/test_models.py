@@ -105,7 +105,7 @@ def test_gradient_reaches_every_parameter(arch):
                if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)]
     assert missing == []
     frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
-    assert all(name.startswith("critic.") for name in frozen)  # only HRL's internal critic is frozen (004 sec. 3.2)
+    assert all(name.startswith("critic.") for name in frozen)  # only HRL's internal critic is frozen ([Wang18 sec. 3.2])
 
 
 @pytest.mark.parametrize("arch", ARCHS)

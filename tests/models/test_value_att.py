@@ -49,7 +49,7 @@ def stepped(value_net, feats, tokens, n):
 def test_build_picks_the_network_by_features():
     assert isinstance(build_value_model(cfg(), V, FC, ATT, features="fc"), ValueNetwork)
     assert isinstance(net(), AttValueNetwork) and tuple(VALUE_MODELS) == ("fc", "att")
-    assert sum(isinstance(m, torch.nn.Linear) for m in net().head) == 3  # 000 sec. 4.1's perceptron
+    assert sum(isinstance(m, torch.nn.Linear) for m in net().head) == 3  # [Shi18 sec. 4.1]'s perceptron
     with pytest.raises(ConfigError, match="expected one of fc, att"):
         build_value_model(cfg(), V, FC, ATT, features="regions")
     with pytest.raises(ConfigError, match="needs region features"):

@@ -1,4 +1,4 @@
-"""The retrieval rewards of 002: pools built from the call's captions, the batch's ground truth and
+"""The retrieval rewards of [Chaffin24]: pools built from the call's captions, the batch's ground truth and
 the bank's mined neighbours, then eq. 2 / CLIP-S; and the registry entry with a trained dual encoder."""
 
 import pytest

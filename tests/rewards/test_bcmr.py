@@ -1,4 +1,4 @@
-"""The bcmr reward (001's BCMR): the equal-weight sum of its four metrics; its METEOR is closed.
+"""The bcmr reward ([Liu17]'s BCMR): the equal-weight sum of its four metrics; its METEOR is closed.
 
 One METEOR process only (a Java start takes seconds on a loaded machine)."""
 

@@ -1,4 +1,4 @@
-"""The embedding reward (000 eq. 6): the cosine of a caption and its image under the loaded model."""
+"""The embedding reward ([Shi18 eq. 6]): the cosine of a caption and its image under the loaded model."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""002's contrastive rewards (eq. 2, decoupled), CLIP-S and the dual encoder's InfoNCE, by hand."""
+"""[Chaffin24]'s contrastive rewards (eq. 2, decoupled), CLIP-S and the dual encoder's InfoNCE, by hand."""
 
 import math
 

@@ -15,7 +15,7 @@ VALUES = torch.tensor([[1.0, 1.5, 2.0], [4.0, 6.0, 9.0]])  # 9.0 sits on padding
 FINAL = torch.tensor([2.0, 5.0])
 
 
-# discounted_returns (004 eq. 24)
+# discounted_returns ([Wang18 eq. 24])
 
 def test_discounted_returns_hand_computed():
     rewards = torch.tensor([[1.0, 0.0, 2.0], [3.0, 5.0, 9.0], [0.0, 0.0, 0.0]])
@@ -57,7 +57,7 @@ def test_terminal_rewards_places_reward_at_last_valid_step():
     assert torch.equal(out, torch.tensor([[0.0, 0.0, 2.0], [0.0, 5.0, 0.0], [0.0, 0.0, 0.0]]))
 
 
-# value_advantages (000 eq. 10)
+# value_advantages ([Shi18 eq. 10])
 
 def test_value_advantages_sequence_reward_hand_computed():
     # A_t = R - v(s_t): [2-1, 2-1.5, 2-2], [5-4, 5-6, padding]
@@ -115,7 +115,7 @@ def test_td_advantages_are_detached():
     assert not td_advantages(torch.zeros(2, 3), values, MASK, 0.95).requires_grad
 
 
-# value_loss (000 eq. 9/11)
+# value_loss ([Shi18 eq. 9/11])
 
 def test_value_loss_hand_computed_and_gradient():
     values = VALUES.clone().requires_grad_(True)
@@ -142,7 +142,7 @@ def test_value_loss_empty_mask_is_zero():
     assert value_loss(torch.ones(2, 2), torch.ones(2), torch.zeros(2, 2)).item() == 0.0
 
 
-# mc_q_estimates (001, Monte-Carlo rollouts)
+# mc_q_estimates ([Liu17], Monte-Carlo rollouts)
 
 def test_mc_q_estimates_hand_computed():
     rollout = torch.tensor([
@@ -172,7 +172,7 @@ def test_mc_q_estimates_shape_errors():
         mc_q_estimates(torch.zeros(2, 3, 2), torch.zeros(2, 1), MASK)
 
 
-# baseline_loss (001, L_phi) and the Q - B advantage
+# baseline_loss ([Liu17], L_phi) and the Q - B advantage
 
 def test_baseline_loss_hand_computed_and_gradient():
     baseline = torch.tensor([[1.0, 1.0, 1.0], [5.0, 4.0, 0.0]], requires_grad=True)
@@ -194,7 +194,7 @@ def test_q_minus_baseline_advantage():
     assert not adv.requires_grad
 
 
-# segment_returns (004 eq. 25)
+# segment_returns ([Wang18 eq. 25])
 
 def test_segment_returns_hand_computed():
     rewards = torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 9.0, 9.0]])

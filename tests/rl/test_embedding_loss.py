@@ -1,4 +1,4 @@
-"""Eq. 5's ranking loss and eq. 6's reward (000_45a29dab880026f9.txt) on hand-computed vectors."""
+"""Eq. 5's ranking loss and eq. 6's reward ([Shi18]) on hand-computed vectors."""
 
 import pytest
 import torch

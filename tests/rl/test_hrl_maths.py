@@ -1,4 +1,4 @@
-"""004's delta-CIDEr rewards, the critic's loss and its targets, by hand; returns for worker and manager."""
+"""[Wang18]'s delta-CIDEr rewards, the critic's loss and its targets, by hand; returns for worker and manager."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Sequence-level exploration (003_5a024678a14e9bf6, eq. 14-16, sec. 4.3) on hand-computed examples."""
+"""Sequence-level exploration ([Chen20], eq. 14-16, sec. 4.3) on hand-computed examples."""
 
 import math
 

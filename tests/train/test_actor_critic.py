@@ -1,4 +1,4 @@
-"""Actor-critic (000_45a29dab880026f9.txt): the per-word credit by hand, the value network's gradient
+"""Actor-critic ([Shi18]): the per-word credit by hand, the value network's gradient
 kept away from the policy, and short CPU runs of the embedding and actor-critic loops."""
 
 import json

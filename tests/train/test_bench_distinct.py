@@ -1,4 +1,4 @@
-"""002's methods through `rlcap bench`: both retrievers trained once, the method from XE with the
+"""[Chaffin24]'s methods through `rlcap bench`: both retrievers trained once, the method from XE with the
 training retriever, and Table 1's columns (retrieval by both judges, quality, Self-BLEU)."""
 
 import json
@@ -41,7 +41,7 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
     judge = json.loads((out / "judge" / "config.json").read_text())
     assert judge["data"]["train_captions"] == "odd" and judge["seed"] == 7
     results = json.loads((out / "results.json").read_text())
-    # 002's methods are judged at the end of their budget, TF at the XE run's best
+    # [Chaffin24]'s methods are judged at the end of their budget, TF at the XE run's best
     assert results["methods"]["wtf_rl"]["checkpoint"] == str(out / "wtf_rl" / "last")
     assert results["methods"]["tf"]["checkpoint"] == str(out / "xe" / "best")
     # the control: teacher forcing on from the same XE checkpoint, judged at the end of its budget too

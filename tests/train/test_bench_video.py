@@ -1,4 +1,4 @@
-"""The video bench (`make bench-video`) end to end on tiny clips with 003's SLL-ME and SLL-SLE beside the
+"""The video bench (`make bench-video`) end to end on tiny clips with [Chen20]'s SLL-ME and SLL-SLE beside the
 RL-baseline: the shipped moving-shapes recipes, one XE stage shared, and the video table's columns."""
 
 import json
@@ -12,7 +12,7 @@ from rlcap.train.config import load_run_config
 from tests.tiny import make_tiny_clips, tiny_overrides
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-METHODS = ["xe", "rl", "sll_me", "sll_sle"]  # 004's baselines and 003's Table 3 rows
+METHODS = ["xe", "rl", "sll_me", "sll_sle"]  # [Wang18]'s baselines and [Chen20]'s Table 3 rows
 NEW = ["sll_me", "sll_sle"]
 DIVERSITY_COLUMNS = [f"{s} {c}" for s in ("rs", "bs") for c in ("CIDEr", "Div-1", "Div-2", "mBLEU-4")]
 
@@ -48,7 +48,7 @@ def test_video_bench_tiny_with_sll_me_and_sll_sle(tmp_path):
 
 
 def test_video_markdown_layout():
-    """004's Table 2 columns x 100, then 003's Table 4 sets: CIDEr-D x 100, diversity as fractions."""
+    """[Wang18]'s Table 2 columns x 100, then [Chen20]'s Table 4 sets: CIDEr-D x 100, diversity as fractions."""
     beam = {"Bleu_1": 0.7, "Bleu_2": 0.6, "Bleu_3": 0.5, "Bleu_4": 0.4, "METEOR": 0.28, "ROUGE_L": 0.5,
             "CIDEr": 1.316, "SPICE": 0.382}
     row = {"beam": beam, "rs": {"CIDEr": 0.9, "Div-1": 0.31, "Div-2": 0.42, "mBLEU-4": 0.612},
@@ -61,7 +61,7 @@ def test_video_markdown_layout():
 
 def test_the_exploration_rows_share_the_rl_baseline_budget():
     """SLL-ME and SLL-SLE on video differ from the RL-baseline's recipe in their own section only, and
-    share its stages (003's Table 3: SLL, SLL-ME, SLL-SLE from one model, one budget)."""
+    share its stages ([Chen20]'s Table 3: SLL, SLL-ME, SLL-SLE from one model, one budget)."""
     rl, me, sle = (load_run_config(CONFIGS / f"moving-shapes_{r}.yaml") for r in ("rl", "sll_me", "sll_sle"))
     for cfg in (me, sle):
         for section in ("data", "optim", "rl", "reward", "val", "decode"):

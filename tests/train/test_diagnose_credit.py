@@ -1,4 +1,4 @@
-"""Where 004's delta rewards put the credit of a wrong prefix: the bookkeeping by hand, then CIDEr-D
+"""Where [Wang18]'s delta rewards put the credit of a wrong prefix: the bookkeeping by hand, then CIDEr-D
 against plain CIDEr on moving-shapes captions."""
 
 import pytest

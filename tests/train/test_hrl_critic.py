@@ -1,4 +1,4 @@
-"""004's internal critic trained on chunk boundaries, then an HRL captioner warm-started by XE (eq. 26)
+"""[Wang18]'s internal critic trained on chunk boundaries, then an HRL captioner warm-started by XE (eq. 26)
 with it frozen inside, decoding with the shared decoders."""
 
 import json

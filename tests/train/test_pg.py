@@ -1,4 +1,4 @@
-"""PG-SPIDEr's wiring (001): which rewards reach Q, the dedupe, the stopped baseline gradient; and
+"""PG-SPIDEr's wiring ([Liu17]): which rewards reach Q, the dedupe, the stopped baseline gradient; and
 CPU smoke runs of the pg and mixer loops on the tiny dataset."""
 
 import math

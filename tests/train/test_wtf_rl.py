@@ -1,4 +1,4 @@
-"""Distinctive captioning (002): eq. 3's loss, the discriminator's pretraining and update on a toy
+"""Distinctive captioning ([Chaffin24]): eq. 3's loss, the discriminator's pretraining and update on a toy
 set, a short run of each Table 1 variant, and a killed run that resumes exactly (captioner,
 discriminator, both optimizers)."""
 

@@ -1,4 +1,4 @@
-"""The columns of 002_b2d5a89fd5f9a310.txt's Table 1 for a method's beam-search captions.
+"""The columns of [Chaffin24]'s Table 1 for a method's beam-search captions.
 
 - Retrieval with the generated captions, one per test image: T2I (each caption ranks the test
   images) and I2T (each image ranks the generated captions), R@1/5/10, by the *training*
@@ -82,7 +82,7 @@ QUALITY_COLUMNS = ["Bleu_4", "ROUGE_L", "CIDEr", "METEOR", "SPICE"]
 
 
 def distinct_markdown(results: dict[str, Any]) -> str:
-    """Table 1 of 002: retrieval (training retriever, then the judge's R@1), writing quality, Self-BLEU."""
+    """Table 1 of [Chaffin24]: retrieval (training retriever, then the judge's R@1), writing quality, Self-BLEU."""
     methods = {m: r for m, r in results["methods"].items() if "distinct" in r}
     if not methods:
         return ""

@@ -1,4 +1,4 @@
-"""The columns of the method table (Table 4 of 003_5a024678a14e9bf6.txt).
+"""The columns of the method table (Table 4 of [Chen20]).
 
 - ``beam``: one caption per image by beam search (size 3): the pycocoevalcap metrics.
 - ``rs``: 5 random samples per image (temperature 1): CIDEr-D averaged over the 5 (each sample
@@ -58,9 +58,9 @@ def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: 
                predictions: dict[str, str] | None = None, sample_temperature: float = 1.0) -> dict[str, Any]:
     """``{"beam": {...}, "rs": {...}, "bs": {...}}`` for one trained model, and ``"rs@T"`` for a
     ``sample_temperature`` T other than 1; with ``judges`` (trained
-    retrievers, :func:`rlcap.bench.distinct.load_judges`) also ``"distinct"``: 002's retrieval columns
+    retrievers, :func:`rlcap.bench.distinct.load_judges`) also ``"distinct"``: [Chaffin24]'s retrieval columns
     and Self-BLEU of the beam captions. ``predictions``: the beam column's captions decoded otherwise
-    (000's lookahead inference) instead of beam search of size 3."""
+    ([Shi18]'s lookahead inference) instead of beam search of size 3."""
     from rlcap.bench.distinct import distinct_row
     from rlcap.train.evaluate import decode_split, score_predictions
 

@@ -85,7 +85,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         model, vocab, config = load_model(checkpoints[method])
         if test is None:
             test = load_data(load_run_config(None, data).data, ("test",), vocab=vocab).splits["test"]
-            judges = load_judges(best, test)  # 002's retrievers, when the methods train them
+            judges = load_judges(best, test)  # [Chaffin24]'s retrievers, when the methods train them
         report(f"evaluating {method}")
         max_len = api.checkpoint_decoding(config).max_len  # the run's caption length (16 on images, 40 on video)
         beam = None

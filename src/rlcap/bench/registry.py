@@ -39,7 +39,7 @@ class Stage:
 class Method:
     """``stages`` in order, the last one's checkpoint is the method's: ``checkpoint`` "best" (the
     validation CIDEr-D's choice) or "last" (the end of the budget); ``decoder`` how its beam column
-    is decoded: "beam" (beam search) or "lookahead" (000's lookahead inference at the lambda its
+    is decoded: "beam" (beam search) or "lookahead" ([Shi18]'s lookahead inference at the lambda its
     ``ac`` stage chose on validation, lookahead.json)."""
 
     stages: tuple[Stage, ...]
@@ -58,7 +58,7 @@ class Method:
 class Benchmark:
     """``prepare(data_dir, image_size, report) -> (dataset, features)`` builds (or reuses) the data;
     recipes are ``configs/<recipes>_<recipe>.yaml``; ``methods``: this benchmark's own meaning of a
-    method name, over :data:`METHODS` (004's ``rl`` on video is SCST, 002's ``rl`` elsewhere);
+    method name, over :data:`METHODS` ([Wang18]'s ``rl`` on video is SCST, [Chaffin24]'s ``rl`` elsewhere);
     ``sample_temperature``: the temperature its RL recipes draw samples at (``decode.temperature``):
     when it is not 1, the table's random samples are also drawn at it (``rs@T`` columns), the
     policy those methods train."""
@@ -141,13 +141,13 @@ def _prepare_user_video(data_dir: Path, image_size: int, report: Report) -> tupl
 
 
 XE = Stage("xe", "xe")
-EMBEDDING = Stage("embedding", "embedding")  # the embedding reward's model (000 sec. 3.3.1)
-# 002: the training retriever (the rewards' model) and a second judge trained independently, never a reward
+EMBEDDING = Stage("embedding", "embedding")  # the embedding reward's model ([Shi18 sec. 3.3.1])
+# [Chaffin24]: the training retriever (the rewards' model) and a second judge trained independently, never a reward
 RETRIEVAL, JUDGE = Stage("retrieval", "retrieval"), Stage("judge", "judge")
 
 
 def _distinct(name: str) -> tuple[Stage, ...]:
-    """A 002 method's stages: XE, both retrievers, then the method from XE with the training retriever."""
+    """A [Chaffin24] method's stages: XE, both retrievers, then the method from XE with the training retriever."""
     return (XE, RETRIEVAL, JUDGE, Stage(name, name, "xe", (("retrieval", "retrieval"),)))
 
 
@@ -156,43 +156,43 @@ _AC = (XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),)))
 METHODS: dict[str, Method] = {
     "xe": Method((XE,), "cross-entropy (teacher forcing)"),
     "scst": Method((XE, Stage("scst", "scst", "xe")), "self-critical sequence training (Rennie et al. 2017)"),
-    "sll_me": Method((XE, Stage("sll_me", "sll_me", "xe")), "SCST with an entropy bonus (003 sec. 5.2)"),
-    "sll_sle": Method((XE, Stage("sll_sle", "sll_sle", "xe")), "SCST with sequence-level exploration (003)"),
-    "ac": Method(_AC, "actor-critic with a value network, CIDEr-D + embedding reward (000)"),
+    "sll_me": Method((XE, Stage("sll_me", "sll_me", "xe")), "SCST with an entropy bonus ([Chen20 sec. 5.2])"),
+    "sll_sle": Method((XE, Stage("sll_sle", "sll_sle", "xe")), "SCST with sequence-level exploration ([Chen20])"),
+    "ac": Method(_AC, "actor-critic with a value network, CIDEr-D + embedding reward ([Shi18])"),
     "ac_lookahead": Method(_AC, "the ac checkpoint decoded by lookahead inference, lambda chosen on validation "
-                                "(000 Fig. 1)", decoder="lookahead"),
-    "pg_cider": Method((XE, Stage("pg_cider", "pg_cider", "xe")), "PG with Monte-Carlo rollouts, CIDEr-D reward (001)"),
-    "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward (001)"),
-    "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr (001)"),
-    "mixer": Method((XE, Stage("mixer", "mixer", "xe")), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, 001)"),
-    # 002's Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
-    "tf": Method((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers (002 TF)"),
-    # (at the end of the budget, as 002 sec. 4.1 trains a fixed 5 epochs: a choice by validation CIDEr-D would
+                                "([Shi18 Fig. 1])", decoder="lookahead"),
+    "pg_cider": Method((XE, Stage("pg_cider", "pg_cider", "xe")), "PG with Monte-Carlo rollouts, CIDEr-D reward ([Liu17])"),
+    "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward ([Liu17])"),
+    "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr ([Liu17])"),
+    "mixer": Method((XE, Stage("mixer", "mixer", "xe")), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, [Liu17])"),
+    # [Chaffin24]'s Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
+    "tf": Method((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers ([Chaffin24] TF)"),
+    # (at the end of the budget, as [Chaffin24 sec. 4.1] trains a fixed 5 epochs: a choice by validation CIDEr-D would
     # pick the least distinctive epoch)
-    "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r (002)", checkpoint="last"),
-    "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 (002)",
+    "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r ([Chaffin24])", checkpoint="last"),
+    "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 ([Chaffin24])",
                      checkpoint="last"),
-    "rl": Method(_distinct("rl"), "RL on beam search, bidirectional contrastive reward + discriminator (002)",
+    "rl": Method(_distinct("rl"), "RL on beam search, bidirectional contrastive reward + discriminator ([Chaffin24])",
                  checkpoint="last"),
-    "rl_unidirectional": Method(_distinct("rl_unidirectional"), "RL with the image-to-text reward only (002)",
+    "rl_unidirectional": Method(_distinct("rl_unidirectional"), "RL with the image-to-text reward only ([Chaffin24])",
                                 checkpoint="last"),
-    "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward (002)",
+    "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward ([Chaffin24])",
                                  checkpoint="last"),
-    # not in 002: plain teacher forcing with those methods' budget, the control for "training on" (docs/DISTINCT.md)
+    # not in [Chaffin24]: plain teacher forcing with those methods' budget, the control for "training on" (docs/DISTINCT.md)
     "tf_continued": Method((XE, RETRIEVAL, JUDGE, Stage("tf_continued", "tf_continued", "xe")),
-                           "teacher forcing continued from TF with the 002 methods' budget",
+                           "teacher forcing continued from TF with the [Chaffin24] methods' budget",
                            checkpoint="last"),
 }
 
-# 004's Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64. 003's Table 3 rows
+# [Wang18]'s Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64. [Chen20]'s Table 3 rows
 # beside its SLL (the RL-baseline here), sll_me and sll_sle, are the METHODS entries unchanged: the same XE stage,
 # their moving-shapes recipes (configs/moving-shapes_sll_me.yaml, configs/moving-shapes_sll_sle.yaml)
 CRITIC = Stage("critic", "critic")
 VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
-    ("rl", Method((XE, Stage("rl", "rl", "xe")), "the RL-baseline: the attention model by SCST on CIDEr-D (004)")),
+    ("rl", Method((XE, Stage("rl", "rl", "xe")), "the RL-baseline: the attention model by SCST on CIDEr-D ([Wang18])")),
     *((f"hrl_{g}", Method((CRITIC, Stage(f"xe_hrl_{g}", f"xe_hrl_{g}", None, (("model.critic_from", "critic"),)),
                            Stage(f"hrl_{g}", "hrl", f"xe_hrl_{g}")),
-                          f"HRL, goal size {g}: internal critic, XE warm start, alternating phases (004)"))
+                          f"HRL, goal size {g}: internal critic, XE warm start, alternating phases ([Wang18])"))
       for g in (16, 32, 64)),
 )
 

@@ -7,7 +7,7 @@ from typing import Any
 
 BEAM_COLUMNS = ["METEOR", "CIDEr", "SPICE"]
 SET_COLUMNS = ["CIDEr", "Div-1", "Div-2", "mBLEU-4"]
-# 004's Table 2 (the video table): every pycocoevalcap metric of the beam captions
+# [Wang18]'s Table 2 (the video table): every pycocoevalcap metric of the beam captions
 VIDEO_BEAM_COLUMNS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE"]
 
 
@@ -18,7 +18,7 @@ def set_names(methods: dict[str, Any]) -> list[str]:
 
 def set_cells(row: dict[str, Any], sets: list[str], scale: float = 1.0, digits: int = 3) -> list[str]:
     """One method's cells for ``sets`` x :data:`SET_COLUMNS`, "-" for a set it lacks: CIDEr-D times
-    ``scale`` to ``digits`` decimals (100 and 1 in the video table, as 003's Table 4), the diversity
+    ``scale`` to ``digits`` decimals (100 and 1 in the video table, as [Chen20]'s Table 4), the diversity
     figures as fractions to 3 decimals."""
     cells = []
     for s in sets:
@@ -31,7 +31,7 @@ def set_cells(row: dict[str, Any], sets: list[str], scale: float = 1.0, digits: 
 
 
 def results_markdown(results: dict[str, Any]) -> str:
-    """Table 4 of 003_5a024678a14e9bf6.txt: beam METEOR/CIDEr-D/SPICE; rs and bs CIDEr-D and diversity;
+    """Table 4 of [Chen20]: beam METEOR/CIDEr-D/SPICE; rs and bs CIDEr-D and diversity;
     and the training cost of the method's own last stage (minutes, seconds per update) when logged."""
     methods = results["methods"]
     beam_cols = [c for c in BEAM_COLUMNS if any(c in row["beam"] for row in methods.values())]
@@ -48,8 +48,8 @@ def results_markdown(results: dict[str, Any]) -> str:
 
 
 def video_markdown(results: dict[str, Any]) -> str:
-    """The video table: 004's Table 2 columns (:data:`VIDEO_BEAM_COLUMNS` of the beam captions) and
-    003's Table 4 columns of the rs and bs sets, scores x 100 (as both papers), diversity as fractions."""
+    """The video table: [Wang18]'s Table 2 columns (:data:`VIDEO_BEAM_COLUMNS` of the beam captions) and
+    [Chen20]'s Table 4 columns of the rs and bs sets, scores x 100 (as both papers), diversity as fractions."""
     methods = results["methods"]
     sets = set_names(methods)
     head = ["method", *VIDEO_BEAM_COLUMNS, *(f"{s} {c}" for s in sets for c in SET_COLUMNS)]

@@ -27,9 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "decode.length_penalty; 0: summed log-probability; 1: per-word average, which RL models trained with a leave-one-out baseline may need)")
     p.add_argument("--no-repeat-ngram", type=int_range(0), default=None, metavar="N",
                    help="beam search never repeats an n-gram of N words (default: the checkpoint's "
-                        "decode.no_repeat_ngram; 0: off; 002's released code uses 3)")
+                        "decode.no_repeat_ngram; 0: off; [Chaffin24]'s released code uses 3)")
     p.add_argument("--lookahead", type=lambdas, default=None, metavar="L1,L2,...",
-                   help="with an actor-critic checkpoint: CIDEr-D of lookahead inference (000) at each lambda "
+                   help="with an actor-critic checkpoint: CIDEr-D of lookahead inference ([Shi18]) at each lambda "
                         "in [0, 1] (1: plain beam search), to choose lambda on validation")
     p.add_argument("--out", type=output_folder, default=None, help="folder for predictions.json and scores.json (default: beside the checkpoint)")
     p.add_argument("--dataset", default=None, metavar="DIR",

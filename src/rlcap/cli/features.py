@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--frames", type=COUNT, default=16,
                         help="videos: frames sampled evenly over each clip (default 16)")
     parser.add_argument("--fps", type=float_range(0.01), default=None,
-                        help="videos: sample this many frames per second instead (004: 3), at most --max-frames")
+                        help="videos: sample this many frames per second instead ([Wang18]: 3), at most --max-frames")
     parser.add_argument("--max-frames", type=COUNT, default=64, help="videos: most frames kept with --fps (default 64)")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip missing or unreadable images (listed at the end) instead of stopping")

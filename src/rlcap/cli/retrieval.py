@@ -1,6 +1,6 @@
 """``rlcap retrieval train CONFIG [key=value ...]`` and ``rlcap retrieval eval CHECKPOINT``.
 
-The retriever of distinctive captioning (002_b2d5a89fd5f9a310.txt): rlcap's dual encoder, the
+The retriever of distinctive captioning ([Chaffin24]): rlcap's dual encoder, the
 embedding model of ``algorithm: embedding`` trained with the symmetric contrastive loss
 (``embedding.loss=infonce``, the default here). ``eval`` reports R@1/5/10 in both directions
 (caption -> image ``t2i``, image -> caption ``i2t``), median rank and MRR on a split.
@@ -17,7 +17,7 @@ from rlcap.cli.options import COUNT, int_range
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("retrieval", help="train or evaluate an image-caption retriever (rewards of 002)")
+    p = sub.add_parser("retrieval", help="train or evaluate an image-caption retriever (rewards of [Chaffin24])")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     t = actions.add_parser("train", help="train rlcap's dual encoder contrastively (algorithm=embedding, "
                                          "embedding.loss=infonce unless overridden)")

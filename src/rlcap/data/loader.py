@@ -41,7 +41,7 @@ class DataConfig:
                                           "the vocabulary is built from them")
     train_captions: str = help_field("all", "the training images' captions used: all, even or odd (those at even "
                                             "or odd positions of each image's list: two halves for two "
-                                            "independent retrievers, 002's second judge)")
+                                            "independent retrievers, [Chaffin24]'s second judge)")
 
     def validate(self) -> None:
         if self.format not in ("auto", "karpathy", "coco", "msrvtt", "jsonl"):

@@ -1,8 +1,8 @@
 """Lookahead inference: beam search that ranks words by the policy and the value network together.
 
-../shared/papers/000_45a29dab880026f9.txt Fig. 1 and sec. 1: the policy network proposes words and
+[Shi18 Fig. 1] and sec. 1: the policy network proposes words and
 the value network judges the state each would lead to. Following Ren et al. 2017, whose
-"lookahead inference" 000 retells, a candidate word ``w`` of a beam in state ``s_t`` is ranked by
+"lookahead inference" [Shi18] retells, a candidate word ``w`` of a beam in state ``s_t`` is ranked by
 
     lambda * log pi(w_1..w_t, w) + (1 - lambda) * v(s_{t+1})
 

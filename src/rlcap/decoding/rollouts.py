@@ -1,6 +1,6 @@
 """Monte-Carlo rollouts: K sampled completions of every prefix of B captions, in one batched decode.
 
-PG-SPIDEr (../shared/papers/001_ce1e9980f3932db2.txt, the Q estimate after the policy gradient)
+PG-SPIDEr ([Liu17], the Q estimate after the policy gradient)
 estimates ``Q(g_{1:t-1}, g_t)`` for every step t of a sampled caption as the mean reward of K
 captions sampled on from its prefix ``g_{1:t}``. For B captions of T words that is B*T*K rows.
 

@@ -8,6 +8,6 @@ checkpoint or dataset (what ``rlcap diagnose`` calls):
   advantages, and so the gradient, follow); docs/RL.md, PG-SPIDEr.
 - :mod:`rlcap.diagnose.value_fit`: the R^2 of an actor-critic run's value network by caption
   position (:mod:`rlcap.diagnose.value_samples`); docs/RL.md, lookahead inference.
-- :mod:`rlcap.diagnose.prefix_credit`: where 004's per-word delta rewards put the cost of a wrong
+- :mod:`rlcap.diagnose.prefix_credit`: where [Wang18]'s per-word delta rewards put the cost of a wrong
   prefix, CIDEr-D against plain CIDEr (:mod:`rlcap.diagnose.credit_shift`); docs/VIDEO.md.
 """

@@ -1,6 +1,6 @@
-"""Where 004's per-word rewards put the credit of a wrong prefix: a measurement of the prefix metric.
+"""Where [Wang18]'s per-word rewards put the credit of a wrong prefix: a measurement of the prefix metric.
 
-004 (sec. 3.3.3) rewards each word a_t with f(a_t) = CIDEr(sent + a_t) - CIDEr(sent), the change in
+[Wang18] (sec. 3.3.3) rewards each word a_t with f(a_t) = CIDEr(sent + a_t) - CIDEr(sent), the change in
 the score of the caption's prefix. A metric that credits each word where it is written makes wrong
 words cost where they stand. CIDEr-D does not quite: its Gaussian length penalty (sigma 6, on the
 bigram count) keeps a short prefix's score near 0 whatever its words, so the words' worth is only
@@ -64,7 +64,7 @@ def prefix_score_table(reward: Reward, captions: Sequence[Sequence[str]], image_
 
 
 def prefix_credit(reward: Reward, captions: Sequence[str], batch: RewardBatch, swap: int = 5) -> CreditShift:
-    """How the delta rewards (004 sec. 3.3.3, scored by ``reward``) of ``captions`` change when the first
+    """How the delta rewards ([Wang18 sec. 3.3.3], scored by ``reward``) of ``captions`` change when the first
     ``swap`` words of each are replaced by those of the next caption (cyclically; one caption per clip,
     ``batch.image_ids[i]`` the clip of ``captions[i]``), each still scored against its own clip.
 

@@ -1,4 +1,4 @@
-"""Where 004's per-word delta rewards put the cost of a wrong prefix, on a dataset's own captions.
+"""Where [Wang18]'s per-word delta rewards put the cost of a wrong prefix, on a dataset's own captions.
 
 The measurement is :func:`rlcap.diagnose.credit_shift.prefix_credit`: the first ``swap`` words of
 each caption are replaced by another clip's caption's and the delta rewards compared before and

@@ -3,7 +3,7 @@
 A policy gradient with a per-image baseline (the greedy caption, the other samples' mean) follows
 the reward's variation *among an image's samples*, not its mean. For a combined reward
 ``R = sum_i w_i r_i`` (``reward.weights``) what counts is therefore how much of R's within-image
-variance each part makes up. 001's SPIDEr, ``(CIDEr-D + SPICE) / 2``, is the case in point:
+variance each part makes up. [Liu17]'s SPIDEr, ``(CIDEr-D + SPICE) / 2``, is the case in point:
 SPICE varies so much less than CIDEr-D among an image's samples that SPIDEr's advantages are
 nearly CIDEr-D's (docs/RL.md, PG-SPIDEr).
 

@@ -1,6 +1,6 @@
 """How well an actor-critic run's value network predicts the reward, position by position.
 
-000's value network learns the final reward ``R`` of a caption from each of its states (eq. 9), and
+[Shi18]'s value network learns the final reward ``R`` of a caption from each of its states (eq. 9), and
 both its advantages (eq. 10) and lookahead inference (Fig. 1) are only as good as that prediction.
 :func:`diagnose_value` samples captions of held-out images from the run's policy, scores them with
 the run's own reward and reports the R^2 of ``v(s_t)`` against ``R`` at each position t

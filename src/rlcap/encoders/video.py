@@ -4,10 +4,10 @@ through the frozen image encoder, into the feature store with a frame axis.
 A video is stored like an image whose regions are its frames, in order: ``att`` (F, D) holds one
 pooled EfficientNet-Lite0 vector per sampled frame (``att_count`` = the frames read), ``fc`` their
 mean. Every captioner that attends over regions therefore attends over frames unchanged, and the
-video models of 004 read the frame axis in order.
+video models of [Wang18] read the frame axis in order.
 
 Sampling: ``n_frames`` frames evenly spaced over the whole clip (the centre of each of n equal
-parts), or ``fps`` frames per second of video time (004 sec. 4.1: 3 fps), capped at ``max_frames``.
+parts), or ``fps`` frames per second of video time ([Wang18 sec. 4.1]: 3 fps), capped at ``max_frames``.
 Encoding is resumable as for images (:func:`rlcap.encoders.extract.extract_features`): ids already
 in the store with an unchanged file are skipped.
 """

@@ -1,4 +1,4 @@
-"""Actor-critic captioning with a value network: ../shared/papers/000_45a29dab880026f9.txt.
+"""Actor-critic captioning with a value network: [Shi18].
 
 Two parts: ``policy`` (the captioner, eq. 1-4, started from an XE checkpoint: eq. 8) and
 ``value`` (:class:`rlcap.models.ValueNetwork`, sec. 3.2.2; :class:`rlcap.models.AttValueNetwork` with
@@ -11,7 +11,7 @@ resumes exactly:
 2. joint training (``rl.epochs``): per-word advantages ``R - v(s_t)`` (eq. 10) weigh the policy's
    REINFORCE loss, and the value network keeps learning eq. 9 (its update is eq. 11).
 
-The reward ``R`` is the run's weighted reward: 000's eq. 7 mixes CIDEr-D with the embedding
+The reward ``R`` is the run's weighted reward: [Shi18]'s eq. 7 mixes CIDEr-D with the embedding
 reward of eq. 6, ``reward.weights: {cider_d: 1, embedding: w}`` with ``reward.paths.embedding`` a
 checkpoint of ``algorithm: embedding``. After training, ``ac.lookahead`` picks the lambda of
 lookahead inference (Fig. 1) on the validation split (``methods/lookahead.py``).
@@ -50,15 +50,15 @@ PRETRAIN = "value_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of 
 
 @dataclass
 class ActorCriticConfig:
-    """algorithm=ac: actor-critic with a value network (000_45a29dab880026f9.txt sec. 3.2.2, 3.3.2,
+    """algorithm=ac: actor-critic with a value network ([Shi18 sec. 3.2.2, 3.3.2],
     eq. 8-12). The policy trains with ``optim``, the value network with these settings."""
 
-    value_lr: float = help_field(5e-4, "learning rate of the value network (000 sec. 4.1: 5e-4)")
+    value_lr: float = help_field(5e-4, "learning rate of the value network ([Shi18 sec. 4.1]: 5e-4)")
     value_lr_decay_every: int = help_field(2, "decay the value network's rate every this many joint epochs "
-                                              "(000 sec. 4.1: 2; 0: never)")
-    value_lr_decay_rate: float = help_field(0.9, "its decay factor (000 sec. 4.1: 0.9)")
+                                              "([Shi18 sec. 4.1]: 2; 0: never)")
+    value_lr_decay_rate: float = help_field(0.9, "its decay factor ([Shi18 sec. 4.1]: 0.9)")
     value_pretrain_epochs: int = help_field(1, "epochs of value training on samples of the frozen XE policy "
-                                               "before the joint phase (000 sec. 3.3.2; the paper gives no number)")
+                                               "before the joint phase ([Shi18 sec. 3.3.2]; the paper gives no number)")
     value_features: str = help_field("fc", "what the value network reads of the image: fc (the pooled vector) or "
                                            "att (also attention over the region features, conditioned on its LSTM "
                                            "state at each step, as an UpDown policy sees them)")
@@ -167,7 +167,7 @@ def train_actor_critic(cfg: RunConfig) -> TrainResult:
     add_part(s, VALUE, value_net, value_optim(cfg))
     begin(s)
     with train_reward(s) as reward:
-        s.logger.note(conventions(cfg, len(s.data.splits["train"]), "value network v(s_t), per word (000 eq. 10)")
+        s.logger.note(conventions(cfg, len(s.data.splits["train"]), "value network v(s_t), per word ([Shi18 eq. 10])")
                       + f"; value pretraining epochs {cfg.ac.value_pretrain_epochs}; value lr {cfg.ac.value_lr}")
         s.model.train(cfg.rl.rollout_dropout)
         value_net.train()

@@ -1,9 +1,8 @@
-"""004's internal critic (../shared/papers/004_897c1ba573c567e3.txt, eq. 9-10), trained before the
+"""[Wang18]'s internal critic ([Wang18], eq. 9-10), trained before the
 HRL captioner: a GRU over the words of a caption that says, after each word, whether its segment
 has ended.
 
-The targets are the chunk boundaries of the training captions (:mod:`rlcap.data.chunker`, 004 sec.
-4.1): z*_t = 1 at the last word of each chunk. The critic reads ``BOS w_1 .. w_T`` as the HRL
+The targets are the chunk boundaries of the training captions (:mod:`rlcap.data.chunker`, [Wang18 sec. 4.1]): z*_t = 1 at the last word of each chunk. The critic reads ``BOS w_1 .. w_T`` as the HRL
 captioner's critic does while decoding (the BOS position has no target); its loss is eq. 10. Each
 epoch it is validated by the precision, recall and F1 of the boundaries it predicts (p > 0.5) on
 the validation captions, and the best epoch by F1 is kept in ``best/``. The checkpoint's only part
@@ -34,7 +33,7 @@ CRITIC = "critic"
 
 @dataclass
 class CriticConfig:
-    """algorithm=critic: 004's internal critic (eq. 9-10), trained on the training captions' chunk
+    """algorithm=critic: [Wang18]'s internal critic (eq. 9-10), trained on the training captions' chunk
     boundaries (``rlcap.data.chunker``) before the HRL captioner, which loads it (``model.critic_from``)."""
 
     epochs: int = help_field(5, "training epochs")

@@ -1,4 +1,4 @@
-"""Training the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1 (eq. 5): the model the
+"""Training the image-caption embedding of [Shi18 sec. 3.3.1] (eq. 5): the model the
 embedding reward (eq. 6, ``rewards/embedding.py``) loads from ``reward.paths.embedding``.
 
 One caption per image per batch; the batch's other images and captions are the negatives of
@@ -8,7 +8,7 @@ and the best epoch by the mean of the six recalls is kept in ``best/``. The chec
 is ``embedding``; its vocabulary is the one the reward tokenizes captions with.
 
 With ``embedding.loss: infonce`` the same model is trained with CLIP's symmetric contrastive loss:
-rlcap's own retriever, the offline default for the rewards of 002 (``rlcap retrieval train``).
+rlcap's own retriever, the offline default for the rewards of [Chaffin24] (``rlcap retrieval train``).
 """
 
 from __future__ import annotations
@@ -39,19 +39,19 @@ EMBEDDING_LOSSES = ("ranking", "infonce")
 
 @dataclass
 class EmbeddingConfig:
-    """algorithm=embedding: the image-caption embedding of 000_45a29dab880026f9.txt sec. 3.3.1, trained
+    """algorithm=embedding: the image-caption embedding of [Shi18 sec. 3.3.1], trained
     with eq. 5's ranking loss, the model the embedding reward (eq. 6) loads; or, with ``loss: infonce``,
-    the same dual encoder trained contrastively, the retriever of 002's rewards (``rlcap retrieval``)."""
+    the same dual encoder trained contrastively, the retriever of [Chaffin24]'s rewards (``rlcap retrieval``)."""
 
     model: EmbeddingModelConfig = help_field(EmbeddingModelConfig, "sizes of the embedding model")
     epochs: int = help_field(10, "training epochs")
     batch_size: int = help_field(128, "image-caption pairs per batch, one caption per image; the batch's other "
                                       "images and captions are the negatives of eq. 5")
-    margin: float = help_field(0.2, "margin of eq. 5's hinge (000's penalty gamma, in (0, 1))")
+    margin: float = help_field(0.2, "margin of eq. 5's hinge ([Shi18]'s penalty gamma, in (0, 1))")
     skip_identical: bool = help_field(True, "a caption word for word the same as the pair's own is not a negative "
                                             "(frequent on shapes, where many images share a caption)")
-    loss: str = help_field("ranking", "ranking: 000's eq. 5 hinge; infonce: the symmetric contrastive loss of "
-                                      "CLIP (the retriever of 002, rlcap.rl.contrastive.info_nce_loss)")
+    loss: str = help_field("ranking", "ranking: [Shi18]'s eq. 5 hinge; infonce: the symmetric contrastive loss of "
+                                      "CLIP (the retriever of [Chaffin24], rlcap.rl.contrastive.info_nce_loss)")
     temperature: float = help_field(0.07, "infonce: the softmax temperature (CLIP's initial 0.07)")
 
     def validate(self) -> None:
@@ -76,7 +76,7 @@ def embedding_step(s: Session, batch: Batch) -> float:
     # 1. embed the B images and their B captions (one each) into the joint space
     images = model.embed_images(batch.feats)  # (B, D)
     texts = model.embed_texts(batch.tokens)  # (B, D)
-    # 2. every other caption and image of the batch is a negative: eq. 5's hinge, or InfoNCE (002's retriever)
+    # 2. every other caption and image of the batch is a negative: eq. 5's hinge, or InfoNCE ([Chaffin24]'s retriever)
     same = identical_captions(batch.tokens) if cfg.skip_identical else None
     if cfg.loss == "infonce":
         loss = info_nce_loss(images, texts, cfg.temperature, same)

@@ -1,4 +1,4 @@
-"""Hierarchical RL for video captioning: ../shared/papers/004_897c1ba573c567e3.txt, Algorithm 1.
+"""Hierarchical RL for video captioning: [Wang18], Algorithm 1.
 
 From an XE checkpoint of ``model.arch: hrl`` (manager and worker warm-started together, eq. 26,
 with the trained internal critic frozen inside), the worker and the manager are trained in
@@ -61,18 +61,18 @@ HRL_PREFIX_METRICS = ("cider_d", "cider")
 
 @dataclass
 class HrlConfig:
-    """algorithm=hrl: 004's Algorithm 1 from an XE checkpoint of ``model.arch: hrl`` (manager and worker
+    """algorithm=hrl: [Wang18]'s Algorithm 1 from an XE checkpoint of ``model.arch: hrl`` (manager and worker
     warm-started together, eq. 26), alternating worker and manager phases."""
 
-    gamma: float = help_field(0.95, "discount of the delta-CIDEr-D returns (004 eq. 24-25: 0.95)")
-    switch_every: int = help_field(50, "steps of one phase before the other trains (004 leaves the schedule "
+    gamma: float = help_field(0.95, "discount of the delta-CIDEr-D returns ([Wang18 eq. 24-25]: 0.95)")
+    switch_every: int = help_field(50, "steps of one phase before the other trains ([Wang18] leaves the schedule "
                                        "to its supplement; docs/VIDEO.md)")
     first: str = help_field("worker", "the phase that starts: worker or manager")
     goal_noise: float = help_field(0.1, "standard deviation of the manager's Gaussian goal exploration (eq. 23)")
     baseline_lr: float = help_field(1e-3, "learning rate of the two linear baselines (on h_W and h_M)")
     worker_samples: int = help_field(1, "captions sampled per clip in a worker phase (Algorithm 1: one; more "
                                         "sample more captions per step, against the same linear baseline)")
-    prefix_metric: str = help_field("cider_d", "what scores every prefix for the delta rewards (004 sec. 3.3.3): "
+    prefix_metric: str = help_field("cider_d", "what scores every prefix for the delta rewards ([Wang18 sec. 3.3.3]): "
                                                "cider_d: the run's reward (reward.weights); cider: plain CIDEr, no "
                                                "length penalty, same references (docs/VIDEO.md)")
 
@@ -91,7 +91,7 @@ class HrlConfig:
 
 
 class Baselines(nn.Module):
-    """b^w_t = w . h^W_t + b and b^m = v . h^M + c (004 eq. 14, 22)."""
+    """b^w_t = w . h^W_t + b and b^m = v . h^M + c ([Wang18 eq. 14, 22])."""
 
     def __init__(self, worker_dim: int, manager_dim: int):
         super().__init__()
@@ -251,7 +251,7 @@ def train_hrl(cfg: RunConfig) -> TrainResult:
     with train_reward(s) as run_reward:
         reward = prefix_reward(s, run_reward)
         scored = cfg.reward.weights if cfg.hrl.prefix_metric == "cider_d" else "plain CIDEr"
-        s.logger.note(f"004: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; gamma "
+        s.logger.note(f"[Wang18]: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; gamma "
                       f"{cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; prefixes scored by {scored} for the delta "
                       f"rewards; worker samples at temperature {cfg.decode.temperature}, rollout dropout "
                       f"{cfg.rl.rollout_dropout}; the manager's greedy worker in eval mode")

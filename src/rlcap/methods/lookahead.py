@@ -1,4 +1,4 @@
-"""Choosing lookahead inference's lambda on validation (000_45a29dab880026f9.txt Fig. 1).
+"""Choosing lookahead inference's lambda on validation ([Shi18 Fig. 1]).
 
 A checkpoint of ``algorithm: ac`` holds the policy and the value network. Its validation split is
 decoded with :func:`rlcap.decoding.lookahead_search` at each lambda and scored with CIDEr-D; the

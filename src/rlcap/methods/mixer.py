@@ -1,4 +1,4 @@
-"""MIXER (Ranzato et al. 2016, as ../shared/papers/001_ce1e9980f3932db2.txt describes it), from an
+"""MIXER (Ranzato et al. 2016, as [Liu17] describes it), from an
 XE checkpoint: cross-entropy on the first M words of a reference, REINFORCE on the words the
 policy samples after them, M annealed towards 0 (``mixer.start``, ``mixer.delta`` every
 ``mixer.epochs_per_stage`` epochs; rl/mixer.py).
@@ -6,7 +6,7 @@ policy samples after them, M annealed towards 0 (``mixer.start``, ``mixer.delta`
 Each step draws ``rl.n_samples`` references per image (as XE draws captions) and continues each
 with one sampled completion. The REINFORCE baseline is Ranzato's regressor of the reward on the
 hidden state, here the baseline MLP of PG-SPIDEr (part ``baseline``) on the detached hidden state.
-Choices where the papers are silent: docs/RL.md, "PG-SPIDEr and MIXER (001)".
+Choices where the papers are silent: docs/RL.md, "PG-SPIDEr and MIXER ([Liu17])".
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from rlcap.train.unique_scores import score_unique
 
 @dataclass
 class MixerConfig:
-    """MIXER (Ranzato et al. 2016, as 001_ce1e9980f3932db2.txt describes it): XE on the first M words
+    """MIXER (Ranzato et al. 2016, as [Liu17] describes it): XE on the first M words
     of the reference, REINFORCE on the words sampled after them; M annealed to 0."""
 
     start: int = help_field(16, "M in the first epoch (Ranzato: the longest caption, i.e. pure XE)")

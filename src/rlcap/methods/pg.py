@@ -1,12 +1,12 @@
 """PG-SPIDEr: policy gradient with Monte-Carlo rollouts and a learned baseline
-(Liu et al. 2017, ../shared/papers/001_ce1e9980f3932db2.txt), from an XE checkpoint.
+(Liu et al. 2017, [Liu17]), from an XE checkpoint.
 
-Each step samples M captions per image (001: M = 1). For every word g_t of a caption, K rollouts
+Each step samples M captions per image ([Liu17]: M = 1). For every word g_t of a caption, K rollouts
 complete the prefix g_1:t and ``Q(g_1:t-1, g_t)`` is the mean of their K rewards; at the
 caption's last word Q is the caption's own reward. The MLP ``B_phi`` reads the decoder's hidden
 state (detached) and is trained to predict Q (``L_phi``); the policy's per-word advantage is
 ``Q - B``. The reward is the run's ``reward.weights``: ``spider`` (PG-SPIDEr), ``cider_d``,
-``bcmr`` (PG-BCMR), ... Choices where 001 is silent: docs/RL.md, "PG-SPIDEr and MIXER (001)".
+``bcmr`` (PG-BCMR), ... Choices where [Liu17] is silent: docs/RL.md, "PG-SPIDEr and MIXER ([Liu17])".
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from rlcap.train.unique_scores import UniqueScores, score_unique
 
 @dataclass
 class PgConfig:
-    """PG-SPIDEr (001_ce1e9980f3932db2.txt): Monte-Carlo Q per word and a learned baseline MLP."""
+    """PG-SPIDEr ([Liu17]): Monte-Carlo Q per word and a learned baseline MLP."""
 
-    rollouts: int = help_field(3, "K: Monte-Carlo rollouts completing every prefix g_1:t (001's Q estimate)")
-    samples: int = help_field(1, "M: captions sampled per image (001 uses M = 1)")
+    rollouts: int = help_field(3, "K: Monte-Carlo rollouts completing every prefix g_1:t ([Liu17]'s Q estimate)")
+    samples: int = help_field(1, "M: captions sampled per image ([Liu17] uses M = 1)")
     baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP B_phi (its own Adam, part 'baseline')")
     baseline_hidden: int = help_field(256, "hidden units of the baseline MLP B_phi")
 
@@ -122,7 +122,7 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
                                 temperature=cfg.decode.temperature)  # R*T*K rows, ordered (r, t, k)
     rollout_s = time.perf_counter() - t0
     # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
-    #    the caption's own reward at its last word (001, the Monte-Carlo estimate of Q)
+    #    the caption's own reward at its last word ([Liu17], the Monte-Carlo estimate of Q)
     scored = rollout_rewards(reward, s.data.vocab, out, rolls, pg.rollouts, context)
     q = mc_q_estimates(scored.rollout, scored.final, out.mask)  # (R, T)
     # 4. the baseline B_phi(s_t) on the detached hidden state; per-word advantages Q - B_phi
@@ -145,7 +145,7 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
 
 def train_pg(cfg: RunConfig) -> TrainResult:
     pg = cfg.pg
-    settings = f"PG-SPIDEr (001): {pg.rollouts} rollouts per word, baseline MLP of {pg.baseline_hidden} units"
+    settings = f"PG-SPIDEr ([Liu17]): {pg.rollouts} rollouts per word, baseline MLP of {pg.baseline_hidden} units"
     with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, pg.samples, settings) as (s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
             if finish_step(s, pg_step(s, batch, reward)._asdict()):

@@ -1,5 +1,5 @@
 """SLL-ME: SCST with maximum-entropy regularisation, the word-level exploration that
-003_5a024678a14e9bf6.txt compares its sequence-level term against (sec. 4.1, 5.2; weight 0.01).
+[Chen20] compares its sequence-level term against (sec. 4.1, 5.2; weight 0.01).
 
 The loss is SCST's REINFORCE loss minus ``sll_me.entropy_weight`` times the mean per-word
 entropy of the policy (Mnih et al. 2016), differentiated through the entropy. It takes SCST's
@@ -26,7 +26,7 @@ from rlcap.train.session import Session, TrainResult, finish_run, finish_step, o
 
 @dataclass
 class SllMeConfig(ScstConfig):
-    """SLL-ME (003_5a024678a14e9bf6.txt sec. 5.2): SCST plus a per-word entropy bonus."""
+    """SLL-ME ([Chen20 sec. 5.2]): SCST plus a per-word entropy bonus."""
 
     entropy_weight: float = help_field(0.01, "weight of the per-step entropy bonus (the paper's 0.01)")
 

@@ -1,5 +1,5 @@
 """SLL-SLE: SCST plus the sequence-level exploration term of Chen & Jin
-(003_5a024678a14e9bf6.txt, eq. 8-16, Algorithm 1).
+([Chen20], eq. 8-16, Algorithm 1).
 
 Each step samples s captions per image, scores their precision reward (CIDEr-D), takes the
 self-critical greedy baseline for it (or, with ``sll_sle.baseline: leave_one_out``, the mean of the
@@ -32,7 +32,7 @@ SLE_BASELINES = ("greedy", "leave_one_out")
 
 @dataclass
 class SllSleConfig:
-    """SLL-SLE (003_5a024678a14e9bf6.txt eq. 8-16): the greedy baseline for precision (sec. 4.3), the
+    """SLL-SLE ([Chen20 eq. 8-16]): the greedy baseline for precision (sec. 4.3), the
     mean pairwise distance for diversity."""
 
     alpha: float = help_field(0.75, "weight of the precision term against diversity (eq. 8-9)")

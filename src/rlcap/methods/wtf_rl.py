@@ -1,6 +1,6 @@
-"""Distinctive captioning with a retrieval reward: ../shared/papers/002_b2d5a89fd5f9a310.txt.
+"""Distinctive captioning with a retrieval reward: [Chaffin24].
 
-Two parts: ``policy`` (the captioner, from an XE checkpoint: 002's TF row) and ``discriminator``
+Two parts: ``policy`` (the captioner, from an XE checkpoint: [Chaffin24]'s TF row) and ``discriminator``
 (:class:`rlcap.models.Discriminator`, sec. 3.2), each with its own optimizer, beside a frozen
 retriever and its image bank (``reward.paths.retrieval``, ``reward.paths.retrieval_bank``). Two
 phases, the phase and its position kept in ``session.state`` so that a killed run resumes exactly
@@ -18,7 +18,7 @@ phases, the phase and its position kept in ``session.state`` so that a killed ru
    ``wtf_rl.gt_weight: positive`` (the recipes) x_gt is weighted by max(r(x_gt), 0), and with
    ``wtf_rl.bs_baseline: batch_mean`` (the COCO-concepts recipes) x_bs by r(x_bs) minus the batch's mean.
 
-``wtf_rl.trajectories`` gives 002's Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
+``wtf_rl.trajectories`` gives [Chaffin24]'s Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
 teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional;
 ``sample`` with ``similarity=clip_s`` is SCST-Discriminator (``rl.n_samples`` samples per image,
 the greedy caption's reward as baseline, the discriminator trained on ground truth against them).
@@ -69,7 +69,7 @@ WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
 @dataclass
 class WtfRlConfig:
-    """algorithm=wtf_rl: distinctive captioning, 002_b2d5a89fd5f9a310.txt eq. 3. The retriever and its
+    """algorithm=wtf_rl: distinctive captioning, [Chaffin24 eq. 3]. The retriever and its
     image bank are ``reward.paths.retrieval`` and ``reward.paths.retrieval_bank``; tau and the hard
     negatives are ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
 
@@ -77,13 +77,13 @@ class WtfRlConfig:
                                            "ground truth only (WTF); bs: beam search only (RL); sample: SCST's "
                                            "samples with the greedy baseline (SCST-Discriminator)")
     similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
-    alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D (002 sec. 4.1: 0.94)")
+    alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D ([Chaffin24 sec. 4.1]: 0.94)")
     gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
                                           "writes it; positive, max(r(x_gt), 0): never push a human caption away")
     bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
                                           "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
     mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
-                                        "join eq. 2's text pool (002 sec. 3.4: mined images are added to the batch; "
+                                        "join eq. 2's text pool ([Chaffin24 sec. 3.4]: mined images are added to the batch; "
                                         "at most reward.hard_negatives; 0: the batch's own captions only)")
     discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
     discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
@@ -168,7 +168,7 @@ def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b:
 
 
 def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) -> dict[str, torch.Tensor]:
-    """002 sec. 3.4 adds the mined images "to the batch as additional images" and builds the text
+    """[Chaffin24 sec. 3.4] adds the mined images "to the batch as additional images" and builds the text
     pool from x_gs (and x_bs, x_gt) "for all images of the batch": the policy's greedy caption of
     each batch image's first ``k`` mined neighbours, embedded, keyed by the neighbour's id. Only
     neighbours among the run's training images (``data.max_train_images``) have features to decode."""
@@ -199,7 +199,7 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     # 2. the frozen retriever's embeddings of every caption and of each caption's image
     texts = reward.retriever.embed_captions(traj.captions)  # (2B + B*S, D)
     images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
-    # 3. the discriminator's step first (002 sec. 4.1), then p_D of x_bs and x_gt
+    # 3. the discriminator's step first ([Chaffin24 sec. 4.1]), then p_D of x_bs and x_gt
     d_loss, d_acc = discriminator_step(s, texts, images, b)
     with torch.no_grad():
         p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))  # (2B + B*S,)
@@ -223,8 +223,8 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
 
 
 def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
-    """002's SCST-Discriminator row: n samples per image with the greedy caption's reward as the
-    baseline (Rennie et al.), r = alpha * r_sim + (1 - alpha) * p_D (r_sim CLIP-S in 002)."""
+    """[Chaffin24]'s SCST-Discriminator row: n samples per image with the greedy caption's reward as the
+    baseline (Rennie et al.), r = alpha * r_sim + (1 - alpha) * p_D (r_sim CLIP-S in [Chaffin24])."""
     cfg, start = s.cfg, time.perf_counter()
     b, n = len(batch.ids), cfg.rl.n_samples
     # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
@@ -300,7 +300,7 @@ def discriminator_optim(cfg: RunConfig) -> OptimConfig:
 
 def image_bank(cfg: RunConfig) -> ImageBank:
     """``reward.paths.retrieval_bank``, or one built from the run's data with its retriever, once,
-    into the run folder (``image_bank.h5``; 002 sec. 3.4: mined once before training)."""
+    into the run folder (``image_bank.h5``; [Chaffin24 sec. 3.4]: mined once before training)."""
     paths = cfg.reward.paths
     if "retrieval_bank" in paths:
         return load_image_bank(paths["retrieval_bank"], retriever=paths["retrieval"])
@@ -332,7 +332,7 @@ def train_wtf_rl(cfg: RunConfig) -> TrainResult:
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
-    s.logger.note(f"002: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
+    s.logger.note(f"[Chaffin24]: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
                   f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
                   f"{reward.negative_captions} each, the policy's greedy captions of {w.mined_captions}); "
                   f"retriever {paths['retrieval']} ({reward.retriever.kind})")

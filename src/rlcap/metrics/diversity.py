@@ -1,11 +1,11 @@
 """Diversity of generated captions.
 
-- Div-1 / Div-2 (Chen & Jin, ../shared/papers/003_5a024678a14e9bf6.txt, section 3.2, after
+- Div-1 / Div-2 (Chen & Jin, [Chen20], section 3.2, after
   Wang et al.): over the set of captions of one image, the number of distinct unigrams
   (bigrams) divided by the number of *words* in the set (for both), then averaged over images.
 - mBLEU-4 (same section): each caption of an image scored with BLEU-4 against the image's
   other captions; mean over captions, then over images (images with one caption are skipped).
-- Self-BLEU (Zhu et al. / Texygen, cited as [37] in ../shared/papers/002_b2d5a89fd5f9a310.txt):
+- Self-BLEU (Zhu et al. / Texygen, cited as [37] in [Chaffin24]):
   each caption of the corpus scored with BLEU-4 against all the other captions; the mean.
 - vocabulary size and novelty (share of captions never seen among the training captions).
 

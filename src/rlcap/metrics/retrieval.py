@@ -31,7 +31,7 @@ E[1 / rank]). Text-to-image has one right item (m_r = 1, m = m_w): P(rank <= k) 
 clip((k - h) / (m + 1), 0, 1), the rank uniform on h + 1 .. h + 1 + m, expected 1 + h + m / 2.
 Without ties (m_w = 0) every query's R@k is 0 or 1 and its rank 1 + h, the strict rule.
 
-Why: 002 sec. 4.1 reads R@k as the distinctiveness of the generated captions. Counting only the
+Why: [Chaffin24 sec. 4.1] reads R@k as the distinctiveness of the generated captions. Counting only the
 items scored strictly higher resolved every tie in the query's favour, so a captioner that wrote
 one caption for all N images had image-to-text R@1 = 100; under this rule it has 100 / N.
 """

@@ -1,4 +1,4 @@
-"""SPIDEr (Liu et al., ../shared/papers/001_ce1e9980f3932db2.txt): the mean of CIDEr-D and SPICE."""
+"""SPIDEr (Liu et al., [Liu17]): the mean of CIDEr-D and SPICE."""
 
 from __future__ import annotations
 

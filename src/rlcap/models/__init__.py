@@ -19,7 +19,7 @@ MODELS: dict[str, type[nn.Module]] = {
     "fc": ShowTell,
     "updown": UpDown,
     "transformer": TransformerCaptioner,
-    "hrl": HRLCaptioner,  # 004's manager, worker and internal critic, over frame features
+    "hrl": HRLCaptioner,  # [Wang18]'s manager, worker and internal critic, over frame features
 }
 
 

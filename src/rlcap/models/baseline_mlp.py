@@ -1,7 +1,7 @@
-"""The baseline B_phi of PG-SPIDEr (001_ce1e9980f3932db2.txt): an MLP on the decoder's hidden state.
+"""The baseline B_phi of PG-SPIDEr ([Liu17]): an MLP on the decoder's hidden state.
 
 ``B_phi(g_1:t-1)`` estimates ``E_{g_t}[Q(g_1:t-1, g_t)]`` from the state the word ``g_t`` is
-chosen from (``DecodeResult.hidden[:, t]``). 001 stops its gradient at the RNN ("to avoid a
+chosen from (``DecodeResult.hidden[:, t]``). [Liu17] stops its gradient at the RNN ("to avoid a
 feedback loop"): the caller passes ``hidden.detach()``. MIXER's per-step reward regressor
 (Ranzato et al. 2016, a linear map of the hidden state) is the same module with a wider role.
 """

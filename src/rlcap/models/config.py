@@ -23,8 +23,8 @@ class ModelConfig:
     num_heads: int = field(default=8, metadata={"help": "transformer attention heads; must divide hidden_dim"})
     ff_dim: int = field(default=2048, metadata={"help": "transformer feed-forward inner size"})
     max_len: int = field(default=20, metadata={"help": "longest caption the transformer can decode (words incl. EOS)"})
-    manager_dim: int = field(default=256, metadata={"help": "hrl: the manager LSTM's hidden size (004 sec. 4.2: 256)"})
-    goal_dim: int = field(default=32, metadata={"help": "hrl: size of the manager's latent goal (004: 16, 32 or 64)"})
+    manager_dim: int = field(default=256, metadata={"help": "hrl: the manager LSTM's hidden size ([Wang18 sec. 4.2]: 256)"})
+    goal_dim: int = field(default=32, metadata={"help": "hrl: size of the manager's latent goal ([Wang18]: 16, 32 or 64)"})
     critic_from: str = field(default="", metadata={"help": "hrl: checkpoint of the trained internal critic "
                                                            "(algorithm=critic), loaded and frozen in a new model"})
 

@@ -1,4 +1,4 @@
-"""The discriminator of distinctive captioning (002_b2d5a89fd5f9a310.txt sec. 3.2): a 3-layer MLP
+"""The discriminator of distinctive captioning ([Chaffin24 sec. 3.2]): a 3-layer MLP
 on the frozen retriever's caption embedding (and, by default, its image's), giving the logit of
 "written by a human". p_D = sigmoid(logit) is the regulariser r_regu of eq. 3; the retriever's
 text encoder is never fine-tuned through it (sec. 3.2)."""

@@ -1,6 +1,6 @@
 """A visual-semantic embedding: images and captions mapped linearly into one space.
 
-../shared/papers/000_45a29dab880026f9.txt sec. 3.3.1: the image's CNN feature ``f_I`` goes through
+[Shi18 sec. 3.3.1]: the image's CNN feature ``f_I`` goes through
 a linear map ``l_e``; a caption is read by an RNN whose final state ``h_T(S)`` is mapped into the
 same space. Trained with eq. 5's ranking loss (:func:`rlcap.rl.embedding_loss.ranking_loss`,
 loop ``train/embedding.py``), it gives eq. 6's reward (``rewards/embedding.py``).
@@ -38,7 +38,7 @@ class ImageTextEmbedder(Protocol):
 
 @dataclass
 class EmbeddingModelConfig:
-    """Sizes of the embedding model (000 sec. 4.1: 512 for every input and hidden size)."""
+    """Sizes of the embedding model ([Shi18 sec. 4.1]: 512 for every input and hidden size)."""
 
     word_dim: int = field(default=512, metadata={"help": "word embedding size of the caption RNN"})
     hidden_dim: int = field(default=512, metadata={"help": "hidden size of the caption RNN (an LSTM)"})
@@ -56,7 +56,7 @@ class EmbeddingModel(nn.Module):
     def __init__(self, cfg: EmbeddingModelConfig, vocab_size: int, fc_dim: int):
         super().__init__()
         self.fc_dim = fc_dim
-        self.image_map = nn.Linear(fc_dim, cfg.joint_dim)  # l_e of 000 sec. 3.3.1
+        self.image_map = nn.Linear(fc_dim, cfg.joint_dim)  # l_e of [Shi18 sec. 3.3.1]
         self.embed = nn.Embedding(vocab_size, cfg.word_dim, padding_idx=PAD)
         self.rnn = nn.LSTM(cfg.word_dim, cfg.hidden_dim, batch_first=True)
         self.text_map = nn.Linear(cfg.hidden_dim, cfg.joint_dim)

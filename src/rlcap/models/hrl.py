@@ -1,4 +1,4 @@
-"""The hierarchical captioner of 004_897c1ba573c567e3.txt (Wang et al. 2018, sec. 3.1-3.2): a manager
+"""The hierarchical captioner of [Wang18] (Wang et al. 2018, sec. 3.1-3.2): a manager
 that sets latent goals, a worker that writes the words of each goal's segment, and an internal
 critic that says when a segment is done.
 
@@ -20,7 +20,7 @@ Decoding, one word per :meth:`HRLCaptioner.step` (the decoders' contract, ``mode
 
 State, all batch first: ``(h_W, c_W, h_M, c_M, goal, h_I, started, new_segment)``; ``new_segment``
 (B, 1) is 1 where this step's goal was emitted (:meth:`segment_start`). The critic's parameters
-are frozen (trained first, ``train/critic.py`` when it lands; 004 sec. 3.2).
+are frozen (trained first, ``train/critic.py`` when it lands; [Wang18 sec. 3.2]).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Image-caption retrievers behind one interface: the reward models of distinctive captioning (002).
+"""Image-caption retrievers behind one interface: the reward models of distinctive captioning ([Chaffin24]).
 
 A retriever embeds raw captions, ``embed_captions(list[str]) -> (N, D)``, and images, each kind
 from what it reads, into one space where a dot product is a cosine (rows L2-normalised); its
 ``temperature`` is the one it was trained with (its softmax's, 1 / CLIP's logit scale), the
 default of the contrastive rewards' tau.
 
-- :class:`DualEncoderRetriever`: rlcap's own dual encoder, the embedding model of 000
+- :class:`DualEncoderRetriever`: rlcap's own dual encoder, the embedding model of [Shi18]
   (``models/embedding.py``) trained with ``embedding.loss: infonce`` (``rlcap retrieval train``).
   Images are read from the feature store: ``embed_feats(feats)``. The offline default.
 - :class:`ClipRetriever`: CLIP through ``transformers``' ``CLIPModel`` from a local checkpoint
@@ -14,7 +14,7 @@ default of the contrastive rewards' tau.
   ``transformers`` is an optional dependency (``pip install rlcap[clip]``).
 
 Rewards do not embed images while training: every image is embedded once, before training, into
-an image bank (``rlcap.retrieval.bank``), as 002 sec. 3.4 does.
+an image bank (``rlcap.retrieval.bank``), as [Chaffin24 sec. 3.4] does.
 """
 
 from __future__ import annotations

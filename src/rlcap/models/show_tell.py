@@ -1,6 +1,6 @@
 """Show and Tell / "FC" captioner (Vinyals et al. 2015).
 
-The policy network of ../shared/papers/000_45a29dab880026f9.txt (Sec. 3.2.1, Eq. 1-4):
+The policy network of [Shi18] (Sec. 3.2.1, Eq. 1-4):
 
     x_{-1} = W_e CNN(I)          the projected image vector is the LSTM's first input
     x_t    = phi(w_{t-1})        then BOS and the words, embedded

@@ -1,6 +1,6 @@
 """Value network v(image, partial caption) for actor-critic training.
 
-../shared/papers/000_45a29dab880026f9.txt sec. 3.2.2 (Fig. 3) and 4.1: a CNN feature of the image,
+[Shi18 sec. 3.2.2] (Fig. 3) and 4.1: a CNN feature of the image,
 an RNN over the partially generated caption and a three-layer perceptron giving one value. Here
 the pooled image vector is projected and fed as the LSTM's first input (as in the policy network),
 and the perceptron reads each hidden state together with the image projection.
@@ -8,7 +8,7 @@ and the perceptron reads each hidden state together with the image projection.
 It shares nothing with the policy: its inputs are image features and word ids, so no gradient of
 its loss can reach the policy.
 
-In 000 the value network and the policy share the CNN, so the critic sees what the policy sees. An
+In [Shi18] the value network and the policy share the CNN, so the critic sees what the policy sees. An
 UpDown policy attends over the region features, which :class:`ValueNetwork` never reads;
 :class:`AttValueNetwork` (``ac.value_features: att``) also attends over them, with UpDown's additive
 attention (Eq. 3-5, :mod:`rlcap.models.attention`) conditioned on its LSTM state at each step.
@@ -53,7 +53,7 @@ class ValueNetwork(nn.Module):
         self.embed = nn.Embedding(vocab_size, emb)
         self.drop = nn.Dropout(cfg.dropout)
         self.rnn = nn.LSTM(emb, hid, batch_first=True)
-        # the three-layer perceptron of 000 sec. 4.1
+        # the three-layer perceptron of [Shi18 sec. 4.1]
         self.head = nn.Sequential(nn.Linear(hid + emb, hid), nn.ReLU(), nn.Linear(hid, hid), nn.ReLU(),
                                   nn.Linear(hid, 1))
 

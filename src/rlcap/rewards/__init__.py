@@ -1,6 +1,6 @@
 """Sequence-level rewards: plain callables ``(captions, batch) -> Tensor[len(captions)]``.
 
-A reward scores captions and nothing else: no baseline, no printing (STYLE.md rule 2).
+A reward scores captions and nothing else: no baseline, no printing.
 Rewards are combined by the weights of :class:`RewardConfig` into a :class:`WeightedReward`
 (:func:`build_reward`); names come from the plain dict :data:`REWARDS`, or a user's reward is
 named by dotted import path. See docs/RL.md for the EOS and non-finite conventions.

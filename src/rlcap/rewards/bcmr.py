@@ -1,7 +1,7 @@
-"""BCMR: the weighted sum of BLEU-4, CIDEr-D, METEOR and ROUGE-L that 001_ce1e9980f3932db2.txt
+"""BCMR: the weighted sum of BLEU-4, CIDEr-D, METEOR and ROUGE-L that [Liu17]
 optimises as PG-BCMR (the four COCO metrics of the time).
 
-The summary of 001 we hold names the four metrics but not their weights, so rlcap uses equal
+The summary of [Liu17] we hold names the four metrics but not their weights, so rlcap uses equal
 weights (a plain sum, :data:`BCMR_WEIGHTS`): the simplest choice that favours no metric by
 design. On their own scales CIDEr-D (pycocoevalcap's, about 1 on COCO and 0-10 in range) varies
 the most between captions, so it carries most of the reward's variance; a run that wants other

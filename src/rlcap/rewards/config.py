@@ -55,12 +55,12 @@ class RewardConfig:
 
     retrieval_tau: float = _field(
         0.0,
-        "temperature tau of the contrastive retrieval rewards i2t, t2i, bicont (002 eq. 2); 0: the "
+        "temperature tau of the contrastive retrieval rewards i2t, t2i, bicont ([Chaffin24 eq. 2]); 0: the "
         "retriever's own (its InfoNCE temperature; CLIP: 1 / logit scale)",
     )
     hard_negatives: int = _field(
         5,
-        "retrieval rewards: mined neighbours of each batch image added to the image pool (002 sec. 3.4)",
+        "retrieval rewards: mined neighbours of each batch image added to the image pool ([Chaffin24 sec. 3.4])",
     )
     negative_captions: int = _field(
         0,

@@ -1,7 +1,7 @@
 """What a reward factory receives: the run's references, vocabulary, feature sizes and paths.
 
 Metric rewards read the training references; rewards that learn or load a model (the embedding
-reward of 000, the retrieval and discriminator rewards of 002) read the vocabulary, the feature
+reward of [Shi18], the retrieval and discriminator rewards of [Chaffin24]) read the vocabulary, the feature
 sizes, the device and the checkpoint named for them in ``reward.paths``.
 """
 

@@ -1,4 +1,4 @@
-"""The embedding reward of 000_45a29dab880026f9.txt (eq. 6): the cosine between a caption and its
+"""The embedding reward of [Shi18] (eq. 6): the cosine between a caption and its
 image in a learned joint space.
 
 The model is trained by ``algorithm: embedding`` (``train/embedding.py``) and loaded from

@@ -1,6 +1,6 @@
 """The image bank of the retrieval rewards: every image embedded once, and its mined neighbours.
 
-002_b2d5a89fd5f9a310.txt sec. 3.4: "the mining of similar images and the computation of all image
+[Chaffin24 sec. 3.4]: "the mining of similar images and the computation of all image
 representations is done only once before the training". A bank is an HDF5 file:
 
 - ``ids`` (N,) image ids, ``embeddings`` (N, D) float32 unit rows (the retriever's image side);

@@ -27,7 +27,7 @@ RewardFactory = Callable[[RewardContext], Reward]
 
 REWARDS: dict[str, RewardFactory] = {
     "cider_d": metric_rewards.make_cider_d,
-    "cider": metric_rewards.make_cider,  # plain CIDEr (no clipping, no length penalty): 004's delta rewards
+    "cider": metric_rewards.make_cider,  # plain CIDEr (no clipping, no length penalty): [Wang18]'s delta rewards
     "bleu_1": functools.partial(metric_rewards.make_bleu, n=1),
     "bleu_2": functools.partial(metric_rewards.make_bleu, n=2),
     "bleu_3": functools.partial(metric_rewards.make_bleu, n=3),
@@ -38,7 +38,7 @@ REWARDS: dict[str, RewardFactory] = {
     "spider": spice_rewards.make_spider,
     "embedding": embedding.make_embedding,
     "bcmr": bcmr.make_bcmr,
-    # 002: a frozen retriever's similarity (CLIP-S) and eq. 2's contrastive rewards
+    # [Chaffin24]: a frozen retriever's similarity (CLIP-S) and eq. 2's contrastive rewards
     "clip_s": functools.partial(retrieval.make_retrieval_reward, kind="clip_s"),
     "i2t": functools.partial(retrieval.make_retrieval_reward, kind="i2t"),
     "t2i": functools.partial(retrieval.make_retrieval_reward, kind="t2i"),

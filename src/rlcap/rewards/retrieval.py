@@ -1,15 +1,15 @@
-"""Retrieval rewards of distinctive captioning (002_b2d5a89fd5f9a310.txt): CLIP-S and eq. 2's
+"""Retrieval rewards of distinctive captioning ([Chaffin24]): CLIP-S and eq. 2's
 contrastive rewards, from a frozen retriever and its image bank.
 
 ``reward.paths.retrieval``: a dual-encoder checkpoint (``rlcap retrieval train``) or a local CLIP
 folder; ``reward.paths.retrieval_bank``: the image bank built with it (``rlcap retrieval index``).
 
-Pools (002 sec. 3.4). The *text pool* is the captions scored in the call (a loop passes its beam,
+Pools ([Chaffin24 sec. 3.4]). The *text pool* is the captions scored in the call (a loop passes its beam,
 greedy and ground-truth captions together) plus the ground-truth captions of the batch's images
 not among them; the *image pool* is the batch's distinct images plus up to
 ``reward.hard_negatives`` mined neighbours of each. Each caption's own image is its positive.
 With ``reward.negative_captions`` N > 0 the text pool also holds the first N ground-truth captions
-of each mined neighbour: 002 adds the mined images "to the batch as additional images" and builds
+of each mined neighbour: [Chaffin24] adds the mined images "to the batch as additional images" and builds
 the text pool from "x_gt for all images of the batch", so that the i2t half, like the t2i half,
 meets the captions of similar images (docs/DISTINCT.md); 0 keeps the batch's own captions only.
 ``reward.retrieval_tau`` is eq. 2's tau; 0 takes the retriever's own training temperature.
@@ -19,7 +19,7 @@ resumed run computes the same ones), and kept: a training set's references are a
 sampled captions are not kept.
 
 - ``clip_s``: 2.5 * max(cos, 0) with its image (Hessel et al. 2021);
-- ``i2t``, ``t2i``: eq. 2's two halves (002's RL-Unidirectional uses ``i2t`` alone);
+- ``i2t``, ``t2i``: eq. 2's two halves ([Chaffin24]'s RL-Unidirectional uses ``i2t`` alone);
 - ``bicont``: eq. 2, i2t + t2i.
 """
 

@@ -3,7 +3,7 @@
 The references of the training set are parsed and merged into one scene graph per image once,
 when the reward is built; candidates are parsed once per unique string and each (caption, image)
 score is cached, so the many repeats of RL batches (n samples per image, Monte-Carlo rollouts)
-cost a look-up. SPIDEr is (CIDEr-D + SPICE) / 2 (Liu et al. 2017, 001_ce1e9980f3932db2.txt);
+cost a look-up. SPIDEr is (CIDEr-D + SPICE) / 2 (Liu et al. 2017, [Liu17]);
 its CIDEr-D half follows ``eos_counts`` like the ``cider_d`` reward, SPICE scores the plain words.
 """
 

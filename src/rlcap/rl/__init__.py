@@ -1,6 +1,6 @@
 """Pure tensor functions for RL training: baselines, losses, per-word credit and sequence-level exploration.
 
-No model or reward code lives here (STYLE.md rule 3); see docs/RL.md for the conventions.
+No model or reward code lives here; see docs/RL.md for the conventions.
 """
 
 from rlcap.rl.baselines import (

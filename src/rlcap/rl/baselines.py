@@ -1,6 +1,6 @@
 """Baselines for REINFORCE and the advantage step: pure tensor functions.
 
-Scoring, baseline and loss are three separate steps (STYLE.md rule 3). Every function here
+Scoring, baseline and loss are three separate steps. Every function here
 takes rewards already computed by :mod:`rlcap.rewards` and returns a baseline of the same
 shape; :func:`advantages` subtracts it. Rows of one image are adjacent throughout (the
 :mod:`rlcap.decoding` contract): with ``B`` images and ``n`` samples each, the flat index of

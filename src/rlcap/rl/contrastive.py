@@ -1,8 +1,8 @@
-"""Contrastive maths of distinctive captioning (002_b2d5a89fd5f9a310.txt): pure tensor functions.
+"""Contrastive maths of distinctive captioning ([Chaffin24]): pure tensor functions.
 
 Embeddings are L2-normalised, so ``s(x, i) = f_T(x) . f_I(i)`` is a cosine. A *text pool* holds
 N captions, ``owner[n]`` the image (a row of the image pool) caption n describes; the *image pool*
-holds M images: the batch's images and, for 002's text-to-image reward, similar images mined from
+holds M images: the batch's images and, for [Chaffin24]'s text-to-image reward, similar images mined from
 the dataset (sec. 3.4).
 
 - :func:`info_nce_loss`: the symmetric contrastive loss (CLIP's) that trains rlcap's dual encoder.
@@ -100,7 +100,7 @@ def clip_s(texts: torch.Tensor, images: torch.Tensor, weight: float = CLIP_S_WEI
 
 
 def discriminator_loss(human: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
-    """The discriminator's binary cross-entropy (002 sec. 3.2): logits of ground-truth captions
+    """The discriminator's binary cross-entropy ([Chaffin24 sec. 3.2]): logits of ground-truth captions
     (N_h,) labelled 1 and of generated ones (N_g,) labelled 0, each set weighing half. -> ()"""
     return (F.binary_cross_entropy_with_logits(human, torch.ones_like(human))
             + F.binary_cross_entropy_with_logits(generated, torch.zeros_like(generated))) / 2

@@ -1,13 +1,13 @@
 """Per-word credit: returns, advantages and critic losses for one advantage per word.
 
-Pure tensor functions (STYLE.md rule 3), in the style of torchtune's ``rlhf.estimate_advantages``.
+Pure tensor functions, in the style of torchtune's ``rlhf.estimate_advantages``.
 A (B, T) advantage from here goes straight into :func:`rlcap.rl.losses.reinforce_loss`.
 
 Conventions, shared by every function:
 
 - Step ``t`` is the step that chooses word ``t``: ``logprobs[:, t]`` is ``log pi(w_t | s_t)``,
   ``values[:, t]`` is ``v(s_t)`` and ``baseline[:, t]`` is ``B(s_t)``, both predicted from the
-  state *before* word ``t`` is chosen (000_45a29dab880026f9 eq. 10; 001_ce1e9980f3932db2's
+  state *before* word ``t`` is chosen ([Shi18 eq. 10]; [Liu17]'s
   ``B_phi(g_1:t-1)``).
 - ``mask`` (B, T) is bool or 0/1 float, nonzero = a valid step. Each row is a run of valid steps
   followed by padding (``1 1 1 0 0``), as the rollouts produce; anything else is an error. A
@@ -20,12 +20,12 @@ Conventions, shared by every function:
 
 Which function for which paper:
 
-- actor-critic (000 eq. 10): ``value_advantages(R, values, mask)``, ``A_t = R - v(s_t)``; the value
+- actor-critic ([Shi18 eq. 10]): ``value_advantages(R, values, mask)``, ``A_t = R - v(s_t)``; the value
   net learns from ``value_loss(values, R, mask)`` (eq. 9/11). The one-step TD form is
   ``td_advantages(terminal_rewards(R, mask), values, mask, gamma)``.
-- PG-SPIDEr (001): ``q = mc_q_estimates(rollout_rewards, R, mask)``, advantage
+- PG-SPIDEr ([Liu17]): ``q = mc_q_estimates(rollout_rewards, R, mask)``, advantage
   ``value_advantages(q, baseline, mask)`` (``Q - B``), baseline loss ``baseline_loss(baseline, q, mask)``.
-- HRL (004_897c1ba573c567e3): the worker's return ``discounted_returns(delta_rewards, mask, 0.95)`` (eq. 24), the
+- HRL ([Wang18]): the worker's return ``discounted_returns(delta_rewards, mask, 0.95)`` (eq. 24), the
   manager's ``segment_returns(delta_rewards, segment_end, mask, 0.95)`` (eq. 25).
 
 How well a critic predicts the return, position by position: ``value_fit_by_position(values, R, mask)``.
@@ -93,7 +93,7 @@ def _masked_mse(pred: torch.Tensor, target: torch.Tensor, valid: torch.Tensor) -
 def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
     """Discounted return of each step: ``G_t = r_t + gamma * G_{t+1}``, ``G`` = 0 after the last valid step.
 
-    004_897c1ba573c567e3 eq. 24 (the worker's return of delta-CIDEr rewards, gamma 0.95 there).
+    [Wang18 eq. 24] (the worker's return of delta-CIDEr rewards, gamma 0.95 there).
 
     Args:
         rewards: (B, T) immediate reward of each step; padding ignored.
@@ -138,12 +138,12 @@ def terminal_rewards(final: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def value_advantages(returns: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Advantage of each word against a learned value: ``A_t = R_t - v(s_t)`` (000 eq. 10).
+    """Advantage of each word against a learned value: ``A_t = R_t - v(s_t)`` ([Shi18 eq. 10]).
 
-    Also the PG-SPIDEr advantage ``Q - B`` (001) with ``returns = q`` and ``values = baseline``.
+    Also the PG-SPIDEr advantage ``Q - B`` ([Liu17]) with ``returns = q`` and ``values = baseline``.
 
     Args:
-        returns: (B,) final reward of each caption (the same target at every step, as 000's ``R``),
+        returns: (B,) final reward of each caption (the same target at every step, as [Shi18]'s ``R``),
             or (B, T) per-step returns or Q estimates.
         values: (B, T) ``v(s_t)``, usually with grad; the result does not carry it.
         mask: (B, T) valid steps.
@@ -195,7 +195,7 @@ def td_advantages(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tenso
 def value_loss(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Squared error of the value net, averaged over valid steps: ``mean_t (v(s_t) - R_t)^2``.
 
-    000_45a29dab880026f9 eq. 9 (``L_v = ||v(s_t) - R||^2``); its gradient is -2 times eq. 11's
+    [Shi18 eq. 9] (``L_v = ||v(s_t) - R||^2``); its gradient is -2 times eq. 11's
     update direction ``grad v(s_t) (R - v(s_t))``, so descending it is eq. 11 up to the step size.
 
     Args:
@@ -216,7 +216,7 @@ def value_loss(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) 
 
 
 def mc_q_estimates(rollout_rewards: torch.Tensor, final_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Monte-Carlo ``Q(g_1:t-1, g_t)`` of each sampled word (001_ce1e9980f3932db2, MC rollouts).
+    """Monte-Carlo ``Q(g_1:t-1, g_t)`` of each sampled word ([Liu17], MC rollouts).
 
     ``Q_t = 1/K sum_k R(g_1..g_t ; g^k_t+1..)``: the mean reward of K completions of the prefix
     that ends with word ``t``. At a caption's last valid step the caption is complete, so no
@@ -250,9 +250,9 @@ def mc_q_estimates(rollout_rewards: torch.Tensor, final_rewards: torch.Tensor, m
 
 
 def baseline_loss(baseline: torch.Tensor, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """PG-SPIDEr's baseline loss ``L_phi = mean over valid steps of (Q_t - B_phi(s_t))^2`` (001).
+    """PG-SPIDEr's baseline loss ``L_phi = mean over valid steps of (Q_t - B_phi(s_t))^2`` ([Liu17]).
 
-    ``q`` is detached, so the loss trains the baseline only. 001 also stops the baseline's
+    ``q`` is detached, so the loss trains the baseline only. [Liu17] also stops the baseline's
     gradient at the RNN state it reads; that is the caller's ``hidden.detach()``.
 
     Args:
@@ -274,12 +274,12 @@ def baseline_loss(baseline: torch.Tensor, q: torch.Tensor, mask: torch.Tensor) -
 
 def segment_returns(rewards: torch.Tensor, segment_end: torch.Tensor, mask: torch.Tensor,
                     gamma: float) -> torch.Tensor:
-    """The HRL manager's discounted return of each segment, at every step of that segment (004 eq. 25).
+    """The HRL manager's discounted return of each segment, at every step of that segment ([Wang18 eq. 25]).
 
     Segments are runs of valid steps, each ending where ``segment_end`` is True or at the last
     valid step. With ``e_n`` the n-th segment of a caption and ``f(e_n)`` the sum of the word
     rewards inside it, every step of ``e_n`` gets ``R(e_n) = sum_{m >= n} gamma^(m-n) f(e_m)``.
-    For 004's delta-CIDEr word rewards ``f(a_t) = CIDEr(sent + a_t) - CIDEr(sent)`` the sum
+    For [Wang18]'s delta-CIDEr word rewards ``f(a_t) = CIDEr(sent + a_t) - CIDEr(sent)`` the sum
     telescopes: ``f(e_n) = CIDEr(sent + e_n) - CIDEr(sent)``, eq. 25's segment reward. Repeating
     ``R(e_n)`` over the segment's words makes reinforce_loss weight ``sum_i log pi(a_i)`` over
     the segment by it, as in eq. 21-22.
@@ -288,7 +288,7 @@ def segment_returns(rewards: torch.Tensor, segment_end: torch.Tensor, mask: torc
         rewards: (B, T) immediate reward of each word; padding ignored.
         segment_end: (B, T) bool, True at the last word of a segment; ignored at padding.
         mask: (B, T) valid steps.
-        gamma: discount per segment in [0, 1] (0.95 in 004).
+        gamma: discount per segment in [0, 1] (0.95 in [Wang18]).
 
     Returns:
         (B, T) returns, detached; 0 at padding.
@@ -331,11 +331,11 @@ def value_fit_by_position(values: torch.Tensor, returns: torch.Tensor, mask: tor
     step t (the mean of R over those rows): 1 is a perfect critic, 0 one no better than the mean
     return of the captions that reach t, below 0 a worse one. ``overall`` pools every valid step
     (a caption counts once per word, around the mean over those steps). Used to ask how much a
-    value network knows at the image alone (t = 0) and as the caption grows (000 eq. 9-10).
+    value network knows at the image alone (t = 0) and as the caption grows ([Shi18 eq. 9-10]).
 
     Args:
         values: (N, T) ``v(s_t)``; padding ignored (may hold anything, even NaN).
-        returns: (N,) the return of each caption (000's ``R``).
+        returns: (N,) the return of each caption ([Shi18]'s ``R``).
         mask: (N, T) valid steps, as everywhere in this module.
 
     Returns:

@@ -1,11 +1,11 @@
 """The visual-semantic embedding's ranking loss and its reward: pure tensor maths.
 
-../shared/papers/000_45a29dab880026f9.txt sec. 3.3.1: images and captions are mapped linearly
+[Shi18 sec. 3.3.1]: images and captions are mapped linearly
 into one space; eq. 5 trains the maps with a bidirectional hinge ranking loss against the other
 images and captions of the batch, and eq. 6's reward is the cosine between a caption and its
-image. The printed equations are garbled; docs/RL.md ("Actor-critic (000)") says how they are
+image. The printed equations are garbled; docs/RL.md ("Actor-critic ([Shi18])") says how they are
 read here: the form of Ren et al. 2017 (embedding reward for actor-critic captioning), of which
-000's sec. 3.3 is a retelling, with 000's penalty gamma as the margin.
+[Shi18]'s sec. 3.3 is a retelling, with [Shi18]'s penalty gamma as the margin.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def _check_pairs(name: str, images: torch.Tensor, texts: torch.Tensor) -> None:
 
 def ranking_loss(images: torch.Tensor, texts: torch.Tensor, margin: float,
                  not_negative: torch.Tensor | None = None) -> torch.Tensor:
-    """Bidirectional hinge ranking loss over a batch of matching pairs (000 eq. 5).
+    """Bidirectional hinge ranking loss over a batch of matching pairs ([Shi18 eq. 5]).
 
     ``s(i, j) = images[i] . texts[j]``; pair ``i`` matches. Every other caption ``j`` of the batch
     is a negative for image ``i``, every other image a negative for caption ``j``::
@@ -32,7 +32,7 @@ def ranking_loss(images: torch.Tensor, texts: torch.Tensor, margin: float,
     Args:
         images: (B, D) image embeddings (L2-normalised by the model, so ``s`` is a cosine).
         texts: (B, D) caption embeddings; row i describes image i.
-        margin: the hinge's margin, 000's gamma (in (0, 1)).
+        margin: the hinge's margin, [Shi18]'s gamma (in (0, 1)).
         not_negative: optional (B, B) bool, True where pair (i, j) must not count as a negative
             (e.g. caption j is word for word caption i); the diagonal never counts.
 

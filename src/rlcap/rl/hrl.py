@@ -1,4 +1,4 @@
-"""The maths of 004_897c1ba573c567e3.txt that :mod:`rlcap.rl.credit` does not already hold: pure tensor functions.
+"""The maths of [Wang18] that :mod:`rlcap.rl.credit` does not already hold: pure tensor functions.
 
 - :func:`delta_rewards`: sec. 3.3.3's immediate reward f(a_t) = CIDEr(sent + a_t) - CIDEr(sent),
   from the scores of every prefix of a caption (the empty prefix scores 0). Their discounted sums

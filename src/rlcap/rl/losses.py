@@ -93,7 +93,7 @@ def reinforce_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantages: torch
 def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean per-step policy entropy over the valid tokens (maximum-entropy RL, Mnih et al. 2016).
 
-    This is word-level exploration, the SLL-ME comparison in Chen & Jin (003_5a024678a14e9bf6,
+    This is word-level exploration, the SLL-ME comparison in Chen & Jin ([Chen20],
     sec. 4.1 and 5.2, weight 1e-2): ``H(p(w_t | w_<t, x))`` averaged over valid steps. The
     training loop *subtracts* ``weight * entropy_bonus`` from its loss.
 

@@ -1,4 +1,4 @@
-"""MIXER's schedule and masks (Ranzato et al. 2016, as 001_ce1e9980f3932db2.txt describes it):
+"""MIXER's schedule and masks (Ranzato et al. 2016, as [Liu17] describes it):
 cross-entropy on the first M words of the reference, REINFORCE on the words the policy samples
 after them, M annealed to 0. Pure functions, no model code.
 """

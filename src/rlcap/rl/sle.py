@@ -1,5 +1,5 @@
 """Sequence-level exploration (SLE): Chen & Jin, "Better Captioning with Sequence-Level
-Exploration" (../shared/papers/003_5a024678a14e9bf6.txt, sec. 4, eq. 8-16, Algorithm 1).
+Exploration" ([Chen20], sec. 4, eq. 8-16, Algorithm 1).
 
 The objective (eq. 8, negated and split in eq. 9) for one image x_i is
 

@@ -70,7 +70,7 @@ class DecodeSettings:
     beam_size: int = help_field(3, "beam size of validation and evaluation (1: greedy)")
     length_penalty: float = help_field(0.0, "beam search ranks by sum logprob / length**this (0: off)")
     no_repeat_ngram: int = help_field(0, "beam search never repeats an n-gram of this many words (0: off); "
-                                         "002's trajectories too")
+                                         "[Chaffin24]'s trajectories too")
 
     def validate(self) -> None:
         check_min("decode.max_len", self.max_len, 1)
@@ -87,7 +87,7 @@ class RLConfig:
 
     epochs: int = help_field(5, "training epochs")
     batch_size: int = help_field(50, "images per batch")
-    n_samples: int = help_field(5, "captions generated per image (s in 003_5a024678a14e9bf6.txt)")
+    n_samples: int = help_field(5, "captions generated per image (s in [Chen20])")
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
@@ -102,7 +102,7 @@ class RLConfig:
 
 
 # val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and BCMR
-# (001's four metrics summed, as the bcmr reward sums them: rlcap.train.session.VAL_COMBINED).
+# ([Liu17]'s four metrics summed, as the bcmr reward sums them: rlcap.train.session.VAL_COMBINED).
 VAL_METRICS = (*PYCOCOEVALCAP_METRICS, "SPIDEr", "BCMR")
 AUTO = "auto"
 

@@ -1,8 +1,8 @@
 """The set-up of a sequence-level loop with a learned baseline: parts ``policy`` and ``baseline``.
 
-PG-SPIDEr (001_ce1e9980f3932db2.txt) and MIXER (Ranzato et al. 2016) both regress the expected
+PG-SPIDEr ([Liu17]) and MIXER (Ranzato et al. 2016) both regress the expected
 reward from the decoder's hidden state with a small network that has its own optimizer. The
-baseline reads ``hidden.detach()``: its loss never reaches the captioner (001: "to avoid a feedback
+baseline reads ``hidden.detach()``: its loss never reaches the captioner ([Liu17]: "to avoid a feedback
 loop").
 """
 

@@ -69,7 +69,7 @@ def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tens
 
 def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any],
                    what: str) -> bool:
-    """A phase before a loop's main one (000's value pretraining, 002's discriminator pretraining):
+    """A phase before a loop's main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator pretraining):
     ``epochs`` passes of ``step(batch)`` (which returns a NamedTuple of step statistics) over the
     training batches. Its epochs are counted in ``session.state[key]``, not in the run's progress (the
     run's epochs, validation and decay are the main phase's), so that a killed run resumes inside

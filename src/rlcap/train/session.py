@@ -104,7 +104,7 @@ def feature_dims(data: CaptionData) -> dict[str, Any]:
 def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), policy: bool = True) -> Session:
     """Data and the policy, initialised from ``init_from`` or the run's own last checkpoint when
     resuming; the trainer state is restored by :func:`begin`, after every part is added.
-    ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of 000)."""
+    ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of [Shi18])."""
     torch.set_num_threads(cfg.threads)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -273,7 +273,7 @@ def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
                    frozen: tuple[torch.nn.Parameter, ...] = ()) -> None:
     """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer.
     ``frozen``: parameters of the part this step leaves exactly as they are (their gradients are
-    dropped, so the optimizer skips them: 004's alternating phases)."""
+    dropped, so the optimizer skips them: [Wang18]'s alternating phases)."""
     p = session.parts[part]
     clip = p.grad_clip
     p.optimizer.zero_grad(set_to_none=True)
@@ -332,7 +332,7 @@ def finish_run(session: Session) -> TrainResult:
 
 # Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
 # SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
-# its four metrics (001; rewards/bcmr.py), here of their corpus scores, with pycocoevalcap's
+# its four metrics ([Liu17]; rewards/bcmr.py), here of their corpus scores, with pycocoevalcap's
 # conventions (corpus BLEU-4, CIDEr-D without the end token) rather than the reward's per caption ones.
 BCMR_PARTS = {"bleu_4": "Bleu_4", "cider_d": "CIDEr", "meteor": "METEOR", "rouge_l": "ROUGE_L"}
 

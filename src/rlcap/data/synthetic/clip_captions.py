@@ -7,7 +7,7 @@ shape and then referred back to ("the circle", "it"), and some annotators open w
 ("on a grey background there are two shapes") or write one sentence per event. The detail that
 earns CIDEr-D is what the annotators share: which object, which action, which direction or colour,
 in which order. :func:`caption_clip` returns one caption per annotator and, for each, the words at
-which a new event starts (the segment boundaries the internal critic of 004 learns).
+which a new event starts (the segment boundaries the internal critic of [Wang18] learns).
 """
 
 from __future__ import annotations

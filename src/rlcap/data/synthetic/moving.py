@@ -1,10 +1,10 @@
-"""The "moving shapes" benchmark: rlcap's embedded synthetic video captioning dataset (004's setting).
+"""The "moving shapes" benchmark: rlcap's embedded synthetic video captioning dataset ([Wang18]'s setting).
 
 ``generate_moving_shapes(MovingShapesConfig(), "data/moving-shapes")`` writes ``videos/<id>.mp4``
 (H.264, written with PyAV) and ``annotations.json`` in MSR-VTT's format (``videos`` with
 ``video_id`` and ``split``; ``sentences`` with ``video_id`` and ``caption``), plus each video's
 ``clip`` (objects and events) and each sentence's ``annotator`` and ``segments`` (the word at which
-each event's part starts: the boundaries 004's internal critic learns). Clip ``i`` depends on
+each event's part starts: the boundaries [Wang18]'s internal critic learns). Clip ``i`` depends on
 ``(seed, i)`` only; ids ``video0 .. video{n_train-1}`` are the train split, then val, then test. A
 ``manifest.json`` written last records the config; rerunning with it over a complete folder does
 nothing.
