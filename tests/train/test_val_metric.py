@@ -15,7 +15,7 @@ from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.config import RunConfig, ValConfig, auto_val_metric
 from rlcap.train.evaluate import Evaluation
 from rlcap.train.logger import read_log
-from rlcap.train.session import validation_scores
+from rlcap.train.validation import validation_scores
 from tests.tiny import tiny_overrides
 
 

@@ -115,8 +115,8 @@ def prefix_reward(s: Session, run_reward: Reward) -> Reward:
     if s.cfg.hrl.prefix_metric == "cider_d":
         return run_reward
     train = s.data.splits["train"]
-    return resolve_reward(s.cfg.hrl.prefix_metric, RewardContext(dict(zip(train.ids, train.refs)),
-                                                                 s.cfg.reward.eos_counts, s.cfg.reward.cache_dir))
+    return resolve_reward(s.cfg.hrl.prefix_metric, RewardContext.from_config(s.cfg.reward, dict(zip(train.ids,
+                                                                                                     train.refs))))
 
 
 def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:

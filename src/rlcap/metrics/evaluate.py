@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rlcap.errors import DataError
-from rlcap.metrics import diversity
+import rlcap.metrics.diversity as diversity
 from rlcap.metrics.bleu import bleu
 from rlcap.metrics.cider import cider_d
 from rlcap.metrics.meteor import meteor

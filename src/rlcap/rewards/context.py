@@ -38,6 +38,14 @@ class RewardContext:
     hard_negatives: int = 5
     negative_captions: int = 0
 
+    @classmethod
+    def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
+        """The context of a run's reward section (a :class:`~rlcap.rewards.config.RewardConfig`): its
+        conventions, paths and retrieval settings; ``run``: vocab, fc_dim, att_dim, device."""
+        return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
+                   retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
+                   negative_captions=cfg.negative_captions, **run)
+
     def path(self, reward: str) -> Path:
         """The path given for ``reward`` in ``reward.paths``; one clear error when there is none."""
         if reward not in self.paths:

@@ -154,6 +154,22 @@ def make_bleu(ctx: RewardContext, n: int) -> BleuReward:
     return BleuReward(n, ctx.eos_counts)
 
 
+def make_bleu_1(ctx: RewardContext) -> BleuReward:
+    return make_bleu(ctx, 1)
+
+
+def make_bleu_2(ctx: RewardContext) -> BleuReward:
+    return make_bleu(ctx, 2)
+
+
+def make_bleu_3(ctx: RewardContext) -> BleuReward:
+    return make_bleu(ctx, 3)
+
+
+def make_bleu_4(ctx: RewardContext) -> BleuReward:
+    return make_bleu(ctx, 4)
+
+
 def make_meteor(ctx: RewardContext) -> MeteorReward:
     try:
         return MeteorReward()

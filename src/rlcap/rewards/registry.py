@@ -1,48 +1,41 @@
-"""Reward names -> factories (a plain dict), dotted import paths, and :func:`build_reward`.
+"""Reward names -> factories: a plain dict of lazy ``"module:factory"`` strings, and dotted import paths.
 
-A factory is ``factory(ctx) -> Reward`` with a :class:`~rlcap.rewards.context.RewardContext`:
-the training references (CIDEr-D tokenizes them and takes its document frequencies from them,
-once), the vocabulary, feature sizes, device and the paths of checkpoints a learned reward loads. A name that is not in :data:`REWARDS` but contains a
-dot or a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward
-callable itself (TRL's convention), used as is.
+A factory is ``factory(ctx) -> Reward`` with a :class:`~rlcap.rewards.context.RewardContext`. Entries
+are imported on first use, so that checking a config's reward names (:func:`check_reward_name`)
+imports no reward implementation (no retriever, image bank or SPICE parser). A user's or a test's
+own reward is one more entry holding the factory itself. A name that is not in :data:`REWARDS` but
+contains a dot or a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward
+callable itself (TRL's convention), used as is. Building the rewards of a config is
+:func:`rlcap.rewards.build.build_reward`.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlcap.errors import ConfigError
-from rlcap.rewards import bcmr, embedding, metric_rewards, retrieval, spice_rewards
-from rlcap.rewards.batch import Reward, TrainRefs
-from rlcap.rewards.combine import WeightedReward
-from rlcap.rewards.context import RewardContext
 
-if TYPE_CHECKING:  # the config module imports this one to check reward names
-    from rlcap.rewards.config import RewardConfig
-
-RewardFactory = Callable[[RewardContext], Reward]
-
-REWARDS: dict[str, RewardFactory] = {
-    "cider_d": metric_rewards.make_cider_d,
-    "cider": metric_rewards.make_cider,  # plain CIDEr (no clipping, no length penalty): [Wang18]'s delta rewards
-    "bleu_1": functools.partial(metric_rewards.make_bleu, n=1),
-    "bleu_2": functools.partial(metric_rewards.make_bleu, n=2),
-    "bleu_3": functools.partial(metric_rewards.make_bleu, n=3),
-    "bleu_4": functools.partial(metric_rewards.make_bleu, n=4),
-    "meteor": metric_rewards.make_meteor,
-    "rouge_l": metric_rewards.make_rouge_l,
-    "spice": spice_rewards.make_spice,
-    "spider": spice_rewards.make_spider,
-    "embedding": embedding.make_embedding,
-    "bcmr": bcmr.make_bcmr,
+R = "rlcap.rewards."
+REWARDS: dict[str, str | Callable[[Any], Any]] = {
+    "cider_d": R + "metric_rewards:make_cider_d",
+    "cider": R + "metric_rewards:make_cider",  # plain CIDEr (no clipping, no length penalty): [Wang18]'s delta rewards
+    "bleu_1": R + "metric_rewards:make_bleu_1",
+    "bleu_2": R + "metric_rewards:make_bleu_2",
+    "bleu_3": R + "metric_rewards:make_bleu_3",
+    "bleu_4": R + "metric_rewards:make_bleu_4",
+    "meteor": R + "metric_rewards:make_meteor",
+    "rouge_l": R + "metric_rewards:make_rouge_l",
+    "spice": R + "spice_rewards:make_spice",
+    "spider": R + "spice_rewards:make_spider",
+    "embedding": R + "embedding:make_embedding",
+    "bcmr": R + "bcmr:make_bcmr",
     # [Chaffin24]: a frozen retriever's similarity (CLIP-S) and eq. 2's contrastive rewards
-    "clip_s": functools.partial(retrieval.make_retrieval_reward, kind="clip_s"),
-    "i2t": functools.partial(retrieval.make_retrieval_reward, kind="i2t"),
-    "t2i": functools.partial(retrieval.make_retrieval_reward, kind="t2i"),
-    "bicont": functools.partial(retrieval.make_retrieval_reward, kind="bicont"),
+    "clip_s": R + "retrieval:make_clip_s",
+    "i2t": R + "retrieval:make_i2t",
+    "t2i": R + "retrieval:make_t2i",
+    "bicont": R + "retrieval:make_bicont",
 }
 
 
@@ -50,7 +43,7 @@ def _is_dotted(name: str) -> bool:
     return ":" in name or "." in name
 
 
-def _unknown(name: str, why: str = "") -> ConfigError:
+def unknown_reward(name: str, why: str = "") -> ConfigError:
     return ConfigError(f"unknown reward {name!r}{why}; allowed: {', '.join(REWARDS)}, "
                        "or a dotted import path 'mypkg.mod:func'")
 
@@ -58,55 +51,33 @@ def _unknown(name: str, why: str = "") -> ConfigError:
 def check_reward_name(name: str) -> None:
     """Raise ConfigError unless ``name`` is registered or has the form of a dotted path."""
     if name not in REWARDS and not _is_dotted(name):
-        raise _unknown(name)
+        raise unknown_reward(name)
 
 
-def load_dotted(path: str) -> Reward:
+def factory(name: str) -> Callable[[Any], Any]:
+    """The factory registered as ``name`` (imported on first use)."""
+    entry = REWARDS[name]
+    if callable(entry):
+        return entry
+    module, _, attr = entry.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def load_dotted(path: str) -> Callable[..., Any]:
     """Import the reward callable named ``"pkg.mod:attr"`` or ``"pkg.mod.attr"``."""
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
-        raise _unknown(path, " (a dotted path needs a module and an attribute)")
+        raise unknown_reward(path, " (a dotted path needs a module and an attribute)")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise _unknown(path, f" (cannot import module {module_name!r}: {exc})") from exc
+        raise unknown_reward(path, f" (cannot import module {module_name!r}: {exc})") from exc
     try:
         obj = getattr(module, attr)
     except AttributeError:
-        raise _unknown(path, f" (module {module_name!r} has no attribute {attr!r})") from None
+        raise unknown_reward(path, f" (module {module_name!r} has no attribute {attr!r})") from None
     if not callable(obj):
         raise ConfigError(f"reward {path!r} is a {type(obj).__name__}, not a callable (captions, batch) -> Tensor")
     return obj
-
-
-def resolve_reward(name: str, ctx: RewardContext) -> Reward:
-    """The reward called ``name``: a registered factory's product, or an imported callable."""
-    if name in REWARDS:
-        return REWARDS[name](ctx)
-    if _is_dotted(name):
-        return load_dotted(name)
-    raise _unknown(name)
-
-
-def build_reward(cfg: "RewardConfig", train_refs: TrainRefs, vocab: Any = None, fc_dim: int = 0,
-                 att_dim: int = 0, device: str = "cpu") -> WeightedReward:
-    """The weighted sum of ``cfg.weights``' rewards, each built once; close it when the run ends
-    (``with build_reward(...) as reward:``), as METEOR holds a Java process.
-
-    Args:
-        cfg: the reward section of the run config.
-        train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
-        vocab, fc_dim, att_dim, device: the run's, for rewards that hold a model.
-    """
-    ctx = RewardContext(train_refs, cfg.eos_counts, cfg.cache_dir, vocab, fc_dim, att_dim, device, dict(cfg.paths),
-                        cfg.retrieval_tau, cfg.hard_negatives, cfg.negative_captions)
-    rewards = {}
-    try:
-        for name in cfg.weights:
-            rewards[name] = resolve_reward(name, ctx)
-    except BaseException:
-        WeightedReward(rewards, {n: cfg.weights[n] for n in rewards}).close()
-        raise
-    return WeightedReward(rewards, cfg.weights, nonfinite=cfg.nonfinite)

@@ -128,3 +128,19 @@ def make_retrieval_reward(ctx: RewardContext, kind: str) -> RetrievalReward:
     bank = load_image_bank(ctx.path("retrieval_bank"), retriever=ctx.path("retrieval"))
     return RetrievalReward(retriever, bank, kind, ctx.retrieval_tau, ctx.hard_negatives, ctx.negative_captions,
                            ctx.train_refs)
+
+
+def make_clip_s(ctx: RewardContext) -> RetrievalReward:
+    return make_retrieval_reward(ctx, "clip_s")
+
+
+def make_i2t(ctx: RewardContext) -> RetrievalReward:
+    return make_retrieval_reward(ctx, "i2t")
+
+
+def make_t2i(ctx: RewardContext) -> RetrievalReward:
+    return make_retrieval_reward(ctx, "t2i")
+
+
+def make_bicont(ctx: RewardContext) -> RetrievalReward:
+    return make_retrieval_reward(ctx, "bicont")

@@ -102,7 +102,7 @@ class RLConfig:
 
 
 # val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and BCMR
-# ([Liu17]'s four metrics summed, as the bcmr reward sums them: rlcap.train.session.VAL_COMBINED).
+# ([Liu17]'s four metrics summed, as the bcmr reward sums them: rlcap.train.validation.VAL_COMBINED).
 VAL_METRICS = (*PYCOCOEVALCAP_METRICS, "SPIDEr", "BCMR")
 AUTO = "auto"
 

@@ -19,7 +19,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import torch
 from tqdm.auto import tqdm
@@ -27,17 +27,15 @@ from tqdm.auto import tqdm
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.errors import ConfigError, RlcapError
-from rlcap.metrics.spider import spider
 from rlcap.models import build_model
 from rlcap.models.config import ModelConfig
-from rlcap.rewards.bcmr import BCMR_WEIGHTS
-from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover,
-                                    rng_state, save_checkpoint, set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover, rng_state,
+    save_checkpoint, set_rng_state)
 from rlcap.train.config import OptimConfig, RunConfig, metric_label
-from rlcap.train.evaluate import evaluate_split
 from rlcap.train.init_source import check_start
 from rlcap.train.logger import RunLogger
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
+from rlcap.train.validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -330,50 +328,6 @@ def finish_run(session: Session) -> TrainResult:
     return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < session.cfg.epochs, p.best_metric)
 
 
-# Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
-# SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
-# its four metrics ([Liu17]; rewards/bcmr.py), here of their corpus scores, with pycocoevalcap's
-# conventions (corpus BLEU-4, CIDEr-D without the end token) rather than the reward's per caption ones.
-BCMR_PARTS = {"bleu_4": "Bleu_4", "cider_d": "CIDEr", "meteor": "METEOR", "rouge_l": "ROUGE_L"}
-
-
-def _spider(corpus: dict[str, float]) -> float:
-    return spider(corpus["CIDEr"], corpus["SPICE"])
-
-
-def _bcmr(corpus: dict[str, float]) -> float:
-    return math.fsum(weight * corpus[BCMR_PARTS[name]] for name, weight in BCMR_WEIGHTS.items())
-
-
-VAL_COMBINED: dict[str, tuple[tuple[str, ...], Callable[[dict[str, float]], float]]] = {
-    "SPIDEr": (("CIDEr", "SPICE"), _spider),
-    "BCMR": (tuple(BCMR_PARTS.values()), _bcmr),
-}
-
-
-def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric: str) -> dict[str, float]:
-    """CIDEr-D (always: the logs and tables read it) and ``metric``, with the parts of a combined one.
-    ``corpus_of(names)`` scores the validation captions by score_captions' metrics ``names``."""
-    parts = VAL_COMBINED[metric][0] if metric in VAL_COMBINED else (metric,)
-    scores = corpus_of(list(dict.fromkeys(("CIDEr", *parts))))
-    if metric in VAL_COMBINED:
-        scores[metric] = VAL_COMBINED[metric][1](scores)
-    return scores
-
-
-def validate(session: Session) -> dict[str, float]:
-    """Validation scores of the beam-search captions of ``val.split``: CIDEr-D (pycocoevalcap's,
-    document frequencies from the validation references) and ``val.metric``."""
-    s, v, d = session, session.cfg.val, session.cfg.decode
-
-    def corpus_of(names: list[str]) -> dict[str, float]:
-        return dict(evaluate_split(s.model, s.data.splits[v.split], s.data.vocab, d.beam_size, d.max_len,
-                                   metrics=names, batch_size=v.batch_size, limit=v.max_images,
-                                   length_penalty=d.length_penalty, no_repeat_ngram=d.no_repeat_ngram).corpus)
-
-    return validation_scores(corpus_of, v.metric)
-
-
 def end_epoch(session: Session) -> dict[str, float]:
     """Decay every part's learning rate, validate, keep the best checkpoint by the run's metric
     (``Progress.best_metric``, i.e. ``val.metric``) and write the last one."""
@@ -383,7 +337,7 @@ def end_epoch(session: Session) -> dict[str, float]:
             part.scheduler.step()
     p.epoch += 1
     p.step_in_epoch = 0
-    scores = validate(s)
+    scores = validate(s.model, s.data, s.cfg.val, s.cfg.decode)
     p.history.append({"epoch": p.epoch, "step": p.step, **scores})
     s.logger.write(p.step, s.cfg.val.split, {**scores, "epoch": p.epoch})
     metric, value = p.best_metric, scores[p.best_metric]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from rlcap.data.synthetic.clip_captions import caption_clip
-from rlcap.data.synthetic import manifest as manifests
+import rlcap.data.synthetic.manifest as manifests
 from rlcap.data.synthetic.clips import sample_clip, state_at
 from rlcap.data.synthetic.render import render_scene
 from rlcap.errors import ConfigError, DataError

@@ -30,7 +30,7 @@ from typing import Any
 from PIL import Image
 
 from rlcap.data.synthetic.annotators import ANNOTATOR_VERSIONS, CAPTIONS_VERSION, caption_scene
-from rlcap.data.synthetic import manifest as manifests
+import rlcap.data.synthetic.manifest as manifests
 from rlcap.data.synthetic.captions import Caption
 from rlcap.data.synthetic.render import render_scene
 from rlcap.data.synthetic.scenes import Scene, sample_scene

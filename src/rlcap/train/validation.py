@@ -1,0 +1,57 @@
+"""Validation during training: the beam-search captions of the validation split scored by CIDEr-D
+and by the run's ``val.metric`` (one of score_captions' metrics, or SPIDEr or BCMR combined from them)."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from rlcap.data.loader import CaptionData
+from rlcap.metrics.spider import spider
+from rlcap.rewards.bcmr import BCMR_WEIGHTS
+from rlcap.train.config import DecodeSettings, ValConfig
+from rlcap.train.evaluate import evaluate_split
+
+# Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
+# SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
+# its four metrics ([Liu17]; rewards/bcmr.py), here of their corpus scores, with pycocoevalcap's
+# conventions (corpus BLEU-4, CIDEr-D without the end token) rather than the reward's per caption ones.
+BCMR_PARTS = {"bleu_4": "Bleu_4", "cider_d": "CIDEr", "meteor": "METEOR", "rouge_l": "ROUGE_L"}
+
+
+def _spider(corpus: dict[str, float]) -> float:
+    return spider(corpus["CIDEr"], corpus["SPICE"])
+
+
+def _bcmr(corpus: dict[str, float]) -> float:
+    return math.fsum(weight * corpus[BCMR_PARTS[name]] for name, weight in BCMR_WEIGHTS.items())
+
+
+VAL_COMBINED: dict[str, tuple[tuple[str, ...], Callable[[dict[str, float]], float]]] = {
+    "SPIDEr": (("CIDEr", "SPICE"), _spider),
+    "BCMR": (tuple(BCMR_PARTS.values()), _bcmr),
+}
+
+
+def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric: str) -> dict[str, float]:
+    """CIDEr-D (always: the logs and tables read it) and ``metric``, with the parts of a combined one.
+    ``corpus_of(names)`` scores the validation captions by score_captions' metrics ``names``."""
+    parts = VAL_COMBINED[metric][0] if metric in VAL_COMBINED else (metric,)
+    scores = corpus_of(list(dict.fromkeys(("CIDEr", *parts))))
+    if metric in VAL_COMBINED:
+        scores[metric] = VAL_COMBINED[metric][1](scores)
+    return scores
+
+
+def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeSettings) -> dict[str, float]:
+    """Validation scores of the beam-search captions of ``v.split``: CIDEr-D (pycocoevalcap's,
+    document frequencies from the validation references) and ``v.metric``, decoded by ``d``."""
+
+    def corpus_of(names: list[str]) -> dict[str, float]:
+        return dict(evaluate_split(model, data.splits[v.split], data.vocab, d.beam_size, d.max_len,
+                                   metrics=names, batch_size=v.batch_size, limit=v.max_images,
+                                   length_penalty=d.length_penalty, no_repeat_ngram=d.no_repeat_ngram).corpus)
+
+    return validation_scores(corpus_of, v.metric)
