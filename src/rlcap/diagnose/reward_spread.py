@@ -128,12 +128,13 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
     # 1. the policy (building it draws random weights, which must not move the caller's random state)
     with torch.random.fork_rng(devices=[]):
         model, vocab, config = load_model(checkpoint)
-    # an XE checkpoint has no rl section: the sequence-level methods' default number of samples
+    # an XE checkpoint has no rl or reward section: the sequence-level methods' defaults
     n = config.get("rl", asdict(RLConfig()))["n_samples"] if samples is None else samples
+    stored = config.get("reward", asdict(RewardConfig()))
     if n < 2:
         raise DataError(f"reward spread: {n} sample per image has no spread; give 2 or more")
     temperature = config["decode"]["temperature"] if temperature is None else temperature
-    reward_cfg = from_dict(RewardConfig, {**config["reward"], "weights": dict(weights or config["reward"]["weights"]),
+    reward_cfg = from_dict(RewardConfig, {**stored, "weights": dict(weights or stored["weights"]),
                                           "cache_dir": None}, "reward.")
     # 2. the data: the split measured, and the training references the reward is built with
     data = checkpoint_data(checkpoint, config, vocab, split, data_overrides)

@@ -125,12 +125,12 @@ class ValConfig:
             raise ConfigError(f"val.metric: {self.metric!r} is not one of {[AUTO, *VAL_METRICS]}")
 
 
-def auto_val_metric(algorithm: str, reward: RewardConfig) -> str:
+def auto_val_metric(algorithm: str, reward: RewardConfig | None) -> str:
     """What ``val.metric: auto`` keeps best/ by: the metric the run's reward optimises, so that the
     checkpoint kept is the one best at what the run trains for ([Liu17] optimises SPIDEr for its gain
     in SPICE, which selecting by CIDEr-D would select against); CIDEr-D for loops without a reward
     (:attr:`Method.reward`)."""
-    if not method(algorithm).reward:
+    if not method(algorithm).reward or reward is None:
         return "CIDEr"
     if "spider" in reward.weights:
         return "SPIDEr"
@@ -147,9 +147,9 @@ def metric_label(name: str) -> str:
 @dataclass
 class RunConfig:
     """What every training run reads: the run's own settings and the shared sections (data, model,
-    optim, val, decode, reward). :func:`run_config_class` adds the sections of one method: ``rl`` for
-    the sequence-level methods, and the method's own (``scst:``, ``hrl:``, ...), so that a run parses
-    and lists only the keys its method reads."""
+    optim, val, decode). :func:`run_config_class` adds the sections of one method: ``rl`` for the
+    sequence-level methods, ``reward`` for those whose policy learns from a reward, and the method's
+    own (``scst:``, ``hrl:``, ...), so that a run parses and lists only the keys its method reads."""
 
     algorithm: str = help_field("xe", "the training method, one of rlcap.train.registry.METHODS (rlcap train "
                                       "--help-config algorithm=NAME lists its keys)")
@@ -173,7 +173,6 @@ class RunConfig:
     optim: OptimConfig = help_field(OptimConfig, "optimizer and learning-rate schedule")
     val: ValConfig = help_field(ValConfig, "validation during training")
     decode: DecodeSettings = help_field(DecodeSettings, "caption generation: RL samples, validation, evaluation")
-    reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
 
     def __post_init__(self) -> None:
         # val.metric auto becomes the metric it stands for here, so that config.json and every
@@ -184,7 +183,7 @@ class RunConfig:
     def resolve_val_metric(self) -> None:
         """Replace ``val.metric: auto`` by :func:`auto_val_metric` (a concrete metric stays)."""
         if self.val.metric == AUTO:
-            self.val.metric = auto_val_metric(self.algorithm, self.reward)
+            self.val.metric = auto_val_metric(self.algorithm, self.reward if method(self.algorithm).reward else None)
 
     def validate(self) -> None:
         check_min("threads", self.threads, 1)
@@ -206,8 +205,8 @@ _CLASSES: dict[tuple[str, Method], type[RunConfig]] = {}
 
 
 def run_config_class(algorithm: str) -> type[RunConfig]:
-    """The run config of ``algorithm``: :class:`RunConfig` plus ``rl`` when the method reads it and
-    the method's own section, named as the method."""
+    """The run config of ``algorithm``: :class:`RunConfig` plus ``rl`` and ``reward`` when the method
+    reads them and the method's own section, named as the method."""
     m = method(algorithm)
     key = (algorithm, m)
     if key not in _CLASSES:
@@ -215,6 +214,8 @@ def run_config_class(algorithm: str) -> type[RunConfig]:
             "algorithm"].metadata["help"]))]
         if m.rl:
             fields.append(("rl", RLConfig, help_field(RLConfig, "budget and rollouts of the sequence-level methods")))
+        if m.reward:
+            fields.append(("reward", RewardConfig, help_field(RewardConfig, "rewards and their weights")))
         if m.config is not None:
             section = resolve(m.config)
             fields.append((algorithm, section, help_field(section, m.help or f"algorithm={algorithm}")))
@@ -223,9 +224,11 @@ def run_config_class(algorithm: str) -> type[RunConfig]:
 
 
 def other_method_sections(algorithm: str) -> set[str]:
-    """The section names of the registered methods other than ``algorithm`` (and ``rl`` when it reads none)."""
-    names = {name for name, m in METHODS.items() if m.config is not None} - {algorithm}
-    return names | ({"rl"} if not method(algorithm).rl else set())
+    """The section names of the registered methods other than ``algorithm`` (and ``rl``, ``reward``
+    when it reads none)."""
+    m = method(algorithm)
+    names = {name for name, other in METHODS.items() if other.config is not None} - {algorithm}
+    return names | ({"rl"} if not m.rl else set()) | ({"reward"} if not m.reward else set())
 
 
 def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

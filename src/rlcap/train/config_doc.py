@@ -1,0 +1,69 @@
+"""docs/CONFIG.md, generated from the config schema: the keys every run reads, then each method's own.
+
+``python -m rlcap.train.config_doc docs/CONFIG.md`` rewrites it; a test checks that the committed
+file is what this prints, so that the page never drifts from the code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rlcap.config import describe
+from rlcap.rewards.config import RewardConfig
+from rlcap.train.config import RLConfig, RunConfig, run_config_class
+from rlcap.train.registry import METHODS, resolve
+
+
+def _table(rows: list[tuple[str, str, str]]) -> list[str]:
+    lines = ["| key | default | what it does |", "|---|---|---|"]
+    for key, default, text in rows:
+        lines.append(f"| `{key}` | `{default}` | {text.replace('|', '/')} |")
+    return lines
+
+
+def config_markdown() -> str:
+    """The page: shared sections, the ``rl`` section, then one section per registered method."""
+    out = ["# Configuration keys", "",
+           "Generated from the config schema by `python -m rlcap.train.config_doc docs/CONFIG.md` (a test keeps",
+           "it current). A run reads the keys below that every method shares, `rl.*` when its method is a",
+           "sequence-level one, `reward.*` when its policy learns from a reward, and its method's own section,",
+           "named as the method (`scst.baseline`). Set them",
+           "in a YAML recipe or as `key=value` overrides; `rlcap train --help-config algorithm=NAME` lists the",
+           "keys of one method. Sections of other methods are left out of a run with a warning; any other",
+           "unknown key is an error listing the valid ones.", "",
+           "## Every run", ""]
+    shared = [(k, d, t) for k, d, t in describe(RunConfig) if k != "algorithm"]
+    out += _table([("algorithm", "'xe'", "the training method: " + ", ".join(f"`{n}`" for n in METHODS)), *shared])
+    out += ["", "## `rl`: the sequence-level methods", "",
+            "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if m.rl) + ".", ""]
+    out += _table(describe(RLConfig, prefix="rl."))
+    out += ["", "## `reward`: the methods that learn from a reward", "",
+            "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if m.reward) + ".", ""]
+    out += _table(describe(RewardConfig, prefix="reward."))
+    for name, method in METHODS.items():
+        out += ["", f"## `algorithm: {name}`", "", method.help[:1].upper() + method.help[1:] + "." if method.help else ""]
+        if method.config is None:
+            out += ["", "No section of its own."]
+            continue
+        cls = resolve(method.config)
+        doc = (cls.__doc__ or "").strip()
+        if doc and not doc.startswith(cls.__name__ + "("):  # a dataclass without a docstring gets its signature
+            out += ["", " ".join(doc.split())]
+        out += [""] + _table(describe(cls, prefix=f"{name}."))
+        out += ["", f"A run of `{name}` reads {len(describe(run_config_class(name)))} keys in all."]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = config_markdown()
+    if args:
+        Path(args[0]).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
