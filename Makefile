@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video clean
+.PHONY: demo test test-fast bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The unit tests (no training loop, no CLI run, no Java): under 2 minutes
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not java and not slow" --ignore=tests/train --ignore=tests/cli
 
 bench-metrics: $(STAMP)
 	$(PY) benchmarks/bench_metrics.py

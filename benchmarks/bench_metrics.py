@@ -7,6 +7,7 @@ bench-metrics markers, replaced on rerun) and prints a last line of JSON with th
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -43,7 +44,8 @@ def timed(fn, repeats: int) -> list[float]:
     return times
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     items = json.loads(DATA.read_text())
     ids = [str(x["image_id"]) for x in items]
     cands = [tokenize(x["candidate"]) for x in items]

@@ -9,6 +9,7 @@ corpus CIDEr-D as pycocoevalcap computes it (the same protocol as the shapes and
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -19,7 +20,8 @@ from rlcap.data.synthetic.captions import tokenize_caption
 from rlcap.data.synthetic.moving import MovingShapesConfig, clip_and_captions
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     start = time.perf_counter()
     config = MovingShapesConfig()
     first_test = config.n_train + config.n_val

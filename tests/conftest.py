@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """The ``shared`` folder beside the repository (COCO captions and reference scores).
+    """The ``shared`` folder beside the repository: COCO val2014's human captions, the scores
+    pycocoevalcap gives on 5,000 of them, and the official SPICE parser's tuples (the parity tests).
 
-    The parity tests are the point of the metrics package, so a missing folder fails them loudly
-    rather than skipping: clone rlcap next to ``shared/`` (as CI does)."""
+    Without it those tests skip, each saying what is missing; under CI (``CI`` set, as ``.ci/run``
+    runs), where the folder is always laid beside the clone, a missing folder fails them instead."""
     path = (REPO / ".." / "shared").resolve()
     if not path.is_dir():
-        pytest.fail(f"{path} not found: the parity tests need ../shared beside the repository")
+        message = (f"{path} not found: the parity tests read COCO captions and pycocoevalcap's scores "
+                   "from a shared/ folder beside the repository")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     return path
 
 

@@ -2,12 +2,14 @@
 
 One METEOR process only (a Java start takes seconds on a loaded machine)."""
 
+import pytest
 import torch
 
 from rlcap.rewards import RewardBatch, RewardConfig, build_reward
 from rlcap.rewards.bcmr import BCMR_WEIGHTS
 
 
+@pytest.mark.java
 def test_bcmr_is_the_sum_of_bleu4_cider_meteor_rouge():
     refs = {"1": ["A red car.", "a red car parked on the street"], "2": ["a dog runs", "a brown dog"]}
     batch = RewardBatch(["1", "1", "2"], [refs["1"], refs["1"], refs["2"]])
