@@ -33,11 +33,11 @@ def runs(tmp_path_factory):
     return dataset, feats, folder
 
 
-def settings(folder, **extra):
-    return {"algorithm": "wtf_rl", "init_from": folder / "xe" / "best", "rl.epochs": RL_EPOCHS, "rl.batch_size": 8,
+def settings(folder, algorithm="wtf_rl", **extra):
+    return {"algorithm": algorithm, "init_from": folder / "xe" / "best", "rl.epochs": RL_EPOCHS, "rl.batch_size": 8,
             "data.seq_per_img": 1, "decode.beam_size": 2, "optim.lr": 0.001, "val.max_images": 4,
-            "wtf_rl.discriminator_pretrain_epochs": PRETRAIN_EPOCHS, "wtf_rl.discriminator_hidden": 16,
-            "wtf_rl.discriminator_lr": 0.01,
+            f"{algorithm}.discriminator_pretrain_epochs": PRETRAIN_EPOCHS, f"{algorithm}.discriminator_hidden": 16,
+            f"{algorithm}.discriminator_lr": 0.01,
             "reward.paths": f"{{retrieval: {folder / 'ret' / 'best'}, retrieval_bank: {folder / 'bank.h5'}}}", **extra}
 
 
@@ -99,7 +99,8 @@ def test_discriminator_learns_a_toy_set():
 
 @pytest.mark.parametrize("variant", [{"wtf_rl.trajectories": "both", "wtf_rl.gt_weight": "positive"}, {"wtf_rl.trajectories": "gt"},
                                      {"wtf_rl.trajectories": "bs", "wtf_rl.similarity": "i2t"},
-                                     {"wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s", "rl.n_samples": 2},
+                                     {"algorithm": "scst_discriminator", "scst_discriminator.similarity": "clip_s",
+                                      "rl.n_samples": 2},
                                      {"wtf_rl.trajectories": "both", "reward.negative_captions": 2},
                                      {"wtf_rl.trajectories": "both", "wtf_rl.mined_captions": 2}],
                          ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator", "wtf_rl_negative_captions",
@@ -184,10 +185,13 @@ def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, 
         folder, **{"wtf_rl.mined_captions": 6, "reward.hard_negatives": 2})))
     with pytest.raises(ConfigError, match="mined_captions"):
         api.train(cfg)
-    # SCST-Discriminator's CLIP-S has no text pool to extend: refused when the config is read
+    # CLIP-S has no text pool to extend: refused when the config is read
     with pytest.raises(ConfigError, match="text pool"):
         api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "bad", **settings(folder, **{
-            "wtf_rl.mined_captions": 1, "wtf_rl.trajectories": "sample", "wtf_rl.similarity": "clip_s"})))
+            "wtf_rl.mined_captions": 1, "wtf_rl.similarity": "clip_s"})))
+    # SCST's samples are the scst_discriminator method, not a value of wtf_rl.trajectories
+    with pytest.raises(ConfigError, match="algorithm=scst_discriminator"):
+        api.load_run_config(None, ["algorithm=wtf_rl", "wtf_rl.trajectories=sample"])
 
 
 def test_beam_trajectories_follow_decode_no_repeat_ngram(runs, tmp_path):

@@ -19,9 +19,9 @@ phases, the phase and its position kept in ``session.state`` so that a killed ru
    ``wtf_rl.bs_baseline: batch_mean`` (the COCO-concepts recipes) x_bs by r(x_bs) minus the batch's mean.
 
 ``wtf_rl.trajectories`` gives [Chaffin24]'s Table 1 variants: ``both`` (WTF-RL), ``gt`` (WTF: weighted
-teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional;
-``sample`` with ``similarity=clip_s`` is SCST-Discriminator (``rl.n_samples`` samples per image,
-the greedy caption's reward as baseline, the discriminator trained on ground truth against them).
+teacher forcing alone), ``bs`` (RL); ``wtf_rl.similarity=i2t`` with ``bs`` is RL-Unidirectional.
+SCST-Discriminator, on SCST's samples, is its own method (``methods/scst_discriminator.py``) on the
+parts and helpers of this one.
 The log-likelihood of a caption is normalised per word, as the teacher-forcing loss it weights
 (:func:`rlcap.rl.losses.reinforce_loss`); with every r = 1, WTF is teacher forcing.
 """
@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,7 +50,7 @@ from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.config import OptimConfig, RunConfig, check_min
-from rlcap.train.rollout import caption_lengths, rollout, teacher_forced_logprobs
+from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
     optimizer_step, train_batches)
@@ -61,30 +62,23 @@ PRETRAIN = "discriminator_pretrain"  # session.state key: {"epoch", "step_in_epo
 BANK_NEIGHBOURS = 10  # neighbours mined per image when the loop builds its own image bank
 
 
-WTF_TRAJECTORIES = ("both", "gt", "bs", "sample")
+WTF_TRAJECTORIES = ("both", "gt", "bs")
 WTF_GT_WEIGHTS = ("reward", "positive")
 WTF_BS_BASELINES = ("none", "batch_mean")
 WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
 
 @dataclass
-class WtfRlConfig:
-    """algorithm=wtf_rl: distinctive captioning, [Chaffin24 eq. 3]. The retriever and its
-    image bank are ``reward.paths.retrieval`` and ``reward.paths.retrieval_bank``; tau and the hard
-    negatives are ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
+class DiscriminatorRewardConfig:
+    """What [Chaffin24]'s methods share: r = alpha * r_sim + (1 - alpha) * p_D (eq. 3) and the
+    discriminator that gives p_D (sec. 3.2). The retriever and its image bank are
+    ``reward.paths.retrieval`` and ``reward.paths.retrieval_bank``; tau and the hard negatives
+    ``reward.retrieval_tau`` and ``reward.hard_negatives``."""
 
-    trajectories: str = help_field("both", "both: beam-search and ground-truth trajectories (WTF-RL); gt: "
-                                           "ground truth only (WTF); bs: beam search only (RL); sample: SCST's "
-                                           "samples with the greedy baseline (SCST-Discriminator)")
+    SECTION: ClassVar[str] = "wtf_rl"  # the section's name in messages
+
     similarity: str = help_field("bicont", "r_sim: bicont (eq. 2), i2t (RL-Unidirectional), t2i, or clip_s")
     alpha: float = help_field(0.94, "r = alpha * r_sim + (1 - alpha) * p_D ([Chaffin24 sec. 4.1]: 0.94)")
-    gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
-                                          "writes it; positive, max(r(x_gt), 0): never push a human caption away")
-    bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
-                                          "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
-    mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
-                                        "join eq. 2's text pool ([Chaffin24 sec. 3.4]: mined images are added to the batch; "
-                                        "at most reward.hard_negatives; 0: the batch's own captions only)")
     discriminator_hidden: int = help_field(512, "hidden width of the discriminator's 3-layer MLP")
     discriminator_image: bool = help_field(True, "the discriminator also reads the image's embedding")
     discriminator_lr: float = help_field(1e-4, "the discriminator's learning rate (Adam)")
@@ -92,24 +86,44 @@ class WtfRlConfig:
                                                        "versus the XE model's beam search, before the loop")
 
     def validate(self) -> None:
-        if self.trajectories not in WTF_TRAJECTORIES:
-            raise ConfigError(f"wtf_rl.trajectories: {self.trajectories!r} is not one of {', '.join(WTF_TRAJECTORIES)}")
+        name = self.SECTION
         if self.similarity not in WTF_SIMILARITIES:
-            raise ConfigError(f"wtf_rl.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
+            raise ConfigError(f"{name}.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"{name}.alpha: expected a number in [0, 1], got {self.alpha}")
+        check_min(f"{name}.discriminator_hidden", self.discriminator_hidden, 1)
+        check_min(f"{name}.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
+        if self.discriminator_lr <= 0:
+            raise ConfigError(f"{name}.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
+
+
+@dataclass
+class WtfRlConfig(DiscriminatorRewardConfig):
+    """algorithm=wtf_rl: distinctive captioning, [Chaffin24 eq. 3], on beam-search and ground-truth
+    trajectories: WTF-RL, WTF and RL (``trajectories``)."""
+
+    trajectories: str = help_field("both", "both: beam-search and ground-truth trajectories (WTF-RL); gt: "
+                                           "ground truth only (WTF); bs: beam search only (RL)")
+    gt_weight: str = help_field("reward", "the weight of a ground-truth trajectory: reward, r(x_gt) as eq. 3 "
+                                          "writes it; positive, max(r(x_gt), 0): never push a human caption away")
+    bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
+                                          "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
+    mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
+                                        "join eq. 2's text pool ([Chaffin24 sec. 3.4]: mined images are added to the batch; "
+                                        "at most reward.hard_negatives; 0: the batch's own captions only)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.trajectories not in WTF_TRAJECTORIES:
+            raise ConfigError(f"wtf_rl.trajectories: {self.trajectories!r} is not one of {', '.join(WTF_TRAJECTORIES)}"
+                              " (SCST's samples: algorithm=scst_discriminator)")
         if self.gt_weight not in WTF_GT_WEIGHTS:
             raise ConfigError(f"wtf_rl.gt_weight: {self.gt_weight!r} is not one of {', '.join(WTF_GT_WEIGHTS)}")
         if self.bs_baseline not in WTF_BS_BASELINES:
             raise ConfigError(f"wtf_rl.bs_baseline: {self.bs_baseline!r} is not one of {', '.join(WTF_BS_BASELINES)}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"wtf_rl.alpha: expected a number in [0, 1], got {self.alpha}")
-        check_min("wtf_rl.discriminator_hidden", self.discriminator_hidden, 1)
         check_min("wtf_rl.mined_captions", self.mined_captions, 0)
-        if self.mined_captions and (self.trajectories == "sample" or self.similarity == "clip_s"):
-            raise ConfigError("wtf_rl.mined_captions extends eq. 2's text pool: it needs similarity bicont, i2t or t2i "
-                              "and trajectories both, gt or bs")
-        check_min("wtf_rl.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
-        if self.discriminator_lr <= 0:
-            raise ConfigError(f"wtf_rl.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
+        if self.mined_captions and self.similarity == "clip_s":
+            raise ConfigError("wtf_rl.mined_captions extends eq. 2's text pool: it needs similarity bicont, i2t or t2i")
 
 
 class WtfStats(NamedTuple):
@@ -222,32 +236,6 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
                     float(p_human[:b].mean()), float(caption_lengths(traj.bs).mean()), 2.0, time.perf_counter() - start)
 
 
-def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
-    """[Chaffin24]'s SCST-Discriminator row: n samples per image with the greedy caption's reward as the
-    baseline (Rennie et al.), r = alpha * r_sim + (1 - alpha) * p_D (r_sim CLIP-S in [Chaffin24])."""
-    cfg, start = s.cfg, time.perf_counter()
-    b, n = len(batch.ids), cfg.rl.n_samples
-    # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
-    traj = decode_trajectories(s, batch, beam=False)
-    captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
-    ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
-    texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
-    # 2. the discriminator's step on ground truth against the samples, then p_D
-    d_loss, d_acc = discriminator_step(s, texts, images, b * n, human_from=b * n + b)
-    with torch.no_grad():
-        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))
-    # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples
-    sim = reward.pool_scores(texts, ids)
-    r = weighted_reward(sim, p_human, cfg.wtf_rl.alpha)
-    r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
-    loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
-    optimizer_step(s, loss)
-    return WtfStats(loss.item(), d_loss, d_acc, float(r_samples.mean()), float(r[b * n + b:].mean()),
-                    float(sim[:b * n].mean()), float(p_human[:b * n].mean()), float(caption_lengths(roll.tokens).mean()),
-                    2.0, time.perf_counter() - start)
-
-
 def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
     """The weights of the ground-truth trajectories in eq. 3: ``reward``, r(x_gt) as written;
     ``positive``, max(r(x_gt), 0): a human caption less distinctive than the pool's best is not
@@ -290,12 +278,17 @@ def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats
 
 def pretrain_discriminator(s: Session, reward: RetrievalReward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
-    return pretrain_phase(s, PRETRAIN, s.cfg.wtf_rl.discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
+    return pretrain_phase(s, PRETRAIN, section(s.cfg).discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
                           lambda batch: pretrain_step(s, batch, reward), "discriminator pretraining")
 
 
+def section(cfg: RunConfig) -> DiscriminatorRewardConfig:
+    """The run's own section: ``wtf_rl:`` or ``scst_discriminator:``."""
+    return getattr(cfg, cfg.algorithm)
+
+
 def discriminator_optim(cfg: RunConfig) -> OptimConfig:
-    return dataclasses.replace(cfg.optim, name="adam", lr=cfg.wtf_rl.discriminator_lr, lr_decay_every=0)
+    return dataclasses.replace(cfg.optim, name="adam", lr=section(cfg).discriminator_lr, lr_decay_every=0)
 
 
 def image_bank(cfg: RunConfig) -> ImageBank:
@@ -315,32 +308,41 @@ def image_bank(cfg: RunConfig) -> ImageBank:
     return bank
 
 
-def train_wtf_rl(cfg: RunConfig) -> TrainResult:
+def open_distinct_session(cfg: RunConfig, mined: int = 0) -> tuple[Session, RetrievalReward]:
+    """The session of a [Chaffin24] method with its two parts (policy, discriminator) begun, and its
+    retrieval reward (the frozen retriever and its image bank); ``mined``: ``wtf_rl.mined_captions``."""
     s = open_session(cfg, splits=("train", cfg.val.split))
-    w, paths = cfg.wtf_rl, cfg.reward.paths
+    w, paths = section(cfg), cfg.reward.paths
     if "retrieval" not in paths:
-        raise ConfigError("algorithm=wtf_rl needs reward.paths.retrieval: a retriever (rlcap retrieval train) "
-                          "or a local CLIP folder")
+        raise ConfigError(f"algorithm={cfg.algorithm} needs reward.paths.retrieval: a retriever (rlcap retrieval "
+                          "train) or a local CLIP folder")
     train = s.data.splits["train"]
     captions_of = dict(zip(train.ids, train.refs)) if cfg.reward.negative_captions else None
     reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), w.similarity,
                              cfg.reward.retrieval_tau, cfg.reward.hard_negatives, cfg.reward.negative_captions,
                              captions_of)
-    if w.mined_captions > reward.hard_negatives:
-        raise ConfigError(f"wtf_rl.mined_captions ({w.mined_captions}) names neighbours outside the image pool: "
+    if mined > reward.hard_negatives:
+        raise ConfigError(f"wtf_rl.mined_captions ({mined}) names neighbours outside the image pool: "
                           f"at most reward.hard_negatives ({reward.hard_negatives})")
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
-    s.logger.note(f"[Chaffin24]: trajectories {w.trajectories}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
+    what = (f"trajectories {cfg.wtf_rl.trajectories}" if cfg.algorithm == "wtf_rl"
+            else "SCST's samples with the greedy baseline")
+    s.logger.note(f"[Chaffin24]: {what}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
                   f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
-                  f"{reward.negative_captions} each, the policy's greedy captions of {w.mined_captions}); "
+                  f"{reward.negative_captions} each, the policy's greedy captions of {mined}); "
                   f"retriever {paths['retrieval']} ({reward.retriever.kind})")
     s.model.train()
     s.parts[DISCRIMINATOR].module.train()
+    return s, reward
+
+
+def train_wtf_rl(cfg: RunConfig) -> TrainResult:
+    s, reward = open_distinct_session(cfg, cfg.wtf_rl.mined_captions)
+    # phase 1 (discriminator pretraining), then eq. 3 per batch
     if not pretrain_discriminator(s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
-            step = scst_discriminator_step if w.trajectories == "sample" else wtf_rl_step
-            if finish_step(s, step(s, batch, reward)._asdict()):
+            if finish_step(s, wtf_rl_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)

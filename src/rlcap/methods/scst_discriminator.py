@@ -1,0 +1,76 @@
+"""SCST-Discriminator, [Chaffin24]'s Table 1 row: self-critical sequence training [Rennie17] on the
+reward r = alpha * r_sim + (1 - alpha) * p_D of eq. 3, r_sim CLIP-S in the paper.
+
+The parts, the retrieval reward and the discriminator's pretraining are WTF-RL's
+(``methods/wtf_rl.py``); per batch: ``rl.n_samples`` samples per image (their log-probabilities
+carry the gradient), the greedy caption and the ground truth; one discriminator step on the
+ground truth against the samples; then REINFORCE with each image's greedy caption's reward as the
+baseline of its samples.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from rlcap.config import help_field
+from rlcap.data.loader import Batch
+from rlcap.methods.wtf_rl import (DISCRIMINATOR, DiscriminatorRewardConfig, WtfStats, decode_trajectories,
+                                  discriminator_step, open_distinct_session, pretrain_discriminator)
+from rlcap.rewards.retrieval import RetrievalReward
+from rlcap.rl.contrastive import weighted_reward
+from rlcap.rl.losses import reinforce_loss
+from rlcap.train.config import RunConfig
+from rlcap.train.rollout import caption_lengths, rollout
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+
+
+@dataclass
+class ScstDiscriminatorConfig(DiscriminatorRewardConfig):
+    """algorithm=scst_discriminator: SCST on eq. 3's r, the discriminator trained on ground truth
+    against the samples."""
+
+    SECTION: ClassVar[str] = "scst_discriminator"
+
+    similarity: str = help_field("clip_s", "r_sim: clip_s ([Chaffin24]'s row), or bicont, i2t, t2i over the "
+                                           "samples, greedy captions and ground truth of the batch")
+
+
+def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
+    """[Chaffin24]'s SCST-Discriminator row: n samples per image with the greedy caption's reward as the
+    baseline (Rennie et al.), r = alpha * r_sim + (1 - alpha) * p_D (r_sim CLIP-S in [Chaffin24])."""
+    cfg, start = s.cfg, time.perf_counter()
+    b, n = len(batch.ids), cfg.rl.n_samples
+    # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    traj = decode_trajectories(s, batch, beam=False)
+    captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
+    ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
+    texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
+    # 2. the discriminator's step on ground truth against the samples, then p_D
+    d_loss, d_acc = discriminator_step(s, texts, images, b * n, human_from=b * n + b)
+    with torch.no_grad():
+        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))
+    # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples
+    sim = reward.pool_scores(texts, ids)
+    r = weighted_reward(sim, p_human, cfg.scst_discriminator.alpha)
+    r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
+    loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
+    optimizer_step(s, loss)
+    return WtfStats(loss.item(), d_loss, d_acc, float(r_samples.mean()), float(r[b * n + b:].mean()),
+                    float(sim[:b * n].mean()), float(p_human[:b * n].mean()), float(caption_lengths(roll.tokens).mean()),
+                    2.0, time.perf_counter() - start)
+
+
+
+def train_scst_discriminator(cfg: RunConfig) -> TrainResult:
+    s, reward = open_distinct_session(cfg)
+    # phase 1 (discriminator pretraining, as WTF-RL's), then SCST on eq. 3's r per batch
+    if not pretrain_discriminator(s, reward):
+        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
+            if finish_step(s, scst_discriminator_step(s, batch, reward)._asdict()):
+                break
+    return finish_run(s)
