@@ -27,8 +27,8 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     from rlcap.bench.distinct import image_embeddings
     from rlcap.data.loader import load_data
     from rlcap.models.retriever import load_retriever
-    from rlcap.train.config import load_run_config
-    from rlcap.train.evaluate import decode_split
+    from rlcap.train.run_config import load_run_config
+    from rlcap.train.decode_split import decode_split
     from rlcap.train.session import load_model
 
     model, vocab, _ = load_model(REPO / out / "wtf_rl" / "last")  # the checkpoint the table judges

@@ -44,7 +44,7 @@ from rlcap.models import build_model  # noqa: E402
 from rlcap.models.baseline_mlp import BaselineMLP  # noqa: E402
 from rlcap.rewards import RewardBatch, RewardConfig, build_reward  # noqa: E402
 from rlcap.methods import pg  # noqa: E402
-from rlcap.train.config import load_run_config  # noqa: E402
+from rlcap.train.run_config import load_run_config  # noqa: E402
 from rlcap.train.learned_baseline import BASELINE  # noqa: E402
 from rlcap.train.rollout import caption_lengths  # noqa: E402
 from rlcap.methods.scst import scst_step  # noqa: E402

@@ -1,6 +1,6 @@
 """Random samples' CIDEr-D and diversity at given temperatures, for trained checkpoints on one split.
 
-The ``rs`` columns of the method tables (:mod:`rlcap.bench.evaluate`), on the first ``--images``
+The ``rs`` columns of the method tables (:mod:`rlcap.bench.rows`), on the first ``--images``
 images of a split and at each ``--temperatures`` value: 5 samples per image, seed 0, CIDEr-D
 averaged over the 5 (document frequencies from those images' references), Div-1, Div-2 and
 mBLEU-4 of the 5. docs/CONCEPTS.md ("SLL-SLE's diversity where the RL methods sample") was measured
@@ -18,7 +18,7 @@ DATASET, FEATURES = "data/coco-concepts/dataset_concepts.json", "data/coco-conce
 
 
 def scores(checkpoint: str, split_name: str, images: int, temperature: float, dataset: str, features: str) -> dict:
-    from rlcap.bench.evaluate import DIVERSITY, caption_sets
+    from rlcap.bench.rows import DIVERSITY, caption_sets
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.metrics import score_captions
     from rlcap.train.session import load_model

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.data.synthetic.agreement import salient_object_accuracy, salient_template
     from rlcap.data.synthetic.captions import SIZE_WORDS
     from rlcap.metrics import score_captions
-    from rlcap.train.evaluate import decode_split
+    from rlcap.train.decode_split import decode_split
     from rlcap.train.session import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

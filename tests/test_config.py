@@ -4,7 +4,7 @@ import pytest
 
 from rlcap.config import apply_overrides, describe
 from rlcap.errors import ConfigError
-from rlcap.train.config import RunConfig, load_run_config
+from rlcap.train.run_config import RunConfig, load_run_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

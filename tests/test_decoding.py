@@ -8,9 +8,8 @@ import torch
 from torch import nn
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import DecodeConfig, DecodeResult, beam_search, decode, draw, entropy, filter_logits, greedy, sample
+from rlcap.decoding import DecodeResult, beam_search, draw, entropy, filter_logits, greedy, sample
 from rlcap.decoding.beam import repeated_ngrams
-from rlcap.errors import ConfigError
 from rlcap.models import Feats, ModelConfig, build_model
 
 A, B_ = 3, 4  # the two words of the table model
@@ -347,22 +346,3 @@ def test_greedy_and_beam_outputs_can_feed_autograd(arch):
         assert result.tokens.shape[1] <= 5 and result.mask.dtype == torch.bool
         inputs = torch.cat([torch.full((2 * n, 1), BOS), result.tokens], 1)
         model(feats, inputs, seq_per_img=n).sum().backward()  # no inference-tensor error
-
-
-# --- config -------------------------------------------------------------------------------------
-
-
-def test_decode_dispatches_on_method():
-    model, feats = PrefixModel(), feats_for([0.3])
-    assert torch.equal(decode(model, feats, DecodeConfig(method="greedy", max_len=4)).tokens,
-                       greedy(model, feats, 4).tokens)
-    assert decode(model, feats, DecodeConfig(method="beam", beam_size=4, n_best=2, max_len=4)).tokens.size(0) == 2
-    assert decode(model, feats, DecodeConfig(method="sample", n=3, max_len=4)).tokens.size(0) == 3
-
-
-@pytest.mark.parametrize("kwargs, name", [
-    ({"method": "nucleus"}, "method"), ({"top_p": 0.0}, "top_p"), ({"n_best": 4, "beam_size": 3}, "n_best"),
-    ({"temperature": 0}, "temperature"), ({"max_len": 0}, "max_len"), ({"no_repeat_ngram": -1}, "no_repeat_ngram")])
-def test_decode_config_rejects_bad_values(kwargs, name):
-    with pytest.raises(ConfigError, match=name):
-        DecodeConfig(**kwargs)

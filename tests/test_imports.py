@@ -97,12 +97,12 @@ def test_the_checker_finds_a_circle():
 
 def test_no_import_circle_in_src():
     graph = import_graph()
-    assert len(graph) > 150 and "rlcap.train.config" in graph["rlcap.methods.scst"]
+    assert len(graph) > 150 and "rlcap.train.run_config" in graph["rlcap.methods.scst"]
     assert circles(graph) == []
 
 
 def test_the_config_schema_imports_no_reward_implementation():
-    code = ("import sys, rlcap.train.config; "
+    code = ("import sys, rlcap.train.run_config; "
             "print(sorted(m for m in sys.modules if m.startswith('rlcap.rewards')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['rlcap.rewards', 'rlcap.rewards.config', 'rlcap.rewards.registry']"
+    assert out.strip() == "['rlcap.rewards', 'rlcap.rewards.registry', 'rlcap.rewards.reward_config']"

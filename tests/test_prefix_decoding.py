@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import (DecodeConfig, DecodeResult, beam_search, continue_decoding, decode, entropy, greedy,
+from rlcap.decoding import (DecodeResult, beam_search, continue_decoding, entropy, greedy,
                             prefix_rollouts, sample)
 from rlcap.models import Feats, ModelConfig, build_model, expand_memory
-from rlcap.models.config import ARCHS
+from rlcap.models.model_config import ARCHS
 from tests.test_decoding import A, B_, PrefixModel, TableModel, brute_force, captions, feats_for
 
 V = 13
@@ -276,8 +276,8 @@ def test_results_without_hidden_stay_five_fields_compatible():
     result = DecodeResult(*(torch.zeros(1, 1) for _ in range(5)))
     assert result.hidden is None and len(result) == 6
     model, feats = build("fc")
-    assert decode(model, feats, DecodeConfig(method="beam", max_len=4)).hidden is None
-    assert decode(model, feats, DecodeConfig(method="greedy", max_len=4), return_hidden=True).hidden.shape[2] == 8
+    assert beam_search(model, feats, 3, 4).hidden is None
+    assert greedy(model, feats, 4, return_hidden=True).hidden.shape[2] == 8
 
 
 # --- Monte-Carlo rollouts -----------------------------------------------------------------------

@@ -7,15 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlcap.train.config import RunConfig
-from rlcap.train.config import load_run_config as _load_run_config
+from rlcap.train.run_config import RunConfig
+from rlcap.train.run_config import load_run_config as _load_run_config
 
 log = logging.getLogger(__name__)
 
 
 def load_run_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
     """A recipe and ``key=value`` overrides as the run config of its method
-    (:func:`rlcap.train.config.load_run_config`)."""
+    (:func:`rlcap.train.run_config.load_run_config`)."""
     return _load_run_config(path, overrides)
 
 
@@ -74,15 +74,12 @@ def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, ma
     import dataclasses
 
     from rlcap.config import from_dict
-    from rlcap.train.config import DecodeSettings
+    from rlcap.train.run_config import DecodeSettings
 
     own = from_dict(DecodeSettings, dict(config.get("decode", {})))
     given = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
              "no_repeat_ngram": no_repeat_ngram}
     return from_dict(DecodeSettings, {**dataclasses.asdict(own), **{k: v for k, v in given.items() if v is not None}})
-
-
-CHECKPOINT_DATA_PATHS = ("dataset", "features", "coco_splits")
 
 
 def checkpoint_data_config(checkpoint: str | Path, config: dict[str, Any], overrides: list[str] | None = None) -> Any:
@@ -97,20 +94,20 @@ def checkpoint_data_config(checkpoint: str | Path, config: dict[str, Any], overr
     import os
 
     from rlcap.config import apply_overrides, from_dict
-    from rlcap.data.loader import DataConfig
+    from rlcap.data.loader import DATA_PATHS, DataConfig
     from rlcap.errors import DataError
 
     data = dict(config["data"])
     relative_to = config.get("paths_relative_to")  # absent in checkpoints written before it existed
     if relative_to not in (None, "checkpoint"):
         raise DataError(f"{checkpoint}: paths_relative_to is {relative_to!r}; expected 'checkpoint'")
-    stored = {key: data[key] for key in CHECKPOINT_DATA_PATHS if data.get(key)}
+    stored = {key: data[key] for key in DATA_PATHS if data.get(key)}
     if relative_to == "checkpoint":
         for key, value in stored.items():
             data[key] = os.path.normpath(Path(checkpoint).resolve() / value)
     data = apply_overrides(data, list(overrides or []))
     given = {item.split("=", 1)[0].strip() for item in overrides or []}
-    for key in CHECKPOINT_DATA_PATHS:
+    for key in DATA_PATHS:
         path = data.get(key)
         if not path or Path(path).exists() or (key == "features" and Path(f"{path}_att").is_dir()):
             continue  # (a features path may name self-critical <prefix>_fc/_att folders by their prefix)
@@ -187,7 +184,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
 
     from rlcap.data.loader import load_data
     from rlcap.files import check_writable
-    from rlcap.train.evaluate import decode_split, score_predictions
+    from rlcap.train.decode_split import decode_split, score_predictions
     from rlcap.train.session import load_model
 
     if out_dir is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rlcap import api
-from rlcap.train.config import load_run_config
+from rlcap.train.run_config import load_run_config
 
 if TYPE_CHECKING:
     from rlcap.data.synthetic.shapes import ShapesConfig

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from rlcap.data.vocab import BOS
 from rlcap.errors import ConfigError
 from rlcap.models import MODELS, Feats, ModelConfig, build_model, expand_batch, select_batch
-from rlcap.models.config import ARCHS
+from rlcap.models.model_config import ARCHS
 
 V, FC_DIM, ATT_DIM, B, N, T = 17, 12, 10, 3, 5, 6
 

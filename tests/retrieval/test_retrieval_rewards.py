@@ -59,7 +59,7 @@ def test_tau_defaults_to_the_retrievers_own():
 def test_registry_builds_from_a_trained_dual_encoder(tmp_path):
     from rlcap import api
     from rlcap.rewards import build_reward
-    from rlcap.rewards.config import RewardConfig
+    from rlcap.rewards.reward_config import RewardConfig
     from rlcap.data.loader import DataConfig
     from rlcap.rewards.image_bank import build_image_bank
     from tests.tiny import make_tiny_dataset, tiny_overrides

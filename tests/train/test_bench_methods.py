@@ -65,10 +65,10 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     """Near temperature 0 the 5 samples of an image are its greedy caption (but for near-ties of an
     undertrained model); the row carries rs@T."""
     from rlcap import api
-    from rlcap.bench.evaluate import caption_sets, method_row
+    from rlcap.bench.rows import caption_sets, method_row
     from rlcap.bench.registry import BENCHMARKS
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.train.evaluate import decode_split
+    from rlcap.train.decode_split import decode_split
     from rlcap.train.session import load_model
 
     dataset, feats = tiny_data

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from rlcap.config import describe
-from rlcap.train.config import run_config_class
+from rlcap.train.run_config import run_config_class
 from rlcap.train.config_doc import config_markdown
 from rlcap.train.registry import METHODS
 

@@ -73,7 +73,7 @@ def test_a_method_from_a_test_file_trains_and_resumes_after_sigkill(xe, tmp_path
 
 
 def test_a_run_parses_only_its_methods_sections(caplog):
-    with caplog.at_level(logging.WARNING, logger="rlcap.train.config"):
+    with caplog.at_level(logging.WARNING, logger="rlcap.train.run_config"):
         cfg = api.load_run_config(None, ["algorithm=scst", "xe.epochs=3", "hrl.gamma=0.5", "scst.baseline=none"])
     assert cfg.scst.baseline == "none" and not hasattr(cfg, "hrl") and not hasattr(cfg, "xe")
     assert [r.getMessage() for r in caplog.records] == ["algorithm=scst does not read the sections hrl, xe (left out)"]

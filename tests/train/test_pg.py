@@ -205,7 +205,7 @@ def test_bench_methods_train_from_xe_with_their_recipe(method, algorithm, reward
     from pathlib import Path
 
     from rlcap.bench.registry import METHODS
-    from rlcap.train.config import load_run_config
+    from rlcap.train.run_config import load_run_config
 
     xe, stage = METHODS[method].stages
     assert xe.name == "xe" and stage.init_from == "xe"

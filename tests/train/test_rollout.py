@@ -6,7 +6,7 @@ import torch
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import EOS, SPECIALS, Vocab
 from rlcap.models import Feats, ModelConfig, build_model
-from rlcap.train.config import DecodeSettings, RLConfig
+from rlcap.train.run_config import DecodeSettings, RLConfig
 from rlcap.train.rollout import rollout
 
 

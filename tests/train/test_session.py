@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlcap.errors import ConfigError
-from rlcap.train.config import OptimConfig
+from rlcap.train.run_config import OptimConfig
 from rlcap.train.session import Part, optimizer_step
 
 

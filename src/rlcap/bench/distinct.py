@@ -9,7 +9,7 @@
   more diverse.
 
 The writing-quality columns (BLEU-4, ROUGE-L, CIDEr-D, METEOR, SPICE) are the beam column of
-:func:`rlcap.bench.evaluate.method_row`.
+:func:`rlcap.bench.rows.method_row`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from rlcap import api
 from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
 from rlcap.recipes import find_recipes
-from rlcap.train.config import load_run_config
+from rlcap.train.run_config import load_run_config
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
     ``xe_overrides`` apply to the stages whose recipe trains with algorithm ``xe``, ``rl_overrides``
     to every other stage (the budget of the methods compared); an override of a section reaches the
     stages whose method reads that section (``mixer.start`` the MIXER stage, ``rl.epochs`` the
-    sequence-level ones: :func:`rlcap.train.config.load_run_config`)."""
+    sequence-level ones: :func:`rlcap.train.run_config.load_run_config`)."""
     recipes = BENCHMARKS[benchmark].recipes
     best: dict[str, Path] = {}
     for stage in stages_of(methods, benchmark):
@@ -58,7 +58,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     own, :func:`rlcap.recipes.find_recipes`), checked before any data is generated.
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
-    from rlcap.bench.evaluate import method_row
+    from rlcap.bench.rows import method_row
     from rlcap.bench.report import plot_curves, results_markdown, training_cost
     from rlcap.data.loader import load_data
     from rlcap.train.session import load_model
@@ -114,7 +114,7 @@ def method_checkpoint(method: Any, best: dict[str, Path]) -> Path:
 def _lookahead_beam(checkpoint: Path, test: Any, max_len: int) -> tuple[dict[str, str], dict]:
     """The test captions of an ``ac`` checkpoint by lookahead inference at the lambda its run chose on
     validation (the run folder's lookahead.json), with the table's beam size 3, as
-    :func:`rlcap.bench.evaluate.method_row` decodes every other method."""
+    :func:`rlcap.bench.rows.method_row` decodes every other method."""
     from rlcap.methods.lookahead import load_actor_critic, lookahead_predictions, read_choice
 
     chosen = read_choice(checkpoint.parent)

@@ -25,7 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "data": "rlcap.cli.data",
     "features": "rlcap.cli.features",
     "train": "rlcap.cli.train",
-    "eval": "rlcap.cli.evaluate",
+    "eval": "rlcap.cli.evaluation",
     "caption": "rlcap.cli.caption",
     "score": "rlcap.cli.score",
     "demo": "rlcap.cli.demo",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rlcap import api
 from rlcap.config import describe
-from rlcap.train.config import metric_label, run_config_class
+from rlcap.train.run_config import metric_label, run_config_class
 
 if TYPE_CHECKING:
     from rlcap.train.session import TrainResult

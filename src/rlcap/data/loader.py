@@ -27,6 +27,10 @@ from rlcap.data.feats import Feats
 log = logging.getLogger(__name__)
 
 
+# the DataConfig fields that are paths: a checkpoint stores them relative to its folder
+DATA_PATHS = ("dataset", "features", "coco_splits")
+
+
 @dataclass
 class DataConfig:
     dataset: str = help_field("", "caption file: Karpathy split JSON, COCO annotations (with coco_splits), MSR-VTT "

@@ -28,11 +28,10 @@ n rows, then image 1's, ...). Conventions shared by all of them:
 
 from rlcap.decoding.beam import beam_search
 from rlcap.decoding.lookahead import lookahead_search
-from rlcap.decoding.dispatch import METHODS, DecodeConfig, decode
 from rlcap.decoding.policy import banned_words, draw, entropy, filter_logits, word_logprobs
 from rlcap.decoding.result import DecodeResult
 from rlcap.decoding.rollouts import prefix_rollouts
 from rlcap.decoding.sampling import continue_decoding, greedy, sample
 
-__all__ = ["METHODS", "DecodeConfig", "DecodeResult", "banned_words", "beam_search", "continue_decoding", "decode",
+__all__ = ["DecodeResult", "banned_words", "beam_search", "continue_decoding", "decode",
            "draw", "entropy", "filter_logits", "greedy", "lookahead_search", "prefix_rollouts", "sample", "word_logprobs"]

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.policy import Chooser, banned_words, entropy, sampler, word_logprobs
 from rlcap.decoding.result import DecodeResult, cut_after_eos, zero_pads
-from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, select_batch
+from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, same_kind, select_batch
 
 
 def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int, max_len: int,
@@ -124,7 +124,7 @@ def _sample_on(model: Captioner, group_memory: Tensors, starts: list[tuple[Tenso
             idx = group_b[active:end].repeat_interleave(k)  # (n_new,) image of each new row
             start_state, start_lp, start_hid = starts[p]
             joining = select_batch(start_state, idx)
-            state = tuple(torch.cat(pair) for pair in zip(state, joining)) if state else joining
+            state = same_kind(joining, [torch.cat(pair) for pair in zip(state, joining)]) if state else joining
             lp = _append(lp, start_lp.index_select(0, idx))  # (n, V)
             hid = _append(hid, start_hid.index_select(0, idx)) if return_hidden else None  # (n, H)
             done = _append(done, torch.zeros(idx.numel(), dtype=torch.bool, device=idx.device))  # (n,)

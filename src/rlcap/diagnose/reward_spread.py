@@ -27,7 +27,7 @@ from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
 from rlcap.errors import DataError
 from rlcap.progress import track
 from rlcap.rewards import RewardConfig, build_reward
-from rlcap.train.config import RLConfig
+from rlcap.train.run_config import RLConfig
 from rlcap.train.rollout import reward_batch
 from rlcap.train.session import load_model
 

@@ -36,7 +36,7 @@ from rlcap.models.value import VALUE_MODELS
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.config import OptimConfig, RunConfig, check_min
+from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
 from rlcap.train.sequence import conventions, pretrain_phase, train_reward
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,

@@ -22,7 +22,7 @@ from rlcap.data.chunker import chunk_starts
 from rlcap.data.vocab import BOS, PAD
 from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
-from rlcap.train.config import RunConfig, check_min
+from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (TrainResult, add_part, begin, finish_run, finish_step, open_session, optimizer_step,
     save)
 

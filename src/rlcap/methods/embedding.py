@@ -27,7 +27,7 @@ from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
 from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
-from rlcap.train.config import RunConfig, check_min
+from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
     open_session, optimizer_step, save)
 

@@ -43,7 +43,7 @@ from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.config import RunConfig, check_min
+from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.sequence import train_reward
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
@@ -202,7 +202,7 @@ def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
         ban = banned_words(step_lp.size(1), step_lp) if ban is None else ban
         step_lp = word_logprobs(step_lp, ban)  # the policy decoding draws from: PAD and BOS never written
         starts.append(model.segment_start(state))
-        h_m.append(state[2])
+        h_m.append(state.h_m)
         word = step_lp.detach().argmax(1).masked_fill(done, PAD)  # greedy: the worker as the oracle (line 13)
         logprobs.append(torch.where(done, 0.0, step_lp.gather(1, word.clamp(min=0)[:, None]).squeeze(1)))
         tokens.append(word)
@@ -210,8 +210,9 @@ def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
         if bool(done.all()):
             break
         with torch.no_grad():
-            ends = model.critic.step(state[5], word)[0] > 0  # (B,) the next step starts a segment
-        state = (*(torch.where(ends[:, None], x.detach(), x) for x in state[:2]), *state[2:])
+            ends = model.critic.step(state.h_i, word)[0] > 0  # (B,) the next step starts a segment
+        state = state._replace(h_w=torch.where(ends[:, None], state.h_w.detach(), state.h_w),
+                               c_w=torch.where(ends[:, None], state.c_w.detach(), state.c_w))
     tokens_t = torch.stack(tokens, 1)
     return tokens_t, torch.stack(logprobs, 1), torch.stack(starts, 1) & (tokens_t != PAD), torch.stack(h_m, 1)
 

@@ -22,16 +22,16 @@ from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import lookahead_search
 from rlcap.errors import RlcapError
+from rlcap.methods.actor_critic import VALUE
 from rlcap.files import write_json
 from rlcap.models import ValueModel, build_value_model
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.evaluate import score_predictions
+from rlcap.train.decode_split import score_predictions
 from rlcap.train.session import Session, load_model
 
 log = logging.getLogger(__name__)
 
-VALUE = "value"
 
 
 class LookaheadChoice(NamedTuple):

@@ -25,7 +25,7 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
-from rlcap.train.config import RunConfig, check_min, check_positive
+from rlcap.train.run_config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches

@@ -25,7 +25,7 @@ from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
 from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
-from rlcap.train.config import RunConfig, check_min, check_positive
+from rlcap.train.run_config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches

@@ -23,7 +23,7 @@ from rlcap.methods.wtf_rl import (DISCRIMINATOR, DiscriminatorRewardConfig, WtfS
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 

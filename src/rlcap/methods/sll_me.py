@@ -18,7 +18,7 @@ from rlcap.methods.scst import ScstConfig, scst_baseline
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, rl_run
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches

@@ -22,7 +22,7 @@ from rlcap.rewards import Reward
 from rlcap.rl.baselines import greedy_baseline, leave_one_out_baseline
 from rlcap.rl.losses import entropy_bonus
 from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
-from rlcap.train.config import RunConfig
+from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches

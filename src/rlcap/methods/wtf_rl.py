@@ -49,7 +49,7 @@ from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_ban
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.config import OptimConfig, RunConfig, check_min
+from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,

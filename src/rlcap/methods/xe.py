@@ -11,7 +11,7 @@ from rlcap.data.feats import Feats
 from rlcap.data.vocab import PAD
 from rlcap.errors import ConfigError
 from rlcap.rl.losses import xe_loss
-from rlcap.train.config import RunConfig, check_min
+from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, finish_run, finish_step, optimizer_step, start_session,
     train_batches)
 

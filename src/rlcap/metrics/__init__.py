@@ -2,7 +2,7 @@
 diversity and retrieval metrics, and the fast CIDEr-D reward scorer. No torch in here."""
 
 from rlcap.metrics.cider_reward import CiderD
-from rlcap.metrics.evaluate import (
+from rlcap.metrics.scoring import (
     DEFAULT_METRICS,
     METRIC_NAMES,
     METRICS,

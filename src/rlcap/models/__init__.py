@@ -6,7 +6,7 @@ from torch import nn
 
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, expand_batch, expand_memory, select_batch
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 from rlcap.models.hrl import HRLCaptioner
 from rlcap.models.embedding import EmbeddingModel, EmbeddingModelConfig, ImageTextEmbedder, load_embedding_model
 from rlcap.models.show_tell import ShowTell

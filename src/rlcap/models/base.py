@@ -48,8 +48,15 @@ def expand_memory(model: object, memory: Tensors, n: int) -> Tensors:
 
 
 def select_batch(tensors: Tensors, index: torch.Tensor) -> Tensors:
-    """Pick rows by ``index`` (K,) from every tensor: (B, ...) -> (K, ...)."""
-    return tuple(t.index_select(0, index) for t in tensors)
+    """Pick rows by ``index`` (K,) from every tensor: (B, ...) -> (K, ...). A NamedTuple state
+    (the HRL captioner's) stays one."""
+    return same_kind(tensors, [t.index_select(0, index) for t in tensors])
+
+
+def same_kind(template: Tensors, tensors: list[torch.Tensor]) -> Tensors:
+    """``tensors`` as a state of ``template``'s kind: the same NamedTuple (the HRL captioner's
+    :class:`~rlcap.models.hrl.HrlState`), else a plain tuple."""
+    return type(template)(*tensors) if hasattr(template, "_fields") else tuple(tensors)
 
 
 class Captioner(Protocol):

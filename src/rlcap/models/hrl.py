@@ -26,6 +26,7 @@ are frozen (trained first, ``train/critic.py`` when it lands; [Wang18 sec. 3.2])
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +36,7 @@ from torch import nn
 from rlcap.data.vocab import Vocab
 from rlcap.errors import RlcapError
 from rlcap.models.base import Feats, Tensors
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 
 
 class AdditiveAttention(nn.Module):
@@ -77,6 +78,19 @@ class InternalCritic(nn.Module):
             logit, h = self.step(h, tokens[:, t])
             logits.append(logit)
         return torch.stack(logits, 1)
+
+
+class HrlState(NamedTuple):
+    """The decoding state of :class:`HRLCaptioner`, each (B, ...)."""
+
+    h_w: torch.Tensor      # the worker LSTM's hidden and cell state
+    c_w: torch.Tensor
+    h_m: torch.Tensor      # the manager LSTM's
+    c_m: torch.Tensor
+    goal: torch.Tensor     # the current goal g ([Wang18 eq. 5])
+    h_i: torch.Tensor      # the internal critic's GRU state ([Wang18 eq. 9])
+    started: torch.Tensor  # (B, 1) 1 after the first step
+    new: torch.Tensor      # (B, 1) 1 where the step that returned this state started a segment
 
 
 class HRLCaptioner(nn.Module):
@@ -126,20 +140,20 @@ class HRLCaptioner(nn.Module):
         high, _ = nn.utils.rnn.pad_packed_sequence(high, batch_first=True, total_length=x.size(1))  # (B, N, h)
         return (low, self.worker_att.mem(low), high, self.manager_att.mem(high), mask)
 
-    def init_state(self, memory: Tensors) -> Tensors:
+    def init_state(self, memory: Tensors) -> HrlState:
         b, h = memory[0].size(0), self.worker.hidden_size
         z = memory[0].new_zeros
-        return (z(b, h), z(b, h), z(b, self.manager.hidden_size), z(b, self.manager.hidden_size),
-                z(b, self.goal.out_features), z(b, self.critic.rnn.hidden_size), z(b, 1), z(b, 1))
+        return HrlState(z(b, h), z(b, h), z(b, self.manager.hidden_size), z(b, self.manager.hidden_size),
+                        z(b, self.goal.out_features), z(b, self.critic.rnn.hidden_size), z(b, 1), z(b, 1))
 
-    def hidden(self, state: Tensors) -> torch.Tensor:
-        return state[0]
+    def hidden(self, state: HrlState) -> torch.Tensor:
+        return state.h_w
 
-    def segment_start(self, state: Tensors) -> torch.Tensor:
+    def segment_start(self, state: HrlState) -> torch.Tensor:
         """(B,) bool: the step that returned ``state`` started a segment (the manager emitted a goal)."""
-        return state[7][:, 0] > 0.5
+        return state.new[:, 0] > 0.5
 
-    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
+    def step(self, memory: Tensors, state: HrlState, tokens: torch.Tensor) -> tuple[torch.Tensor, HrlState]:
         low, low_proj, high, high_proj, mask = memory
         h_w, c_w, h_m, c_m, goal, h_i, started, _ = state
         # 1. the internal critic reads a_{t-1}: did the segment end with it? (a segment starts at t = 0)
@@ -157,7 +171,7 @@ class HRLCaptioner(nn.Module):
         c_wrk = self.worker_att(low, low_proj, mask, h_w)
         h_w, c_w = self.worker(torch.cat([c_wrk, goal, self.drop(self.embed(tokens))], 1), (h_w, c_w))
         logprobs = F.log_softmax(self.logit(self.drop(h_w)), dim=-1)
-        return logprobs, (h_w, c_w, h_m, c_m, goal, h_i, torch.ones_like(started), new)
+        return logprobs, HrlState(h_w, c_w, h_m, c_m, goal, h_i, torch.ones_like(started), new)
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing (eq. 26): tokens (B*n, T) from BOS -> log-probabilities (B*n, T, V)."""

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcap.models.base import Feats, Tensors, expand_batch
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 from rlcap.models.linear import Linear, addmm
 from rlcap.models.lstm import WordGates, lstm_update
 

@@ -48,7 +48,7 @@ from torch import nn
 
 from rlcap.errors import ConfigError
 from rlcap.models.base import Feats, Tensors
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 from rlcap.models.linear import Linear
 
 

@@ -22,7 +22,7 @@ from torch import nn
 
 from rlcap.models.attention import additive_scores, weighted_sum
 from rlcap.models.base import Feats, Tensors
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 from rlcap.models.linear import Linear, addmm
 from rlcap.models.lstm import WordGates, lstm_update
 

@@ -17,7 +17,7 @@ from typing import Any
 _WHERE = {
     "EOS_TOKEN": "batch", "Reward": "batch", "RewardBatch": "batch", "TrainRefs": "batch",
     "NonFiniteRewardError": "combine", "WeightedReward": "combine", "check_finite": "combine",
-    "RewardConfig": "config", "RewardContext": "context",
+    "RewardConfig": "reward_config", "RewardContext": "context",
     "BleuReward": "metric_rewards", "CiderDReward": "metric_rewards", "MeteorReward": "metric_rewards",
     "RougeLReward": "metric_rewards", "SpiceReward": "spice_rewards", "SpiderReward": "spice_rewards",
     "REWARDS": "registry", "load_dotted": "registry", "build_reward": "build", "resolve_reward": "build",

@@ -7,7 +7,7 @@ from typing import Any
 
 from rlcap.rewards.batch import Reward, TrainRefs
 from rlcap.rewards.combine import WeightedReward
-from rlcap.rewards.config import RewardConfig
+from rlcap.rewards.reward_config import RewardConfig
 from rlcap.rewards.context import RewardContext
 from rlcap.rewards.registry import REWARDS, _is_dotted, factory, load_dotted, unknown_reward
 

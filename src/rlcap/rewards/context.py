@@ -40,7 +40,7 @@ class RewardContext:
 
     @classmethod
     def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
-        """The context of a run's reward section (a :class:`~rlcap.rewards.config.RewardConfig`): its
+        """The context of a run's reward section (a :class:`~rlcap.rewards.reward_config.RewardConfig`): its
         conventions, paths and retrieval settings; ``run``: vocab, fc_dim, att_dim, device."""
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from rlcap.config import describe
-from rlcap.rewards.config import RewardConfig
-from rlcap.train.config import RLConfig, RunConfig, run_config_class
+from rlcap.rewards.reward_config import RewardConfig
+from rlcap.train.run_config import RLConfig, RunConfig, run_config_class
 from rlcap.train.registry import METHODS, resolve
 
 

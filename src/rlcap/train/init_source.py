@@ -28,7 +28,7 @@ STARTS_FROM_XE = ("scst", "sll_me", "sll_sle", "ac", "pg", "mixer", "wtf_rl")
 def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
     """Check ``init`` (the checkpoint of ``cfg.init_from``; None when resuming or starting fresh)
     against ``data``; :class:`DataError` for a mismatch (see the module docstring).
-    ``cfg``: a :class:`rlcap.train.config.RunConfig`."""
+    ``cfg``: a :class:`rlcap.train.run_config.RunConfig`."""
     if not cfg.init_from:
         if cfg.algorithm in STARTS_FROM_XE:
             log.warning("algorithm=%s starts from random weights (no init_from): it is meant to continue an XE "

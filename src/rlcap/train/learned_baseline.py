@@ -15,7 +15,7 @@ from typing import Iterator
 from rlcap.errors import ConfigError
 from rlcap.models.baseline_mlp import BaselineMLP
 from rlcap.rewards import WeightedReward
-from rlcap.train.config import RunConfig
+from rlcap.train.run_config import RunConfig
 from rlcap.train.sequence import conventions, train_reward
 from rlcap.train.session import Session, add_part, begin, open_session
 

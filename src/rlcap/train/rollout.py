@@ -11,7 +11,7 @@ from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.decoding import DecodeResult, banned_words, beam_search, entropy, greedy, sample, word_logprobs
 from rlcap.rewards import Reward, RewardBatch
-from rlcap.train.config import DecodeSettings, RLConfig
+from rlcap.train.run_config import DecodeSettings, RLConfig
 
 
 class Rollout(NamedTuple):

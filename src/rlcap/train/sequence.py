@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
-from rlcap.train.config import RunConfig
+from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import greedy_captions, score
 from rlcap.train.session import Session, feature_dims, finish_step, start_session
 

@@ -25,13 +25,13 @@ import torch
 from tqdm.auto import tqdm
 
 from rlcap.config import from_dict, to_dict
-from rlcap.data.loader import Batch, CaptionData, load_data
+from rlcap.data.loader import DATA_PATHS, Batch, CaptionData, load_data
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import build_model
-from rlcap.models.config import ModelConfig
+from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover, rng_state,
     save_checkpoint, set_rng_state)
-from rlcap.train.config import OptimConfig, RunConfig, metric_label
+from rlcap.train.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start
 from rlcap.train.logger import RunLogger
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
@@ -57,7 +57,7 @@ class Part:
     module: torch.nn.Module
     optimizer: torch.optim.Optimizer | None = None
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
-    grad_clip: OptimConfig | None = None  # clipping settings of its optimizer
+    optim: OptimConfig | None = None  # its optimizer settings: learning rate, schedule, gradient clipping
 
 
 @dataclass
@@ -147,7 +147,7 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     part = Part(module)
     if optim is not None:
         part.optimizer, part.scheduler = build_optimizer(module.parameters(), optim)
-        part.grad_clip = optim
+        part.optim = optim
     session.parts[name] = part
     return part
 
@@ -205,7 +205,7 @@ def selection_metric(session: Session) -> str:
 def apply_optim_settings(part: Part) -> None:
     """After loading a part's optimizer and schedule, apply the run's (possibly changed) settings:
     the learning rate keeps the decay reached so far, applied to the new base rate."""
-    cfg = part.grad_clip
+    cfg = part.optim
     for group in part.optimizer.param_groups:
         base = group.get("initial_lr", group["lr"])
         if cfg.lr != base:  # (an unchanged rate stays bit-exact)
@@ -244,9 +244,6 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     return save_checkpoint(folder, modules, config, s.data.vocab, trainer, manifest)
 
 
-DATA_PATHS = ("dataset", "features", "coco_splits")
-
-
 def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
     """The data section with its file paths relative to the checkpoint ``folder``, so that the
     checkpoint can be evaluated from any working directory (``paths_relative_to: checkpoint``)."""
@@ -273,7 +270,7 @@ def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
     ``frozen``: parameters of the part this step leaves exactly as they are (their gradients are
     dropped, so the optimizer skips them: [Wang18]'s alternating phases)."""
     p = session.parts[part]
-    clip = p.grad_clip
+    clip = p.optim
     p.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     for param in frozen:

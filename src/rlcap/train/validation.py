@@ -11,8 +11,8 @@ import torch
 from rlcap.data.loader import CaptionData
 from rlcap.metrics.spider import spider
 from rlcap.rewards.bcmr import BCMR_WEIGHTS
-from rlcap.train.config import DecodeSettings, ValConfig
-from rlcap.train.evaluate import evaluate_split
+from rlcap.train.run_config import DecodeSettings, ValConfig
+from rlcap.train.decode_split import evaluate_split
 
 # Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
 # SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of

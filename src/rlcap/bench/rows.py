@@ -62,7 +62,7 @@ def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: 
     and Self-BLEU of the beam captions. ``predictions``: the beam column's captions decoded otherwise
     ([Shi18]'s lookahead inference) instead of beam search of size 3."""
     from rlcap.bench.distinct import distinct_row
-    from rlcap.train.evaluate import decode_split, score_predictions
+    from rlcap.train.decode_split import decode_split, score_predictions
 
     if predictions is None:
         predictions = decode_split(model, split, vocab, 3, max_len)

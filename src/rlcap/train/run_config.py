@@ -12,8 +12,8 @@ from typing import Any
 from rlcap.config import apply_overrides, from_dict, help_field, read_yaml
 from rlcap.data.loader import DataConfig
 from rlcap.errors import ConfigError
-from rlcap.metrics.evaluate import PYCOCOEVALCAP_METRICS
-from rlcap.models.config import ModelConfig
+from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
+from rlcap.models.model_config import ModelConfig
 from rlcap.rewards import RewardConfig
 from rlcap.train.registry import METHODS, Method, method, resolve
 
