@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rlcap.config import describe
+from rlcap.config import describe, read_yaml
+from rlcap.recipes import checkout_configs
 from rlcap.rewards.reward_config import RewardConfig
 from rlcap.train.run_config import RLConfig, RunConfig, run_config_class
 from rlcap.train.registry import METHODS, resolve
@@ -20,6 +21,15 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
     for key, default, text in rows:
         lines.append(f"| `{key}` | `{default}` | {text.replace('|', '/')} |")
     return lines
+
+
+def recipes_of(algorithm: str) -> list[str]:
+    """The recipes in the checkout's configs/ that run ``algorithm`` (none when rlcap is installed
+    without its checkout)."""
+    folder = checkout_configs()
+    if not folder.is_dir():
+        return []
+    return [p.name for p in sorted(folder.glob("*.yaml")) if read_yaml(p).get("algorithm", "xe") == algorithm]
 
 
 def config_markdown() -> str:
@@ -52,6 +62,9 @@ def config_markdown() -> str:
             out += ["", " ".join(doc.split())]
         out += [""] + _table(describe(cls, prefix=f"{name}."))
         out += ["", f"A run of `{name}` reads {len(describe(run_config_class(name)))} keys in all."]
+        recipes = recipes_of(name)
+        if recipes:
+            out += ["", "Recipes: " + ", ".join(f"`configs/{r}`" for r in recipes) + "."]
     return "\n".join(out) + "\n"
 
 
