@@ -1,4 +1,4 @@
-"""Which of shapes' simulated annotators eq. 2 of [Chaffin24] rewards: docs/DISTINCT.md, "Why WTF costs CIDEr-D on shapes".
+"""Which of shapes' simulated annotators eq. 2 of [Chaffin24] rewards: docs/notes/2026-11-25-distinct-shapes-runs.md, "Why WTF costs CIDEr-D on shapes".
 
     python benchmarks/distinct_annotators.py --bench runs/distinct_shapes [--tau 0.01]
 
