@@ -163,7 +163,7 @@ def pretrain_value(s: Session, reward: Reward) -> bool:
 def train_actor_critic(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split))
     dims = feature_dims(s.data)
-    value_net = build_value_model(cfg.model, len(s.data.vocab), dims["fc"], dims["att"], cfg.ac.value_features)
+    value_net = build_value_model(s.cfg.model, len(s.data.vocab), dims["fc"], dims["att"], cfg.ac.value_features)
     add_part(s, VALUE, value_net, value_optim(cfg))
     begin(s)
     with train_reward(s) as reward:

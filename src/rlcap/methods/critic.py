@@ -12,10 +12,10 @@ is ``critic``; ``model.critic_from`` of an ``arch: hrl`` run loads it (the vocab
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from rlcap.config import help_field
 from rlcap.data.chunker import chunk_starts
@@ -24,7 +24,7 @@ from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
 from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (TrainResult, add_part, begin, finish_run, finish_step, open_session, optimizer_step,
-    save)
+                                  train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -79,36 +79,27 @@ def boundary_scores(critic: InternalCritic, tokens: torch.Tensor, targets: torch
 
 def train_critic(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
-    critic = InternalCritic(len(s.data.vocab), cfg.model.embed_dim, cfg.model.hidden_dim)
+    critic = InternalCritic(len(s.data.vocab), s.cfg.model.embed_dim, s.cfg.model.hidden_dim)
     add_part(s, CRITIC, critic, cfg.optim)
     begin(s, selects_by="F1")
     tokens, targets = critic_data(s.data.splits["train"], s.data.vocab, cfg.data.max_len)
     val = critic_data(s.data.splits[cfg.val.split], s.data.vocab, cfg.data.max_len)
     log.info("internal critic: %d training captions, %.2f segments each", len(tokens),
              float(targets[:, 1:].sum(1).mean()))
-    p, c = s.progress, cfg.critic
+    c = cfg.critic
     critic.train()
-    while p.epoch < c.epochs:
-        order = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(cfg.seed + p.epoch))
-        batches = order.split(c.batch_size)
-        for batch in tqdm(batches[p.step_in_epoch:], total=len(batches), initial=p.step_in_epoch, leave=False,
-                          disable=None, desc=f"critic epoch {p.epoch + 1}"):
-            logits = critic(tokens[batch])  # (b, 1+T): after each token, has the segment ended?
-            mask = tokens[batch] != PAD
-            mask[:, 0] = False  # BOS ends nothing
-            loss = critic_loss(logits, targets[batch], mask)  # eq. 10
-            optimizer_step(s, loss, part=CRITIC)
-            if finish_step(s, {"loss": loss.item()}):
-                return finish_run(s)
-        p.epoch += 1
-        p.step_in_epoch = 0
-        s.parts[CRITIC].scheduler.step()
-        scores = boundary_scores(critic, *val)
-        s.logger.write(p.step, cfg.val.split, {**scores, "epoch": p.epoch})
-        log.info("epoch %d: %s segment ends precision %.3f recall %.3f F1 %.3f", p.epoch, cfg.val.split,
-                 scores["precision"], scores["recall"], scores["F1"])
-        if scores["F1"] > p.best_score:
-            p.best_score = scores["F1"]
-            save(s, "best", scores)
-        save(s, "last", scores)
+
+    def batches(epoch: int, start: int) -> list[torch.Tensor]:  # the captions' rows, shuffled per epoch
+        order = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(cfg.seed + epoch))
+        return list(order.split(c.batch_size))[start:]
+
+    for batch in train_batches(s, c.epochs, c.batch_size, validate=lambda s: boundary_scores(critic, *val),
+                               batches=batches, steps_per_epoch=math.ceil(len(tokens) / c.batch_size)):
+        logits = critic(tokens[batch])  # (b, 1+T): after each token, has the segment ended?
+        mask = tokens[batch] != PAD
+        mask[:, 0] = False  # BOS ends nothing
+        loss = critic_loss(logits, targets[batch], mask)  # eq. 10
+        optimizer_step(s, loss, part=CRITIC)
+        if finish_step(s, {"loss": loss.item()}):
+            break
     return finish_run(s)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from rlcap.config import help_field
 from rlcap.data.loader import Batch, SplitData
@@ -29,7 +28,7 @@ from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
 from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
-    open_session, optimizer_step, save)
+                                  open_session, optimizer_step, train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -106,37 +105,18 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
     return scores
 
 
-def end_embedding_epoch(s: Session) -> dict[str, float]:
-    """Decay the rate, validate by retrieval, keep the best checkpoint by mean recall, write the last one."""
-    p, v = s.progress, s.cfg.val
-    s.parts[EMBEDDING].scheduler.step()
-    p.epoch += 1
-    p.step_in_epoch = 0
-    scores = retrieval_scores(s.parts[EMBEDDING].module, s.data.splits[v.split], v.batch_size, v.max_images)
-    p.history.append({"epoch": p.epoch, "step": p.step, **scores})
-    s.logger.write(p.step, v.split, {**scores, "epoch": p.epoch})
-    log.info("epoch %d: %s retrieval mean recall %.2f (R@1 caption->image %.1f, image->caption %.1f)",
-             p.epoch, v.split, scores["mean_R"], scores["t2i_R@1"], scores["i2t_R@1"])
-    if scores["mean_R"] > p.best_score:
-        p.best_score = scores["mean_R"]
-        save(s, "best", scores)
-    save(s, "last", scores)
-    return scores
-
-
 def train_embedding(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
     model = EmbeddingModel(cfg.embedding.model, len(s.data.vocab), feature_dims(s.data)["fc"])
     add_part(s, EMBEDDING, model, cfg.optim)
     begin(s, selects_by="mean_R")
     model.train()
-    p, e, train = s.progress, cfg.embedding, s.data.splits["train"]
-    steps_per_epoch = (len(train) + e.batch_size - 1) // e.batch_size
-    while p.epoch < e.epochs:
-        batches = train.batches(e.batch_size, 1, cfg.seed, p.epoch, p.step_in_epoch)
-        for batch in tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch,
-                          desc=f"embedding epoch {p.epoch + 1}", leave=False, disable=None):
-            if finish_step(s, {"loss": embedding_step(s, batch)}):
-                return finish_run(s)
-        end_embedding_epoch(s)
+    v = cfg.val
+
+    def validate(s: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
+        return retrieval_scores(model, s.data.splits[v.split], v.batch_size, v.max_images)
+
+    for batch in train_batches(s, cfg.embedding.epochs, cfg.embedding.batch_size, 1, validate=validate):
+        if finish_step(s, {"loss": embedding_step(s, batch)}):
+            break
     return finish_run(s)

@@ -30,6 +30,26 @@ def build_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) ->
     return MODELS[cfg.arch](cfg, vocab_size, fc_dim, att_dim)
 
 
+def _take_trained_critic(model: nn.Module, cfg: ModelConfig, vocab) -> None:
+    """A new HRL captioner takes the trained internal critic, frozen inside ([Wang18 sec. 3.2])."""
+    if not cfg.critic_from:
+        raise ConfigError("model.arch=hrl needs model.critic_from: the internal critic's checkpoint "
+                          "(train it first with algorithm=critic)")
+    model.load_critic(cfg.critic_from, vocab)
+
+
+# arch name -> what a new captioner of that arch needs beyond its random weights (not one loaded from a checkpoint)
+NEW_MODEL_SETUP = {"hrl": _take_trained_critic}
+
+
+def new_model(cfg: ModelConfig, vocab, fc_dim: int, att_dim: int) -> nn.Module:
+    """A captioner to train from scratch: :func:`build_model`, then its arch's set-up (:data:`NEW_MODEL_SETUP`)."""
+    model = build_model(cfg, len(vocab), fc_dim, att_dim)
+    if cfg.arch in NEW_MODEL_SETUP:
+        NEW_MODEL_SETUP[cfg.arch](model, cfg, vocab)
+    return model
+
+
 def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int = 0,
                       features: str = "fc") -> ValueModel:
     """The value network V(image, partial caption) sized like the captioner, reading the image
@@ -44,4 +64,4 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: i
 __all__ = ["MODELS", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
            "EmbeddingModelConfig", "Feats", "ImageTextEmbedder", "ModelConfig", "ShowTell", "TransformerCaptioner",
            "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model", "expand_batch", "expand_memory",
-           "load_embedding_model", "select_batch"]
+           "load_embedding_model", "new_model", "select_batch"]

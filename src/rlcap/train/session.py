@@ -15,11 +15,12 @@ only then is ``config.json`` written and a run that ``overwrite=true`` replaces 
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import torch
 from tqdm.auto import tqdm
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import DATA_PATHS, Batch, CaptionData, load_data
 from rlcap.errors import ConfigError, RlcapError
-from rlcap.models import build_model
+from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover, rng_state,
     save_checkpoint, set_rng_state)
@@ -35,7 +36,7 @@ from rlcap.train.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start
 from rlcap.train.logger import RunLogger
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
-from rlcap.train.validation import validate
+from rlcap.train.validation import validate as captioner_scores
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,10 @@ def feature_dims(data: CaptionData) -> dict[str, Any]:
 def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), policy: bool = True) -> Session:
     """Data and the policy, initialised from ``init_from`` or the run's own last checkpoint when
     resuming; the trainer state is restored by :func:`begin`, after every part is added.
-    ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of [Shi18])."""
+    ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of [Shi18]).
+    The session holds its own copy of ``cfg`` (``session.cfg``), the model section taken from the
+    checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was."""
+    cfg = copy.deepcopy(cfg)
     torch.set_num_threads(cfg.threads)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -125,12 +129,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     dims = feature_dims(data)
     s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None)
     if policy:
-        model = build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"])
-        if source is None and cfg.model.arch == "hrl":  # a new HRL captioner takes the trained, frozen critic
-            if not cfg.model.critic_from:
-                raise ConfigError("model.arch=hrl needs model.critic_from: the internal critic's checkpoint "
-                                  "(train it first with algorithm=critic)")
-            model.load_critic(cfg.model.critic_from, data.vocab)
+        model = (build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]) if source is not None
+                 else new_model(cfg.model, data.vocab, dims["fc"], dims["att"]))  # (weights: add_part loads them)
         add_part(s, POLICY, model, cfg.optim)
     return s
 
@@ -282,18 +282,33 @@ def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
     p.optimizer.step()
 
 
-def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: int = 1) -> Iterator[Batch]:
+Validator = Callable[["Session"], dict[str, float]]
+Batches = Callable[[int, int], Iterable[Any]]
+
+
+def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: int = 1,
+                  validate: Validator | None = None, batches: Batches | None = None,
+                  steps_per_epoch: int | None = None) -> Iterator[Any]:
     """The training batches from where the run stands to the end of ``epochs``; after each epoch's
     last batch, :func:`end_epoch` (decay, validation, checkpoints). A loop that stops early
-    (``max_steps``) simply leaves the ``for``."""
+    (``max_steps``) simply leaves the ``for``. Every method's epochs run here, the auxiliary
+    models' too:
+
+    * ``validate(session) -> scores``: the epoch's validation, whose scores hold the run's
+      ``Progress.best_metric`` (default: the captioner's, :func:`rlcap.train.validation.validate`);
+    * ``batches(epoch, start)``: the epoch's batches from its step ``start`` (default: the training
+      split's, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
+      ``steps_per_epoch`` of them."""
     s, p = session, session.progress
     train = s.data.splits["train"]
-    steps_per_epoch = math.ceil(len(train) / batch_size)
+    if batches is None:
+        def batches(epoch: int, start: int) -> Iterable[Batch]:
+            return train.batches(batch_size, seq_per_img, s.cfg.seed, epoch, start)
+        steps_per_epoch = math.ceil(len(train) / batch_size)
     while p.epoch < epochs:
-        batches = train.batches(batch_size, seq_per_img, s.cfg.seed, p.epoch, p.step_in_epoch)
-        yield from tqdm(batches, total=steps_per_epoch, initial=p.step_in_epoch,
+        yield from tqdm(batches(p.epoch, p.step_in_epoch), total=steps_per_epoch, initial=p.step_in_epoch,
                         desc=f"{s.cfg.algorithm} epoch {p.epoch + 1}", leave=False, disable=None)
-        end_epoch(s)
+        end_epoch(s, validate)
 
 
 def finish_step(session: Session, values: dict[str, float]) -> bool:
@@ -325,22 +340,24 @@ def finish_run(session: Session) -> TrainResult:
     return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < session.cfg.epochs, p.best_metric)
 
 
-def end_epoch(session: Session) -> dict[str, float]:
-    """Decay every part's learning rate, validate, keep the best checkpoint by the run's metric
-    (``Progress.best_metric``, i.e. ``val.metric``) and write the last one."""
+def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, float]:
+    """Decay every part's learning rate, validate (``validate``, default the captioner's beam search
+    scored by CIDEr-D and ``val.metric``), keep the best checkpoint by the run's metric
+    (``Progress.best_metric``) and write the last one."""
     s, p = session, session.progress
     for part in s.parts.values():
         if part.scheduler is not None:
             part.scheduler.step()
     p.epoch += 1
     p.step_in_epoch = 0
-    scores = validate(s.model, s.data, s.cfg.val, s.cfg.decode)
+    scores = validate(s) if validate is not None else captioner_scores(s.model, s.data, s.cfg.val, s.cfg.decode)
     p.history.append({"epoch": p.epoch, "step": p.step, **scores})
     s.logger.write(p.step, s.cfg.val.split, {**scores, "epoch": p.epoch})
     metric, value = p.best_metric, scores[p.best_metric]
     best = value > p.best_score
+    also = f", CIDEr-D {scores['CIDEr']:.4f}" if metric != "CIDEr" and "CIDEr" in scores else ""
     log.info("epoch %d: %s %s %.4f%s%s", p.epoch, s.cfg.val.split, metric_label(metric), value,
-             " (best)" if best else "", "" if metric == "CIDEr" else f", CIDEr-D {scores['CIDEr']:.4f}")
+             " (best)" if best else "", also)
     if best:
         p.best_score = value
         save(s, "best", scores)
