@@ -33,3 +33,19 @@ def tiny_data(tmp_path):
     from tests.tiny import make_tiny_dataset
 
     return make_tiny_dataset(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_xe(tmp_path_factory):
+    """``tiny_xe(epochs)``: (dataset, feats, best checkpoint) of an XE run on the tiny task, trained
+    once per number of epochs for the whole test session (tests read it, never write to it)."""
+    from tests.tiny import tiny_xe_run
+
+    runs: dict[int, tuple] = {}
+
+    def get(epochs: int = 2) -> tuple:
+        if epochs not in runs:
+            runs[epochs] = tiny_xe_run(tmp_path_factory.mktemp(f"xe_{epochs}_epochs"), epochs=epochs)
+        return runs[epochs]
+
+    return get

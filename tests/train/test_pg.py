@@ -17,7 +17,7 @@ from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.logger import read_log
 from rlcap.train.unique_scores import score_unique, unique_pairs
-from tests.tiny import tiny_overrides, tiny_xe_run
+from tests.tiny import tiny_overrides
 
 VOCAB = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c"])
 A, B, C = 4, 5, 6
@@ -104,8 +104,8 @@ def test_rollout_rewards_match_scoring_every_row_on_a_toy_model():
 
 
 @pytest.fixture
-def xe_checkpoint(tmp_path):
-    return tiny_xe_run(tmp_path, epochs=2)
+def xe_checkpoint(tiny_xe):
+    return tiny_xe(2)  # trained once per test session
 
 
 def _config(dataset, feats, init, out, algorithm, **extra):

@@ -9,12 +9,12 @@ from rlcap import api
 from rlcap.rewards import NonFiniteRewardError
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
-from tests.tiny import tiny_overrides, tiny_xe_run
+from tests.tiny import tiny_overrides
 
 
 @pytest.fixture
-def xe_checkpoint(tmp_path):
-    return tiny_xe_run(tmp_path, epochs=3)
+def xe_checkpoint(tiny_xe):
+    return tiny_xe(3)  # trained once per test session
 
 
 def _rl(dataset, feats, init, out, algorithm, **extra):
