@@ -22,7 +22,7 @@ test: $(STAMP)
 
 # The unit tests (no training loop, no CLI run, no Java): under 2 minutes
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not java and not slow" --ignore=tests/train --ignore=tests/cli
+	$(PY) -m pytest -q -m "not java and not slow" --ignore=tests/train --ignore=tests/methods --ignore=tests/bench --ignore=tests/cli
 
 bench-metrics: $(STAMP)
 	$(PY) benchmarks/bench_metrics.py

@@ -14,7 +14,7 @@ from rlcap import api
 from rlcap.cli import main
 from rlcap.errors import ConfigError
 from rlcap.train import registry
-from tests.train import toy_method
+from tests.methods import toy_method
 from tests.train.killing import EMPTY, REPO, train_losses, wait_for_step
 from tests.tiny import tiny_xe_run
 
@@ -58,8 +58,8 @@ def test_a_method_from_a_test_file_trains_and_resumes_after_sigkill(xe, tmp_path
         del registry.METHODS["toy"]
     ref = train_losses(reference)
     assert max(ref) == 12  # 24 images, 4 a batch, 2 epochs
-    # the child process registers the toy method itself (python -m tests.train.toy_method train ...)
-    argv = [sys.executable, "-m", "tests.train.toy_method", "train", str(EMPTY), *overrides, f"out_dir={killed}"]
+    # the child process registers the toy method itself (python -m tests.methods.toy_method train ...)
+    argv = [sys.executable, "-m", "tests.methods.toy_method", "train", str(EMPTY), *overrides, f"out_dir={killed}"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stopped_at = wait_for_step(proc, killed, 5)
     os.kill(proc.pid, signal.SIGKILL)

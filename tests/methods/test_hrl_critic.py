@@ -118,7 +118,7 @@ def test_hrl_through_the_bench(clips, tmp_path, monkeypatch):
     (model.critic_from from Stage.paths), Algorithm 1 from that, beside the XE baseline."""
     from rlcap.bench.registry import BENCHMARKS, VIDEO_METHODS, Benchmark
     from rlcap.cli import main
-    from tests.train.test_bench_registry import _recipe
+    from tests.bench.test_bench_registry import _recipe
 
     ann, feats, folder = clips
     configs = tmp_path / "configs"

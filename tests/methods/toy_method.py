@@ -1,6 +1,6 @@
 """A method registered from outside src/: REINFORCE with a constant baseline (Williams 1992) and a config
 section of its own, on the shared helpers. ``register()`` adds it as ``algorithm=toy``; a child process
-imports this module and calls it before ``rlcap train`` (tests/train/test_method_registry.py)."""
+imports this module and calls it before ``rlcap train`` (tests/methods/test_method_registry.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def register() -> None:
     registry.METHODS["toy"] = TOY
 
 
-if __name__ == "__main__":  # python -m tests.train.toy_method train RECIPE key=value ...: rlcap with the toy method
+if __name__ == "__main__":  # python -m tests.methods.toy_method train RECIPE key=value ...: rlcap with the toy method
     from rlcap.cli import main
 
     register()

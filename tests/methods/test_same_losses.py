@@ -1,6 +1,6 @@
 """Refactorings keep behaviour: tiny seeded runs of the recipes (XE, SCST, SLL-SLE, actor-critic,
 PG-SPIDEr, WTF-RL, HRL and the trainers of their auxiliary models) log the losses recorded in
-tests/train/data/same_losses.json by ``python -m tests.train.same_losses --write`` before the training
+tests/methods/data/same_losses.json by ``python -m tests.methods.same_losses --write`` before the training
 code was reorganised into one file per method.
 
 The tolerance allows for another CPU's floating-point kernels (the values were recorded on an Intel
@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from tests.train.same_losses import RECORDED, STEPS, run_recipes
+from tests.methods.same_losses import RECORDED, STEPS, run_recipes
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 PG-SPIDEr, WTF-RL, HRL and the auxiliary trainers before them), seeded: what a refactoring of the
 training code must leave unchanged.
 
-``python -m tests.train.same_losses --write`` records them in tests/train/data/same_losses.json (done
+``python -m tests.methods.same_losses --write`` records them in tests/methods/data/same_losses.json (done
 once, before a refactoring, with the code whose behaviour is to be kept); test_same_losses.py compares
 every later run with that file."""
 

@@ -62,7 +62,7 @@ def nan_reward(captions, batch):
 def test_nan_reward_raises_naming_the_reward(xe_checkpoint, tmp_path):
     dataset, feats, init = xe_checkpoint
     cfg = _rl(dataset, feats, init, tmp_path / "nan", "scst",
-              **{"reward.weights": "{tests.train.test_rl_loops:nan_reward: 1.0}"})
+              **{"reward.weights": "{tests.methods.test_rl_loops:nan_reward: 1.0}"})
     with pytest.raises(NonFiniteRewardError, match="nan_reward"):
         api.train(cfg)
 
@@ -70,7 +70,7 @@ def test_nan_reward_raises_naming_the_reward(xe_checkpoint, tmp_path):
 def test_nan_reward_can_be_zeroed(xe_checkpoint, tmp_path):
     dataset, feats, init = xe_checkpoint
     cfg = _rl(dataset, feats, init, tmp_path / "nan0", "scst",
-              **{"reward.weights": "{tests.train.test_rl_loops:nan_reward: 1.0, cider_d: 1.0}",
+              **{"reward.weights": "{tests.methods.test_rl_loops:nan_reward: 1.0, cider_d: 1.0}",
                  "reward.nonfinite": "zero"})
     result = api.train(cfg)
     assert result.steps == 3
@@ -181,5 +181,5 @@ def test_the_reward_is_closed_when_the_run_ends(xe_checkpoint, tmp_path, algorit
     dataset, feats, init = xe_checkpoint
     before = CLOSEABLE.closed
     api.train(_rl(dataset, feats, init, tmp_path / "run", algorithm,
-                  **{"reward.weights": "{tests.train.test_rl_loops:CLOSEABLE: 1.0, cider_d: 1.0}"}))
+                  **{"reward.weights": "{tests.methods.test_rl_loops:CLOSEABLE: 1.0, cider_d: 1.0}"}))
     assert CLOSEABLE.closed == before + 1

@@ -7,7 +7,7 @@ import json
 from rlcap.bench.registry import BENCHMARKS, Benchmark
 from rlcap.cli import main
 from tests.tiny import make_tiny_dataset, tiny_overrides
-from tests.train.test_bench_registry import _recipe
+from tests.bench.test_bench_registry import _recipe
 
 
 def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
