@@ -25,7 +25,7 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from benchdoc import DOC, machine, median_seconds, replace_section  # noqa: E402
+from benchdoc import DOC, load_note, machine, median_seconds, replace_section  # noqa: E402
 
 from rlcap.data.vocab import BOS, EOS, PAD, UNK  # noqa: E402
 from rlcap.decoding import beam_search, greedy  # noqa: E402
@@ -105,7 +105,8 @@ def machine_line(threads: str) -> str:
             f"{os.getloadavg()[0]:.1f}")
 
 
-def markdown(results: dict[str, dict[str, tuple[float, int]]], command: str, threads: str) -> str:
+def markdown(results: dict[str, dict[str, tuple[float, int]]], command: str, threads: str,
+             load: tuple[float, float]) -> str:
     rows = []
     for arch, label in (("fc", "FC (Show-Tell)"), ("updown", "UpDown")):
         for key, what in (("greedy", "greedy, images/s"), ("beam3", "beam 3, images/s"),
@@ -125,8 +126,7 @@ def markdown(results: dict[str, dict[str, tuple[float, int]]], command: str, thr
         f"Decoding: {DECODE_IMAGES} images per call, n_best 1, float32, a fresh untrained model. "
         f"XE: {XE_IMAGES} images x {XE_CAPTIONS} captions of {MAX_LEN} words + EOS per step, teacher forcing, "
         "cross-entropy, Adam. Median of repeated runs. The goal was 3x self-critical.pytorch's beam-search "
-        "throughput. The 2-core machine is shared: with other jobs running (load average 2.5) the same "
-        "command measured up to 40% less.",
+        f"throughput. {load_note(load)}",
         "",
         "| model | measure | rlcap | threads | self-critical.pytorch | ratio |",
         "|---|---|---:|---:|---:|---:|",
@@ -142,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     feats = random_feats(DECODE_IMAGES, torch.Generator().manual_seed(0))
+    start_load = os.getloadavg()[0]
     results = {arch: bench_model(arch, feats, threads, args.repeats) for arch in ("fc", "updown")}
+    load = (start_load, os.getloadavg()[0])
     command = f"python benchmarks/bench_decode.py --threads {args.threads} --repeats {args.repeats}"
-    replace_section("bench-decode", markdown(results, command, args.threads), args.out)
+    replace_section("bench-decode", markdown(results, command, args.threads, load), args.out)
     for arch, figures in results.items():
         print(f"{arch}: " + ", ".join(f"{k} {v:.0f} ({t} threads)" for k, (v, t) in figures.items()))
     print(json.dumps({arch: {k: round(v, 1) for k, (v, _) in figs.items()} for arch, figs in results.items()}))

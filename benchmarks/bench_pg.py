@@ -33,7 +33,7 @@ from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
-from benchdoc import REPO, machine, replace_section  # noqa: E402
+from benchdoc import REPO, load_note, machine, replace_section  # noqa: E402
 
 from rlcap.data.feats import Feats  # noqa: E402
 from rlcap.data.loader import Batch, CaptionData  # noqa: E402
@@ -192,12 +192,33 @@ def reward_times(s: Session, batch: Batch, rewards: dict) -> dict:
     return row
 
 
-def load_note(load: tuple[float, float]) -> str:
-    """The machine's 1-minute load average at the start and end; this benchmark alone keeps it near 1."""
-    figures = f"1-minute load average {load[0]:.1f} at the start and {load[1]:.1f} at the end"
-    if max(load) > 1.5:
-        return f"The 2 cores were shared with other jobs ({figures}), so wall-clock figures can be 2x off."
-    return f"No other job ran ({figures})."
+def _span(values: list[float], fmt: str) -> str:
+    """``values``' range in ``fmt`` (one figure when both ends print alike): 1.4-1.9, 38-50%."""
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low.rstrip('%')}-{high}"
+
+
+def reading(results: dict) -> str:
+    """What the tables say, computed from their figures (over the policies measured)."""
+    u = [r["updates"] for r in results.values()]
+    w = [r["rewards"] for r in results.values()]
+    d = [r["throughput"] for r in results.values()]
+    rollout_share = [x["rollout_s"] / x["pg_s"] for x in u]
+    cider_share = [x["cider_d_unique_s"] / y["pg_s"] for x, y in zip(w, u)]
+    spider_vs_rollouts = [x["spider_unique_s"] / y["rollout_s"] for x, y in zip(w, u)]
+    bcmr_vs_rollouts = [x["bcmr_unique_s"] / y["rollout_s"] for x, y in zip(w, u)]
+    needed = [x["needed"] / x["rows"] for x in w]
+    unique = [x["unique"] / x["needed"] for x in w]
+    warm = [x["spider_warm_s"] / x["spider_unique_s"] for x in w]
+    words = [x["rollout_words_per_cpu_s"] / x["greedy_words_per_cpu_s"] for x in d]
+    return ("Reading (computed from the figures above, over the policies measured): a PG update costs "
+            f"{_span([x['pg_s'] / x['scst_s'] for x in u], '.1f')}x an SCST step, and its rollouts take "
+            f"{_span(rollout_share, '.0%')} of it; a rollout word costs {_span(words, '.2f')}x the CPU time of a "
+            f"greedy word. CIDEr-D takes {_span(cider_share, '.1%')} of an update; SPIDEr's scoring takes "
+            f"{_span(spider_vs_rollouts, '.0%')} of the rollouts' time and BCMR's {_span(bcmr_vs_rollouts, '.0%')}. "
+            f"The rows Q needs are {_span(needed, '.0%')} of all rollout rows, the unique (caption, image) pairs "
+            f"{_span(unique, '.0%')} of those, and SPIDEr on captions seen before costs "
+            f"{_span(warm, '.0%')} of its first scoring.")
 
 
 def markdown(results: dict, load: tuple[float, float]) -> str:
@@ -244,15 +265,7 @@ def markdown(results: dict, load: tuple[float, float]) -> str:
             lines.append(f"| {name} | {reward} | {w[f'{reward}_all_s']:.2f} s ({w['rows']:,}) | "
                          f"{w[f'{reward}_needed_s']:.2f} s ({w['needed']:,}) | {w[f'{reward}_unique_s']:.2f} s "
                          f"({w['unique']:,}) | {w[f'{reward}_warm_s']:.2f} s |")
-    lines += ["", "Reading (written with the figures of 2026-11-24, on an otherwise idle machine): the rollouts "
-              "are the PG update's cost (2,400 rows of up to 16 words, against SCST's 250 samples), and a PG update "
-              "costs 1.4-1.9x an SCST step; a rollout word costs less than a greedy word (more rows per step). "
-              "CIDEr-D takes about 1% of an update; SPIDEr and BCMR (SPICE's parses, METEOR's Java) take a quarter to "
-              "three quarters of the rollouts' time. Scoring only the rows Q needs halves the captions once captions "
-              "end early (BCMR's time drops about as much; SPICE already parses each distinct string once per call, "
-              "and CIDEr-D's time is too small to tell); the (caption, image) dedupe merges few more at 1.8 nats per "
-              "word (about 3%), and more as the policy sharpens; SPICE's cache makes a caption seen before nearly "
-              "free."]
+    lines += ["", reading(results)]
     return "\n".join(lines)
 
 

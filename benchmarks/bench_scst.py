@@ -96,7 +96,7 @@ def markdown(rows: list[dict], command: str, previous: dict[tuple[str, int], flo
              "feed-forward. Reference: self-critical.pytorch on this machine. Each configuration runs in "
              f"{len(rows[0].get('all_samples_per_s', [0]))} processes (alternating with the previous release "
              "when given); the row is the run with the median samples/s, and the range of all runs is shown "
-             "beside it, since this shared machine's speed varies by about 15% from run to run."
+             "beside it, since this shared machine's speed varies by 10-15% from run to run."
              + (" Previous release: the same benchmark run from a checkout of the previous release, in the "
                 "same session, configurations alternating; its script's child is given the same model-size "
                 "overrides (`--model`, which the previous release's script predates: it needs a three-line change "

@@ -22,3 +22,25 @@ def test_help(script, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ") and script.name in done.stdout.splitlines()[0]
     assert (BENCHMARKS.parent / "docs" / "BENCHMARKS.md").read_bytes() == before  # --help wrote nothing
+
+
+def test_bench_pg_reading_is_computed_from_the_figures():
+    """bench_pg's reading states ratios of the figures it is given, not prose typed in with old figures."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_pg
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    updates = {"pg_s": 3.0, "scst_s": 2.0, "rollout_s": 1.5}
+    rewards = {"rows": 1000, "needed": 500, "unique": 450, "cider_d_unique_s": 0.03, "spider_unique_s": 0.75,
+               "bcmr_unique_s": 0.3, "spider_warm_s": 0.075}
+    throughput = {"rollout_words_per_cpu_s": 900.0, "greedy_words_per_cpu_s": 1000.0}
+    one = {"updates": updates, "rewards": rewards, "throughput": throughput}
+    two = {"updates": {**updates, "pg_s": 4.0}, "rewards": rewards, "throughput": throughput}
+    text = bench_pg.reading({"random": one, "peaked": two})
+    assert "costs 1.5-2.0x an SCST step" in text            # 3/2 and 4/2
+    assert "rollouts take 38-50% of it" in text              # 1.5/4 and 1.5/3
+    assert "0.90x the CPU time of a greedy word" in text
+    assert "CIDEr-D takes 0.8-1.0% of an update" in text     # 0.03/4 and 0.03/3
+    assert "SPIDEr's scoring takes 50%" in text and "BCMR's 20%" in text
+    assert "50% of all rollout rows" in text and "90% of those" in text and "costs 10% of its first" in text
