@@ -51,7 +51,9 @@ def run_recipes(folder: Path) -> dict[str, list[dict[str, float]]]:
     losses["ac"] = image_run("shapes_ac", "ac", init_from=xe, **{
         "rl.n_samples": 2, "ac.lookahead": "[]", "reward.paths": f"{{embedding: {folder / 'embedding' / 'best'}}}"})
     losses["pg_spider"] = image_run("shapes_pg_spider", "pg_spider", init_from=xe, **{"pg.baseline_hidden": 16})
-    losses["retrieval"] = image_run("shapes_retrieval", "retrieval", **SMALL_EMBEDDING)
+    # (a retriever: algorithm embedding with embedding.loss infonce when the losses were recorded)
+    losses["retrieval"] = image_run("shapes_retrieval", "retrieval",
+                                    **{k.replace("embedding.", "retriever.", 1): v for k, v in SMALL_EMBEDDING.items()})
     bank = folder / "bank.h5"
     build_image_bank(folder / "retrieval" / "best", DataConfig(dataset=str(dataset), features=str(feats)), k=3).save(bank)
     losses["wtf_rl"] = image_run("shapes_wtf_rl", "wtf_rl", init_from=xe, **{

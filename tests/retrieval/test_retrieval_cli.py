@@ -15,13 +15,13 @@ from tests.tiny import make_tiny_dataset, tiny_overrides
 def test_retrieval_train_then_eval(tmp_path, capsys):
     dataset, feats = make_tiny_dataset(tmp_path, n_train=48, n_test=12)
     recipe = tmp_path / "retrieval.yaml"
-    recipe.write_text(yaml.safe_dump({"embedding": {"epochs": 4, "batch_size": 12, "temperature": 0.1,
+    recipe.write_text(yaml.safe_dump({"retriever": {"epochs": 4, "batch_size": 12, "temperature": 0.1,
                                                     "model": {"word_dim": 8, "hidden_dim": 8, "joint_dim": 8}},
                                       "optim": {"lr": 0.01}}))
     overrides = [o for o in tiny_overrides(dataset, feats, tmp_path / "ret") if not o.startswith(("xe.", "model."))]
     assert main(["retrieval", "train", str(recipe), *overrides]) == 0
     config = json.loads((tmp_path / "ret" / "config.json").read_text())
-    assert config["algorithm"] == "embedding" and config["embedding"]["loss"] == "infonce"
+    assert config["algorithm"] == "retriever" and config["retriever"]["loss"] == "infonce"
     losses = [r["loss"] for r in map(json.loads, (tmp_path / "ret" / "log.jsonl").read_text().splitlines())
               if r.get("split") == "train"]
     assert sum(losses[-4:]) < sum(losses[:4])  # the contrastive loss falls

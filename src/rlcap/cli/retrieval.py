@@ -1,8 +1,7 @@
 """``rlcap retrieval train CONFIG [key=value ...]`` and ``rlcap retrieval eval CHECKPOINT``.
 
 The retriever of distinctive captioning ([Chaffin24]): rlcap's dual encoder, the
-embedding model of ``algorithm: embedding`` trained with the symmetric contrastive loss
-(``embedding.loss=infonce``, the default here). ``eval`` reports R@1/5/10 in both directions
+embedding model trained with the symmetric contrastive loss (``algorithm: retriever``). ``eval`` reports R@1/5/10 in both directions
 (caption -> image ``t2i``, image -> caption ``i2t``), median rank and MRR on a split.
 """
 
@@ -19,8 +18,7 @@ from rlcap.cli.options import COUNT, int_range
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("retrieval", help="train or evaluate an image-caption retriever (rewards of [Chaffin24])")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    t = actions.add_parser("train", help="train rlcap's dual encoder contrastively (algorithm=embedding, "
-                                         "embedding.loss=infonce unless overridden)")
+    t = actions.add_parser("train", help="train rlcap's dual encoder contrastively (algorithm=retriever)")
     t.add_argument("config", help="YAML recipe (e.g. configs/shapes_retrieval.yaml)")
     t.add_argument("overrides", nargs="*", help="key=value overrides, dotted for sections")
     t.set_defaults(func=run_train)
@@ -44,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    cfg = api.load_run_config(args.config, ["algorithm=embedding", "embedding.loss=infonce", *args.overrides])
+    cfg = api.load_run_config(args.config, ["algorithm=retriever", *args.overrides])
     result = api.train(cfg)
     print(f"done: {result.steps} steps, best validation mean recall {result.best_score:.2f}, "
           f"run folder {result.out_dir}")

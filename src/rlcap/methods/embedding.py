@@ -7,14 +7,16 @@ the validation split (R@1/5/10, caption -> image and image -> caption, ``rlcap.m
 and the best epoch by the mean of the six recalls is kept in ``best/``. The checkpoint's only part
 is ``embedding``; its vocabulary is the one the reward tokenizes captions with.
 
-With ``embedding.loss: infonce`` the same model is trained with CLIP's symmetric contrastive loss:
-rlcap's own retriever, the offline default for the rewards of [Chaffin24] (``rlcap retrieval train``).
+``algorithm: retriever`` trains the same model with CLIP's symmetric contrastive loss (section
+``retriever``): rlcap's own retriever, the offline default for the rewards of [Chaffin24], and the
+independent judge of its tables (``rlcap retrieval train``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -38,9 +40,11 @@ EMBEDDING_LOSSES = ("ranking", "infonce")
 
 @dataclass
 class EmbeddingConfig:
-    """algorithm=embedding: the image-caption embedding of [Shi18 sec. 3.3.1], trained
-    with eq. 5's ranking loss, the model the embedding reward (eq. 6) loads; or, with ``loss: infonce``,
-    the same dual encoder trained contrastively, the retriever of [Chaffin24]'s rewards (``rlcap retrieval``)."""
+    """algorithm=embedding: the image-caption embedding of [Shi18 sec. 3.3.1], trained with eq. 5's
+    ranking loss, the model the embedding reward (eq. 6) loads. The same dual encoder trained
+    contrastively is ``algorithm: retriever`` (:class:`RetrieverConfig`)."""
+
+    SECTION: ClassVar[str] = "embedding"  # the section's name in messages
 
     model: EmbeddingModelConfig = help_field(EmbeddingModelConfig, "sizes of the embedding model")
     epochs: int = help_field(10, "training epochs")
@@ -54,14 +58,26 @@ class EmbeddingConfig:
     temperature: float = help_field(0.07, "infonce: the softmax temperature (CLIP's initial 0.07)")
 
     def validate(self) -> None:
+        name = self.SECTION
         if self.loss not in EMBEDDING_LOSSES:
-            raise ConfigError(f"embedding.loss: {self.loss!r} is not one of {', '.join(EMBEDDING_LOSSES)}")
+            raise ConfigError(f"{name}.loss: {self.loss!r} is not one of {', '.join(EMBEDDING_LOSSES)}")
         if self.temperature <= 0:
-            raise ConfigError(f"embedding.temperature: expected a positive number, got {self.temperature}")
-        check_min("embedding.epochs", self.epochs, 1)
-        check_min("embedding.batch_size", self.batch_size, 2)
+            raise ConfigError(f"{name}.temperature: expected a positive number, got {self.temperature}")
+        check_min(f"{name}.epochs", self.epochs, 1)
+        check_min(f"{name}.batch_size", self.batch_size, 2)
         if not 0 < self.margin < 1:
-            raise ConfigError(f"embedding.margin: expected a number in (0, 1), got {self.margin}")
+            raise ConfigError(f"{name}.margin: expected a number in (0, 1), got {self.margin}")
+
+
+@dataclass
+class RetrieverConfig(EmbeddingConfig):
+    """algorithm=retriever: the dual encoder trained with the symmetric contrastive loss of CLIP, the
+    retriever of [Chaffin24]'s rewards and its independent judge (``rlcap retrieval train``)."""
+
+    SECTION: ClassVar[str] = "retriever"
+
+    loss: str = help_field("infonce", "infonce: the symmetric contrastive loss of CLIP "
+                                      "(rlcap.rl.contrastive.info_nce_loss); ranking: [Shi18]'s eq. 5 hinge")
 
 
 def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
@@ -69,8 +85,13 @@ def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens[:, None, :] == tokens[None, :, :]).all(dim=2)
 
 
+def section(cfg: RunConfig) -> EmbeddingConfig:
+    """The run's own section: ``embedding:`` or ``retriever:``."""
+    return getattr(cfg, cfg.algorithm)
+
+
 def embedding_step(s: Session, batch: Batch) -> float:
-    cfg = s.cfg.embedding
+    cfg = section(s.cfg)
     model = s.parts[EMBEDDING].module
     # 1. embed the B images and their B captions (one each) into the joint space
     images = model.embed_images(batch.feats)  # (B, D)
@@ -107,7 +128,7 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
 
 def train_embedding(cfg: RunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
-    model = EmbeddingModel(cfg.embedding.model, len(s.data.vocab), feature_dims(s.data)["fc"])
+    model = EmbeddingModel(section(cfg).model, len(s.data.vocab), feature_dims(s.data)["fc"])
     add_part(s, EMBEDDING, model, cfg.optim)
     begin(s, selects_by="mean_R")
     model.train()
@@ -116,7 +137,7 @@ def train_embedding(cfg: RunConfig) -> TrainResult:
     def validate(s: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
         return retrieval_scores(model, s.data.splits[v.split], v.batch_size, v.max_images)
 
-    for batch in train_batches(s, cfg.embedding.epochs, cfg.embedding.batch_size, 1, validate=validate):
+    for batch in train_batches(s, section(cfg).epochs, section(cfg).batch_size, 1, validate=validate):
         if finish_step(s, {"loss": embedding_step(s, batch)}):
             break
     return finish_run(s)

@@ -85,8 +85,14 @@ def encode_captions(captions: list[str], vocab: Vocab) -> torch.Tensor:
     return tokens
 
 
+def trainer_section(config: dict) -> dict:
+    """The section of the run that trained an embedding model: ``embedding`` or ``retriever``
+    (its ``algorithm``; checkpoints of retrievers trained before that method existed say ``embedding``)."""
+    return config[config.get("algorithm", "embedding")]
+
+
 def load_embedding_model(folder: str | Path) -> tuple[EmbeddingModel, Vocab]:
-    """The embedding model of a checkpoint folder written by ``algorithm: embedding`` (format 2:
+    """The embedding model of a checkpoint folder written by ``algorithm: embedding`` or ``retriever`` (format 2:
     ``embedding.safetensors``, ``config.json``, ``vocab.json``), in eval mode, and its vocabulary.
 
     Read here rather than through ``rlcap.train.checkpoint`` because rewards, which load it, sit
@@ -98,7 +104,7 @@ def load_embedding_model(folder: str | Path) -> tuple[EmbeddingModel, Vocab]:
                          f"{weights.name}); train one with algorithm=embedding")
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        cfg = EmbeddingModelConfig(**config["embedding"]["model"])
+        cfg = EmbeddingModelConfig(**trainer_section(config)["model"])
         fc_dim = int(config["feature_dims"]["fc"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RlcapError(f"cannot read the embedding model's config in {folder}: {exc}") from exc

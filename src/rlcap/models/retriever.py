@@ -6,7 +6,7 @@ from what it reads, into one space where a dot product is a cosine (rows L2-norm
 default of the contrastive rewards' tau.
 
 - :class:`DualEncoderRetriever`: rlcap's own dual encoder, the embedding model of [Shi18]
-  (``models/embedding.py``) trained with ``embedding.loss: infonce`` (``rlcap retrieval train``).
+  (``models/embedding.py``) trained by ``algorithm: retriever`` (``rlcap retrieval train``).
   Images are read from the feature store: ``embed_feats(feats)``. The offline default.
 - :class:`ClipRetriever`: CLIP through ``transformers``' ``CLIPModel`` from a local checkpoint
   folder (``from_pretrained(folder, local_files_only=True)``; never downloaded). Images are read
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from rlcap.data.feats import Feats
 from rlcap.data.vocab import Vocab
 from rlcap.errors import RlcapError
-from rlcap.models.embedding import EmbeddingModel, encode_captions, load_embedding_model
+from rlcap.models.embedding import EmbeddingModel, encode_captions, load_embedding_model, trainer_section
 
 CAPTION_BATCH = 256  # captions embedded per forward pass
 
@@ -126,7 +126,7 @@ def load_retriever(folder: str | Path, device: str = "cpu") -> DualEncoderRetrie
 def _trained_temperature(folder: Path) -> float:
     """The InfoNCE temperature the dual encoder was trained with (0.07 for one trained by eq. 5's hinge)."""
     try:
-        section = json.loads((folder / "config.json").read_text(encoding="utf-8"))["embedding"]
+        section = trainer_section(json.loads((folder / "config.json").read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError) as exc:
         raise RlcapError(f"cannot read the retriever's config in {folder}: {exc}") from exc
     return float(section.get("temperature", 0.07)) if section.get("loss") == "infonce" else 0.07

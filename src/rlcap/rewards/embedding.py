@@ -1,7 +1,7 @@
 """The embedding reward of [Shi18] (eq. 6): the cosine between a caption and its
 image in a learned joint space.
 
-The model is trained by ``algorithm: embedding`` (``train/embedding.py``) and loaded from
+The model is trained by ``algorithm: embedding`` (``methods/embedding.py``) and loaded from
 ``reward.paths.embedding``. Captions are tokenized as the training data is
 (:func:`rlcap.metrics.tokenize`) and encoded with the embedding model's own vocabulary, saved in
 its checkpoint, which need not be the captioner's. Eq. 7 weighs it with CIDEr-D:
