@@ -92,3 +92,21 @@ def test_help_config_lists_the_shared_keys_and_the_methods_own(capsys):
     assert lines[0].startswith("algorithm=scst: self-critical sequence training")
     assert {"scst.baseline", "rl.n_samples", "optim.lr", "decode.beam_size"} <= set(keys)
     assert not [k for k in keys if k.split(".")[0] in ("xe", "hrl", "wtf_rl", "ac", "pg", "mixer", "critic")]
+
+
+def _listed(capsys, *argv):
+    assert main(["train", "--help-config", *argv]) == 0
+    return [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:] if line[:1].islower()
+            and not line.startswith("other methods")]
+
+
+def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
+    updown = _listed(capsys, "algorithm=scst")
+    assert "model.att_hidden_dim" in updown and "model.num_heads" not in updown and "model.goal_dim" not in updown
+    assert "reward.retrieval_tau" not in updown and "reward.paths" not in updown
+    assert len(updown) == 53  # of 65 in the scst run's config: the transformer's, HRL's and the retrieval keys
+    transformer = _listed(capsys, "algorithm=scst", "model.arch=transformer")
+    assert {"model.num_heads", "model.ff_dim"} <= set(transformer) and "model.embed_dim" not in transformer
+    distinct = _listed(capsys, "algorithm=wtf_rl")
+    assert {"reward.retrieval_tau", "reward.hard_negatives", "reward.paths"} <= set(distinct)
+    assert "reward.paths" in _listed(capsys, "algorithm=ac", "reward.weights={cider_d: 1.0, embedding: 0.5}")

@@ -53,18 +53,22 @@ def run(args: argparse.Namespace) -> int:
 
 def _help_config(args: argparse.Namespace) -> int:
     """The keys of the method a recipe or ``algorithm=NAME`` names: the shared ones and its own."""
-    from rlcap.config import apply_overrides, read_yaml
     from rlcap.train.registry import METHODS
+    from rlcap.train.run_config import load_run_config, read_by
 
     recipe, overrides = args.config, list(args.overrides)
     if recipe is not None and "=" in recipe and not Path(recipe).exists():  # `--help-config algorithm=scst`
         recipe, overrides = None, [recipe, *overrides]
-    data = apply_overrides(read_yaml(recipe) if recipe else {}, overrides)
-    algorithm = data.get("algorithm", "xe")
-    cls = run_config_class(algorithm)
+    cfg = load_run_config(recipe, overrides)
+    algorithm = cfg.algorithm
     print(f"algorithm={algorithm}: {METHODS[algorithm].help}" if METHODS[algorithm].help else f"algorithm={algorithm}")
-    for key, default, text in describe(cls):
+    rows = describe(run_config_class(algorithm))
+    shown = [row for row in rows if read_by(cfg, row[0])]
+    for key, default, text in shown:
         print(f"{key:28s} {default:24s} {text}")
+    if len(shown) < len(rows):
+        print(f"\n{len(shown)} keys; not shown, as this run does not read them: "
+              f"{', '.join(row[0] for row in rows if row not in shown)} (other model.arch or reward.weights)")
     print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
           f"{', '.join(name for name in METHODS if name != algorithm)}")
     return 0

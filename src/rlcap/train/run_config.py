@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, make_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlcap.config import apply_overrides, from_dict, help_field, read_yaml
 from rlcap.data.loader import DataConfig
@@ -248,3 +248,33 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
                     ", ".join(stray))
     return from_dict(run_config_class(algorithm), {k: v for k, v in data.items() if k not in stray})
 
+
+
+RETRIEVAL_REWARDS = ("clip_s", "i2t", "t2i", "bicont")
+
+
+def _archs(*archs: str) -> Callable[[RunConfig], bool]:
+    return lambda cfg: cfg.model.arch in archs
+
+
+def _retrieval(cfg: RunConfig) -> bool:
+    """The run scores with a retriever: [Chaffin24]'s methods, or a retrieval reward in reward.weights."""
+    return cfg.algorithm in ("wtf_rl", "scst_discriminator") or any(n in RETRIEVAL_REWARDS for n in cfg.reward.weights)
+
+
+# Keys that only some runs read: key -> whether a run of this config reads it (the model keys of one
+# architecture, the settings of learned and retrieval rewards). `rlcap train --help-config` lists a
+# run's keys without those it does not read.
+READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
+    "model.embed_dim": _archs("fc", "updown", "hrl"),
+    "model.att_hidden_dim": _archs("updown", "hrl"),
+    **{f"model.{k}": _archs("transformer") for k in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},
+    **{f"model.{k}": _archs("hrl") for k in ("manager_dim", "goal_dim", "critic_from")},
+    "reward.paths": lambda cfg: _retrieval(cfg) or "embedding" in cfg.reward.weights,
+    **{f"reward.{k}": _retrieval for k in ("retrieval_tau", "hard_negatives", "negative_captions")},
+}
+
+
+def read_by(cfg: RunConfig, key: str) -> bool:
+    """Whether a run of ``cfg`` reads ``key`` (every key but those of :data:`READ_WHEN` that it does not)."""
+    return key not in READ_WHEN or READ_WHEN[key](cfg)
