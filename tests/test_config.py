@@ -81,3 +81,18 @@ def test_yaml_must_be_a_mapping(tmp_path):
 def test_every_field_has_help():
     rows = describe(RunConfig)
     assert rows and all(text for _, _, text in rows), [k for k, _, t in rows if not t]
+
+
+def test_threads_auto_shares_the_cores_among_torchrun_processes(monkeypatch):
+    import os
+
+    from rlcap.train.run_config import cpu_threads
+
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert load_run_config(None, []).threads == "auto" and cpu_threads("auto") == cores
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(2 * cores))  # more processes than cores: one thread each
+    assert cpu_threads("auto") == 1
+    assert cpu_threads(3) == 3 and load_run_config(None, ["threads=3"]).threads == 3
+    with pytest.raises(ConfigError, match="threads: expected a number or auto, got 'many'"):
+        load_run_config(None, ["threads=many"])

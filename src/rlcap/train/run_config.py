@@ -5,6 +5,7 @@ method's own section, which lives in the method's file (``rlcap/methods/``)."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -139,6 +140,15 @@ def auto_val_metric(algorithm: str, reward: RewardConfig | None) -> str:
     return "CIDEr"
 
 
+def cpu_threads(threads: int | str) -> int:
+    """``threads`` as a number: ``auto`` is the cores this process may use (its CPU affinity), divided
+    among the processes torchrun starts on this machine (``LOCAL_WORLD_SIZE``), at least 1."""
+    if threads != AUTO:
+        return int(threads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def metric_label(name: str) -> str:
     """A validation score's name in log lines: pycocoevalcap's CIDEr is CIDEr-D."""
     return "CIDEr-D" if name == "CIDEr" else name
@@ -163,7 +173,8 @@ class RunConfig:
     allow_init_mismatch: bool = help_field(False, "start from init_from even when its vocabulary lacks words of "
                                                   "this run's training captions or its features' image size differs "
                                                   "(the run keeps the checkpoint's vocabulary)")
-    threads: int = help_field(2, "torch CPU threads")
+    threads: int | str = help_field(AUTO, "torch CPU threads: a number, or auto (the cores this process may use, "
+                                          "shared among the processes torchrun starts on the machine)")
     log_every: int = help_field(20, "write a log line every this many steps")
     save_every: int = help_field(0, "also checkpoint every this many steps (0: at the end of each epoch only)")
     max_steps: int = help_field(0, "stop after this many optimizer steps in total (0: no limit)")
@@ -186,7 +197,10 @@ class RunConfig:
             self.val.metric = auto_val_metric(self.algorithm, self.reward if method(self.algorithm).reward else None)
 
     def validate(self) -> None:
-        check_min("threads", self.threads, 1)
+        if self.threads != AUTO:
+            if not isinstance(self.threads, int):
+                raise ConfigError(f"threads: expected a number or auto, got {self.threads!r}")
+            check_min("threads", self.threads, 1)
         check_min("log_every", self.log_every, 1)
         check_min("save_every", self.save_every, 0)
         check_min("max_steps", self.max_steps, 0)

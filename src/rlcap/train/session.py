@@ -32,7 +32,7 @@ from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover, rng_state,
     save_checkpoint, set_rng_state)
-from rlcap.train.run_config import OptimConfig, RunConfig, metric_label
+from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
 from rlcap.train.logger import RunLogger
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
@@ -107,7 +107,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     The session holds its own copy of ``cfg`` (``session.cfg``), the model section taken from the
     checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was."""
     cfg = copy.deepcopy(cfg)
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(cpu_threads(cfg.threads))
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for line in [*recover(out_dir), *recover_replaced(out_dir)]:
