@@ -5,27 +5,10 @@ import json
 import yaml
 
 from rlcap.bench.registry import BENCHMARKS, METHODS, XE, Benchmark, Method, Stage
-from rlcap.train import registry
 from rlcap.cli import main
-from rlcap.rl.losses import reinforce_loss
-from rlcap.train.rollout import rollout, score
-from rlcap.train.sequence import train_reward
-from rlcap.train.session import finish_run, finish_step, optimizer_step, start_session, train_batches
+from rlcap.train import registry
+from tests.methods.toy_method import TOY  # REINFORCE with a constant baseline, a method from outside src/
 from tests.tiny import make_tiny_dataset, tiny_overrides
-
-
-def train_toy(cfg):
-    """REINFORCE with a constant baseline of 1 (Williams 1992), on the shared helpers."""
-    s = start_session(cfg, ("train", cfg.val.split))
-    with train_reward(s) as reward:
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
-            roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)       # 1. sample
-            rewards = score(reward, roll.captions, roll.reward_batch)               # 2. score
-            loss = reinforce_loss(roll.logprobs, roll.mask, rewards - 1.0)          # 3. baseline, 4. loss
-            optimizer_step(s, loss)
-            if finish_step(s, {"loss": loss.item(), "reward": float(rewards.mean())}):
-                break
-    return finish_run(s)
 
 
 def _recipe(path, items):
@@ -46,14 +29,14 @@ def test_a_toy_method_runs_through_the_registries(tmp_path, monkeypatch):
     tiny = [o for o in tiny_overrides("unused", "unused", "unused") if not o.split("=")[0] in
             ("data.dataset", "data.features", "out_dir")]
     _recipe(configs / "tiny_xe.yaml", [*tiny, "algorithm=xe"])
-    _recipe(configs / "tiny_toy.yaml", [*[o for o in tiny if not o.startswith("model.")], "algorithm=toy_reinforce",
+    _recipe(configs / "tiny_toy.yaml", [*[o for o in tiny if not o.startswith("model.")], "algorithm=toy",
                                         "rl.epochs=1", "rl.batch_size=8", "rl.n_samples=2"])
 
     def prepare(data_dir, image_size, report):
         data_dir.mkdir(parents=True, exist_ok=True)
         return make_tiny_dataset(data_dir)
 
-    monkeypatch.setitem(registry.METHODS, "toy_reinforce", registry.Method(train_toy))
+    monkeypatch.setitem(registry.METHODS, "toy", TOY)
     monkeypatch.setitem(METHODS, "toy", Method((XE, Stage("toy", "toy", "xe")), "REINFORCE, constant baseline"))
     monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(prepare, "tiny"))
     out = tmp_path / "bench"
