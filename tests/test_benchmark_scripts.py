@@ -44,3 +44,14 @@ def test_bench_pg_reading_is_computed_from_the_figures():
     assert "CIDEr-D takes 0.8-1.0% of an update" in text     # 0.03/4 and 0.03/3
     assert "SPIDEr's scoring takes 50%" in text and "BCMR's 20%" in text
     assert "50% of all rollout rows" in text and "90% of those" in text and "costs 10% of its first" in text
+
+
+def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
+    """Where CUDA is absent, the GPU check's comparison itself runs CPU against CPU: the same seed gives
+    the same losses (the check a CUDA machine makes against the CPU)."""
+    out = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--steps", "3", "--devices", "cpu,cpu",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in out.read_text().splitlines() if line.startswith(("| xe ", "| scst "))]
+    assert len(rows) == 2 and all(row.split("|")[3].strip() == "0.00e+00" for row in rows)

@@ -35,13 +35,14 @@ def _train(recipe: str, overrides: list[str], out: Path) -> list[dict[str, float
     return [{k: v for k, v in r.items() if "loss" in k and isinstance(v, float)} | {"step": r["step"]} for r in rows]
 
 
-def run_recipes(folder: Path) -> dict[str, list[dict[str, float]]]:
-    """Every recipe's logged losses, trained in ``folder`` (the runs that later ones start from first)."""
+def run_recipes(folder: Path, **every: object) -> dict[str, list[dict[str, float]]]:
+    """Every recipe's logged losses, trained in ``folder`` (the runs that later ones start from first);
+    ``every``: overrides of every run (``device="cpu"``)."""
     dataset, feats = make_tiny_dataset(folder)
 
     def image_run(recipe: str, name: str, **extra) -> list[dict[str, float]]:
         out = folder / name
-        return _train(recipe, tiny_overrides(dataset, feats, out, **{**BUDGET, **extra}), out)
+        return _train(recipe, tiny_overrides(dataset, feats, out, **{**BUDGET, **every, **extra}), out)
 
     xe = folder / "xe" / "best"
     losses = {"xe": image_run("shapes_xe", "xe", **{"xe.epochs": 8})}
@@ -64,7 +65,8 @@ def run_recipes(folder: Path) -> dict[str, list[dict[str, float]]]:
 
     def video_run(recipe: str, name: str, **extra) -> list[dict[str, float]]:
         out = folder / name
-        return _train(recipe, hrl_overrides(ann, clip_feats, out, **{**BUDGET, "data.min_count": 1, **extra}), out)
+        return _train(recipe, hrl_overrides(ann, clip_feats, out, **{**BUDGET, **every, "data.min_count": 1, **extra}),
+                      out)
 
     losses["critic"] = video_run("moving-shapes_critic", "critic", **{"critic.batch_size": 16})
     losses["xe_hrl"] = video_run("moving-shapes_xe_hrl_16", "xe_hrl", **{

@@ -83,6 +83,10 @@ class Batch(NamedTuple):
     tokens: torch.Tensor
     refs: list[list[str]]
 
+    def to(self, device: torch.device | str) -> "Batch":
+        """Features and captions on ``device`` (``index`` stays with the split's data, on the CPU)."""
+        return self._replace(feats=self.feats.to(device), tokens=self.tokens.to(device))
+
 
 class SplitData:
     """The images of one split: ids, references, encoded captions and features in memory."""

@@ -51,12 +51,12 @@ def critic_data(split, vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]
     words = [tokenize(c)[:max_len] for refs in split.refs for c in refs]
     starts = chunk_starts(words)
     width = 1 + max((len(w) for w in words), default=1)
-    tokens = torch.full((len(words), width), PAD, dtype=torch.long)
-    targets = torch.zeros(len(words), width)
+    tokens = torch.full((len(words), width), PAD, dtype=torch.long)  # cpu: the run moves them to its device
+    targets = torch.zeros(len(words), width)  # cpu: as the tokens
     for i, (w, st) in enumerate(zip(words, starts)):
         tokens[i, 0] = BOS
         if w:
-            tokens[i, 1:1 + len(w)] = torch.tensor(vocab.encode(w))
+            tokens[i, 1:1 + len(w)] = torch.tensor(vocab.encode(w))  # cpu: a row of the tokens above
             targets[i, 1:1 + len(w)] = segment_end_targets([st], len(w))[0]
     return tokens, targets
 
@@ -82,14 +82,15 @@ def train_critic(cfg: RunConfig) -> TrainResult:
     critic = InternalCritic(len(s.data.vocab), s.cfg.model.embed_dim, s.cfg.model.hidden_dim)
     add_part(s, CRITIC, critic, cfg.optim)
     begin(s, selects_by="F1")
-    tokens, targets = critic_data(s.data.splits["train"], s.data.vocab, cfg.data.max_len)
-    val = critic_data(s.data.splits[cfg.val.split], s.data.vocab, cfg.data.max_len)
+    tokens, targets = (t.to(s.device) for t in critic_data(s.data.splits["train"], s.data.vocab, cfg.data.max_len))
+    val = tuple(t.to(s.device) for t in critic_data(s.data.splits[cfg.val.split], s.data.vocab, cfg.data.max_len))
     log.info("internal critic: %d training captions, %.2f segments each", len(tokens),
              float(targets[:, 1:].sum(1).mean()))
     c = cfg.critic
     critic.train()
 
     def batches(epoch: int, start: int) -> list[torch.Tensor]:  # the captions' rows, shuffled per epoch
+        # cpu: the order, seeded as on any device
         order = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(cfg.seed + epoch))
         return list(order.split(c.batch_size))[start:]
 

@@ -23,6 +23,7 @@ import torch
 
 from rlcap.config import help_field
 from rlcap.data.loader import Batch, SplitData
+from rlcap.devices import model_device
 from rlcap.errors import ConfigError
 from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
@@ -115,13 +116,17 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
     was_training = model.training
     model.eval()
     n = len(split) if limit <= 0 else min(limit, len(split))
-    images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))))
+    device = model_device(model)
+    # cpu: row indices of the split's data
+    images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))).to(device))
                         for i in range(0, n, batch_size)])  # (I, D)
     caps = split.caps[: int(split.cap_offsets[n])]  # (C, T)
+    # cpu: the image of each caption, for the metrics (numpy)
     owner = torch.arange(n).repeat_interleave(split.cap_offsets[1:n + 1] - split.cap_offsets[:n])  # (C,)
-    texts = torch.cat([model.embed_texts(caps[i:i + batch_size]) for i in range(0, len(caps), batch_size)])  # (C, D)
+    texts = torch.cat([model.embed_texts(caps[i:i + batch_size].to(device))
+                       for i in range(0, len(caps), batch_size)])  # (C, D)
     model.train(was_training)
-    scores = retrieval_metrics((images @ texts.T).numpy(), owner.numpy())
+    scores = retrieval_metrics((images @ texts.T).cpu().numpy(), owner.numpy())
     scores["mean_R"] = float(np.mean([scores[f"{d}_R@{k}"] for d in ("t2i", "i2t") for k in RECALL_AT]))
     return scores
 

@@ -135,7 +135,7 @@ def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatc
             ids.append(batch.image_ids[i])
             refs.append(batch.refs[i])
     values = reward(captions, RewardBatch(ids, refs)).tolist() if captions else []
-    out = torch.zeros(tokens.shape)
+    out = torch.zeros(tokens.shape, device=tokens.device)
     for (i, t), v in zip(rows, values):
         out[i, t] = v
     return out
@@ -193,7 +193,7 @@ def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
     will start a segment at the next step, the worker state entering it is detached from the goals before."""
     memory = model.encode(batch.feats)
     state = model.init_state(memory)
-    word = torch.full((batch.feats.att.size(0),), BOS, dtype=torch.long)
+    word = torch.full((batch.feats.att.size(0),), BOS, dtype=torch.long, device=batch.feats.att.device)
     done = torch.zeros_like(word, dtype=torch.bool)
     tokens, logprobs, starts, h_m = [], [], [], []
     ban = None

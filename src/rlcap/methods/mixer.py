@@ -88,7 +88,7 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
     #    weighted alike (Ranzato's per-sequence sum over t), then a step of each part
     t0 = time.perf_counter()
     n_xe, n_rl = float(xe_mask.sum()), float(rl_mask.sum())
-    xe = torch.zeros(())
+    xe = torch.zeros((), device=out.logprobs.device)
     if n_xe > 0:
         logits = s.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
         xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)

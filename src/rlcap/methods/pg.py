@@ -89,18 +89,19 @@ def rollout_rewards(reward: Reward, vocab: Vocab, sampled: DecodeResult, rolls: 
     owner = rows // (t * k)  # (N,) the sampled caption each belongs to
     captions = [vocab.decode(row.tolist()) for row in rolls.tokens[rows]]
     captions += [vocab.decode(row.tolist()) for row in sampled.tokens]
-    every = torch.cat([owner, torch.arange(r)])  # (N + R,) sampled caption of every scored string
-    feats_row = context.feats_index if context.feats_index is not None else torch.arange(r)  # (R,)
+    every = torch.cat([owner, torch.arange(r, device=owner.device)])  # (N + R,) sampled caption of every scored string
+    feats_row = context.feats_index if context.feats_index is not None else torch.arange(r, device=owner.device)
     batch = RewardBatch([context.image_ids[i] for i in every.tolist()], [context.refs[i] for i in every.tolist()],
                         context.feats, feats_row[every] if context.feats is not None else None)
     scores = score_unique(reward, captions, batch)
-    rollout = torch.zeros(r * t * k).index_put((rows,), scores.rewards[: rows.numel()]).view(r, t, k)
-    return RolloutRewards(rollout, scores.rewards[rows.numel():], scores)
+    rewards = scores.rewards.to(rows.device)
+    rollout = torch.zeros(r * t * k, device=rows.device).index_put((rows,), rewards[: rows.numel()]).view(r, t, k)
+    return RolloutRewards(rollout, rewards[rows.numel():], scores)
 
 
 def sample_context(batch: Batch, m: int) -> tuple[Feats, RewardBatch]:
     """Features (one row per sampled caption, for the rollouts) and the reward context of M captions per image."""
-    image_row = torch.arange(len(batch.ids)).repeat_interleave(m)  # (B*M,)
+    image_row = torch.arange(len(batch.ids), device=batch.feats.fc.device).repeat_interleave(m)  # (B*M,)
     feats = batch.feats if m == 1 else batch.feats.select(image_row)
     context = RewardBatch([i for i in batch.ids for _ in range(m)], [r for r in batch.refs for _ in range(m)],
                           batch.feats, image_row)

@@ -53,9 +53,9 @@ def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -
     # 2. the discriminator's step on ground truth against the samples, then p_D
     d_loss, d_acc = discriminator_step(s, texts, images, b * n, human_from=b * n + b)
     with torch.no_grad():
-        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))
+        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts.to(s.device), images.to(s.device)))
     # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples
-    sim = reward.pool_scores(texts, ids)
+    sim = reward.pool_scores(texts, ids).to(s.device)
     r = weighted_reward(sim, p_human, cfg.scst_discriminator.alpha)
     r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
     loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))

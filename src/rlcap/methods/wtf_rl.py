@@ -173,6 +173,7 @@ def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b:
     """One step of the discriminator on the ground truth (rows ``human_from``:, default 2b:) against
     the generated captions (rows :b); (loss, accuracy before the step)."""
     d = s.parts[DISCRIMINATOR].module
+    texts, images = texts.to(s.device), images.to(s.device)  # the retriever's embeddings come on the CPU
     h = 2 * b if human_from is None else human_from
     human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
     accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
@@ -197,7 +198,9 @@ def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) ->
     model, was_training = s.model, s.model.training
     model.eval()
     with torch.no_grad():
-        tokens = greedy(model, train.feats(torch.tensor([row_of[i] for i in ids])), s.cfg.decode.max_len).tokens
+        # cpu: row indices of the split's data
+        feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(s.device)
+        tokens = greedy(model, feats, s.cfg.decode.max_len).tokens
     model.train(was_training)
     embedded = reward.retriever.embed_captions([s.data.vocab.decode(row.tolist()) for row in tokens])  # (K, D)
     return {i: embedded[j:j + 1] for j, i in enumerate(ids)}
@@ -216,9 +219,9 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     # 3. the discriminator's step first ([Chaffin24 sec. 4.1]), then p_D of x_bs and x_gt
     d_loss, d_acc = discriminator_step(s, texts, images, b)
     with torch.no_grad():
-        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts, images))  # (2B + B*S,)
+        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts.to(s.device), images.to(s.device)))  # (2B + B*S,)
     # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
-    sim = reward.pool_scores(texts, traj.image_ids, mined)
+    sim = reward.pool_scores(texts, traj.image_ids, mined).to(s.device)
     r = weighted_reward(sim, p_human, cfg.alpha)
     r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
     w_bs = bs_weights(r_bs, cfg.bs_baseline)

@@ -79,9 +79,9 @@ class EmbeddingModel(nn.Module):
 def encode_captions(captions: list[str], vocab: Vocab) -> torch.Tensor:
     """Raw captions -> (N, T) word ids ``BOS w1..wn EOS PAD...``, as the embedding model was trained on."""
     rows = [[BOS, *vocab.encode(tokenize(c)), EOS] for c in captions]
-    tokens = torch.full((len(rows), max((len(r) for r in rows), default=2)), PAD, dtype=torch.long)
+    tokens = torch.full((len(rows), max((len(r) for r in rows), default=2)), PAD, dtype=torch.long)  # cpu: callers move it
     for i, row in enumerate(rows):
-        tokens[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        tokens[i, :len(row)] = torch.tensor(row, dtype=torch.long)  # cpu: a row of the tokens above
     return tokens
 
 

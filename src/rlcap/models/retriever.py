@@ -53,7 +53,7 @@ class DualEncoderRetriever:
         """Raw captions -> (N, D) unit rows (tokenized as the training data, unknown words UNK)."""
         out = [self.model.embed_texts(encode_captions(captions[i:i + CAPTION_BATCH], self.vocab).to(self.device))
                for i in range(0, len(captions), CAPTION_BATCH)]
-        return torch.cat(out).cpu() if out else torch.zeros(0, self.model.text_map.out_features)
+        return torch.cat(out).cpu() if out else torch.zeros(0, self.model.text_map.out_features)  # cpu: as the rows
 
     @torch.no_grad()
     def embed_feats(self, feats: Feats) -> torch.Tensor:

@@ -83,9 +83,9 @@ class WeightedReward:
 
     def combine(self, parts: dict[str, torch.Tensor], n: int) -> torch.Tensor:
         """The weighted sum of :meth:`components` output: (n,)."""
-        total = torch.zeros(n)
+        total = torch.zeros(n)  # cpu: rewards are gathered on the CPU; train.rollout.score moves them once
         for name, scores in parts.items():
-            total = total + self.weights[name] * scores
+            total = total + self.weights[name] * scores.cpu()
         return total
 
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:

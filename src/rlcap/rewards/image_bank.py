@@ -40,7 +40,7 @@ class ImageBank:
     def rows(self, image_ids: list[str]) -> torch.Tensor:
         """Image ids -> (B,) bank rows; one clear error for an id the bank does not hold."""
         try:
-            return torch.tensor([self.row[i] for i in image_ids], dtype=torch.long)
+            return torch.tensor([self.row[i] for i in image_ids], dtype=torch.long)  # cpu: the bank lives on the CPU
         except KeyError as exc:
             raise DataError(f"image {exc.args[0]!r} is not in the image bank built with {self.retriever or '?'}; "
                             "rebuild it on this dataset (rlcap retrieval index)") from None
@@ -65,7 +65,7 @@ class ImageBank:
                     seen.add(n)
                     rows.append(n)
         where = {image_id: p for p, image_id in enumerate(order)}
-        return rows, torch.tensor([where[i] for i in image_ids], dtype=torch.long)
+        return rows, torch.tensor([where[i] for i in image_ids], dtype=torch.long)  # cpu: the bank lives on the CPU
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
@@ -116,10 +116,12 @@ def mine_neighbours(embeddings: torch.Tensor, candidates: torch.Tensor, k: int) 
     for start in range(0, embeddings.size(0), MINING_BLOCK):
         block = embeddings[start:start + MINING_BLOCK]  # (b, D)
         sim = block @ pool.T  # (b, C)
+        # cpu: the bank and its mining live on the CPU
         itself = candidates[None, :] == torch.arange(start, start + block.size(0))[:, None]  # (b, C)
         sim = sim.masked_fill(itself, float("-inf"))
+        # cpu: the bank and its mining live on the CPU
         out.append(candidates[sim.topk(k, dim=1).indices] if k else torch.zeros(block.size(0), 0, dtype=torch.long))
-    return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.long)
+    return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.long)  # cpu: the bank lives on the CPU
 
 
 def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Path | None = None, k: int = 10,
@@ -143,6 +145,7 @@ def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Pat
             raise DataError(f"{retriever_path} is a dual encoder, which embeds feature vectors: give the feature "
                             "store of the dataset (--features FILE, made as its training features were)")
         split = SplitData(records, retriever.vocab, data_cfg.features, data_cfg.max_len)
+        # cpu: the bank and its mining live on the CPU
         chunks = [retriever.embed_feats(split.feats(torch.arange(i, min(i + batch_size, len(ids)))))
                   for i in range(0, len(ids), batch_size)]
     else:
@@ -155,6 +158,7 @@ def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Pat
         chunks = [retriever.embed_images([load_image(folder / r.filename) for r in records[i:i + batch_size]])
                   for i in range(0, len(records), batch_size)]
     embeddings = torch.cat(chunks)  # (N, D)
+    # cpu: the bank and its mining live on the CPU
     train = torch.tensor([k for k, r in enumerate(records) if r.split == "train"], dtype=torch.long)
     if len(train) == 0:
         raise DataError(f"{data_cfg.dataset} has no training images to mine neighbours from")

@@ -119,7 +119,7 @@ def _with_mined_captions(texts: torch.Tensor, owner: torch.Tensor, rows: list[in
         if row not in position:
             raise ValueError(f"retrieval reward: captions of image {image_id!r}, which is not in the batch's image pool")
         extra.append(embedded)
-        extra_owner.append(torch.full((embedded.size(0),), position[row], dtype=torch.long))
+        extra_owner.append(torch.full((embedded.size(0),), position[row], dtype=torch.long))  # cpu: as the bank
     return torch.cat(extra), torch.cat(extra_owner)
 
 

@@ -26,7 +26,7 @@ class SpiceReward:
 
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
-        return torch.tensor(self.scorer.score(captions, batch.image_ids), dtype=torch.float32)
+        return torch.tensor(self.scorer.score(captions, batch.image_ids), dtype=torch.float32)  # cpu: a metric
 
 
 class SpiderReward:
@@ -38,7 +38,7 @@ class SpiderReward:
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         cider = self.cider(captions, batch).tolist()
         spice = self.spice(captions, batch).tolist()
-        return torch.tensor([spider(c, s) for c, s in zip(cider, spice)], dtype=torch.float32)
+        return torch.tensor([spider(c, s) for c, s in zip(cider, spice)], dtype=torch.float32)  # cpu: a metric
 
 
 def make_spice(ctx: RewardContext) -> SpiceReward:

@@ -82,7 +82,7 @@ class RunningMean(NamedTuple):
 
     @classmethod
     def init(cls) -> "RunningMean":
-        return cls(value=torch.zeros(()), steps=0)
+        return cls(value=torch.zeros(()), steps=0)  # cpu: a 0-dim scalar, which adds to tensors on any device
 
 
 def update_running_mean(state: RunningMean, rewards: torch.Tensor, decay: float) -> RunningMean:

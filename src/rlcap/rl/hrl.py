@@ -46,7 +46,7 @@ def segment_end_targets(starts: list[list[int]], length: int) -> torch.Tensor:
 
     Example: starts [[0, 3]], length 5 -> [[0, 0, 1, 0, 1]].
     """
-    out = torch.zeros(len(starts), length)
+    out = torch.zeros(len(starts), length)  # cpu: targets built from captions, moved with the data
     for row, s in enumerate(starts):
         for nxt in s[1:]:
             if 0 < nxt <= length:

@@ -70,7 +70,7 @@ def pairwise_distances(samples: Sequence[Sequence[str]], s: int) -> torch.Tensor
     if s < 1 or len(samples) % s != 0:
         raise ValueError(f"pairwise_distances: {len(samples)} samples cannot be split into groups of s={s}")
     batch = len(samples) // s
-    dist = torch.zeros(batch, s, s)
+    dist = torch.zeros(batch, s, s)  # cpu: BLEU distances of strings, computed on the CPU
     for i in range(batch):
         group = samples[i * s:(i + 1) * s]
         for j in range(s):

@@ -46,13 +46,20 @@ _OLD_WEIGHTS = "model.safetensors"  # format 1
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every random generator a run draws from: torch's CPU one (and each CUDA device's when there
+    are any), NumPy's and Python's."""
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 class Checkpoint(NamedTuple):
@@ -229,7 +236,8 @@ def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint
     trainer = None
     if with_trainer and (folder / "trainer.pt").is_file():
         try:
-            trainer = _upgrade_trainer(torch.load(folder / "trainer.pt", weights_only=False))
+            # on the CPU whatever device wrote it: optimizers move their state to their parameters' device
+            trainer = _upgrade_trainer(torch.load(folder / "trainer.pt", map_location="cpu", weights_only=False))
         except Exception as exc:  # torch.load raises many types for a damaged pickle
             raise RlcapError(f"cannot read checkpoint {folder}: trainer.pt is corrupt ({type(exc).__name__})") from exc
     return Checkpoint(weights, config, vocab, trainer, manifest)

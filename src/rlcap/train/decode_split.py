@@ -10,6 +10,7 @@ import torch
 from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import beam_search, greedy
+from rlcap.devices import model_device
 from rlcap.progress import track
 
 
@@ -28,14 +29,16 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
     words when that is above 0). ``progress``: a bar on a terminal, else log lines."""
     was_training = model.training
     model.eval()
+    device = model_device(model)
     predictions: dict[str, str] = {}
     batches = split.eval_batches(batch_size, limit)
     total = (min(limit, len(split)) if limit > 0 else len(split) + batch_size - 1) // batch_size
     for batch in (track(batches, total, "decode", "batch", leave=False) if progress else batches):
+        feats = batch.feats.to(device)
         if beam_size <= 1:
-            out = greedy(model, batch.feats, max_len=max_len)
+            out = greedy(model, feats, max_len=max_len)
         else:
-            out = beam_search(model, batch.feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
+            out = beam_search(model, feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
                               no_repeat_ngram=no_repeat_ngram)
         for image_id, row in zip(batch.ids, out.tokens):
             predictions[image_id] = vocab.decode(row.tolist())

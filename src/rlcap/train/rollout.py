@@ -38,7 +38,7 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
     The policy is the one decoding samples from: the model's softmax renormalised without PAD and
     BOS (:func:`rlcap.decoding.word_logprobs`). A padded position's log-probability is -inf under
     it (PAD is banned), so it is zeroed with ``where``: a product with the mask would give NaN."""
-    bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype)
+    bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype, device=tokens.device)
     inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
     logits = model(batch.feats, inputs, seq_per_img=n)                      # (B*n, T, V)
     logp = word_logprobs(logits, banned_words(logits.size(-1), logits))      # (B*n, T, V)
@@ -50,7 +50,7 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
 
 def reward_batch(batch: Batch, n: int) -> RewardBatch:
     """The context of n captions per image: ids and references per caption, features once per image."""
-    rows = torch.arange(len(batch.ids)).repeat_interleave(n)  # (B*n,) caption -> image row
+    rows = torch.arange(len(batch.ids), device=batch.feats.fc.device).repeat_interleave(n)  # (B*n,) caption -> image
     return RewardBatch([i for i in batch.ids for _ in range(n)], [r for r in batch.refs for _ in range(n)],
                        batch.feats, rows)
 
@@ -82,11 +82,13 @@ def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, max_len:
 
 
 def score(reward: Reward, captions: list[str], reward_batch: RewardBatch) -> torch.Tensor:
-    """Rewards as a float tensor (B*n,), checked for shape."""
+    """Rewards as a float tensor (B*n,), checked for shape, on the device of the batch's features
+    (metric rewards are CPU code: one transfer per call)."""
     values = reward(captions, reward_batch)
     if values.shape != (len(captions),):
         raise ValueError(f"reward returned shape {tuple(values.shape)} for {len(captions)} captions")
-    return values.float()
+    device = reward_batch.feats.fc.device if reward_batch.feats is not None else values.device
+    return values.float().to(device)
 
 
 def caption_lengths(tokens: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from rlcap.config import apply_overrides, from_dict, help_field, read_yaml
 from rlcap.data.loader import DataConfig
+from rlcap.devices import check_device_name
 from rlcap.errors import ConfigError
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
 from rlcap.models.model_config import ModelConfig
@@ -173,6 +174,8 @@ class RunConfig:
     allow_init_mismatch: bool = help_field(False, "start from init_from even when its vocabulary lacks words of "
                                                   "this run's training captions or its features' image size differs "
                                                   "(the run keeps the checkpoint's vocabulary)")
+    device: str = help_field(AUTO, "where the run computes: auto (the first CUDA device when torch sees one, "
+                                   "else the CPU), cpu, cuda, cuda:N or mps")
     threads: int | str = help_field(AUTO, "torch CPU threads: a number, or auto (the cores this process may use, "
                                           "shared among the processes torchrun starts on the machine)")
     log_every: int = help_field(20, "write a log line every this many steps")
@@ -197,6 +200,7 @@ class RunConfig:
             self.val.metric = auto_val_metric(self.algorithm, self.reward if method(self.algorithm).reward else None)
 
     def validate(self) -> None:
+        check_device_name(self.device)
         if self.threads != AUTO:
             if not isinstance(self.threads, int):
                 raise ConfigError(f"threads: expected a number or auto, got {self.threads!r}")

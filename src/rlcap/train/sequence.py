@@ -38,7 +38,7 @@ def train_reward(session: Session) -> WeightedReward:
     train = session.data.splits["train"]
     dims = feature_dims(session.data)
     return build_reward(session.cfg.reward, dict(zip(train.ids, train.refs)), vocab=session.data.vocab,
-                        fc_dim=dims["fc"], att_dim=dims["att"])
+                        fc_dim=dims["fc"], att_dim=dims["att"], device=str(session.device))
 
 
 def conventions(cfg: RunConfig, n_train_images: int, baseline: str) -> str:
@@ -82,7 +82,7 @@ def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Ca
         batches = train.batches(cfg.rl.batch_size, seq_per_img, cfg.seed, phase["epoch"], phase["step_in_epoch"])
         for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
                           desc=f"{what} epoch {phase['epoch'] + 1}"):
-            stats = step(batch)
+            stats = step(batch.to(s.device))
             phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
             if finish_step(s, stats._asdict()):
                 return True

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import DATA_PATHS, Batch, CaptionData, load_data
+from rlcap.devices import resolve_device
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
@@ -73,6 +74,7 @@ class Session:
     source: Checkpoint | None = None   # the checkpoint resumed from (or initialised from)
     resuming: bool = False
     started: bool = False              # config.json written (:func:`run_started`)
+    device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
 
     @property
     def model(self) -> torch.nn.Module:
@@ -107,6 +109,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     The session holds its own copy of ``cfg`` (``session.cfg``), the model section taken from the
     checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was."""
     cfg = copy.deepcopy(cfg)
+    device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     torch.set_num_threads(cpu_threads(cfg.threads))
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -127,7 +130,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
     dims = feature_dims(data)
-    s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None)
+    s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None,
+                device=device)
     if policy:
         model = (build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]) if source is not None
                  else new_model(cfg.model, data.vocab, dims["fc"], dims["att"]))  # (weights: add_part loads them)
@@ -144,6 +148,7 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     if source is not None and name in source.weights:
         load_weights(module, source.weights[name],
                      session.out_dir / "last" if session.resuming else session.cfg.init_from, name)
+    module.to(session.device)
     part = Part(module)
     if optim is not None:
         part.optimizer, part.scheduler = build_optimizer(module.parameters(), optim)
@@ -306,8 +311,9 @@ def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: i
             return train.batches(batch_size, seq_per_img, s.cfg.seed, epoch, start)
         steps_per_epoch = math.ceil(len(train) / batch_size)
     while p.epoch < epochs:
-        yield from tqdm(batches(p.epoch, p.step_in_epoch), total=steps_per_epoch, initial=p.step_in_epoch,
-                        desc=f"{s.cfg.algorithm} epoch {p.epoch + 1}", leave=False, disable=None)
+        for batch in tqdm(batches(p.epoch, p.step_in_epoch), total=steps_per_epoch, initial=p.step_in_epoch,
+                          desc=f"{s.cfg.algorithm} epoch {p.epoch + 1}", leave=False, disable=None):
+            yield batch.to(s.device) if isinstance(batch, Batch) else batch
         end_epoch(s, validate)
 
 

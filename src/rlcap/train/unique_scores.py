@@ -37,14 +37,16 @@ def unique_pairs(captions: list[str], image_ids: list[str]) -> tuple[list[int], 
             slot[pair] = len(first)
             first.append(i)
         where.append(slot[pair])
-    return first, torch.tensor(where, dtype=torch.long)
+    return first, torch.tensor(where, dtype=torch.long)  # cpu: indexes the rewards, gathered on the CPU
 
 
 def score_unique(reward: Reward, captions: list[str], batch: RewardBatch) -> UniqueScores:
     """``score(reward, captions, batch)`` calling the reward on each distinct (caption, image) once."""
     start = time.perf_counter()
     first, where = unique_pairs(captions, batch.image_ids)
-    index = torch.tensor(first, dtype=torch.long)
+    rows_on = batch.feats_index.device if batch.feats_index is not None else (
+        batch.feats.fc.device if batch.feats is not None else torch.device("cpu"))
+    index = torch.tensor(first, dtype=torch.long, device=rows_on)
     feats_index = batch.feats_index.index_select(0, index) if batch.feats_index is not None else None
     feats = batch.feats if batch.feats_index is not None or batch.feats is None else batch.feats.select(index)
     sub = RewardBatch([batch.image_ids[i] for i in first], [batch.refs[i] for i in first], feats, feats_index)

@@ -1,0 +1,44 @@
+"""Where a run computes: ``device: auto | cpu | cuda | cuda:N | mps``.
+
+``auto`` is the first CUDA device when torch sees one, else the CPU. A device that this machine's
+torch cannot use is refused in one line (``resolve_device``) before any work starts.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from rlcap.errors import ConfigError
+
+AUTO = "auto"
+DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def check_device_name(name: str, key: str = "device") -> None:
+    """ConfigError unless ``name`` is auto, cpu, cuda, cuda:N or mps."""
+    if not isinstance(name, str) or not DEVICE_PATTERN.fullmatch(name):
+        raise ConfigError(f"{key}: {name!r} is not one of auto, cpu, cuda, cuda:N, mps")
+
+
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """The torch device ``name`` stands for on this machine; one line when it cannot be used."""
+    check_device_name(name, key)
+    if name == AUTO:
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{key}: {name} asked for, but this torch ({torch.__version__}) sees no CUDA device; "
+                              "give device=cpu, or install a CUDA build of torch (README)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"{key}: {name} asked for, but there are {torch.cuda.device_count()} CUDA devices")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{key}: mps asked for, but this torch sees no Apple GPU; give device=cpu")
+    return device
+
+
+def model_device(module: torch.nn.Module) -> torch.device:
+    """The device of a module's parameters (the CPU for one without any)."""
+    return next((p.device for p in module.parameters()), torch.device("cpu"))
