@@ -25,6 +25,7 @@ def train(cfg: RunConfig) -> Any:
     at a time in a run folder: its lock (:func:`rlcap.locks.hold_run_folder`) is taken before
     anything is written there, which also checks that the folder can be written, and released
     however the training ends."""
+    from rlcap.devices import autocast, resolve_device
     from rlcap.locks import hold_run_folder
     from rlcap.train.registry import trainer
     from rlcap.train.run_folder import abandon_start
@@ -32,7 +33,8 @@ def train(cfg: RunConfig) -> Any:
     loop = trainer(cfg.algorithm)
     with hold_run_folder(cfg.out_dir):
         try:
-            return loop(cfg)
+            with autocast(resolve_device(cfg.device), cfg.precision):  # fp32: no autocast at all
+                return loop(cfg)
         except BaseException:
             abandon_start(cfg.out_dir)
             raise

@@ -6,6 +6,7 @@ torch cannot use is refused in one line (``resolve_device``) before any work sta
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import torch
@@ -42,3 +43,25 @@ def resolve_device(name: str, key: str = "device") -> torch.device:
 def model_device(module: torch.nn.Module) -> torch.device:
     """The device of a module's parameters (the CPU for one without any)."""
     return next((p.device for p in module.parameters()), torch.device("cpu"))
+
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_precision(name: str) -> None:
+    if name not in PRECISIONS:
+        raise ConfigError(f"precision: {name!r} is not one of {', '.join(PRECISIONS)}")
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """The context a run computes in: ``torch.autocast`` at ``precision`` on ``device`` (nothing for
+    fp32). Under it the matrix products run in bf16 or fp16 while softmaxes, losses and rewards stay
+    in fp32 (autocast's own op lists; rlcap's losses read log-probabilities)."""
+    check_precision(precision)
+    dtype = PRECISIONS[precision]
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:
+    """fp16's loss scaler (gradients of fp16 activations underflow without it); None otherwise."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None

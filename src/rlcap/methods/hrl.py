@@ -162,7 +162,7 @@ def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
     returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
     # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
-    b = s.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2)  # (B, T)
+    b = s.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(out.logprobs, out.mask, returns - b.detach())
     optimizer_step(s, loss, frozen=manager_params(model))  # the manager frozen (line 9)
     b_loss = masked_mean((b - returns) ** 2, out.mask)
@@ -228,7 +228,7 @@ def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     ends = torch.cat([starts[:, 1:], torch.zeros_like(starts[:, :1])], 1)  # a segment ends before the next starts
     returns = segment_returns(f, ends, mask, cfg.hrl.gamma)
     # 3. eq. 22: the linear baseline on h^M (cut from the manager), the loss through the goals only
-    b = s.parts[BASELINES].module.manager(h_m.detach()).squeeze(2)  # (B, T)
+    b = s.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(logprobs, mask, returns - b.detach())
     optimizer_step(s, loss, frozen=worker_params(model))  # the worker frozen (line 15)
     b_loss = masked_mean((b - returns) ** 2, mask)

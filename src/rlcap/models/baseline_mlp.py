@@ -26,4 +26,4 @@ class BaselineMLP(nn.Module):
         nn.init.zeros_(self.net[2].bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.net(hidden).squeeze(-1)  # (R, T)
+        return self.net(hidden).squeeze(-1).float()  # (R, T)

@@ -20,4 +20,4 @@ class Discriminator(nn.Module):
     def forward(self, texts: torch.Tensor, images: torch.Tensor | None = None) -> torch.Tensor:
         """texts (N, D) caption embeddings, images (N, D) their images' -> (N,) logits of "human"."""
         x = torch.cat([texts, images], dim=1) if self.with_image else texts
-        return self.mlp(x).squeeze(1)
+        return self.mlp(x).squeeze(1).float()

@@ -63,7 +63,7 @@ class EmbeddingModel(nn.Module):
 
     def embed_images(self, feats: Feats) -> torch.Tensor:
         """The pooled image vector ``feats.fc`` (B, fc_dim) -> (B, D), unit length."""
-        return F.normalize(self.image_map(feats.fc), dim=1)
+        return F.normalize(self.image_map(feats.fc).float(), dim=1)
 
     def embed_texts(self, tokens: torch.Tensor) -> torch.Tensor:
         """Captions ``tokens`` (N, T), word ids PAD-padded on the right (with BOS and EOS as the data
@@ -73,7 +73,7 @@ class EmbeddingModel(nn.Module):
             raise ValueError("embed_texts: a caption row holds no token (give at least BOS and EOS)")
         out, _ = self.rnn(self.embed(tokens))  # (N, T, H); padding comes after, so it does not reach the last state
         last = out.gather(1, (lengths - 1)[:, None, None].expand(-1, 1, out.size(2))).squeeze(1)  # (N, H)
-        return F.normalize(self.text_map(last), dim=1)
+        return F.normalize(self.text_map(last).float(), dim=1)
 
 
 def encode_captions(captions: list[str], vocab: Vocab) -> torch.Tensor:

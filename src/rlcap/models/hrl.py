@@ -68,7 +68,7 @@ class InternalCritic(nn.Module):
     def step(self, h: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """h (B, H), tokens (B,) -> logit of z (B,) and the new h."""
         h = self.rnn(self.embed(tokens), h)
-        return self.out(h).squeeze(1), h
+        return self.out(h).squeeze(1).float(), h
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> logits (B, T): after each word, has its segment ended?"""
@@ -170,7 +170,7 @@ class HRLCaptioner(nn.Module):
         # 3. the worker writes the next word under the goal (eq. 1-3, 6-8)
         c_wrk = self.worker_att(low, low_proj, mask, h_w)
         h_w, c_w = self.worker(torch.cat([c_wrk, goal, self.drop(self.embed(tokens))], 1), (h_w, c_w))
-        logprobs = F.log_softmax(self.logit(self.drop(h_w)), dim=-1)
+        logprobs = F.log_softmax(self.logit(self.drop(h_w)).float(), dim=-1)
         return logprobs, HrlState(h_w, c_w, h_m, c_m, goal, h_i, torch.ones_like(started), new)
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:

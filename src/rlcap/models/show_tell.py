@@ -55,7 +55,7 @@ class ShowTell(nn.Module):
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
         word_gates = self.word(tokens)  # (B, 4H)
         h, c = self._advance(word_gates, state)  # (B, H)
-        logprobs = F.log_softmax(self.logit(self.drop(h)), dim=-1)  # (B, V)
+        logprobs = F.log_softmax(self.logit(self.drop(h)).float(), dim=-1)  # (B, V)
         return logprobs, (h, c)
 
     def hidden(self, state: Tensors) -> torch.Tensor:

@@ -297,7 +297,7 @@ class TransformerCaptioner(nn.Module):
             x, cache = layer(x, cache, cross)
             caches.append(cache)
         h = self.ln_f(x[:, 0])  # (B, d)
-        return F.log_softmax(self.logit(h), dim=-1), (*caches, h)  # (B, V)
+        return F.log_softmax(self.logit(h).float(), dim=-1), (*caches, h)  # (B, V)
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing. tokens (B*seq_per_img, T) from BOS -> logits (B*seq_per_img, T, V)."""
@@ -324,7 +324,7 @@ class TransformerCaptioner(nn.Module):
         word), under the dropout masks ``tape`` recorded while those T steps were decoded."""
         tape.replay = tape.lay_out(inputs.size(1))
         with _taping(tape):
-            logprobs = F.log_softmax(self.decode_all(memory, inputs), dim=-1)
+            logprobs = F.log_softmax(self.decode_all(memory, inputs).float(), dim=-1)
         if tape.replay:
             raise RuntimeError(f"dropout replay: {len(tape.replay)} recorded masks were not used")
         return logprobs

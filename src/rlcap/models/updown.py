@@ -91,7 +91,7 @@ class UpDown(nn.Module):
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
         word_gates = self.att_word(tokens)  # (B, 4H)
         state = self._advance(memory, state, word_gates)
-        logprobs = F.log_softmax(self.logit(self.drop(state[2])), dim=-1)  # (B, V)
+        logprobs = F.log_softmax(self.logit(self.drop(state[2])).float(), dim=-1)  # (B, V)
         return logprobs, state
 
     def hidden(self, state: Tensors) -> torch.Tensor:

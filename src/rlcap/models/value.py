@@ -63,7 +63,7 @@ class ValueNetwork(nn.Module):
         out, _ = self.rnn(x)  # (B, 1+T, H)
         out = out[:, 1:]  # (B, T, H): states after BOS, w_1, ...
         img = img[:, None].expand(-1, out.size(1), -1)  # (B, T, E)
-        return self.head(torch.cat([out, img], dim=2)).squeeze(2)  # (B, T)
+        return self.head(torch.cat([out, img], dim=2)).squeeze(2).float()  # (B, T)
 
     def start(self, feats: Feats) -> Tensors:
         """The state after reading the image: ``(img (B, E), h (B, H), c (B, H))``."""
@@ -75,7 +75,7 @@ class ValueNetwork(nn.Module):
         """Read one word per row, ``tokens`` (R,): the value of the new state (R,) and the state."""
         img, h, c = state
         out, (h, c) = self.rnn(self.drop(self.embed(tokens))[:, None], (h[None], c[None]))  # out (R, 1, H)
-        value = self.head(torch.cat([out[:, 0], img], dim=1)).squeeze(1)  # (R,)
+        value = self.head(torch.cat([out[:, 0], img], dim=1)).squeeze(1).float()  # (R,)
         return value, (img, h[0], c[0])
 
 
@@ -126,7 +126,7 @@ class AttValueNetwork(nn.Module):
         rows, steps, hid = out.shape
         # one image's rows are adjacent, so its n captions' T states are one group of n*T queries
         ctx = self.attend(att, p_att2, att_bias, out.reshape(att.size(0), -1, hid)).view(rows, steps, hid)
-        return self.head(torch.cat([out, ctx], dim=2)).squeeze(2)  # (B, T)
+        return self.head(torch.cat([out, ctx], dim=2)).squeeze(2).float()  # (B, T)
 
     def start(self, feats: Feats) -> Tensors:
         """The state after reading the image: ``(h (B, H), c (B, H), att, p_att2, att_bias)``."""
@@ -139,7 +139,7 @@ class AttValueNetwork(nn.Module):
         h, c, att, p_att2, att_bias = state
         out, (h, c) = self.rnn(self.drop(self.embed(tokens))[:, None], (h[None], c[None]))  # out (R, 1, H)
         ctx = self.attend(att, p_att2, att_bias, out)  # (R, 1, H): each row its own image's regions
-        value = self.head(torch.cat([out[:, 0], ctx[:, 0]], dim=1)).squeeze(1)  # (R,)
+        value = self.head(torch.cat([out[:, 0], ctx[:, 0]], dim=1)).squeeze(1).float()  # (R,)
         return value, (h[0], c[0], att, p_att2, att_bias)
 
 

@@ -83,6 +83,7 @@ def reinforce_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantages: torch
     -> -((-1) + 0.5(-2) + (-2)(-3)) / 3 = -4/3.
     """
     _check_sequences("reinforce_loss", logprobs, mask, advantages)
+    logprobs = logprobs.float()  # fp32 under autocast too
     adv = advantages.detach().to(logprobs.dtype)
     if adv.dim() == 1:
         adv = adv[:, None]  # (B, 1): one advantage for every token of the caption
@@ -129,6 +130,7 @@ def xe_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
                          f"{tuple(targets.shape)}, {tuple(mask.shape)}")
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"xe_loss: label_smoothing must be in [0, 1), got {label_smoothing}")
+    logits = logits.float()  # fp32 under autocast too: the loss of low-precision scores, computed in fp32
     per_token = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none",
                                 label_smoothing=label_smoothing)  # (B*T,)
     return masked_mean(per_token.view_as(targets).to(logits.dtype), mask)

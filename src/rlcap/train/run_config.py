@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from rlcap.config import apply_overrides, from_dict, help_field, read_yaml
 from rlcap.data.loader import DataConfig
-from rlcap.devices import check_device_name
+from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
 from rlcap.models.model_config import ModelConfig
@@ -176,6 +176,8 @@ class RunConfig:
                                                   "(the run keeps the checkpoint's vocabulary)")
     device: str = help_field(AUTO, "where the run computes: auto (the first CUDA device when torch sees one, "
                                    "else the CPU), cpu, cuda, cuda:N or mps")
+    precision: str = help_field("fp32", "fp32, bf16 or fp16: the precision of the forward passes under torch.autocast "
+                                        "(losses and rewards stay fp32; fp16 with a gradient scaler)")
     threads: int | str = help_field(AUTO, "torch CPU threads: a number, or auto (the cores this process may use, "
                                           "shared among the processes torchrun starts on the machine)")
     log_every: int = help_field(20, "write a log line every this many steps")
@@ -201,6 +203,7 @@ class RunConfig:
 
     def validate(self) -> None:
         check_device_name(self.device)
+        check_precision(self.precision)
         if self.threads != AUTO:
             if not isinstance(self.threads, int):
                 raise ConfigError(f"threads: expected a number or auto, got {self.threads!r}")

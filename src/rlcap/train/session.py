@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import DATA_PATHS, Batch, CaptionData, load_data
-from rlcap.devices import resolve_device
+from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
@@ -60,6 +60,7 @@ class Part:
     optimizer: torch.optim.Optimizer | None = None
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     optim: OptimConfig | None = None  # its optimizer settings: learning rate, schedule, gradient clipping
+    scaler: torch.amp.GradScaler | None = None  # precision fp16's loss scaler
 
 
 @dataclass
@@ -153,6 +154,7 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     if optim is not None:
         part.optimizer, part.scheduler = build_optimizer(module.parameters(), optim)
         part.optim = optim
+        part.scaler = grad_scaler(session.device, session.cfg.precision)
     session.parts[name] = part
     return part
 
@@ -168,6 +170,8 @@ def begin(session: Session, selects_by: str | None = None) -> Session:
             if part.optimizer is not None and name in trainer["optimizers"]:
                 part.optimizer.load_state_dict(trainer["optimizers"][name])
                 part.scheduler.load_state_dict(trainer["schedulers"][name])
+            if part.scaler is not None and name in trainer.get("scalers", {}):
+                part.scaler.load_state_dict(trainer["scalers"][name])
                 apply_optim_settings(part)
         set_rng_state(trainer["rng"])
         s.progress = Progress(**trainer["progress"])
@@ -237,6 +241,7 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     trainer = {
         "optimizers": {n: p.optimizer.state_dict() for n, p in trained.items()},
         "schedulers": {n: p.scheduler.state_dict() for n, p in trained.items()},
+        "scalers": {n: p.scaler.state_dict() for n, p in trained.items() if p.scaler is not None},
         "rng": rng_state(),
         "progress": vars(s.progress).copy(),
         "state": dict(s.state),
@@ -277,14 +282,20 @@ def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
     p = session.parts[part]
     clip = p.optim
     p.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (p.scaler.scale(loss) if p.scaler is not None else loss).backward()
     for param in frozen:
         param.grad = None
+    if p.scaler is not None:
+        p.scaler.unscale_(p.optimizer)  # clip the true gradients
     if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
         torch.nn.utils.clip_grad_value_(p.module.parameters(), clip.grad_clip)
     elif clip.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(p.module.parameters(), clip.grad_clip)
-    p.optimizer.step()
+    if p.scaler is not None:
+        p.scaler.step(p.optimizer)  # skipped when the scaled gradients overflowed
+        p.scaler.update()
+    else:
+        p.optimizer.step()
 
 
 Validator = Callable[["Session"], dict[str, float]]
