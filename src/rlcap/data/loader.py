@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
-import numpy as np
 import torch
 
 from rlcap.config import help_field
-from rlcap.data.features import open_feature_store
+from rlcap.data.split_features import IN_MEMORY_LIMIT, SplitFeatures, check_in_memory
 from rlcap.data.readers import by_split, read_dataset
 from rlcap.data.records import ImageRecord
 from rlcap.data.vocab import BOS, EOS, PAD, SPECIALS, Vocab
@@ -46,8 +46,12 @@ class DataConfig:
     train_captions: str = help_field("all", "the training images' captions used: all, even or odd (those at even "
                                             "or odd positions of each image's list: two halves for two "
                                             "independent retrievers, [Chaffin24]'s second judge)")
+    in_memory: bool | str = help_field("auto", f"true: read a split's features into memory at start; false: read each "
+                                        f"batch's rows from the store (with the next batch read ahead); auto: in "
+                                        f"memory up to {IN_MEMORY_LIMIT // 1024 ** 3} GiB of features a split")
 
     def validate(self) -> None:
+        check_in_memory(self.in_memory)
         if self.format not in ("auto", "karpathy", "coco", "msrvtt", "jsonl"):
             raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, msrvtt, jsonl")
         if self.min_count < 1 or self.max_len < 1 or self.seq_per_img < 1:
@@ -91,46 +95,70 @@ class Batch(NamedTuple):
 class SplitData:
     """The images of one split: ids, references, encoded captions and features in memory."""
 
-    def __init__(self, records: list[ImageRecord], vocab: Vocab, store_path: str, max_len: int):
+    def __init__(self, records: list[ImageRecord], vocab: Vocab, store_path: str, max_len: int,
+                 in_memory: bool | str = "auto"):
         if not records:
             raise DataError("the split has no images")
         self.ids = [r.id for r in records]
         self.refs = [list(r.captions) for r in records]
         self.tokens = [[list(t) for t in r.tokens] for r in records]
         self.caps, self.cap_offsets = _encode_captions(records, vocab, max_len)
-        with open_feature_store(store_path) as store:
-            # The encoder input size, when the store records it (HDF5 files written by `rlcap features`).
-            self.image_size: int | None = int(store.attrs["image_size"]) if "image_size" in store.attrs else None
-            fc, att, att_count = store.load_all(self.ids)
-        self.fc = torch.from_numpy(np.ascontiguousarray(fc))  # (N, D)
-        self.att = torch.from_numpy(np.ascontiguousarray(att))  # (N, R, D)
-        counts = torch.from_numpy(np.asarray(att_count, dtype=np.int64))
-        self.att_mask = torch.arange(self.att.shape[1])[None, :] < counts[:, None]  # (N, R)
+        self.features = SplitFeatures(store_path, self.ids, in_memory)
+        # the encoder input size, when the store records it (HDF5 files written by `rlcap features`)
+        self.image_size: int | None = self.features.image_size
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @property
     def fc_dim(self) -> int:
-        return int(self.fc.shape[1])
+        return self.features.fc_dim
 
     @property
     def att_dim(self) -> int:
-        return int(self.att.shape[2])
+        return self.features.att_dim
+
+    @property
+    def fc(self) -> torch.Tensor:
+        """(N, D) every image's pooled vector (read whole when the split is out of core)."""
+        return self.features.everything().fc
+
+    @property
+    def att(self) -> torch.Tensor:
+        """(N, R, D) every image's regions (read whole when the split is out of core)."""
+        return self.features.everything().att
+
+    @property
+    def att_mask(self) -> torch.Tensor:
+        return self.features.everything().att_mask
 
     def feats(self, index: torch.Tensor) -> Feats:
         """Features of images ``index`` (B,), as float32."""
-        return Feats(self.fc[index].float(), self.att[index].float(), self.att_mask[index])
+        return self.features.rows(index)
 
     def batches(self, batch_size: int, seq_per_img: int, seed: int, epoch: int,
                 start_step: int = 0) -> Iterator[Batch]:
         """XE batches of one epoch, from ``start_step`` on (see the module docstring)."""
         order = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed * 100003 + epoch))
         n_steps = (len(self) + batch_size - 1) // batch_size
-        for step in range(start_step, n_steps):
-            index = order[step * batch_size:(step + 1) * batch_size]
+        steps = range(start_step, n_steps)
+        indexes = [order[step * batch_size:(step + 1) * batch_size] for step in steps]
+        for step, index, feats in zip(steps, indexes, self._features_of(indexes)):
             gen = torch.Generator().manual_seed((seed * 100003 + epoch) * 1000003 + step)
-            yield self._batch(index, seq_per_img, gen)
+            yield self._batch(index, seq_per_img, gen, feats)
+
+    def _features_of(self, indexes: list[torch.Tensor]) -> Iterator[Feats]:
+        """The features of each batch in turn; out of core, the next batch's are read by a thread
+        while the current one trains."""
+        if self.features.in_memory:
+            yield from (self.feats(index) for index in indexes)
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlcap-prefetch") as pool:
+            ahead = pool.submit(self.feats, indexes[0]) if indexes else None
+            for k in range(len(indexes)):
+                feats = ahead.result()
+                ahead = pool.submit(self.feats, indexes[k + 1]) if k + 1 < len(indexes) else None
+                yield feats
 
     def eval_batches(self, batch_size: int, limit: int = 0) -> Iterator[Batch]:
         """Images in order (no captions drawn), for decoding and evaluation."""
@@ -140,7 +168,7 @@ class SplitData:
             yield Batch(index, [self.ids[i] for i in index.tolist()], self.feats(index),
                         torch.empty(0, 0, dtype=torch.long), [self.refs[i] for i in index.tolist()])
 
-    def _batch(self, index: torch.Tensor, seq_per_img: int, gen: torch.Generator) -> Batch:
+    def _batch(self, index: torch.Tensor, seq_per_img: int, gen: torch.Generator, feats: Feats) -> Batch:
         rows = []
         for i in index.tolist():
             lo, hi = int(self.cap_offsets[i]), int(self.cap_offsets[i + 1])
@@ -151,7 +179,7 @@ class SplitData:
                 pick = torch.randint(n, (seq_per_img,), generator=gen)
             rows.append(lo + pick)
         tokens = self.caps[torch.cat(rows)]
-        return Batch(index, [self.ids[i] for i in index.tolist()], self.feats(index), tokens,
+        return Batch(index, [self.ids[i] for i in index.tolist()], feats, tokens,
                      [self.refs[i] for i in index.tolist()])
 
 
@@ -212,5 +240,5 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
     for split in splits:
         if split not in grouped:
             raise DataError(f"{cfg.dataset} has no images in split {split!r} (has: {sorted(grouped)})")
-        out[split] = SplitData(grouped[split], vocab, cfg.features, cfg.max_len)
+        out[split] = SplitData(grouped[split], vocab, cfg.features, cfg.max_len, cfg.in_memory)
     return CaptionData(vocab, out)

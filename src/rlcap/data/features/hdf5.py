@@ -104,6 +104,10 @@ class HDF5FeatureStore(FeatureStore):
         return dict(self._attrs)
 
     @property
+    def itemsize(self) -> int:
+        return int(self._handle()["fc"].dtype.itemsize)
+
+    @property
     def max_regions(self) -> int:
         return int(self._handle()["att"].shape[1])
 
@@ -121,6 +125,10 @@ class HDF5FeatureStore(FeatureStore):
         fc, att = file["fc"][row], file["att"][row, :count]
         check_finite(self.path, [id], fc[None], att[None])
         return fc, att
+
+    def region_counts(self, ids: Sequence[str]) -> np.ndarray:
+        rows = np.array([self._row(id) for id in ids], dtype=np.int64)
+        return self._handle()["att_count"][: len(self._ids)].astype(np.int64)[rows]
 
     def load_all(self, ids: Sequence[str]) -> LoadedFeatures:
         """Bulk read: rows sorted and merged into contiguous slices, then put in ``ids`` order."""

@@ -82,6 +82,21 @@ class FeatureStore(ABC):
         check_counts(self.path, ids, loaded.att_count, loaded.att.shape[1])
         return loaded
 
+    @property
+    def itemsize(self) -> int:
+        """Bytes per stored feature value."""
+        return 4
+
+    @property
+    def max_regions(self) -> int | None:
+        """The most regions an image may have in this store, when the store knows it (None: it does not)."""
+        return None
+
+    def region_counts(self, ids: Sequence[str]) -> np.ndarray | None:
+        """The region count of each of ``ids`` when the store knows them without reading the
+        features (None: it does not)."""
+        return None
+
     def close(self) -> None:
         """Release open files (a no-op for stores that keep none open)."""
 
