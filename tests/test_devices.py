@@ -85,3 +85,14 @@ def test_every_method_with_the_device_given_explicitly(tmp_path):
         assert [r["step"] for r in now[recipe]] == [r["step"] for r in rows]
         for before, after in zip(rows, now[recipe]):
             assert all(math.isclose(after[k], v, rel_tol=1e-4, abs_tol=1e-6) for k, v in before.items()), recipe
+
+
+def test_eval_and_caption_take_a_device(tiny_xe, tmp_path, capsys):
+    from rlcap.cli import main
+
+    _, _, best = tiny_xe(1)
+    assert main(["eval", str(best), "--device", "cpu", "--out", str(tmp_path / "eval")]) == 0
+    assert (tmp_path / "eval" / "scores.json").is_file()
+    capsys.readouterr()
+    assert main(["eval", str(best), "--device", "gpu", "--out", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err == "rlcap eval: error: --device: 'gpu' is not one of auto, cpu, cuda, cuda:N, mps\n"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlcap.devices import resolve_device
 from rlcap.train.run_config import RunConfig
 from rlcap.train.run_config import load_run_config as _load_run_config
 
@@ -168,8 +169,10 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
              out_dir: str | Path | None = None, references: tuple[str, ...] = (),
              data_overrides: list[str] | None = None, batch_size: int = 100,
              progress: bool = False, length_penalty: float | None = None,
-             dataset: str | Path | None = None, no_repeat_ngram: int | None = None) -> dict[str, Any]:
+             dataset: str | Path | None = None, no_repeat_ngram: int | None = None,
+             device: str = "auto") -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
+    ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU).
 
     Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). Data
     paths are found as :func:`checkpoint_data_config` says, and features of another image size
@@ -192,6 +195,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     if out_dir is not None:
         check_writable(out_dir, folder=True)  # before the decoding, not after it
     model, vocab, config = load_model(checkpoint)
+    model.to(resolve_device(device, "--device"))
     dec = checkpoint_decoding(config, beam_size, max_len, length_penalty, no_repeat_ngram)
     if dataset is not None:
         data_overrides = [*dataset_overrides(dataset), *(data_overrides or [])]
@@ -272,8 +276,10 @@ REFERENCE_CAPTIONERS: dict[str, Callable[[Any, Any], dict[str, str]]] = {
 
 def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: int | None = None,
                    max_len: int | None = None, image_size: int | None = None, batch_size: int = 16,
-                   on_bad_image: Callable[[str, str], None] | None = None, video_frames: int = 16) -> dict[str, str]:
-    """Caption image (or video) files end to end: frozen encoder, then the checkpoint's model.
+                   on_bad_image: Callable[[str, str], None] | None = None, video_frames: int = 16,
+                   device: str = "auto") -> dict[str, str]:
+    """Caption image (or video) files end to end: frozen encoder, then the checkpoint's model, both on
+    ``device`` (auto: CUDA when torch sees it, else the CPU).
 
     A video file (``.mp4``, ``.avi``, ...) is read with PyAV, ``video_frames`` frames evenly spaced
     (as ``rlcap features`` samples by default), each frame's pooled vector one region; a model
@@ -298,13 +304,15 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     from rlcap.train.session import load_model
 
     model, vocab, config = load_model(checkpoint)
+    where = resolve_device(device, "--device")
+    model.to(where)
     dec = checkpoint_decoding(config, beam_size, max_len)
     dims = config["feature_dims"]
     if dims["fc"] != FEATURE_DIM or dims["att"] != FEATURE_DIM:
         raise RlcapError(f"{checkpoint} was trained on {dims['fc']}-d features; `caption` encodes images with "
                          f"EfficientNet-Lite0, whose features are {FEATURE_DIM}-d (train on `rlcap features` output)")
     size = image_size or int(dims["image_size"] or 224)
-    encoder = EfficientNetLite0Encoder(size)
+    encoder = EfficientNetLite0Encoder(size).to(where)
     out: dict[str, str] = {}
     paths = expand_image_paths(images)
 
@@ -325,8 +333,9 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
             on_bad_image(str(path), str(exc))
             continue
         with torch.inference_mode():
-            per_frame, _ = encoder.encode(preprocess(frames, size))  # (F, D)
-            feats = Feats(per_frame.mean(0, keepdim=True), per_frame[None], torch.ones(1, len(frames), dtype=torch.bool))
+            per_frame, _ = encoder.encode(preprocess(frames, size).to(where))  # (F, D)
+            feats = Feats(per_frame.mean(0, keepdim=True), per_frame[None],
+                          torch.ones(1, len(frames), dtype=torch.bool, device=where))
             out[str(path)] = vocab.decode(decode(feats)[0].tolist())
     paths = [p for p in paths if not is_video(p)]
     for start in range(0, len(paths), batch_size):
@@ -335,8 +344,8 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
             continue
         pixels = preprocess(loaded, size)
         with torch.inference_mode():
-            fc, att = encoder.encode(pixels)
-            feats = Feats(fc, att, torch.ones(att.shape[:2], dtype=torch.bool))
+            fc, att = encoder.encode(pixels.to(where))
+            feats = Feats(fc, att, torch.ones(att.shape[:2], dtype=torch.bool, device=where))
             tokens = decode(feats)
         for path, row in zip(chunk, tokens):
             out[str(path)] = vocab.decode(row.tolist())

@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("images", nargs="+",
                    help="image or video files (JPEG, PNG, ...; MP4, AVI, ...) or folders (every image and video "
                         "under them)")
+    p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
+                                                    "the CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         check_writable(args.out)  # before the captioning, not after it
     captions = api.caption_images(args.checkpoint, args.images, args.beam_size, args.max_len, args.image_size,
-                                  batch_size=args.batch_size, on_bad_image=report if args.skip_bad else None)
+                                  batch_size=args.batch_size, on_bad_image=report if args.skip_bad else None,
+                                  device=args.device)
     for path, text in captions.items():
         print(f"{path}\t{text}")
     if args.out:

@@ -18,6 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="caption a split with a checkpoint and score it")
     p.add_argument("checkpoint", help="checkpoint folder (e.g. runs/x/best)")
     p.add_argument("--split", default=None, help="split to caption (default: test; val with --lookahead)")
+    p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
+                                                    "the CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     scores = api.evaluate(args.checkpoint, split=args.split, beam_size=args.beam_size, max_len=args.max_len,
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
                           length_penalty=args.length_penalty, dataset=args.dataset,
-                          no_repeat_ngram=args.no_repeat_ngram)
+                          no_repeat_ngram=args.no_repeat_ngram, device=args.device)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")
