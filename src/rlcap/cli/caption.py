@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from rlcap import api
-from rlcap.cli.options import BEAM_SIZE, COUNT, IMAGE_SIZE, MAX_LEN, MAX_LEN_LIMIT, output_file
+from rlcap.cli.options import COUNT, IMAGE_SIZE, add_decoding_arguments, output_file
 from rlcap.files import check_writable
 
 
@@ -20,12 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("images", nargs="+",
                    help="image or video files (JPEG, PNG, ...; MP4, AVI, ...) or folders (every image and video "
                         "under them)")
-    p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
-                                                    "the CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
-                   help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
-    p.add_argument("--max-len", type=MAX_LEN, default=None,
-                   help=f"longest caption in words, 1 to {MAX_LEN_LIMIT} (default: the checkpoint's decode.max_len)")
+    add_decoding_arguments(p)
     p.add_argument("--image-size", type=IMAGE_SIZE, default=None,
                    help="encoder input size (default: the size of the checkpoint's training features)")
     p.add_argument("--out", type=output_file, default=None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from rlcap import api
-from rlcap.cli.options import BEAM_SIZE, MAX_LEN, MAX_LEN_LIMIT, float_range, int_range, output_folder
+from rlcap.cli.options import add_decoding_arguments, float_range, int_range, output_folder
 from rlcap.cli.tables import print_scores
 from rlcap.errors import ConfigError
 
@@ -18,12 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="caption a split with a checkpoint and score it")
     p.add_argument("checkpoint", help="checkpoint folder (e.g. runs/x/best)")
     p.add_argument("--split", default=None, help="split to caption (default: test; val with --lookahead)")
-    p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
-                                                    "the CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
-                   help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
-    p.add_argument("--max-len", type=MAX_LEN, default=None,
-                   help=f"longest caption in words, 1 to {MAX_LEN_LIMIT} (default: the checkpoint's decode.max_len)")
+    add_decoding_arguments(p)
     p.add_argument("--length-penalty", type=float_range(0.0), default=None,
                    help="rank beams by log-probability / length**this (default: the checkpoint's "
                         "decode.length_penalty; 0: summed log-probability; 1: per-word average, which RL models trained with a leave-one-out baseline may need)")

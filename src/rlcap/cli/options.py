@@ -102,6 +102,17 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
+    """``--device``, ``--beam-size`` and ``--max-len``, shared by ``rlcap eval`` and ``rlcap caption``
+    (decoding settings left out are the checkpoint's own)."""
+    p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
+                                                    "the CPU), cpu, cuda, cuda:N or mps")
+    p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
+                   help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
+    p.add_argument("--max-len", type=MAX_LEN, default=None,
+                   help=f"longest caption in words, 1 to {MAX_LEN_LIMIT} (default: the checkpoint's decode.max_len)")
+
+
 def add_data_folder_arguments(p: argparse.ArgumentParser, data_default: str | None, data_help: str,
                               configs_help: str) -> None:
     """``--data``, ``--regenerate`` and ``--configs``, shared by ``rlcap bench`` and ``rlcap demo``."""
