@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -28,16 +29,19 @@ def train(cfg: RunConfig) -> Any:
     however the training ends."""
     from rlcap.devices import autocast, resolve_device
     from rlcap.locks import hold_run_folder
+    from rlcap.train.distributed import launched_rank
     from rlcap.train.registry import trainer
     from rlcap.train.run_folder import abandon_start
 
     loop = trainer(cfg.algorithm)
-    with hold_run_folder(cfg.out_dir):
+    main = launched_rank() == 0  # under torchrun, rank 0 holds the run folder and cleans it up
+    with hold_run_folder(cfg.out_dir) if main else contextlib.nullcontext():
         try:
             with autocast(resolve_device(cfg.device), cfg.precision):  # fp32: no autocast at all
                 return loop(cfg)
         except BaseException:
-            abandon_start(cfg.out_dir)
+            if main:
+                abandon_start(cfg.out_dir)
             raise
 
 

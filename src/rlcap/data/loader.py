@@ -87,6 +87,15 @@ class Batch(NamedTuple):
     tokens: torch.Tensor
     refs: list[list[str]]
 
+    def shard(self, rows: slice) -> "Batch":
+        """Images ``rows`` of the batch with their captions (a process's share under torchrun)."""
+        if rows == slice(0, len(self.ids)):
+            return self
+        per_image = self.tokens.shape[0] // len(self.ids) if len(self.ids) else 0
+        index = torch.arange(len(self.ids))[rows]  # cpu: positions in the batch
+        return Batch(self.index[rows], self.ids[rows], self.feats.select(index),
+                     self.tokens[rows.start * per_image:rows.stop * per_image], self.refs[rows])
+
     def to(self, device: torch.device | str) -> "Batch":
         """Features and captions on ``device`` (``index`` stays with the split's data, on the CPU)."""
         return self._replace(feats=self.feats.to(device), tokens=self.tokens.to(device))

@@ -11,6 +11,7 @@ from rlcap.data.feats import Feats
 from rlcap.data.vocab import PAD
 from rlcap.errors import ConfigError
 from rlcap.rl.losses import xe_loss
+from rlcap.train.distributed import total
 from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, finish_run, finish_step, optimizer_step, start_session,
     train_batches)
@@ -37,8 +38,12 @@ def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> float:
     logits = s.model(feats, inputs, seq_per_img=seq_per_img)        # (N, T+1, V), each image encoded once
     mask = targets != PAD                                           # (N, T+1) words and EOS
     loss = xe_loss(logits, targets, mask, label_smoothing=s.cfg.xe.label_smoothing)
-    optimizer_step(s, loss)
-    return loss.item()
+    # under torchrun each rank has its share of the batch's words: weigh its mean by that share so that
+    # the averaged gradients are the whole batch's (one process: a factor of exactly 1)
+    words = mask.sum().float()
+    share = words / total(words, s.ranks) * s.ranks.world
+    optimizer_step(s, loss * share)
+    return float(total((loss * share).detach(), s.ranks) / s.ranks.world)
 
 
 def train_xe(cfg: RunConfig) -> TrainResult:

@@ -70,3 +70,16 @@ class RunLogger:
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class SilentLogger:
+    """The logger of a process that does not write the run's log (a rank other than 0 under torchrun)."""
+
+    def note(self, text: str) -> None:
+        log.debug("%s", text)
+
+    def write(self, step: int, split: str, values: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -35,7 +35,8 @@ from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkp
     save_checkpoint, set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
-from rlcap.train.logger import RunLogger
+from rlcap.train.distributed import Ranks, average_gradients, from_main, join, shard_rows
+from rlcap.train.logger import RunLogger, SilentLogger
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
 from rlcap.train.validation import validate as captioner_scores
 
@@ -76,6 +77,7 @@ class Session:
     resuming: bool = False
     started: bool = False              # config.json written (:func:`run_started`)
     device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
+    ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -112,11 +114,15 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     cfg = copy.deepcopy(cfg)
     device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     torch.set_num_threads(cpu_threads(cfg.threads))
+    ranks = join(device)
     out_dir = Path(cfg.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for line in [*recover(out_dir), *recover_replaced(out_dir)]:
-        log.info("%s", line)
-    continuing = prepare_run_folder(cfg)
+    continuing = None
+    if ranks.main:  # the run folder is rank 0's: the others read what it decided
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for line in [*recover(out_dir), *recover_replaced(out_dir)]:
+            log.info("%s", line)
+        continuing = prepare_run_folder(cfg)
+    continuing = from_main(continuing, ranks)
     resume = continuing and is_complete(out_dir / "last")
     if continuing and not resume:
         log.info("%s holds no checkpoint yet: starting fresh", out_dir / "last")
@@ -131,8 +137,11 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
     dims = feature_dims(data)
+    if ckpt is not None and ckpt.manifest.get("world_size", 1) != ranks.world:
+        raise ConfigError(f"{out_dir} was trained by {ckpt.manifest.get('world_size', 1)} processes and is resumed by "
+                          f"{ranks.world}: resume it with as many (each takes its share of the same global batches)")
     s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None,
-                device=device)
+                device=device, ranks=ranks)
     if policy:
         model = (build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]) if source is not None
                  else new_model(cfg.model, data.vocab, dims["fc"], dims["att"]))  # (weights: add_part loads them)
@@ -178,7 +187,8 @@ def begin(session: Session, selects_by: str | None = None) -> Session:
         s.state.update(trainer["state"])
         log.info("resumed %s at epoch %d, step %d", s.out_dir, s.progress.epoch, s.progress.step)
     s.progress.best_metric = selects_by or selection_metric(s)
-    s.logger = RunLogger(s.out_dir, s.cfg.tensorboard, resume_step=s.progress.step if s.resuming else None)
+    s.logger = (RunLogger(s.out_dir, s.cfg.tensorboard, resume_step=s.progress.step if s.resuming else None)
+                if s.ranks.main else SilentLogger())
     return s
 
 
@@ -187,7 +197,8 @@ def run_started(session: Session) -> None:
     ``config.json`` (a resume's changed settings are recorded only now) and delete the run that
     ``overwrite=true`` replaces. A run that fails before leaves the folder as it found it."""
     if not session.started:
-        mark_started(session.out_dir, to_dict(session.cfg))
+        if session.ranks.main:
+            mark_started(session.out_dir, to_dict(session.cfg))
         session.started = True
 
 
@@ -234,6 +245,8 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
     """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
     s = session
+    if not s.ranks.main:  # rank 0 writes the run's checkpoints
+        return s.out_dir / name
     folder = s.out_dir / name
     config = {**to_dict(s.cfg), "feature_dims": feature_dims(s.data), "paths_relative_to": "checkpoint"}
     config["data"] = relative_data_paths(config["data"], folder)
@@ -248,6 +261,7 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     }
     best = s.progress.best_score
     manifest = {"epoch": s.progress.epoch, "step": s.progress.step, "algorithm": s.cfg.algorithm,
+                "world_size": s.ranks.world,
                 "metrics": metrics or {}, "best_metric": s.progress.best_metric,
                 "best_value": best if math.isfinite(best) else None}  # None: not validated yet
     modules = {n: p.module for n, p in s.parts.items()}
@@ -285,6 +299,7 @@ def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
     (p.scaler.scale(loss) if p.scaler is not None else loss).backward()
     for param in frozen:
         param.grad = None
+    average_gradients(p.module.parameters(), session.ranks)  # every rank steps with the whole batch's gradient
     if p.scaler is not None:
         p.scaler.unscale_(p.optimizer)  # clip the true gradients
     if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
@@ -324,7 +339,7 @@ def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: i
     while p.epoch < epochs:
         for batch in tqdm(batches(p.epoch, p.step_in_epoch), total=steps_per_epoch, initial=p.step_in_epoch,
                           desc=f"{s.cfg.algorithm} epoch {p.epoch + 1}", leave=False, disable=None):
-            yield batch.to(s.device) if isinstance(batch, Batch) else batch
+            yield batch.shard(shard_rows(len(batch.ids), s.ranks)).to(s.device) if isinstance(batch, Batch) else batch
         end_epoch(s, validate)
 
 
@@ -367,7 +382,10 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
             part.scheduler.step()
     p.epoch += 1
     p.step_in_epoch = 0
-    scores = validate(s) if validate is not None else captioner_scores(s.model, s.data, s.cfg.val, s.cfg.decode)
+    scores = None
+    if s.ranks.main:  # rank 0 validates; the others take its scores, so that all keep the same best/
+        scores = validate(s) if validate is not None else captioner_scores(s.model, s.data, s.cfg.val, s.cfg.decode)
+    scores = from_main(scores, s.ranks)
     p.history.append({"epoch": p.epoch, "step": p.step, **scores})
     s.logger.write(p.step, s.cfg.val.split, {**scores, "epoch": p.epoch})
     metric, value = p.best_metric, scores[p.best_metric]

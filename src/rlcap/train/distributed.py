@@ -1,0 +1,85 @@
+"""Several processes, launched by torchrun: ``torchrun --standalone --nproc-per-node N -m rlcap train CONFIG``
+(several machines: torchrun's ``--nnodes``, ``--node-rank`` and ``--rdzv-endpoint``).
+
+Each process (rank) trains on its contiguous share of every global batch (the seeded batch of
+``batch_size`` images, so the data order does not depend on the number of processes); after each
+backward pass the gradients of the part being stepped are averaged over the ranks (one
+``all_reduce`` of their flattened values), so every rank keeps the same parameters; rank 0 alone
+writes checkpoints, logs and TensorBoard, and validates, its scores sent to the others. gloo on the
+CPU, NCCL on CUDA. One process (no torchrun) is rank 0 of 1, and nothing here changes what it does.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+import torch
+import torch.distributed as dist
+
+
+class Ranks(NamedTuple):
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        """The process that writes and validates."""
+        return self.rank == 0
+
+
+def join(device: torch.device) -> Ranks:
+    """This process's place among torchrun's (the process group started on first call)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Ranks()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Ranks(dist.get_rank(), dist.get_world_size())
+
+
+def launched_rank() -> int:
+    """The rank torchrun gave this process (0 without torchrun), before any process group exists."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def average_gradients(params: Any, ranks: Ranks) -> None:
+    """Replace each parameter's gradient by its mean over the ranks (parameters without one skipped:
+    a frozen half has none on every rank alike)."""
+    if ranks.world == 1:
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= ranks.world
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def total(value: torch.Tensor, ranks: Ranks) -> torch.Tensor:
+    """``value`` summed over the ranks (itself for one process)."""
+    if ranks.world == 1:
+        return value
+    out = value.clone()
+    dist.all_reduce(out)
+    return out
+
+
+def from_main(obj: Any, ranks: Ranks) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    if ranks.world == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def shard_rows(n: int, ranks: Ranks) -> slice:
+    """This rank's contiguous share of ``n`` rows (the first ranks take one more when n does not divide)."""
+    base, extra = divmod(n, ranks.world)
+    start = ranks.rank * base + min(ranks.rank, extra)
+    return slice(start, start + base + (1 if ranks.rank < extra else 0))

@@ -1,0 +1,85 @@
+"""Several processes under torchrun (gloo on the CPU): each rank takes its share of the same global
+batches and the gradients are averaged, so XE with 2 processes at batch B/2 each ends where one process
+at batch B does; rank 0 alone writes; a run is resumed by as many processes as trained it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlcap.data.feats import Feats
+from rlcap.data.loader import Batch
+from rlcap.train.distributed import Ranks, shard_rows
+from tests.train.killing import EMPTY, REPO
+from tests.tiny import make_tiny_dataset, tiny_overrides
+
+
+def _train(overrides: list[str], processes: int) -> subprocess.CompletedProcess:
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"] if processes > 1 else []
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, *launcher, "-m", "rlcap", "train", str(EMPTY), *overrides],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """XE for 20 steps at a global batch of 4 images: one process, and two of 2 images each."""
+    folder = tmp_path_factory.mktemp("distributed")
+    dataset, feats = make_tiny_dataset(folder)
+    common = [o for o in tiny_overrides(dataset, feats, "unused", **{"model.dropout": 0.0, "max_steps": 20,
+                                                                     "xe.epochs": 10, "model.arch": "updown"})
+              if not o.startswith("out_dir")]
+    done = {n: _train([*common, f"out_dir={folder / str(n)}"], n) for n in (1, 2)}
+    for n, proc in done.items():
+        assert proc.returncode == 0, (n, proc.stderr[-2000:])
+    return folder, common
+
+
+def test_two_processes_end_where_one_does(runs):
+    folder, _ = runs
+    one, two = (load_file(str(folder / str(n) / "last" / "policy.safetensors")) for n in (1, 2))
+    assert max(float((one[k] - two[k]).abs().max()) for k in one) < 1e-5
+    losses = {n: [json.loads(line)["loss"] for line in (folder / str(n) / "log.jsonl").read_text().splitlines()
+                  if json.loads(line)["split"] == "train"] for n in (1, 2)}
+    assert len(losses[2]) == 20 and all(abs(a - b) < 1e-5 * abs(a) for a, b in zip(losses[1], losses[2]))
+    assert json.loads((folder / "2" / "last" / "checkpoint.json").read_text())["world_size"] == 2
+
+
+def test_a_run_is_resumed_by_as_many_processes(runs):
+    folder, common = runs
+    done = _train([*common, f"out_dir={folder / '2'}", "max_steps=24", "resume=true"], 1)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"rlcap train: error: {folder / '2'} was trained by 2 processes and is resumed by 1: resume it with as many "
+        "(each takes its share of the same global batches)")
+
+
+def test_each_rank_takes_a_contiguous_share():
+    assert [shard_rows(5, Ranks(r, 2)) for r in (0, 1)] == [slice(0, 3), slice(3, 5)]
+    assert shard_rows(4, Ranks()) == slice(0, 4)
+    feats = Feats(torch.arange(3.0)[:, None], torch.zeros(3, 2, 1), torch.ones(3, 2, dtype=torch.bool))
+    batch = Batch(torch.tensor([7, 8, 9]), ["a", "b", "c"], feats, torch.arange(6)[:, None], [["x"], ["y"], ["z"]])
+    second = batch.shard(shard_rows(3, Ranks(1, 2)))
+    assert second.ids == ["c"] and second.index.tolist() == [9] and second.tokens.flatten().tolist() == [4, 5]
+    assert second.feats.fc.flatten().tolist() == [2.0] and second.refs == [["z"]]
+    assert batch.shard(slice(0, 3)) is batch
+
+
+def test_scst_runs_and_resumes_under_two_processes(runs, tmp_path):
+    folder, common = runs
+    base = [o for o in common if not o.startswith(("model.", "max_steps", "xe."))]
+    scst = [*base, "algorithm=scst", f"init_from={folder / '1' / 'last'}", "rl.epochs=1", "rl.batch_size=8",
+            "rl.n_samples=2", f"out_dir={tmp_path / 'scst'}"]
+    first = _train(scst, 2)
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = _train([*scst, "rl.epochs=2", "resume=true"], 2)
+    assert again.returncode == 0, again.stderr[-2000:]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "scst" / "log.jsonl").read_text().splitlines()
+             if json.loads(line)["split"] == "train"]
+    assert steps == list(range(1, 7))  # 24 images, 8 a global batch, 2 epochs: each step logged once
