@@ -83,3 +83,55 @@ def test_scst_runs_and_resumes_under_two_processes(runs, tmp_path):
     steps = [json.loads(line)["step"] for line in (tmp_path / "scst" / "log.jsonl").read_text().splitlines()
              if json.loads(line)["split"] == "train"]
     assert steps == list(range(1, 7))  # 24 images, 8 a global batch, 2 epochs: each step logged once
+
+
+def _rank_pid(launcher: subprocess.Popen, rank: int) -> int | None:
+    """The pid of torchrun's worker of ``rank`` (read from its environment), once it has started."""
+    children = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split()
+    for pid in children:
+        try:
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return int(pid)
+    return None
+
+
+def test_sigkill_of_rank_1_then_the_same_command_resumes_exactly(tmp_path):
+    """torchrun ends every rank when one dies; the same command continues from the last checkpoint, each
+    rank with its own random generators, and logs what the uninterrupted run logs."""
+    import signal
+    import time
+
+    from tests.train.killing import wait_for_step
+
+    dataset, feats = make_tiny_dataset(tmp_path)
+    common = [o for o in tiny_overrides(dataset, feats, "unused", **{"xe.epochs": 6, "save_every": 1,
+                                                                     "model.arch": "updown"})
+              if not o.startswith("out_dir")]
+    reference = _train([*common, f"out_dir={tmp_path / 'reference'}"], 2)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "rlcap",
+            "train", str(EMPTY), *common, f"out_dir={killed}"]
+    launcher = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    wait_for_step(launcher, killed, 10)
+    rank_1 = _rank_pid(launcher, 1)
+    assert rank_1 is not None
+    os.kill(rank_1, signal.SIGKILL)
+    assert launcher.wait(timeout=120) != 0  # torchrun ended the other rank and failed
+    time.sleep(0.5)
+    stopped_at = json.loads((killed / "last" / "checkpoint.json").read_text())["step"]
+    assert 10 <= stopped_at < 36
+    again = _train([*common, f"out_dir={killed}"], 2)  # the same command
+    assert again.returncode == 0, again.stderr[-2000:]
+
+    def losses(folder):
+        return {json.loads(x)["step"]: json.loads(x)["loss"] for x in (folder / "log.jsonl").read_text().splitlines()
+                if json.loads(x)["split"] == "train"}
+
+    ref, got = losses(tmp_path / "reference"), losses(killed)
+    assert max(ref) == 36 and sorted(got) == sorted(ref)
+    assert [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref if s > stopped_at]

@@ -83,3 +83,12 @@ def shard_rows(n: int, ranks: Ranks) -> slice:
     base, extra = divmod(n, ranks.world)
     start = ranks.rank * base + min(ranks.rank, extra)
     return slice(start, start + base + (1 if ranks.rank < extra else 0))
+
+
+def gathered(obj: Any, ranks: Ranks) -> list[Any]:
+    """Every rank's ``obj``, in rank order, on every rank (``[obj]`` for one process)."""
+    if ranks.world == 1:
+        return [obj]
+    out: list[Any] = [None] * ranks.world
+    dist.all_gather_object(out, obj)
+    return out

@@ -35,7 +35,7 @@ from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkp
     save_checkpoint, set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
-from rlcap.train.distributed import Ranks, average_gradients, from_main, join, shard_rows
+from rlcap.train.distributed import Ranks, average_gradients, from_main, gathered, join, shard_rows
 from rlcap.train.logger import RunLogger, SilentLogger
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
 from rlcap.train.validation import validate as captioner_scores
@@ -182,7 +182,8 @@ def begin(session: Session, selects_by: str | None = None) -> Session:
             if part.scaler is not None and name in trainer.get("scalers", {}):
                 part.scaler.load_state_dict(trainer["scalers"][name])
                 apply_optim_settings(part)
-        set_rng_state(trainer["rng"])
+        by_rank = trainer.get("rng_of_ranks")  # (checkpoints written before it: one state for all)
+        set_rng_state(by_rank[s.ranks.rank] if by_rank else trainer["rng"])
         s.progress = Progress(**trainer["progress"])
         s.state.update(trainer["state"])
         log.info("resumed %s at epoch %d, step %d", s.out_dir, s.progress.epoch, s.progress.step)
@@ -245,6 +246,7 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
     """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
     s = session
+    rng_of_ranks = gathered(rng_state(), s.ranks)  # every rank's generators (a collective: all ranks save)
     if not s.ranks.main:  # rank 0 writes the run's checkpoints
         return s.out_dir / name
     folder = s.out_dir / name
@@ -255,7 +257,8 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
         "optimizers": {n: p.optimizer.state_dict() for n, p in trained.items()},
         "schedulers": {n: p.scheduler.state_dict() for n, p in trained.items()},
         "scalers": {n: p.scaler.state_dict() for n, p in trained.items() if p.scaler is not None},
-        "rng": rng_state(),
+        "rng": rng_of_ranks[0],
+        "rng_of_ranks": rng_of_ranks,
         "progress": vars(s.progress).copy(),
         "state": dict(s.state),
     }
