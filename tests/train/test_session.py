@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rlcap.errors import ConfigError
+from rlcap.train.distributed import Ranks
 from rlcap.train.run_config import OptimConfig
 from rlcap.train.session import Part, optimizer_step
 
@@ -14,7 +15,7 @@ def _step(mode: str, clip: float) -> list[float]:
     model = torch.nn.Linear(2, 1, bias=False)
     torch.nn.init.zeros_(model.weight)
     part = Part(model, torch.optim.SGD(model.parameters(), lr=1.0), None, OptimConfig(grad_clip=clip, grad_clip_mode=mode))
-    session = SimpleNamespace(parts={"policy": part})
+    session = SimpleNamespace(parts={"policy": part}, ranks=Ranks())  # one process
     loss = model(torch.tensor([[10.0, 0.01]])).sum()  # gradient (10, 0.01)
     optimizer_step(session, loss)
     return model.weight.detach().view(-1).tolist()

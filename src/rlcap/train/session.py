@@ -179,9 +179,9 @@ def begin(session: Session, selects_by: str | None = None) -> Session:
             if part.optimizer is not None and name in trainer["optimizers"]:
                 part.optimizer.load_state_dict(trainer["optimizers"][name])
                 part.scheduler.load_state_dict(trainer["schedulers"][name])
+                apply_optim_settings(part)
             if part.scaler is not None and name in trainer.get("scalers", {}):
                 part.scaler.load_state_dict(trainer["scalers"][name])
-                apply_optim_settings(part)
         by_rank = trainer.get("rng_of_ranks")  # (checkpoints written before it: one state for all)
         set_rng_state(by_rank[s.ranks.rank] if by_rank else trainer["rng"])
         s.progress = Progress(**trainer["progress"])
