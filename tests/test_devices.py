@@ -96,3 +96,18 @@ def test_eval_and_caption_take_a_device(tiny_xe, tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", str(best), "--device", "gpu", "--out", str(tmp_path / "bad")]) == 2
     assert capsys.readouterr().err == "rlcap eval: error: --device: 'gpu' is not one of auto, cpu, cuda, cuda:N, mps\n"
+
+
+def test_features_take_a_device(tmp_path, capsys):
+    from PIL import Image
+
+    from rlcap.cli import main
+
+    for i in range(2):
+        Image.new("RGB", (40, 40), (40 * i, 90, 200)).save(tmp_path / f"{i}.png")
+    assert main(["features", str(tmp_path), "--out", str(tmp_path / "f.h5"), "--image-size", "32",
+                 "--device", "cpu"]) == 0
+    assert "encoded 2 images" in capsys.readouterr().out
+    assert main(["features", str(tmp_path), "--out", str(tmp_path / "g.h5"), "--image-size", "32",
+                 "--device", "tpu"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--device: 'tpu' is not one of auto, cpu, cuda, cuda:N, mps")

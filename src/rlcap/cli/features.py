@@ -46,6 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip missing or unreadable images (listed at the end) instead of stopping")
     parser.add_argument("--workers", type=int_range(0), default=1, help="image loading threads (default 1)")
+    parser.add_argument("--device", default="auto", help="where the encoder runs (images): auto (CUDA when torch sees "
+                                                         "it, else the CPU), cpu, cuda, cuda:N or mps")
     parser.add_argument("--threads", type=COUNT, help="torch CPU threads (default: torch's choice); "
                         "1 is often fastest on a machine shared with other jobs")
     parser.add_argument("--dtype", choices=("float16", "float32"), default="float16",
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         stats = extract_features(
             images, args.out, image_size=args.image_size, batch_size=args.batch_size,
             progress=bar.update, on_error="skip" if args.skip_bad else "raise",
-            num_workers=args.workers, dtype=args.dtype,
+            num_workers=args.workers, dtype=args.dtype, device=args.device,
         )
     changed = f", {stats.changed} of them changed since last encoded" if stats.changed else ""
     print(f"{args.out}: encoded {stats.encoded} images ({stats.images_per_second:.1f}/s{changed}), "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rlcap import api
 from rlcap.cli.options import COUNT, int_range
+from rlcap.devices import resolve_device
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -37,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     x.add_argument("--images", default=None, help="folder of the image files, for CLIP")
     x.add_argument("--neighbours", type=COUNT, default=10, help="mined neighbours kept per image (default 10)")
     x.add_argument("--out", required=True, help="the bank to write (HDF5)")
+    for p in (e, x):
+        p.add_argument("--device", default="auto", help="where the retriever runs: auto (CUDA when torch sees it, "
+                                                        "else the CPU), cpu, cuda, cuda:N or mps")
     x.set_defaults(func=run_index)
     return p
 
@@ -55,6 +59,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from rlcap.methods.embedding import retrieval_scores
 
     model, vocab = load_embedding_model(args.checkpoint)
+    model.to(resolve_device(args.device, "--device"))
     config = json.loads((Path(args.checkpoint) / "config.json").read_text(encoding="utf-8"))
     data_cfg = api.checkpoint_data_config(args.checkpoint, config, [o.removeprefix("data.") for o in args.data_overrides])
     split = load_data(data_cfg, (args.split,), vocab=vocab).splits[args.split]
@@ -72,7 +77,7 @@ def run_index(args: argparse.Namespace) -> int:
     from rlcap.rewards.image_bank import build_image_bank
 
     bank = build_image_bank(args.retriever, DataConfig(dataset=args.dataset, features=args.features), args.images,
-                            args.neighbours)
+                            args.neighbours, device=str(resolve_device(args.device, "--device")))
     bank.save(args.out)
     print(f"wrote {args.out}: {len(bank.ids)} images, {bank.embeddings.size(1)}-d, "
           f"{bank.neighbours.size(1)} neighbours each ({bank.kind})")

@@ -27,6 +27,7 @@ import torch
 
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import ImageFingerprint, file_stat, fingerprint, is_unchanged
+from rlcap.devices import resolve_device
 from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size, grid_size
 from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, load_image, normalize, resize
 from rlcap.errors import ConfigError, DataError
@@ -151,6 +152,7 @@ def extract_features(
     on_error: str = "raise",
     num_workers: int = 1,
     dtype: str = "float16",
+    device: str = "auto",
 ) -> ExtractStats:
     """Encode ``images`` (id -> file) with frozen EfficientNet-Lite0 into the HDF5 file ``out``.
 
@@ -160,12 +162,14 @@ def extract_features(
     ``tqdm.update``.
     ``on_error``: ``"raise"`` stops at the first unreadable image (batches before it are kept);
     ``"skip"`` logs it, leaves it out and lists it in ``ExtractStats.failed``.
+    ``device``: where the encoder runs (auto: CUDA when torch sees it, else the CPU).
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     if batch_size < 1 or num_workers < 0:
         raise ConfigError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
     check_image_size(image_size)
+    where = resolve_device(device, "--device")
     started = time.perf_counter()
     grid = grid_size(image_size)
     attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "grid": grid,
@@ -178,15 +182,15 @@ def extract_features(
             progress(stats.already_done)
         logger.info("%d images to encode, %d already in %s", len(todo), stats.already_done, out)
         if todo:
-            encoder = EfficientNetLite0Encoder(image_size)
+            encoder = EfficientNetLite0Encoder(image_size).to(where)
             for batch in _batches(todo, batch_size, image_size, on_error, num_workers):
                 for id, reason in batch.failed:
                     logger.warning("skipped %s: %s", id, reason)
                 stats.failed.extend(batch.failed)
                 if batch.pixels is not None:
                     with torch.inference_mode():
-                        fc, att = encoder.encode(normalize(torch.from_numpy(batch.pixels)))
-                    write_rows(writer, batch.ids, fc.numpy(), att.numpy(), fingerprints=batch.fingerprints)
+                        fc, att = encoder.encode(normalize(torch.from_numpy(batch.pixels)).to(where))
+                    write_rows(writer, batch.ids, fc.cpu().numpy(), att.cpu().numpy(), fingerprints=batch.fingerprints)
                     stats.encoded += len(batch.ids)
                 if progress:
                     progress(len(batch.ids) + len(batch.failed))
