@@ -176,7 +176,7 @@ def train_actor_critic(cfg: RunConfig) -> TrainResult:
                 if finish_step(s, joint_step(s, batch, reward)._asdict()):
                     break
     result = finish_run(s)
-    if cfg.ac.lookahead and not result.stopped_early:
+    if cfg.ac.lookahead and not result.stopped_early and s.ranks.main:  # (under torchrun, rank 0 chooses lambda)
         from rlcap.methods.lookahead import lookahead_for_run
 
         lookahead_for_run(s, cfg.ac.lookahead)
