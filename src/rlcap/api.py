@@ -15,10 +15,10 @@ from rlcap.train.run_config import load_run_config as _load_run_config
 log = logging.getLogger(__name__)
 
 
-def load_run_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+def load_run_config(path: str | Path | None, overrides: list[str] | None = None, shared: bool = False) -> RunConfig:
     """A recipe and ``key=value`` overrides as the run config of its method
     (:func:`rlcap.train.run_config.load_run_config`)."""
-    return _load_run_config(path, overrides)
+    return _load_run_config(path, overrides, shared)
 
 
 def train(cfg: RunConfig) -> Any:

@@ -110,3 +110,10 @@ def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
     distinct = _listed(capsys, "algorithm=wtf_rl")
     assert {"reward.retrieval_tau", "reward.hard_negatives", "reward.paths"} <= set(distinct)
     assert "reward.paths" in _listed(capsys, "algorithm=ac", "reward.weights={cider_d: 1.0, embedding: 0.5}")
+
+
+def test_overrides_shared_by_several_runs_are_left_out_quietly(caplog):
+    """rlcap demo and rlcap bench give one list to several runs: what a run does not read is no warning."""
+    with caplog.at_level(logging.WARNING, logger="rlcap.train.run_config"):
+        cfg = api.load_run_config(None, ["xe.epochs=3", "rl.epochs=2"], shared=True)
+    assert cfg.xe.epochs == 3 and not hasattr(cfg, "rl") and caplog.records == []

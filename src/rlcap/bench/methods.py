@@ -34,7 +34,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
         start += [f"{name if '.' in name else f'reward.paths.{name}'}={best[source]}" for name, source in stage.paths]
         cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start])
         extra = xe_overrides if cfg.algorithm == "xe" else rl_overrides
-        cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start, *extra])
+        cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start, *extra], shared=True)
         report(f"training {stage.name} ({recipe.name})" + (f" from {stage.init_from}" if stage.init_from else ""))
         api.train(cfg)
         best[stage.name] = out / stage.name / "best"

@@ -252,19 +252,20 @@ def other_method_sections(algorithm: str) -> set[str]:
     return names | ({"rl"} if not m.rl else set()) | ({"reward"} if not m.reward else set())
 
 
-def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+def load_run_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                    shared: bool = False) -> RunConfig:
     """A recipe (YAML) and ``key=value`` overrides as the run config of its ``algorithm`` (default xe).
 
     Only the method's own sections are parsed: the sections of other registered methods are left
     out with a warning naming them (overrides given to several runs at once, as ``rlcap bench --rl``
-    and ``rlcap demo`` give them, reach the runs that read them), and any other unknown key is an
-    error listing the valid ones."""
+    and ``rlcap demo`` give them, reach the runs that read them; ``shared``: such overrides, left out
+    without a warning), and any other unknown key is an error listing the valid ones."""
     data = apply_overrides(read_yaml(path) if path is not None else {}, list(overrides or []))
     algorithm = data.get("algorithm", "xe")
     if not isinstance(algorithm, str):
         raise ConfigError(f"algorithm: expected a method name, got {algorithm!r}")
     stray = sorted(set(data) & other_method_sections(algorithm))
-    if stray:
+    if stray and not shared:
         log.warning("algorithm=%s does not read the section%s %s (left out)", algorithm, "s" * (len(stray) > 1),
                     ", ".join(stray))
     return from_dict(run_config_class(algorithm), {k: v for k, v in data.items() if k not in stray})
