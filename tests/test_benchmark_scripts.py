@@ -55,3 +55,16 @@ def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith(("| xe ", "| scst "))]
     assert len(rows) == 2 and all(row.split("|")[3].strip() == "0.00e+00" for row in rows)
+
+
+@pytest.mark.slow
+def test_bench_scale_runs_at_a_tiny_size(tmp_path):
+    """make bench-scale's script end to end on a small store: both stores trained, the table written."""
+    doc = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_scale.py"), "--images", "1200", "--regions", "3",
+                           "--dim", "16", "--steps", "4", "--memory-images", "500", "--out", str(tmp_path / "scale"),
+                           "--doc", str(doc)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in doc.read_text().splitlines() if line.startswith(("| xe ", "| scst "))]
+    assert len(rows) == 2 and all(" GB | " in row for row in rows)
+    assert not (tmp_path / "scale" / "store").exists()  # the big store is deleted unless --keep
