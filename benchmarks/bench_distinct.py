@@ -29,7 +29,7 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     from rlcap.models.retriever import load_retriever
     from rlcap.train.run_config import load_run_config
     from rlcap.train.decode_split import decode_split
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(REPO / out / "wtf_rl" / "last")  # the checkpoint the table judges
     test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]

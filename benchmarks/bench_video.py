@@ -33,7 +33,7 @@ def segment_figure(checkpoint, dataset: str, features: str, out, clip: int = 0) 
     from rlcap.data.readers import read_dataset
     from rlcap.data.vocab import EOS
     from rlcap.encoders.video import read_frames
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(checkpoint)
     test = load_data(DataConfig(dataset=dataset, features=features), ("test",), vocab=vocab).splits["test"]

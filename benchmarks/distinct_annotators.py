@@ -28,7 +28,7 @@ def annotator_rewards(bench: Path, dataset: Path, features: Path, tau: float, ba
     from rlcap.rewards.image_bank import build_image_bank
     from rlcap.rewards.retrieval import RetrievalReward
     from rlcap.train.run_config import load_run_config
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(bench / "xe" / "best")
     model.eval()

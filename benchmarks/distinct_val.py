@@ -30,7 +30,7 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
     from rlcap.metrics import score_captions
     from rlcap.train.run_config import load_run_config
     from rlcap.train.decode_split import decode_split
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     rows: dict[str, dict[str, float]] = {}
     split = judges = None

@@ -21,7 +21,7 @@ def scores(checkpoint: str, split_name: str, images: int, temperature: float, da
     from rlcap.bench.rows import DIVERSITY, caption_sets
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.metrics import score_captions
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(checkpoint)
     split = load_data(DataConfig(dataset=dataset, features=features), (split_name,), vocab=vocab).splits[split_name]

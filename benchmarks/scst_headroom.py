@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.data.synthetic.captions import SIZE_WORDS
     from rlcap.metrics import score_captions
     from rlcap.train.decode_split import decode_split
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", required=True, metavar="LABEL=CHECKPOINT",

@@ -194,7 +194,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     from rlcap.data.loader import load_data
     from rlcap.files import check_writable
     from rlcap.train.decode_split import decode_split, score_predictions
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     if out_dir is not None:
         check_writable(out_dir, folder=True)  # before the decoding, not after it
@@ -305,7 +305,7 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     from rlcap.encoders.video import read_frames
     from rlcap.errors import DataError, RlcapError
     from rlcap.models.base import Feats
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     model, vocab, config = load_model(checkpoint)
     where = resolve_device(device, "--device")

@@ -69,7 +69,7 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     from rlcap.bench.registry import BENCHMARKS
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.train.decode_split import decode_split
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     dataset, feats = tiny_data
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "xe")))

@@ -42,7 +42,7 @@ def test_hrl_xe_with_the_frozen_critic(clips):
     for name, value in critic.items():  # the critic inside is the trained one, unchanged by XE
         assert torch.equal(policy[f"critic.{name}"], value)
     from rlcap.decoding import greedy
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(folder / "hrl" / "best")
     from rlcap.data.loader import DataConfig, load_data

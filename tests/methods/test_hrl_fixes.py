@@ -25,7 +25,7 @@ def clips(tmp_path_factory):
 @pytest.fixture(scope="module")
 def model_and_batch(clips):
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     ann, feats, folder = clips
     model, vocab, _ = load_model(folder / "hrl" / "best")

@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from rlcap.errors import RlcapError
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.session import load_model
+from rlcap.train.checkpoint import load_model
 from tests.train.killing import assert_resume_is_exact
 from tests.tiny import tiny_overrides
 

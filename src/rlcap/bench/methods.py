@@ -61,7 +61,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     from rlcap.bench.rows import method_row
     from rlcap.bench.report import plot_curves, results_markdown, training_cost
     from rlcap.data.loader import load_data
-    from rlcap.train.session import load_model
+    from rlcap.train.checkpoint import load_model
 
     check_names(benchmark, methods)
     out = Path(out_dir)

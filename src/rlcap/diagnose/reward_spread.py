@@ -29,7 +29,7 @@ from rlcap.progress import track
 from rlcap.rewards import RewardConfig, build_reward
 from rlcap.train.run_config import RLConfig
 from rlcap.train.rollout import reward_batch
-from rlcap.train.session import load_model
+from rlcap.train.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 

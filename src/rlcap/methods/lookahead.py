@@ -28,7 +28,8 @@ from rlcap.models import ValueModel, build_value_model
 from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.decode_split import score_predictions
-from rlcap.train.session import Session, load_model
+from rlcap.train.checkpoint import load_model
+from rlcap.train.session import Session
 
 log = logging.getLogger(__name__)
 

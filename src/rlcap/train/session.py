@@ -26,13 +26,13 @@ import torch
 from tqdm.auto import tqdm
 
 from rlcap.config import from_dict, to_dict
-from rlcap.data.loader import DATA_PATHS, Batch, CaptionData, load_data
+from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover, rng_state,
-    save_checkpoint, set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover,
+                                  relative_data_paths, rng_state, save_checkpoint, set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
 from rlcap.train.distributed import Ranks, average_gradients, from_main, gathered, join, shard_rows
@@ -271,18 +271,6 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     return save_checkpoint(folder, modules, config, s.data.vocab, trainer, manifest)
 
 
-def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """The data section with its file paths relative to the checkpoint ``folder``, so that the
-    checkpoint can be evaluated from any working directory (``paths_relative_to: checkpoint``)."""
-    import os
-
-    out = dict(data)
-    for key in DATA_PATHS:
-        if out.get(key):
-            out[key] = os.path.relpath(Path(out[key]).resolve(), folder.resolve())
-    return out
-
-
 class TrainResult(NamedTuple):
     out_dir: str
     best_score: float     # best validation score (-inf: not validated yet)
@@ -401,18 +389,3 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
         save(s, "best", scores)
     save(s, "last", scores)
     return scores
-
-
-def load_model(folder: str | Path, name: str = POLICY) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
-    """Rebuild the captioner of a checkpoint folder: (model in eval mode, vocab, config dict).
-
-    ``name`` picks the part; parts other than the policy are rebuilt by their method's own loader."""
-    ckpt = load_checkpoint(folder, with_trainer=False)
-    if name not in ckpt.weights:
-        raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")
-    model_cfg = from_dict(ModelConfig, ckpt.config["model"])
-    dims = ckpt.config["feature_dims"]
-    model = build_model(model_cfg, len(ckpt.vocab), dims["fc"], dims["att"])
-    load_weights(model, ckpt.weights[name], folder, name)
-    model.eval()
-    return model, ckpt.vocab, ckpt.config
