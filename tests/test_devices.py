@@ -1,12 +1,10 @@
 """Devices: the names a run accepts, every tensor made on the device of its inputs (a static check of
 the training code), batches moved whole, and every method's first steps with the device given
-explicitly. No GPU can be had here, so the CUDA path itself is exercised by benchmarks/gpu_check.py
+explicitly (tests/methods/test_same_losses.py runs them with device=cpu). No GPU can be had here, so the CUDA path itself is exercised by benchmarks/gpu_check.py
 where CUDA is present."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from pathlib import Path
 
@@ -72,19 +70,6 @@ def test_a_batch_moves_whole_but_its_index():
     moved = batch.to("meta")
     assert moved.feats.fc.device.type == moved.tokens.device.type == "meta" and moved.index.device.type == "cpu"
     assert model_device(torch.nn.Linear(2, 2)) == torch.device("cpu") and model_device(torch.nn.ReLU()).type == "cpu"
-
-
-def test_every_method_with_the_device_given_explicitly(tmp_path):
-    """The recipes' first steps with device=cpu: the recorded losses (tests/methods/test_same_losses.py)."""
-    from tests.methods.same_losses import RECORDED, run_recipes
-
-    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
-    now = run_recipes(tmp_path, device="cpu")
-    assert sorted(now) == sorted(recorded)
-    for recipe, rows in recorded.items():
-        assert [r["step"] for r in now[recipe]] == [r["step"] for r in rows]
-        for before, after in zip(rows, now[recipe]):
-            assert all(math.isclose(after[k], v, rel_tol=1e-4, abs_tol=1e-6) for k, v in before.items()), recipe
 
 
 def test_eval_and_caption_take_a_device(tiny_xe, tmp_path, capsys):

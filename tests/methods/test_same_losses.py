@@ -17,7 +17,8 @@ from tests.methods.same_losses import RECORDED, STEPS, run_recipes
 
 @pytest.fixture(scope="module")
 def losses(tmp_path_factory):
-    return run_recipes(tmp_path_factory.mktemp("same_losses"))
+    # device=cpu given explicitly: every method's tensors follow the run's device (tests/test_devices.py)
+    return run_recipes(tmp_path_factory.mktemp("same_losses"), device="cpu")
 
 
 RECIPES = sorted(json.loads(RECORDED.read_text(encoding="utf-8")))
