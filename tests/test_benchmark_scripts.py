@@ -14,14 +14,26 @@ def test_there_are_scripts():
     assert len(SCRIPTS) >= 15
 
 
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory):
+    """Every script's ``--help``, run side by side (each imports torch: about a second apiece), and
+    whether BENCHMARKS.md stayed as it was."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    doc = BENCHMARKS.parent / "docs" / "BENCHMARKS.md"
+    before, cwd = doc.read_bytes(), tmp_path_factory.mktemp("help")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = dict(zip(SCRIPTS, pool.map(lambda script: subprocess.run(
+            [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=cwd), SCRIPTS)))
+    return done, doc.read_bytes() == before
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
-def test_help(script, tmp_path):
-    before = (BENCHMARKS.parent / "docs" / "BENCHMARKS.md").read_bytes()
-    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: ") and script.name in done.stdout.splitlines()[0]
-    assert (BENCHMARKS.parent / "docs" / "BENCHMARKS.md").read_bytes() == before  # --help wrote nothing
+def test_help(script, helps):
+    done, untouched = helps
+    assert done[script].returncode == 0, done[script].stderr
+    assert done[script].stdout.startswith("usage: ") and script.name in done[script].stdout.splitlines()[0]
+    assert untouched  # --help wrote nothing
 
 
 def test_bench_pg_reading_is_computed_from_the_figures():
