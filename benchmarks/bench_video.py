@@ -1,7 +1,7 @@
 """[Wang18]'s Table 2 on moving shapes: XE- and RL-baselines, [Chen20]'s SLL-ME and SLL-SLE, and HRL with goals of 16, 32 and 64.
 
 Run with ``make bench-video``: calls ``rlcap bench --benchmark moving-shapes --methods
-xe,rl,sll_me,sll_sle,hrl_16,hrl_32,hrl_64``, copies the test-split table (BLEU-1..4, METEOR, ROUGE-L,
+xe,scst,sll_me,sll_sle,hrl_16,hrl_32,hrl_64``, copies the test-split table (BLEU-1..4, METEOR, ROUGE-L,
 CIDEr-D, SPICE of the beam captions; CIDEr-D, Div-1, Div-2 and mBLEU-4 of 5 random samples and of the
 5-best beam, as [Chen20]'s Table 4) into the bench-video section of docs/BENCHMARKS.md with the checks of rlcap's
 goals, SLL-ME and SLL-SLE against the RL-baseline ([Chen20]'s SLL, Table 3), the internal critic's boundary
@@ -65,7 +65,7 @@ def learning_rows(out: str, goals: list[int]) -> list[str]:
     """Per stage, from its log: the best validation CIDEr-D, and for the RL stages the mean CIDEr-D of
     the sampled training captions per epoch (HRL: its worker phases), to see where each gain comes from."""
     rows = ["| stage | best validation CIDEr-D | sampled captions' CIDEr-D by epoch |", "|---|---:|---|"]
-    for stage in ["xe", "rl", *EXPLORATION, *(f"{kind}_{g}" for g in goals for kind in ("xe_hrl", "hrl"))]:
+    for stage in ["xe", "scst", *EXPLORATION, *(f"{kind}_{g}" for g in goals for kind in ("xe_hrl", "hrl"))]:
         records = [json.loads(x) for x in (REPO / out / stage / "log.jsonl").read_text().splitlines()]
         by_epoch: dict[int, list[float]] = {}
         for r in records:
@@ -79,14 +79,14 @@ def learning_rows(out: str, goals: list[int]) -> list[str]:
 def exploration_lines(methods: dict) -> list[str]:
     """SLL-ME and SLL-SLE against the RL-baseline ([Chen20]'s SLL): Table 3's beam columns, and the rs / bs
     Div-2 of [Chen20]'s Table 4, each as a relative change, with [Chen20]'s own direction on TGIF."""
-    rl = methods["rl"]
+    scst = methods["scst"]
     lines = []
     for name in EXPLORATION:
         row = methods[name]
-        beam = ", ".join(f"{c} **{row['beam'][c] / rl['beam'][c] - 1:+.1%}**" for c in PAPER_TABLE3)
+        beam = ", ".join(f"{c} **{row['beam'][c] / scst['beam'][c] - 1:+.1%}**" for c in PAPER_TABLE3)
         lines.append(f"- {name} over the RL-baseline ([Chen20]'s SLL): beam {beam}; rs Div-2 "
-                     f"**{row['rs']['Div-2'] / rl['rs']['Div-2'] - 1:+.1%}**, bs Div-2 "
-                     f"**{row['bs']['Div-2'] / rl['bs']['Div-2'] - 1:+.1%}**.")
+                     f"**{row['rs']['Div-2'] / scst['rs']['Div-2'] - 1:+.1%}**, bs Div-2 "
+                     f"**{row['bs']['Div-2'] / scst['bs']['Div-2'] - 1:+.1%}**.")
     paper = "; ".join(f"{c} {' / '.join(f'{v:g}' for v in values)}" for c, values in PAPER_TABLE3.items())
     return [*lines, f"- [Chen20]'s Table 3 (TGIF, beam 5), SLL / SLL-ME / SLL-SLE: {paper}."]
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     goals = [int(g) for g in args.goals.split(",")]
     if not goals or any(g not in GOALS for g in goals):
         parser.error(f"--goals: some of {GOALS}, got {args.goals}")
-    methods = ",".join(["xe", "rl", *EXPLORATION, *(f"hrl_{g}" for g in goals)])
+    methods = ",".join(["xe", "scst", *EXPLORATION, *(f"hrl_{g}" for g in goals)])
     command, seconds = run_bench("moving-shapes", methods, args.out)
     results = json.loads((REPO / args.out / "results.json").read_text())
     beam = {m: r["beam"] for m, r in results["methods"].items()}
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = json.loads((REPO / args.out / "xe" / "config.json").read_text())["data"]
     figures = []
     (REPO / "docs" / "figures").mkdir(exist_ok=True)
-    for method in ("xe", "rl", f"hrl_{chosen}"):
+    for method in ("xe", "scst", f"hrl_{chosen}"):
         stage = method
         png = REPO / "docs" / "figures" / f"video_{method}.png"
         text = segment_figure(REPO / args.out / stage / "best", cfg["dataset"], cfg["features"], png)
@@ -130,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         "per clip (temperature 1), CIDEr-D x 100 averaged over the 5; `bs`: the 5-best of a size-5 beam. Div-1/Div-2: "
         "distinct unigrams/bigrams over words among the 5 captions of a clip; mBLEU-4: each caption against the other "
         "4 (lower is more diverse), as [Chen20]'s Table 4.", "", video_markdown(results).strip(), "",
-        f"- RL-baseline over XE-baseline, CIDEr-D: **{beam['rl']['CIDEr'] / beam['xe']['CIDEr'] - 1:+.1%}**.",
+        f"- RL-baseline over XE-baseline, CIDEr-D: **{beam['scst']['CIDEr'] / beam['xe']['CIDEr'] - 1:+.1%}**.",
         *exploration_lines(results["methods"]),
         f"- HRL, goal size chosen on validation among {', '.join(map(str, goals))}"
         + ("" if len(goals) == len(GOALS) else f" (of [Wang18]'s {', '.join(map(str, GOALS))}: the others not trained in this run)")
         + f": {chosen} (validation CIDEr-D {val[chosen]:.3f}); test CIDEr-D "
-        f"{hrl[chosen]:.3f} against the RL-baseline's {beam['rl']['CIDEr']:.3f} "
-        f"(**{hrl[chosen] / beam['rl']['CIDEr'] - 1:+.1%}**; [Wang18]: 21.6 to 23.2 on Charades).",
+        f"{hrl[chosen]:.3f} against the RL-baseline's {beam['scst']['CIDEr']:.3f} "
+        f"(**{hrl[chosen] / beam['scst']['CIDEr'] - 1:+.1%}**; [Wang18]: 21.6 to 23.2 on Charades).",
         f"- Internal critic, segment ends on the validation captions (best epoch): precision "
         f"{critic['precision']:.3f}, recall {critic['recall']:.3f}, F1 {critic['F1']:.3f}.", "",
         "Where the gains come from (validation split; docs/VIDEO.md reads this table):", "",
@@ -146,9 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     ])
     replace_section("bench-video", body)
     print(body)
-    print(json.dumps({"rl_over_xe": beam["rl"]["CIDEr"] / beam["xe"]["CIDEr"] - 1, "hrl_goal": chosen,
-                      **{f"{m}_over_rl": beam[m]["CIDEr"] / beam["rl"]["CIDEr"] - 1 for m in EXPLORATION},
-                      "hrl_over_rl": hrl[chosen] / beam["rl"]["CIDEr"] - 1, "minutes": round(seconds / 60, 1)}))
+    print(json.dumps({"scst_over_xe": beam["scst"]["CIDEr"] / beam["xe"]["CIDEr"] - 1, "hrl_goal": chosen,
+                      **{f"{m}_over_scst": beam[m]["CIDEr"] / beam["scst"]["CIDEr"] - 1 for m in EXPLORATION},
+                      "hrl_over_scst": hrl[chosen] / beam["scst"]["CIDEr"] - 1, "minutes": round(seconds / 60, 1)}))
     return 0
 
 

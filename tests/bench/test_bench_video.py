@@ -12,7 +12,7 @@ from rlcap.train.run_config import load_run_config
 from tests.tiny import make_tiny_clips, tiny_overrides
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-METHODS = ["xe", "rl", "sll_me", "sll_sle"]  # [Wang18]'s baselines and [Chen20]'s Table 3 rows
+METHODS = ["xe", "scst", "sll_me", "sll_sle"]  # [Wang18]'s baselines and [Chen20]'s Table 3 rows
 NEW = ["sll_me", "sll_sle"]
 DIVERSITY_COLUMNS = [f"{s} {c}" for s in ("rs", "bs") for c in ("CIDEr", "Div-1", "Div-2", "mBLEU-4")]
 
@@ -62,7 +62,7 @@ def test_video_markdown_layout():
 def test_the_exploration_rows_share_the_rl_baseline_budget():
     """SLL-ME and SLL-SLE on video differ from the RL-baseline's recipe in their own section only, and
     share its stages ([Chen20]'s Table 3: SLL, SLL-ME, SLL-SLE from one model, one budget)."""
-    rl, me, sle = (load_run_config(CONFIGS / f"moving-shapes_{r}.yaml") for r in ("rl", "sll_me", "sll_sle"))
+    rl, me, sle = (load_run_config(CONFIGS / f"moving-shapes_{r}.yaml") for r in ("scst", "sll_me", "sll_sle"))
     for cfg in (me, sle):
         for section in ("data", "optim", "rl", "reward", "val", "decode"):
             assert getattr(cfg, section) == getattr(rl, section), section
@@ -71,4 +71,4 @@ def test_the_exploration_rows_share_the_rl_baseline_budget():
     assert me.sll_me.entropy_weight == 0.01 and sle.sll_sle.alpha == 0.5
     video = methods_of("moving-shapes")
     assert [s.name for s in stages_of(METHODS, "moving-shapes")] == METHODS
-    assert {video[m].stages[-1].init_from for m in ("rl", "sll_me", "sll_sle")} == {"xe"}
+    assert {video[m].stages[-1].init_from for m in ("scst", "sll_me", "sll_sle")} == {"xe"}

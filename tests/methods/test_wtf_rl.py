@@ -103,7 +103,7 @@ def test_discriminator_learns_a_toy_set():
                                       "rl.n_samples": 2},
                                      {"wtf_rl.trajectories": "both", "reward.negative_captions": 2},
                                      {"wtf_rl.trajectories": "both", "wtf_rl.mined_captions": 2}],
-                         ids=["wtf_rl", "wtf", "rl_unidirectional", "scst_discriminator", "wtf_rl_negative_captions",
+                         ids=["wtf_rl", "wtf", "beam_rl_i2t", "scst_discriminator", "wtf_rl_negative_captions",
                               "wtf_rl_mined_captions"])
 def test_variants_run_and_log(runs, tmp_path, variant):
     dataset, feats, folder = runs

@@ -172,10 +172,10 @@ METHODS: dict[str, Method] = {
     "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r ([Chaffin24])", checkpoint="last"),
     "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 ([Chaffin24])",
                      checkpoint="last"),
-    "rl": Method(_distinct("rl"), "RL on beam search, bidirectional contrastive reward + discriminator ([Chaffin24])",
-                 checkpoint="last"),
-    "rl_unidirectional": Method(_distinct("rl_unidirectional"), "RL with the image-to-text reward only ([Chaffin24])",
-                                checkpoint="last"),
+    "beam_rl": Method(_distinct("beam_rl"), "[Chaffin24]'s RL: beam-search trajectories only, bidirectional contrastive "
+                                            "reward + discriminator", checkpoint="last"),
+    "beam_rl_i2t": Method(_distinct("beam_rl_i2t"), "[Chaffin24]'s RL-Unidirectional: beam_rl with the image-to-text "
+                                                    "reward only", checkpoint="last"),
     "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward ([Chaffin24])",
                                  checkpoint="last"),
     # not in [Chaffin24]: plain teacher forcing with those methods' budget, the control for "training on" (docs/DISTINCT.md)
@@ -185,11 +185,11 @@ METHODS: dict[str, Method] = {
 }
 
 # [Wang18]'s Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64. [Chen20]'s Table 3 rows
-# beside its SLL (the RL-baseline here), sll_me and sll_sle, are the METHODS entries unchanged: the same XE stage,
+# beside its SLL (scst here, [Wang18]'s RL-baseline), sll_me and sll_sle, are the METHODS entries unchanged: the same XE stage,
 # their moving-shapes recipes (configs/moving-shapes_sll_me.yaml, configs/moving-shapes_sll_sle.yaml)
 CRITIC = Stage("critic", "critic")
 VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
-    ("rl", Method((XE, Stage("rl", "rl", "xe")), "the RL-baseline: the attention model by SCST on CIDEr-D ([Wang18])")),
+    ("scst", Method((XE, Stage("scst", "scst", "xe")), "[Wang18]'s RL-baseline: the attention model by SCST on CIDEr-D")),
     *((f"hrl_{g}", Method((CRITIC, Stage(f"xe_hrl_{g}", f"xe_hrl_{g}", None, (("model.critic_from", "critic"),)),
                            Stage(f"hrl_{g}", "hrl", f"xe_hrl_{g}")),
                           f"HRL, goal size {g}: internal critic, XE warm start, alternating phases ([Wang18])"))

@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--benchmark", default="shapes", help=f"benchmark: {', '.join(sorted(BENCHMARKS))}")
     p.add_argument("--methods", default="xe,scst,sll_me,sll_sle",
                    help=f"comma-separated methods: {', '.join(sorted(METHODS))}; on moving-shapes also "
-                        f"{', '.join(name for name, _ in VIDEO_METHODS)} (rl there is [Wang18]'s RL-baseline)")
+                        f"{', '.join(name for name, _ in VIDEO_METHODS)} (scst there is [Wang18]'s RL-baseline)")
     p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
     add_data_folder_arguments(p, None, "benchmark data folder (default data/BENCHMARK; generated when missing)",
                               "folder of the method recipes")
