@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale clean
+.PHONY: demo test test-fast bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -104,6 +104,9 @@ bench-headroom: $(STAMP)
 # memory and step time against an in-memory store (docs/BENCHMARKS.md, "Scale")
 bench-scale: $(STAMP)
 	$(PY) benchmarks/bench_scale.py
+
+bench-report: $(STAMP)
+	$(PY) benchmarks/bench_report.py
 
 bench: bench-metrics bench-decode bench-scst bench-demo bench-methods
 

@@ -187,7 +187,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
 
     Returns ``{"model": {metric: value}, "references": {name: {metric: value}}}`` and, with
     ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
-    dict) and ``per_image.json``.
+    dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each reference
+    captioner.
     """
     import time
 
@@ -221,14 +222,15 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     reference_preds = {}
     for name in references:
         preds = REFERENCE_CAPTIONERS[name](data.splits["train"], data.splits[split])
-        reference_preds[name] = preds
-        scores["references"][name] = score_predictions(data.splits[split], preds, metrics).corpus
+        reference_preds[name] = score_predictions(data.splits[split], preds, metrics)
+        scores["references"][name] = reference_preds[name].corpus
     if out_dir is not None:
         out = Path(out_dir)
         write_json(out / "predictions.json", coco_results(predictions))
         write_json(out / "per_image.json", result.per_image)
-        for name, preds in reference_preds.items():
-            write_json(out / f"predictions_{name}.json", coco_results(preds))
+        for name, ref in reference_preds.items():
+            write_json(out / f"predictions_{name}.json", coco_results(ref.predictions))
+            write_json(out / f"per_image_{name}.json", ref.per_image)
         write_json(out / "scores.json", scores)
     log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, dec.beam_size, result.corpus)
     return scores

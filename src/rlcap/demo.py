@@ -87,4 +87,7 @@ def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path | No
     scores = {"model": scst["model"], "stages": {"xe": xe["model"], "scst": scst["model"]},
               "references": xe["references"]}
     api.write_json(out_dir / "scores.json", scores)
+    from rlcap.report import write_report
+
+    scores["report"] = str(write_report(out_dir))
     return scores

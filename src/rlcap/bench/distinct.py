@@ -40,18 +40,24 @@ def image_embeddings(retriever: Any, split: SplitData, bank_path: Path | None, b
     return bank.embeddings[bank.rows(split.ids)]
 
 
-def retrieval_columns(retriever: Any, images: torch.Tensor, captions: list[str]) -> dict[str, float]:
-    """R@1/5/10 both ways with one generated caption per image (row k of ``images``, caption k)."""
-    from rlcap.metrics.retrieval import retrieval_metrics
+def retrieval_columns(retriever: Any, images: torch.Tensor, captions: list[str],
+                      ranks: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+    """R@1/5/10 both ways with one generated caption per image (row k of ``images``, caption k); with
+    ``ranks``, also each caption's expected ranks there ("T2I", "I2T")."""
+    from rlcap.metrics.retrieval import expected_ranks, retrieval_metrics
 
     texts = retriever.embed_captions(captions)  # (I, D)
-    scores = retrieval_metrics((images @ texts.T).numpy(), np.arange(len(captions)))
+    similarity = (images @ texts.T).numpy()
+    scores = retrieval_metrics(similarity, np.arange(len(captions)))
+    if ranks is not None:
+        ranks.update({d.upper(): r for d, r in expected_ranks(similarity).items()})
     return {f"{d.upper()} R@{k}": scores[f"{d}_R@{k}"] for d in ("t2i", "i2t") for k in (1, 5, 10)}
 
 
-def distinct_row(predictions: dict[str, str], split: SplitData, judges: dict[str, tuple[Any, torch.Tensor]]
-                 ) -> dict[str, float]:
-    """Retrieval columns under each judge (prefixed by its name unless it is the training retriever) and Self-BLEU."""
+def distinct_row(predictions: dict[str, str], split: SplitData, judges: dict[str, tuple[Any, torch.Tensor]],
+                 ranks: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
+    """Retrieval columns under each judge (prefixed by its name unless it is the training retriever) and Self-BLEU.
+    ``ranks``: filled with image id -> {"T2I", "I2T"} expected ranks under the training retriever."""
     from rlcap.metrics import tokenize
     from rlcap.metrics.diversity import self_bleu
 
@@ -59,7 +65,10 @@ def distinct_row(predictions: dict[str, str], split: SplitData, judges: dict[str
     row: dict[str, float] = {}
     for name, (retriever, images) in judges.items():
         prefix = "" if name == "retrieval" else f"{name} "
-        row.update({prefix + k: v for k, v in retrieval_columns(retriever, images, captions).items()})
+        found: dict[str, np.ndarray] | None = {} if ranks is not None and name == "retrieval" else None
+        row.update({prefix + k: v for k, v in retrieval_columns(retriever, images, captions, found).items()})
+        if found:
+            ranks.update({i: {d: float(r[k]) for d, r in found.items()} for k, i in enumerate(split.ids)})
     row["Self-BLEU"] = 100.0 * self_bleu([tokenize(c) for c in captions])
     return row
 

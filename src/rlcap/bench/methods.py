@@ -46,7 +46,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
                   prepared: tuple[Path, Path] | None = None, image_size: int = 128,
                   max_train_images: int = 0, regenerate: bool = False) -> dict[str, Any]:
-    """Train, evaluate on the test split, and write results.json, results.md and curves.png.
+    """Train, evaluate on the test split, and write results.json, results.md, curves.png, each method's test
+    captions with their scores (captions/METHOD.json) and the report (report.html, docs/REPORT.md).
 
     ``prepared``: (dataset, features) to use instead of generating the benchmark's data.
     ``image_size``: encoder input side for the generated features (128: a 4x4 grid, the recipes'
@@ -92,16 +93,41 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         if known[method].decoder == "lookahead":
             beam, chosen = _lookahead_beam(checkpoints[method], test, max_len)
             report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
+        captions: dict[str, Any] = {}
         results["methods"][method] = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam,
-                                                sample_temperature=BENCHMARKS[benchmark].sample_temperature)
+                                                sample_temperature=BENCHMARKS[benchmark].sample_temperature,
+                                                captions=captions)
+        api.write_json(out / "captions" / f"{method}.json", captions)
         if beam is not None:
             results["methods"][method]["lookahead"] = chosen
         results["methods"][method]["checkpoint"] = str(checkpoints[method])
         results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
+    results["references"] = reference_rows(data, vocab, metrics, out)
     api.write_json(out / "results.json", results)
     (out / "results.md").write_text(results_markdown(results) + distinct_markdown(results), encoding="utf-8")
     plot_curves({m: out / known[m].stages[-1].name / "log.jsonl" for m in methods}, out / "curves.png")
+    from rlcap.report import write_report
+
+    report(f"report: {write_report(out, dataset=dataset)}")
     return results
+
+
+def reference_rows(data: list[str], vocab: Any, metrics: list[str], out: Path) -> dict[str, dict[str, float]]:
+    """The nearest-neighbour reference captioner (:data:`rlcap.api.REFERENCE_CAPTIONERS`; the template
+    captioner reads concept features only some datasets have) on the test split: name -> corpus scores; its
+    captions and per-image scores to captions/NAME.json."""
+    from rlcap.data.loader import load_data
+    from rlcap.train.decode_split import score_predictions
+
+    splits = load_data(load_run_config(None, data).data, ("train", "test"), vocab=vocab).splits
+    rows = {}
+    for name in ("nearest_neighbour",):
+        captioner = api.REFERENCE_CAPTIONERS[name]
+        scored = score_predictions(splits["test"], captioner(splits["train"], splits["test"]), metrics)
+        rows[name] = scored.corpus
+        api.write_json(out / "captions" / f"{name}.json", {"captions": scored.predictions,
+                                                             "per_image": scored.per_image})
+    return rows
 
 
 def method_checkpoint(method: Any, best: dict[str, Path]) -> Path:

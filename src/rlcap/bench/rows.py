@@ -55,24 +55,31 @@ def set_scores(split: SplitData, captions: dict[str, list[str]]) -> dict[str, fl
 
 def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: list[str], max_len: int = 16,
                seed: int = 0, judges: dict[str, Any] | None = None,
-               predictions: dict[str, str] | None = None, sample_temperature: float = 1.0) -> dict[str, Any]:
+               predictions: dict[str, str] | None = None, sample_temperature: float = 1.0,
+               captions: dict[str, Any] | None = None) -> dict[str, Any]:
     """``{"beam": {...}, "rs": {...}, "bs": {...}}`` for one trained model, and ``"rs@T"`` for a
     ``sample_temperature`` T other than 1; with ``judges`` (trained
     retrievers, :func:`rlcap.bench.distinct.load_judges`) also ``"distinct"``: [Chaffin24]'s retrieval columns
     and Self-BLEU of the beam captions. ``predictions``: the beam column's captions decoded otherwise
-    ([Shi18]'s lookahead inference) instead of beam search of size 3."""
+    ([Shi18]'s lookahead inference) instead of beam search of size 3. ``captions``: filled with the beam
+    captions (``"captions"``), their per-image scores (``"per_image"``) and, with judges, their retrieval ranks
+    (``"ranks"``), for ``rlcap report``'s gallery."""
     from rlcap.bench.distinct import distinct_row
     from rlcap.train.decode_split import decode_split, score_predictions
 
     if predictions is None:
         predictions = decode_split(model, split, vocab, 3, max_len)
-    beam = score_predictions(split, predictions, metrics).corpus
+    scored = score_predictions(split, predictions, metrics)
+    beam = scored.corpus
     rs = set_scores(split, caption_sets(model, split, vocab, "rs", 5, max_len, seed))
     bs = set_scores(split, caption_sets(model, split, vocab, "bs", 5, max_len, seed))
     row = {"beam": beam, "rs": rs, "bs": bs}
     if sample_temperature != 1.0:
         row[f"rs@{sample_temperature:g}"] = set_scores(
             split, caption_sets(model, split, vocab, "rs", 5, max_len, seed, temperature=sample_temperature))
+    ranks: dict[str, dict[str, float]] = {}
     if judges:
-        row["distinct"] = distinct_row(predictions, split, judges)
+        row["distinct"] = distinct_row(predictions, split, judges, ranks)
+    if captions is not None:
+        captions.update({"captions": predictions, "per_image": scored.per_image, "ranks": ranks})
     return row

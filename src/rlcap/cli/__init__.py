@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "rlcap.cli.bench",
     "retrieval": "rlcap.cli.retrieval",
     "diagnose": "rlcap.cli.diagnose",
+    "report": "rlcap.cli.report",
 }
 
 

@@ -33,4 +33,5 @@ def run(args: argparse.Namespace) -> int:
     print("shapes test split, beam size 3")
     print_scores({"xe": scores["stages"]["xe"], "scst": scores["stages"]["scst"], **scores["references"]})
     print(f"\nwrote {args.out}/scores.json, checkpoints, logs and predictions under {args.out}/")
+    print(f"report (open in a browser): {scores['report']}")
     return 0

@@ -81,6 +81,17 @@ def retrieval_metrics(similarity: np.ndarray, caption_image: np.ndarray) -> dict
     return out
 
 
+def expected_ranks(similarity: np.ndarray) -> dict[str, np.ndarray]:
+    """Each query's expected rank (ties shared, module docstring) when caption k belongs to image k (one
+    generated caption per image): ``"t2i"`` (C,) the rank of caption k's image, ``"i2t"`` (I,) the rank of
+    image k's caption. The per-caption view of :func:`retrieval_metrics` (``rlcap report``'s gallery)."""
+    sim = np.asarray(similarity, dtype=np.float64)
+    if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
+        raise DataError(f"expected_ranks needs one caption per image, a square matrix; got {sim.shape}")
+    owner = np.arange(sim.shape[1])
+    return {"t2i": expected_rank(text_to_image_ties(sim, owner)), "i2t": expected_rank(image_to_text_ties(sim, owner))}
+
+
 def text_to_image_ties(sim: np.ndarray, owner: np.ndarray) -> Ties:
     """Each caption (C queries) against all images; its own image is the one right item."""
     right = sim[owner, np.arange(sim.shape[1])]  # (C,) score of each caption's own image

@@ -1,0 +1,184 @@
+"""What a report shows, read from the files a run, an evaluation, the demo or ``rlcap bench`` leaves.
+
+Four layouts are recognised (:func:`collect`):
+
+- an **evaluation folder** (``rlcap eval --out DIR``): ``predictions.json``, ``scores.json``, ``per_image.json``
+  and, for reference captioners, ``predictions_NAME.json`` / ``per_image_NAME.json``;
+- a **run folder** (``config.json`` and ``log.jsonl``), or one of its checkpoint folders (``best``, ``last``): the
+  curves of its log, and its evaluation folders (``eval_test``, then any ``eval_*``);
+- a **bench folder** (``results.json`` of ``rlcap bench``): every method's row, its captions
+  (``captions/METHOD.json``) and the log of its last stage;
+- a folder of run folders (``rlcap demo --out``: ``xe/`` and ``scst/``): one system per run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlcap.errors import RlcapError
+
+# The corpus metrics of the table, in the papers' order (those a layout lacks are left out).
+METRICS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE", "SPIDEr"]
+# [Chaffin24]'s retrieval columns of a bench folder's distinct rows
+DISTINCT = ["T2I R@1", "T2I R@5", "I2T R@1", "I2T R@5", "judge T2I R@1", "judge I2T R@1", "Self-BLEU"]
+
+
+@dataclass
+class System:
+    """One captioner's outputs on the report's split: a trained method, or a reference captioner."""
+
+    name: str
+    metrics: dict[str, float]
+    captions: dict[str, str] = field(default_factory=dict)          # image id -> caption
+    per_image: dict[str, dict[str, float]] = field(default_factory=dict)  # image id -> metric -> value
+    ranks: dict[str, dict[str, float]] = field(default_factory=dict)  # image id -> "T2I"/"I2T" -> expected rank
+    log: Path | None = None
+    checkpoint: Path | None = None
+    reference: bool = False  # a reference captioner (nearest neighbour), not a trained method
+    extra: dict[str, float] = field(default_factory=dict)  # more table columns (distinctiveness, diversity sets)
+
+
+@dataclass
+class ReportData:
+    title: str
+    kind: str                      # "run", "eval", "bench" or "runs"
+    source: Path
+    split: str = "test"
+    systems: list[System] = field(default_factory=list)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> its config (dict of sections)
+    conventions: list[str] = field(default_factory=list)    # the logs' conventions lines
+    notes: list[str] = field(default_factory=list)          # what is missing, said on the page
+
+
+def _read(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _coco_captions(path: Path) -> dict[str, str]:
+    """COCO results format ``[{"image_id", "caption"}]`` -> id -> caption (ids as strings)."""
+    return {str(r["image_id"]): r["caption"] for r in _read(path)} if path.exists() else {}
+
+
+def _per_image(path: Path) -> dict[str, dict[str, float]]:
+    return {str(k): v for k, v in _read(path).items()} if path.exists() else {}
+
+
+def is_run(folder: Path) -> bool:
+    return (folder / "config.json").exists() and (folder / "log.jsonl").exists()
+
+
+def _eval_folders(run: Path) -> list[Path]:
+    found = sorted(p for p in run.glob("eval_*") if (p / "predictions.json").exists())
+    return sorted(found, key=lambda p: p.name != "eval_test")
+
+
+def eval_systems(folder: Path, name: str) -> list[System]:
+    """The model of an evaluation folder and the reference captioners evaluated with it."""
+    scores = _read(folder / "scores.json") if (folder / "scores.json").exists() else {}
+    out = [System(name, dict(scores.get("model", {})), _coco_captions(folder / "predictions.json"),
+                  _per_image(folder / "per_image.json"))]
+    for ref, metrics in scores.get("references", {}).items():
+        out.append(System(ref, dict(metrics), _coco_captions(folder / f"predictions_{ref}.json"),
+                          _per_image(folder / f"per_image_{ref}.json"), reference=True))
+    return out
+
+
+def _conventions(log: Path | None) -> list[str]:
+    if log is None or not log.exists():
+        return []
+    from rlcap.train.logger import read_log
+
+    return [r["text"].removeprefix("conventions: ") for r in read_log(log)
+            if r.get("split") == "note" and "text" in r][:1]
+
+
+def _run_data(run: Path, data: ReportData, name: str | None = None) -> None:
+    """Add one run folder's system(s): the model of its first evaluation folder (or only its curves)."""
+    name = name or run.name
+    data.settings[name] = _read(run / "config.json")
+    data.conventions += [f"{name}: {c}" for c in _conventions(run / "log.jsonl")]
+    evals = _eval_folders(run)
+    if not evals:
+        data.systems.append(System(name, {}, log=run / "log.jsonl", checkpoint=run / "best"))
+        data.notes.append(f"{name}: no evaluation folder (eval_*/predictions.json) in {run}; "
+                          f"`rlcap eval {run / 'best'} --split test --out {run / 'eval_test'}` writes one")
+        return
+    data.split = evals[0].name.removeprefix("eval_")
+    systems = eval_systems(evals[0], name)
+    systems[0].log, systems[0].checkpoint = run / "log.jsonl", run / "best"
+    data.systems += [s for s in systems if not s.reference or s.name not in {x.name for x in data.systems}]
+
+
+def _bench_data(folder: Path) -> ReportData:
+    results = _read(folder / "results.json")
+    data = ReportData(f"rlcap bench: {results.get('benchmark', folder.name)}", "bench", folder,
+                      results.get("split", "test"))
+    for name, row in results["methods"].items():
+        stage = Path(row.get("checkpoint", f"{name}/best"))
+        run = folder / stage.parent.name
+        file = folder / "captions" / f"{name}.json"
+        saved = _read(file) if file.exists() else {}
+        extra = {c: row["distinct"][c] for c in DISTINCT if c in row.get("distinct", {})}
+        for s in ("rs", "bs"):
+            extra.update({f"{s} {k}": v for k, v in row.get(s, {}).items() if k != "CIDEr"})
+        data.systems.append(System(name, dict(row["beam"]), saved.get("captions", {}), saved.get("per_image", {}),
+                                   saved.get("ranks", {}), run / "log.jsonl", folder / stage.parent.name / stage.name,
+                                   extra=extra))
+        if not saved:
+            data.notes.append(f"{name}: no captions/{name}.json (a bench folder written before rlcap saved "
+                              "each method's captions): no gallery column")
+        if (run / "config.json").exists():
+            data.settings[name] = _read(run / "config.json")
+        data.conventions += [f"{name}: {c}" for c in _conventions(run / "log.jsonl")]
+    for ref, metrics in results.get("references", {}).items():
+        file = folder / "captions" / f"{ref}.json"
+        saved = _read(file) if file.exists() else {}
+        data.systems.append(System(ref, dict(metrics), saved.get("captions", {}), saved.get("per_image", {}),
+                                   reference=True))
+    return data
+
+
+def collect(path: str | Path) -> ReportData:
+    """Read what a report shows from ``path`` (the layouts of the module docstring)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RlcapError(f"{path}: not a folder; rlcap report reads a run folder, a checkpoint folder, an "
+                         "evaluation folder (rlcap eval --out) or a bench folder (rlcap bench --out)")
+    if (path / "results.json").exists():
+        return _bench_data(path)
+    if (path / "checkpoint.json").exists() and is_run(path.parent):
+        path = path.parent
+    if is_run(path):
+        data = ReportData(f"rlcap run: {path.name}", "run", path)
+        _run_data(path, data)
+        return data
+    if (path / "predictions.json").exists():
+        data = ReportData(f"rlcap evaluation: {path.name}", "eval", path, path.name.removeprefix("eval_"))
+        data.systems = eval_systems(path, path.parent.name if is_run(path.parent) else "model")
+        if is_run(path.parent):
+            data.settings[data.systems[0].name] = _read(path.parent / "config.json")
+            data.systems[0].log = path.parent / "log.jsonl"
+        return data
+    runs = sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)), key=_start_time)
+    if runs:
+        data = ReportData(f"rlcap runs: {path.name}", "runs", path)
+        for run in runs:
+            _run_data(run, data)
+        refs = [s for s in data.systems if s.reference]
+        data.systems = [s for s in data.systems if not s.reference] + refs
+        return data
+    raise RlcapError(f"{path}: no run (config.json + log.jsonl), evaluation (predictions.json), bench "
+                     "(results.json) or folder of runs found")
+
+
+def _start_time(run: Path) -> float:
+    """Runs in the order they were trained (the demo's xe before scst), by their log's first record."""
+    with (run / "log.jsonl").open(encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        return float(json.loads(first).get("time", 0.0))
+    except (ValueError, AttributeError):
+        return 0.0
