@@ -135,3 +135,16 @@ def test_sigkill_of_rank_1_then_the_same_command_resumes_exactly(tmp_path):
     ref, got = losses(tmp_path / "reference"), losses(killed)
     assert max(ref) == 36 and sorted(got) == sorted(ref)
     assert [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref if s > stopped_at]
+
+
+def test_nproc_starts_torchrun(runs, tmp_path):
+    """`rlcap train ... nproc=2` is `torchrun --standalone --nproc-per-node 2 -m rlcap train ...`."""
+    folder, common = runs
+    done = _train([*common, f"out_dir={tmp_path / 'n2'}", "nproc=2"], 1)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "starting 2 processes: torchrun --standalone --nproc-per-node 2" in done.stderr
+    assert json.loads((tmp_path / "n2" / "last" / "checkpoint.json").read_text())["world_size"] == 2
+    one, two = (load_file(str(f / "last" / "policy.safetensors")) for f in (folder / "2", tmp_path / "n2"))
+    assert all(torch.equal(one[k], two[k]) for k in one)  # the same run as torchrun's
+    bad = _train([*common, f"out_dir={tmp_path / 'bad'}", "nproc=two"], 1)
+    assert bad.returncode == 2 and "nproc: expected a whole number of processes >= 1, got 'two'" in bad.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import signal
 import sys
@@ -37,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
     if args.config is None:
         print("rlcap train: error: give a YAML recipe (see configs/) or --help-config", file=sys.stderr)
         return 2
-    cfg = api.load_run_config(args.config, args.overrides)
+    nproc, overrides = _nproc(args.overrides)
+    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+        api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
+        return _torchrun(nproc, args.config, overrides)
+    cfg = api.load_run_config(args.config, overrides)
     previous = signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops a run as Ctrl-C does
     try:
         result = api.train(cfg)
@@ -49,6 +54,32 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(f"done: {result.steps} steps, {best_line(result)}, run folder {result.out_dir}")
     return 0
+
+
+def _nproc(overrides: list[str]) -> tuple[int, list[str]]:
+    """``nproc=N`` among the overrides (not a config key: the number of processes to start) and the others."""
+    from rlcap.errors import ConfigError
+
+    found = [o for o in overrides if o.startswith("nproc=")]
+    rest = [o for o in overrides if not o.startswith("nproc=")]
+    if not found:
+        return 1, rest
+    value = found[-1].split("=", 1)[1]
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"nproc: expected a whole number of processes >= 1, got {value!r}")
+    return int(value), rest
+
+
+def _torchrun(nproc: int, config: str, overrides: list[str]) -> int:
+    """Start ``nproc`` processes on this machine with torchrun (``--standalone``), each running this command
+    without ``nproc``; the same as typing ``torchrun --standalone --nproc-per-node N -m rlcap train ...``."""
+    import subprocess
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               "-m", "rlcap", "train", config, *overrides]
+    print(f"starting {nproc} processes: torchrun --standalone --nproc-per-node {nproc} -m rlcap train "
+          f"{shlex.join([config, *overrides])}", file=sys.stderr)
+    return subprocess.run(command).returncode
 
 
 def _help_config(args: argparse.Namespace) -> int:

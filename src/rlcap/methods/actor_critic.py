@@ -39,6 +39,7 @@ from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
 from rlcap.train.sequence import conventions, pretrain_phase, train_reward
+from rlcap.train.distributed import word_share
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
     open_session, optimizer_step, train_batches)
 
@@ -124,7 +125,7 @@ def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     t0 = time.perf_counter()
     values = critic(s, batch, roll)  # (B*n, T)
     v_loss = value_loss(values, rewards, roll.mask)
-    optimizer_step(s, v_loss, part=VALUE)
+    optimizer_step(s, v_loss * word_share(roll.mask, s.ranks), part=VALUE)
     adv = value_advantages(rewards, values, roll.mask)
     return AcStats(v_loss.item(), 0.0, v_loss.item(), float(rewards.mean()),
                    float(masked_mean(values.detach(), roll.mask)), float(masked_mean(adv, roll.mask)),
@@ -145,10 +146,10 @@ def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     # 4. eq. 10: per-word advantages R - v(s_t), detached; the policy's REINFORCE step
     adv = value_advantages(rewards, values, roll.mask)  # (B*n, T)
     p_loss = reinforce_loss(roll.logprobs, roll.mask, adv)
-    optimizer_step(s, p_loss)
+    optimizer_step(s, p_loss * word_share(roll.mask, s.ranks))
     # 5. eq. 9 / 11: the value network's squared error to R, and its own step (the policy is not in its graph)
     v_loss = value_loss(values, rewards, roll.mask)
-    optimizer_step(s, v_loss, part=VALUE)
+    optimizer_step(s, v_loss * word_share(roll.mask, s.ranks), part=VALUE)
     return AcStats(p_loss.item() + v_loss.item(), p_loss.item(), v_loss.item(), float(rewards.mean()),
                    float(masked_mean(values.detach(), roll.mask)), float(masked_mean(adv, roll.mask)),
                    float(caption_lengths(roll.tokens).mean()), 2.0, roll.seconds, reward_s, time.perf_counter() - t0)

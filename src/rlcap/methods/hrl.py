@@ -46,6 +46,7 @@ from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.sequence import train_reward
+from rlcap.train.distributed import word_share
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
     optimizer_step, train_batches)
 
@@ -164,9 +165,9 @@ def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
     b = s.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(out.logprobs, out.mask, returns - b.detach())
-    optimizer_step(s, loss, frozen=manager_params(model))  # the manager frozen (line 9)
+    optimizer_step(s, loss * word_share(out.mask, s.ranks), frozen=manager_params(model))  # the manager frozen (line 9)
     b_loss = masked_mean((b - returns) ** 2, out.mask)
-    optimizer_step(s, b_loss, part=BASELINES)
+    optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINES)
     return HrlStats(loss.item(), b_loss.item(), float(f.sum(1).mean()), 0.0,
                     float(caption_lengths(out.tokens).mean()), 1.0, time.perf_counter() - start)
 
@@ -230,9 +231,9 @@ def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     # 3. eq. 22: the linear baseline on h^M (cut from the manager), the loss through the goals only
     b = s.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(logprobs, mask, returns - b.detach())
-    optimizer_step(s, loss, frozen=worker_params(model))  # the worker frozen (line 15)
+    optimizer_step(s, loss * word_share(mask, s.ranks), frozen=worker_params(model))  # the worker frozen (line 15)
     b_loss = masked_mean((b - returns) ** 2, mask)
-    optimizer_step(s, b_loss, part=BASELINES)
+    optimizer_step(s, b_loss * word_share(mask, s.ranks), part=BASELINES)
     model.goal_noise = 0.0
     return HrlStats(loss.item(), b_loss.item(), float(f.sum(1).mean()), float(starts.sum(1).float().mean()),
                     float(caption_lengths(tokens).mean()), 2.0, time.perf_counter() - start)

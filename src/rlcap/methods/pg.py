@@ -28,6 +28,7 @@ from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
 from rlcap.train.run_config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths
+from rlcap.train.distributed import word_share
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 from rlcap.train.unique_scores import UniqueScores, score_unique
 
@@ -132,9 +133,9 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
     # 5. the policy's step (the gradient of V(s_0) with Q - B) and the baseline's step (L_phi)
     t0 = time.perf_counter()
     loss = reinforce_loss(out.logprobs, out.mask, adv)
-    optimizer_step(s, loss)
+    optimizer_step(s, loss * word_share(out.mask, s.ranks))
     b_loss = baseline_loss(base, q, out.mask)
-    optimizer_step(s, b_loss, part=BASELINE)
+    optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINE)
     backward_s = time.perf_counter() - t0
     valid = out.mask
     return PgStats(loss.item(), float(scored.final.mean()), masked_mean(q, valid).item(),

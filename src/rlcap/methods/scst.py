@@ -24,6 +24,7 @@ from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.train.distributed import global_mean, word_share
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 
 SCST_BASELINES = ("greedy", "leave_one_out", "running_mean", "none")
@@ -61,7 +62,9 @@ def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torc
         return leave_one_out_baseline(rewards, n)
     if cfg.baseline == "running_mean":
         state = session.state.get("running_mean", RunningMean.init())
-        session.state["running_mean"] = update_running_mean(state, rewards, cfg.running_mean_decay)
+        # the whole batch's mean reward under torchrun, so that every rank keeps the same running mean
+        batch_mean = global_mean(rewards, session.ranks).reshape(1) if session.ranks.world > 1 else rewards
+        session.state["running_mean"] = update_running_mean(state, batch_mean, cfg.running_mean_decay)
         return running_mean_baseline(state, rewards)
     return no_baseline(rewards)
 
@@ -80,7 +83,7 @@ def scst_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     # 4. REINFORCE loss (Rennie et al. eq. 7-9), backward, step
     t0 = time.perf_counter()
     loss = reinforce_loss(roll.logprobs, roll.mask, adv)
-    optimizer_step(s, loss)
+    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)                 # logged only
     return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent.item(),
                      float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)

@@ -25,6 +25,7 @@ from rlcap.rl.contrastive import weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout
+from rlcap.train.distributed import word_share
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 
 
@@ -59,7 +60,7 @@ def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -
     r = weighted_reward(sim, p_human, cfg.scst_discriminator.alpha)
     r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
     loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
-    optimizer_step(s, loss)
+    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
     return WtfStats(loss.item(), d_loss, d_acc, float(r_samples.mean()), float(r[b * n + b:].mean()),
                     float(sim[:b * n].mean()), float(p_human[:b * n].mean()), float(caption_lengths(roll.tokens).mean()),
                     2.0, time.perf_counter() - start)

@@ -21,6 +21,7 @@ from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, rl_run
+from rlcap.train.distributed import word_share
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 
 
@@ -50,7 +51,7 @@ def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     t0 = time.perf_counter()
     ent = entropy_bonus(roll.entropy, roll.mask)
     loss = reinforce_loss(roll.logprobs, roll.mask, adv) - me.entropy_weight * ent
-    optimizer_step(s, loss)
+    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
     return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent.item(),
                      float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
 

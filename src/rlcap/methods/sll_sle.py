@@ -25,6 +25,7 @@ from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.train.distributed import word_share
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
 
 SLE_BASELINES = ("greedy", "leave_one_out")
@@ -65,7 +66,7 @@ def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     # 4. surrogate loss of eq. 15-16, backward, step
     t0 = time.perf_counter()
     loss = sle_loss(roll.logprobs, roll.mask, rewards, baseline, distances, alpha)
-    optimizer_step(s, loss)
+    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
     ent = float(entropy_bonus(roll.entropy.detach(), roll.mask))
     return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent,
                      float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)

@@ -11,7 +11,7 @@ from rlcap.data.feats import Feats
 from rlcap.data.vocab import PAD
 from rlcap.errors import ConfigError
 from rlcap.rl.losses import xe_loss
-from rlcap.train.distributed import total
+from rlcap.train.distributed import total, word_share
 from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.session import (Session, TrainResult, finish_run, finish_step, optimizer_step, start_session,
     train_batches)
@@ -40,8 +40,7 @@ def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> float:
     loss = xe_loss(logits, targets, mask, label_smoothing=s.cfg.xe.label_smoothing)
     # under torchrun each rank has its share of the batch's words: weigh its mean by that share so that
     # the averaged gradients are the whole batch's (one process: a factor of exactly 1)
-    words = mask.sum().float()
-    share = words / total(words, s.ranks) * s.ranks.world
+    share = word_share(mask, s.ranks)
     optimizer_step(s, loss * share)
     return float(total((loss * share).detach(), s.ranks) / s.ranks.world)
 

@@ -69,6 +69,25 @@ def total(value: torch.Tensor, ranks: Ranks) -> torch.Tensor:
     return out
 
 
+def word_share(mask: torch.Tensor, ranks: Ranks) -> torch.Tensor | float:
+    """The factor that makes a rank's per-word mean loss count as its share of the whole batch's words:
+    this rank's words / all ranks' words x the number of ranks. A loss that averages over ``mask`` (its
+    rank's words), multiplied by it, gives averaged gradients equal to the global batch's per-word mean,
+    also when the ranks' captions differ in length. One process: exactly 1 (the loss is left as it is)."""
+    if ranks.world == 1:
+        return 1.0
+    words = mask.sum().float()
+    return words / total(words, ranks) * ranks.world
+
+
+def global_mean(values: torch.Tensor, ranks: Ranks) -> torch.Tensor:
+    """The mean of ``values`` over every rank's values (()); each rank's own mean for one process."""
+    if ranks.world == 1:
+        return values.float().mean()
+    both = total(torch.stack([values.float().sum(), torch.tensor(float(values.numel()), device=values.device)]), ranks)
+    return both[0] / both[1]
+
+
 def from_main(obj: Any, ranks: Ranks) -> Any:
     """Rank 0's ``obj`` on every rank."""
     if ranks.world == 1:
