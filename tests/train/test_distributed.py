@@ -33,7 +33,8 @@ def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("distributed")
     dataset, feats = make_tiny_dataset(folder)
     common = [o for o in tiny_overrides(dataset, feats, "unused", **{"model.dropout": 0.0, "max_steps": 20,
-                                                                     "xe.epochs": 10, "model.arch": "updown"})
+                                                                     "xe.epochs": 10, "model.arch": "updown",
+                                                                     "val.batch_size": 2})
               if not o.startswith("out_dir")]
     done = {n: _train([*common, f"out_dir={folder / str(n)}"], n) for n in (1, 2)}
     for n, proc in done.items():
@@ -49,6 +50,11 @@ def test_two_processes_end_where_one_does(runs):
                   if json.loads(line)["split"] == "train"] for n in (1, 2)}
     assert len(losses[2]) == 20 and all(abs(a - b) < 1e-5 * abs(a) for a, b in zip(losses[1], losses[2]))
     assert json.loads((folder / "2" / "last" / "checkpoint.json").read_text())["world_size"] == 2
+    # validation sharded: each rank decodes every other batch, rank 0 scores them all (val.batch_size 2:
+    # 3 batches of the 6 validation images, 2 on rank 0 and 1 on rank 1)
+    val = {n: [json.loads(line)["CIDEr"] for line in (folder / str(n) / "log.jsonl").read_text().splitlines()
+               if json.loads(line)["split"] == "val"] for n in (1, 2)}
+    assert len(val[2]) == len(val[1]) >= 2 and all(abs(a - b) < 1e-6 for a, b in zip(val[1], val[2]))
 
 
 def test_a_run_is_resumed_by_as_many_processes(runs):

@@ -10,7 +10,7 @@ from rlcap import api
 from rlcap.cli import main
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.rewards import RewardConfig
-from rlcap.train import decode_split as train_evaluate
+from rlcap.train import validation as train_evaluate
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.run_config import RunConfig, ValConfig, auto_val_metric
 from rlcap.train.decode_split import Evaluation

@@ -12,6 +12,7 @@ from rlcap.data.vocab import Vocab
 from rlcap.decoding import beam_search, greedy
 from rlcap.devices import model_device
 from rlcap.progress import track
+from rlcap.train.distributed import Ranks, gathered
 
 
 class Evaluation(NamedTuple):
@@ -23,17 +24,22 @@ class Evaluation(NamedTuple):
 @torch.inference_mode()
 def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
                  batch_size: int = 100, limit: int = 0, progress: bool = False,
-                 length_penalty: float = 0.0, no_repeat_ngram: int = 0) -> dict[str, str]:
+                 length_penalty: float = 0.0, no_repeat_ngram: int = 0, ranks: Ranks = Ranks()) -> dict[str, str]:
     """Caption every image of ``split`` (greedy when beam_size is 1, else beam search ranked by
     log-probability / length ** ``length_penalty``, never repeating an n-gram of ``no_repeat_ngram``
-    words when that is above 0). ``progress``: a bar on a terminal, else log lines."""
+    words when that is above 0). ``progress``: a bar on a terminal, else log lines.
+
+    ``ranks`` (under torchrun): each rank decodes every ``world``-th batch and every rank gets all the
+    captions, in the split's order; the batches are those of one process, so are the captions."""
     was_training = model.training
     model.eval()
     device = model_device(model)
     predictions: dict[str, str] = {}
     batches = split.eval_batches(batch_size, limit)
     total = (min(limit, len(split)) if limit > 0 else len(split) + batch_size - 1) // batch_size
-    for batch in (track(batches, total, "decode", "batch", leave=False) if progress else batches):
+    for k, batch in enumerate(track(batches, total, "decode", "batch", leave=False) if progress else batches):
+        if k % ranks.world != ranks.rank:
+            continue  # another rank's batch
         feats = batch.feats.to(device)
         if beam_size <= 1:
             out = greedy(model, feats, max_len=max_len)
@@ -43,6 +49,9 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
         for image_id, row in zip(batch.ids, out.tokens):
             predictions[image_id] = vocab.decode(row.tolist())
     model.train(was_training)
+    if ranks.world > 1:
+        merged = {i: c for part in gathered(predictions, ranks) for i, c in part.items()}
+        predictions = {i: merged[i] for i in split.ids if i in merged}
     return predictions
 
 

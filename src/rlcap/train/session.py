@@ -374,9 +374,11 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
     p.epoch += 1
     p.step_in_epoch = 0
     scores = None
-    if s.ranks.main:  # rank 0 validates; the others take its scores, so that all keep the same best/
-        scores = validate(s) if validate is not None else captioner_scores(s.model, s.data, s.cfg.val, s.cfg.decode)
-    scores = from_main(scores, s.ranks)
+    if validate is None:  # the captioner's: every rank decodes its share of the batches, rank 0 scores
+        scores = captioner_scores(s.model, s.data, s.cfg.val, s.cfg.decode, s.ranks)
+    elif s.ranks.main:  # a method's own validation runs on rank 0
+        scores = validate(s)
+    scores = from_main(scores, s.ranks)  # the others take rank 0's scores, so that all keep the same best/
     p.history.append({"epoch": p.epoch, "step": p.step, **scores})
     s.logger.write(p.step, s.cfg.val.split, {**scores, "epoch": p.epoch})
     metric, value = p.best_metric, scores[p.best_metric]

@@ -12,7 +12,8 @@ from rlcap.data.loader import CaptionData
 from rlcap.metrics.spider import spider
 from rlcap.rewards.bcmr import BCMR_WEIGHTS
 from rlcap.train.run_config import DecodeSettings, ValConfig
-from rlcap.train.decode_split import evaluate_split
+from rlcap.train.decode_split import decode_split, score_predictions
+from rlcap.train.distributed import Ranks
 
 # Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
 # SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
@@ -45,13 +46,17 @@ def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric
     return scores
 
 
-def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeSettings) -> dict[str, float]:
+def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeSettings,
+             ranks: Ranks = Ranks()) -> dict[str, float] | None:
     """Validation scores of the beam-search captions of ``v.split``: CIDEr-D (pycocoevalcap's,
-    document frequencies from the validation references) and ``v.metric``, decoded by ``d``."""
+    document frequencies from the validation references) and ``v.metric``, decoded by ``d``.
 
-    def corpus_of(names: list[str]) -> dict[str, float]:
-        return dict(evaluate_split(model, data.splits[v.split], data.vocab, d.beam_size, d.max_len,
-                                   metrics=names, batch_size=v.batch_size, limit=v.max_images,
-                                   length_penalty=d.length_penalty, no_repeat_ngram=d.no_repeat_ngram).corpus)
-
-    return validation_scores(corpus_of, v.metric)
+    Under torchrun every rank decodes its share of the batches and rank 0 scores them all (the other
+    ranks get None: the session sends them rank 0's scores)."""
+    split = data.splits[v.split]
+    predictions = decode_split(model, split, data.vocab, d.beam_size, d.max_len, batch_size=v.batch_size,
+                               limit=v.max_images, length_penalty=d.length_penalty,
+                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks)
+    if not ranks.main:
+        return None
+    return validation_scores(lambda names: dict(score_predictions(split, predictions, names).corpus), v.metric)
