@@ -92,13 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     notes, summary = reading(runs)
+    from rlcap.demo import DEMO_BUDGET, DEMO_SCST
+
     lines = ["## Demo: shapes test split (XE, SCST, nearest neighbour), several seeds", "",
              f"Command: `make bench-demo` (`benchmarks/bench_demo.py --seeds {args.seeds}`: "
              f"`rlcap demo --out {args.out}/seed_S seed=S` for each seed in turn; data and features reused when "
              f"already built, so the wall time is training and evaluation). Machine: {machine(torch=torch.__version__)}.", "",
              "Test split (1,000 images), beam size 3, pycocoevalcap metrics (SPICE: rlcap's Python port). Each seed "
-             "trains its own XE model (3 epochs) and SCST from it (2 epochs at lr 1.5e-4 with the end token scored, "
-             "`rlcap.demo.DEMO_SCST`; how it was chosen: docs/notes/2026-11-25-demo-scst.md). The "
+             f"trains its own XE model and SCST from it ({' '.join(DEMO_BUDGET + DEMO_SCST)}: "
+             "`rlcap.demo.DEMO_BUDGET` and `DEMO_SCST`; how they were chosen: docs/notes/2026-11-25-demo-scst.md and "
+             "docs/notes/2026-11-26-demo-lr.md). The "
              "nearest-neighbour reference captioner copies the highest-consensus caption of the closest training "
              "image in EfficientNet-Lite0 feature space.", "", *table(runs), "", *notes]
     replace_section("bench-demo", "\n".join(lines))

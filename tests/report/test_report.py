@@ -107,3 +107,12 @@ def test_cli_and_bench_write_the_report(reported, tmp_path, capsys):
     page = (tmp_path / "b.html").read_text(encoding="utf-8")
     assert page.count('class="item"') >= 2 and "nearest_neighbour" in page
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_the_report_reads_captions_without_tokenizing_them(reported):
+    from rlcap.data.readers import raw_captions, read_dataset
+
+    with raw_captions():
+        raw = read_dataset(reported["dataset"])
+    assert raw[0].captions and raw[0].tokens == []
+    assert read_dataset(reported["dataset"])[0].tokens  # outside it, as before

@@ -9,8 +9,10 @@ reason (they differ from the PTB tokenization in a few hundred COCO captions).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,28 @@ from rlcap.errors import DataError
 from rlcap.metrics.io import read_json  # one JSON reader for every file rlcap reads
 
 
+_TOKENIZE: contextvars.ContextVar[bool] = contextvars.ContextVar("rlcap_readers_tokenize", default=True)
+
+
+@contextlib.contextmanager
+def raw_captions() -> Iterator[None]:
+    """Inside it, the readers leave ``ImageRecord.tokens`` empty: for a reader that shows captions and needs
+    no words (``rlcap report``), tokenizing COCO's 600k captions would be most of its time."""
+    token = _TOKENIZE.set(False)
+    try:
+        yield
+    finally:
+        _TOKENIZE.reset(token)
+
+
 def _tokenize_all(records: list[ImageRecord]) -> list[ImageRecord]:
     from rlcap.metrics import tokenize
 
     for rec in records:
         if not rec.captions:
             raise DataError(f"image {rec.id!r} has no captions")
-        rec.tokens = [tokenize(c) for c in rec.captions]
+        if _TOKENIZE.get():
+            rec.tokens = [tokenize(c) for c in rec.captions]
     return records
 
 

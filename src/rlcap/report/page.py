@@ -41,7 +41,7 @@ def settings_rows(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[st
 
 def _records(data: ReportData, dataset: str | Path | None):
     """id -> ImageRecord of the report's split (references and file names), and the dataset's folder."""
-    from rlcap.data.readers import read_dataset
+    from rlcap.data.readers import raw_captions, read_dataset
 
     cfg = next(iter(data.settings.values()), {}).get("data", {})
     path = Path(dataset) if dataset else Path(cfg.get("dataset", "")) if cfg.get("dataset") else None
@@ -52,7 +52,8 @@ def _records(data: ReportData, dataset: str | Path | None):
         data.notes.append(f"dataset {path} not found (pass --dataset): no references or pictures in the gallery")
         return {}, None
     coco_splits = cfg.get("coco_splits") if not dataset else None
-    records = read_dataset(path, cfg.get("format", "auto") if not dataset else "auto", coco_splits)
+    with raw_captions():  # the page shows the references; their words are not needed
+        records = read_dataset(path, cfg.get("format", "auto") if not dataset else "auto", coco_splits)
     return {r.id: r for r in records if r.split == data.split}, path.parent
 
 
