@@ -15,6 +15,8 @@ import pytest
 from rlcap.report import write_report
 from tests.report.conftest import SCRIPT_CAPTION
 
+pytestmark = pytest.mark.slow  # trains tiny runs (make test-fast leaves them out)
+
 
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")

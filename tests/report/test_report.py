@@ -59,6 +59,7 @@ def test_expected_ranks_share_ties():
         expected_ranks(np.zeros((2, 3)))
 
 
+@pytest.mark.slow  # the tiny runs and bench of tests/report/conftest.py
 def test_layouts(reported):
     runs = reported["runs"]
     both = collect(runs)
@@ -79,6 +80,7 @@ def test_layouts(reported):
         collect(reported["bench"] / "captions")
 
 
+@pytest.mark.slow  # the tiny runs and bench of tests/report/conftest.py
 def test_page_escapes_captions_and_embeds_everything(reported, tmp_path):
     out = write_report(reported["runs"], tmp_path / "r.html")
     page = out.read_text(encoding="utf-8")
@@ -92,12 +94,14 @@ def test_page_escapes_captions_and_embeds_everything(reported, tmp_path):
     assert f"{metrics['CIDEr']:.4f}" in page
 
 
+@pytest.mark.slow  # the tiny runs and bench of tests/report/conftest.py
 def test_missing_dataset_is_said_on_the_page(reported, tmp_path):
     out = write_report(reported["runs"], tmp_path / "r.html", dataset=tmp_path / "nowhere.json")
     page = out.read_text(encoding="utf-8")
     assert "not found (pass --dataset)" in page and page.count('class="item"') == 6 and "data:image" not in page
 
 
+@pytest.mark.slow  # the tiny runs and bench of tests/report/conftest.py
 def test_cli_and_bench_write_the_report(reported, tmp_path, capsys):
     assert (reported["bench"] / "report.html").exists()  # rlcap bench ends with it
     saved = json.loads((reported["bench"] / "captions" / "scst.json").read_text())
@@ -109,6 +113,7 @@ def test_cli_and_bench_write_the_report(reported, tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
 
 
+@pytest.mark.slow  # the tiny runs and bench of tests/report/conftest.py
 def test_the_report_reads_captions_without_tokenizing_them(reported):
     from rlcap.data.readers import raw_captions, read_dataset
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from rlcap import api
 from rlcap.report import write_report
 from rlcap.report.collect import collect
 from rlcap.report.page import hrl_segments
 from tests.tiny import make_tiny_clips, tiny_hrl_xe
+
+pytestmark = pytest.mark.slow  # trains tiny runs (make test-fast leaves them out)
 
 
 def test_hrl_report_shows_frames_and_segments(tmp_path):
