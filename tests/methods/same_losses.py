@@ -35,14 +35,18 @@ def _train(recipe: str, overrides: list[str], out: Path) -> list[dict[str, float
     return [{k: v for k, v in r.items() if "loss" in k and isinstance(v, float)} | {"step": r["step"]} for r in rows]
 
 
-def run_recipes(folder: Path, **every: object) -> dict[str, list[dict[str, float]]]:
+def run_recipes(folder: Path, commands: dict[str, tuple[str, list[str]]] | None = None,
+                **every: object) -> dict[str, list[dict[str, float]]]:
     """Every recipe's logged losses, trained in ``folder`` (the runs that later ones start from first);
-    ``every``: overrides of every run (``device="cpu"``)."""
+    ``every``: overrides of every run (``device="cpu"``). ``commands``: filled with each run's recipe and
+    overrides (out_dir last), so that a test can run it again another way (under torchrun)."""
     dataset, feats = make_tiny_dataset(folder)
+    commands = {} if commands is None else commands
 
     def image_run(recipe: str, name: str, **extra) -> list[dict[str, float]]:
         out = folder / name
-        return _train(recipe, tiny_overrides(dataset, feats, out, **{**BUDGET, **every, **extra}), out)
+        commands[name] = (recipe, tiny_overrides(dataset, feats, out, **{**BUDGET, **every, **extra}))
+        return _train(*commands[name], out)
 
     xe = folder / "xe" / "best"
     losses = {"xe": image_run("shapes_xe", "xe", **{"xe.epochs": 8})}
@@ -65,8 +69,9 @@ def run_recipes(folder: Path, **every: object) -> dict[str, list[dict[str, float
 
     def video_run(recipe: str, name: str, **extra) -> list[dict[str, float]]:
         out = folder / name
-        return _train(recipe, hrl_overrides(ann, clip_feats, out, **{**BUDGET, **every, "data.min_count": 1, **extra}),
-                      out)
+        commands[name] = (recipe, hrl_overrides(ann, clip_feats, out, **{**BUDGET, **every, "data.min_count": 1,
+                                                                         **extra}))
+        return _train(*commands[name], out)
 
     losses["critic"] = video_run("moving-shapes_critic", "critic", **{"critic.batch_size": 16})
     losses["xe_hrl"] = video_run("moving-shapes_xe_hrl_16", "xe_hrl", **{

@@ -12,13 +12,12 @@ import math
 
 import pytest
 
-from tests.methods.same_losses import RECORDED, STEPS, run_recipes
+from tests.methods.same_losses import RECORDED, STEPS
 
 
 @pytest.fixture(scope="module")
-def losses(tmp_path_factory):
-    # device=cpu given explicitly: every method's tensors follow the run's device (tests/test_devices.py)
-    return run_recipes(tmp_path_factory.mktemp("same_losses"), device="cpu")
+def losses(recipe_runs):
+    return recipe_runs[0]
 
 
 RECIPES = sorted(json.loads(RECORDED.read_text(encoding="utf-8")))
