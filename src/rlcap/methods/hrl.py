@@ -74,8 +74,9 @@ class HrlConfig:
     worker_samples: int = help_field(1, "captions sampled per clip in a worker phase (Algorithm 1: one; more "
                                         "sample more captions per step, against the same linear baseline)")
     prefix_metric: str = help_field("cider_d", "what scores every prefix for the delta rewards ([Wang18 sec. 3.3.3]): "
-                                               "cider_d: the run's reward (reward.weights); cider: plain CIDEr, no "
-                                               "length penalty, same references (docs/VIDEO.md)")
+                                               "cider_d: the run's reward (reward.weights; chosen on validation); "
+                                               "cider: plain CIDEr, no length penalty, same references (its runs "
+                                               "learn to repeat phrases: docs/VIDEO.md)")
 
     def validate(self) -> None:
         if not 0.0 <= self.gamma <= 1.0:
