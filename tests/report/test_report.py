@@ -121,3 +121,12 @@ def test_the_report_reads_captions_without_tokenizing_them(reported):
         raw = read_dataset(reported["dataset"])
     assert raw[0].captions and raw[0].tokens == []
     assert read_dataset(reported["dataset"])[0].tokens  # outside it, as before
+
+
+def test_settings_say_when_a_method_has_its_own_reward():
+    from rlcap.report.page import settings_rows
+
+    rows = dict(settings_rows({"scst": {"algorithm": "scst", "reward": {"weights": {"cider_d": 1.0}}},
+                               "wtf_rl": {"algorithm": "wtf_rl", "reward": {"weights": {"cider_d": 1.0}}}}))
+    assert rows["reward"] == ["{'cider_d': 1.0}", "the method's own (conventions below)"]
+    assert rows["algorithm"] == ["scst", "wtf_rl"] and "XE epochs" not in rows

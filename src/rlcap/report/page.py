@@ -25,6 +25,11 @@ SUMMARY = [("algorithm", None, "algorithm"), ("dataset", "data", "dataset"), ("f
            ("device", None, "device"), ("precision", None, "precision")]
 
 
+# Methods whose reward is their own (the retrieval reward and discriminator of [Chaffin24]), not reward.weights:
+# their "reward" row points to the conventions line, which states it
+OWN_REWARD = {"wtf_rl", "scst_discriminator"}
+
+
 def settings_rows(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     """(label, one value per run) for each :data:`SUMMARY` key some run sets ("-" where a run lacks it)."""
     rows = []
@@ -33,6 +38,8 @@ def settings_rows(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[st
         for config in configs.values():
             where = config.get(section, {}) if section else config
             value = where.get(key) if isinstance(where, dict) else None
+            if section == "reward" and config.get("algorithm") in OWN_REWARD:
+                value = "the method's own (conventions below)"
             values.append("-" if value in (None, "") else str(value))
         if any(v != "-" for v in values):
             rows.append((label, values))
