@@ -15,6 +15,7 @@ from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import greedy_captions, score
+from rlcap.train.distributed import shard_rows
 from rlcap.train.session import Session, feature_dims, finish_step, start_session
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Ca
         batches = train.batches(cfg.rl.batch_size, seq_per_img, cfg.seed, phase["epoch"], phase["step_in_epoch"])
         for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
                           desc=f"{what} epoch {phase['epoch'] + 1}"):
-            stats = step(batch.to(s.device))
+            # under torchrun each rank takes its share of the batch, as train_batches does (one process: all of it)
+            stats = step(batch.shard(shard_rows(len(batch.ids), s.ranks)).to(s.device))
             phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
             if finish_step(s, stats._asdict()):
                 return True
