@@ -117,8 +117,8 @@ def build_context(data: ReportData, sample: int = SAMPLE, seed: int = 0, everyth
     segments = {s.name: hrl_segments(s, {i: s.captions[i] for i in shown if i in s.captions})
                 for s in systems if s.checkpoint is not None and (s.checkpoint / "checkpoint.json").exists()
                 and _arch(s) == "hrl"}
-    items = [_item(i, why[i], records.get(i), folder, systems, segments) for i in shown]
     trained = [s for s in systems if not s.reference and s.per_image]
+    items = [_item(i, why[i], records.get(i), folder, systems, trained, segments) for i in shown]
     sort_keys = [(f"{k.lower()}-{n}", f"{s.name} {label}") for n, s in enumerate(systems) if s.per_image
                  for k, label in (("CIDEr", "CIDEr-D"), ("SPICE", "SPICE"))]
     sort_keys += [(f"diff-{n}", f"{s.name} minus {trained[0].name}, CIDEr-D") for n, s in enumerate(systems)
@@ -159,13 +159,12 @@ def _gallery_note(shown: int, total: int, everything: bool, sample: int, seed: i
     return note + ". Per caption: CIDEr-D and SPICE against that image's references."
 
 
-def _item(i: str, why: str, record: Any, folder: Path | None, systems: list[System],
+def _item(i: str, why: str, record: Any, folder: Path | None, systems: list[System], trained: list[System],
           segments: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
     path = folder / record.filename if record is not None and record.filename and folder is not None else None
     uri, what = picture(path)
     data: list[tuple[str, str]] = []
     captions = []
-    trained = [s for s in systems if not s.reference and s.per_image]
     for n, s in enumerate(systems):
         if i not in s.captions:
             continue

@@ -6,6 +6,7 @@ import random
 from collections import Counter
 from typing import Any, Sequence
 
+from rlcap.metrics.diversity import vocabulary_size
 from rlcap.report.collect import System
 
 # Columns where lower is better (retrieval ranks, Self-BLEU, mBLEU-4: the sets' sameness)
@@ -21,7 +22,7 @@ def diversity(captions: Sequence[str], top: int = 5, n: int = 4) -> dict[str, An
     return {
         "captions": len(captions),
         "distinct": len(set(captions)),
-        "vocabulary": len({x for w in words for x in w}),
+        "vocabulary": vocabulary_size(words),
         "mean_words": sum(map(len, words)) / max(len(words), 1),
         "frequent": Counter(captions).most_common(top),
         "ngrams": [(" ".join(g), k) for g, k in grams.most_common(top)],
