@@ -104,7 +104,13 @@ def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
     updown = _listed(capsys, "algorithm=scst")
     assert "model.att_hidden_dim" in updown and "model.num_heads" not in updown and "model.goal_dim" not in updown
     assert "reward.retrieval_tau" not in updown and "reward.paths" not in updown
-    assert len(updown) == 56  # of 68 in the scst run's config: the transformer's, HRL's and the retrieval keys
+    assert len(updown) == 52  # of 68: not the transformer's, HRL's, the retrieval keys, nor the 4 below
+    assert not {"data.seq_per_img", "data.max_len", "allow_init_mismatch", "scst.running_mean_decay"} & set(updown)
+    assert {"data.seq_per_img", "data.max_len"} <= set(_listed(capsys, "algorithm=xe"))
+    assert "data.seq_per_img" not in _listed(capsys, "algorithm=mixer") and "data.max_len" in _listed(
+        capsys, "algorithm=mixer")
+    assert {"allow_init_mismatch", "scst.running_mean_decay"} <= set(
+        _listed(capsys, "algorithm=scst", "init_from=runs/xe/best", "scst.baseline=running_mean"))
     transformer = _listed(capsys, "algorithm=scst", "model.arch=transformer")
     assert {"model.num_heads", "model.ff_dim"} <= set(transformer) and "model.embed_dim" not in transformer
     distinct = _listed(capsys, "algorithm=wtf_rl")

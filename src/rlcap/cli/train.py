@@ -99,7 +99,7 @@ def _help_config(args: argparse.Namespace) -> int:
         print(f"{key:28s} {default:24s} {text}")
     if len(shown) < len(rows):
         print(f"\n{len(shown)} keys; not shown, as this run does not read them: "
-              f"{', '.join(row[0] for row in rows if row not in shown)} (other model.arch or reward.weights)")
+              f"{', '.join(row[0] for row in rows if row not in shown)} (other model.arch, reward.weights, algorithm, init_from or scst.baseline)")
     print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
           f"{', '.join(name for name in METHODS if name != algorithm)}")
     return 0

@@ -284,10 +284,20 @@ def _retrieval(cfg: RunConfig) -> bool:
     return cfg.algorithm in ("wtf_rl", "scst_discriminator") or any(n in RETRIEVAL_REWARDS for n in cfg.reward.weights)
 
 
+# rlcap's methods that never read the encoded training captions (cut to data.max_len), only the raw
+# references their rewards score against, and those that read them but not in batches of data.seq_per_img
+# (teacher forcing). A method registered from outside rlcap is assumed to read both.
+NO_CAPTIONS = ("scst", "sll_me", "sll_sle", "ac", "pg", "hrl")
+NO_SEQ_PER_IMG = (*NO_CAPTIONS, "mixer", "embedding", "retriever", "critic")
+
 # Keys that only some runs read: key -> whether a run of this config reads it (the model keys of one
-# architecture, the settings of learned and retrieval rewards). `rlcap train --help-config` lists a
-# run's keys without those it does not read.
+# architecture, the settings of learned and retrieval rewards, a baseline's decay, the captions' cut).
+# `rlcap train --help-config` lists a run's keys without those it does not read.
 READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
+    "allow_init_mismatch": lambda cfg: cfg.init_from is not None,
+    "data.seq_per_img": lambda cfg: cfg.algorithm not in NO_SEQ_PER_IMG,
+    "data.max_len": lambda cfg: cfg.algorithm not in NO_CAPTIONS,
+    "scst.running_mean_decay": lambda cfg: cfg.scst.baseline == "running_mean",
     "model.embed_dim": _archs("fc", "updown", "hrl"),
     "model.att_hidden_dim": _archs("updown", "hrl"),
     **{f"model.{k}": _archs("transformer") for k in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},
