@@ -13,7 +13,8 @@ from rlcap.rl.losses import reinforce_loss
 from rlcap.train import registry
 from rlcap.train.rollout import rollout, score
 from rlcap.train.sequence import train_reward
-from rlcap.train.session import finish_run, finish_step, optimizer_step, start_session, train_batches
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import finish_run, finish_step, start_session, train_batches
 
 
 @dataclass

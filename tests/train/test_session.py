@@ -8,7 +8,8 @@ import torch
 from rlcap.errors import ConfigError
 from rlcap.train.distributed import Ranks
 from rlcap.train.run_config import OptimConfig
-from rlcap.train.session import Part, optimizer_step
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import Part
 
 
 def _step(mode: str, clip: float) -> list[float]:

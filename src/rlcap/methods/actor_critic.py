@@ -40,8 +40,8 @@ from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
 from rlcap.train.sequence import conventions, pretrain_phase, train_reward
 from rlcap.train.distributed import word_share
-from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
-    open_session, optimizer_step, train_batches)
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step, open_session, train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
 def pretrain_value(s: Session, reward: Reward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
     return pretrain_phase(s, PRETRAIN, s.cfg.ac.value_pretrain_epochs, 1,
-                          lambda batch: value_pretrain_step(s, batch, reward), "value pretraining")
+                          lambda batch: value_pretrain_step(s, batch, reward))
 
 
 def train_actor_critic(cfg: RunConfig) -> TrainResult:

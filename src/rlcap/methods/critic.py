@@ -23,8 +23,8 @@ from rlcap.data.vocab import BOS, PAD
 from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
 from rlcap.train.run_config import RunConfig, check_min
-from rlcap.train.session import (TrainResult, add_part, begin, finish_run, finish_step, open_session, optimizer_step,
-                                  train_batches)
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConf
 from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
 from rlcap.train.run_config import RunConfig, check_min
-from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step,
-                                  open_session, optimizer_step, train_batches)
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step, open_session, train_batches)
 
 log = logging.getLogger(__name__)
 

@@ -47,8 +47,8 @@ from rlcap.train.run_config import RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.sequence import train_reward
 from rlcap.train.distributed import word_share
-from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
-    optimizer_step, train_batches)
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
 from rlcap.train.run_config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths, reward_batch
-from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 from rlcap.train.unique_scores import score_unique
 
 

@@ -29,7 +29,8 @@ from rlcap.train.run_config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths
 from rlcap.train.distributed import word_share
-from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 from rlcap.train.unique_scores import UniqueScores, score_unique
 
 

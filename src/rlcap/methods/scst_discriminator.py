@@ -26,7 +26,8 @@ from rlcap.rl.losses import reinforce_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout
 from rlcap.train.distributed import word_share
-from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
 
 @dataclass

@@ -22,7 +22,8 @@ from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
 from rlcap.train.sequence import StepStats, rl_run
 from rlcap.train.distributed import word_share
-from rlcap.train.session import Session, TrainResult, finish_run, finish_step, optimizer_step, train_batches
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
 
 @dataclass

@@ -52,8 +52,8 @@ from rlcap.rl.losses import reinforce_loss
 from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
-from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session,
-    optimizer_step, train_batches)
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats
 def pretrain_discriminator(s: Session, reward: RetrievalReward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
     return pretrain_phase(s, PRETRAIN, section(s.cfg).discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
-                          lambda batch: pretrain_step(s, batch, reward), "discriminator pretraining")
+                          lambda batch: pretrain_step(s, batch, reward))
 
 
 def section(cfg: RunConfig) -> DiscriminatorRewardConfig:

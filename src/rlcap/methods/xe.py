@@ -13,8 +13,8 @@ from rlcap.errors import ConfigError
 from rlcap.rl.losses import xe_loss
 from rlcap.train.distributed import total, word_share
 from rlcap.train.run_config import RunConfig, check_min
-from rlcap.train.session import (Session, TrainResult, finish_run, finish_step, optimizer_step, start_session,
-    train_batches)
+from rlcap.train.optimizer import optimizer_step
+from rlcap.train.session import Session, TrainResult, finish_run, finish_step, start_session, train_batches
 
 
 @dataclass

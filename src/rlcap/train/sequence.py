@@ -3,22 +3,17 @@ pretraining phase run before a loop's main one."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, Iterator, NamedTuple
 
 import torch
-from tqdm.auto import tqdm
 
 from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import greedy_captions, score
-from rlcap.train.distributed import shard_rows
-from rlcap.train.session import Session, feature_dims, finish_step, start_session
-
-log = logging.getLogger(__name__)
+from rlcap.train.session import Session, feature_dims, finish_step, start_session, train_batches
 
 
 class StepStats(NamedTuple):
@@ -68,28 +63,12 @@ def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tens
     return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats))
 
 
-def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any],
-                   what: str) -> bool:
+def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any]) -> bool:
     """A phase before a loop's main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator pretraining):
     ``epochs`` passes of ``step(batch)`` (which returns a NamedTuple of step statistics) over the
-    training batches. Its epochs are counted in ``session.state[key]``, not in the run's progress (the
-    run's epochs, validation and decay are the main phase's), so that a killed run resumes inside
-    it. True when ``max_steps`` stopped the run."""
-    cfg = s.cfg
-    phase = s.state.setdefault(key, {"epoch": 0, "step_in_epoch": 0})
-    train = s.data.splits["train"]
-    steps = (len(train) + cfg.rl.batch_size - 1) // cfg.rl.batch_size
-    while phase["epoch"] < epochs:
-        batches = train.batches(cfg.rl.batch_size, seq_per_img, cfg.seed, phase["epoch"], phase["step_in_epoch"])
-        for batch in tqdm(batches, total=steps, initial=phase["step_in_epoch"], leave=False, disable=None,
-                          desc=f"{what} epoch {phase['epoch'] + 1}"):
-            # under torchrun each rank takes its share of the batch, as train_batches does (one process: all of it)
-            stats = step(batch.shard(shard_rows(len(batch.ids), s.ranks)).to(s.device))
-            phase["step_in_epoch"] += 1  # before finish_step, which may checkpoint
-            if finish_step(s, stats._asdict()):
-                return True
-        phase["epoch"] += 1
-        phase["step_in_epoch"] = 0
-        s.progress.step_in_epoch = 0  # finish_step counted the phase's steps there; the main phase starts at 0
-        log.info("%s: epoch %d of %d done", what, phase["epoch"], epochs)
+    training batches, counted in ``session.state[key]`` (:func:`train_batches`' ``phase``). True when
+    ``max_steps`` stopped the run."""
+    for batch in train_batches(s, epochs, s.cfg.rl.batch_size, seq_per_img, phase=key):
+        if finish_step(s, step(batch)._asdict()):
+            return True
     return False

@@ -1,4 +1,4 @@
-"""What every training loop shares: set-up, named parts, resume, optimizer steps and checkpoints.
+"""What every training loop shares: set-up, named parts, resume, epochs, steps and checkpoints.
 
 Loops share these functions, not a base class. A :class:`Session` holds the live objects of a
 run: its learned parts by role name (``policy``, and e.g. ``value``, ``baseline``,
@@ -35,8 +35,9 @@ from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkp
                                   relative_data_paths, rng_state, save_checkpoint, set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
-from rlcap.train.distributed import Ranks, average_gradients, from_main, gathered, join, shard_rows
+from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows
 from rlcap.train.logger import RunLogger, SilentLogger
+from rlcap.train.optimizer import build_optimizer
 from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
 from rlcap.train.validation import validate as captioner_scores
 
@@ -78,6 +79,7 @@ class Session:
     started: bool = False              # config.json written (:func:`run_started`)
     device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
     ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
+    phase: str | None = None  # the pretraining phase running (its state key, :func:`train_batches`), or None
 
     @property
     def model(self) -> torch.nn.Module:
@@ -87,17 +89,6 @@ class Session:
     @property
     def optimizer(self) -> torch.optim.Optimizer:
         return self.parts[POLICY].optimizer
-
-
-def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """Adam or AdamW, with step decay every ``lr_decay_every`` epochs (the scheduler steps per epoch)."""
-    opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg.name]
-    optimizer = opt_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    if cfg.lr_decay_every > 0:
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, cfg.lr_decay_every, gamma=cfg.lr_decay_rate)
-    else:
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
-    return optimizer, scheduler
 
 
 def feature_dims(data: CaptionData) -> dict[str, Any]:
@@ -279,59 +270,46 @@ class TrainResult(NamedTuple):
     best_metric: str      # what best_score is a value of: val.metric, or a loop's own (mean_R, F1)
 
 
-def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
-                   frozen: tuple[torch.nn.Parameter, ...] = ()) -> None:
-    """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer.
-    ``frozen``: parameters of the part this step leaves exactly as they are (their gradients are
-    dropped, so the optimizer skips them: [Wang18]'s alternating phases)."""
-    p = session.parts[part]
-    clip = p.optim
-    p.optimizer.zero_grad(set_to_none=True)
-    (p.scaler.scale(loss) if p.scaler is not None else loss).backward()
-    for param in frozen:
-        param.grad = None
-    average_gradients(p.module.parameters(), session.ranks)  # every rank steps with the whole batch's gradient
-    if p.scaler is not None:
-        p.scaler.unscale_(p.optimizer)  # clip the true gradients
-    if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
-        torch.nn.utils.clip_grad_value_(p.module.parameters(), clip.grad_clip)
-    elif clip.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(p.module.parameters(), clip.grad_clip)
-    if p.scaler is not None:
-        p.scaler.step(p.optimizer)  # skipped when the scaled gradients overflowed
-        p.scaler.update()
-    else:
-        p.optimizer.step()
-
-
 Validator = Callable[["Session"], dict[str, float]]
 Batches = Callable[[int, int], Iterable[Any]]
 
 
 def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: int = 1,
                   validate: Validator | None = None, batches: Batches | None = None,
-                  steps_per_epoch: int | None = None) -> Iterator[Any]:
+                  steps_per_epoch: int | None = None, phase: str | None = None) -> Iterator[Any]:
     """The training batches from where the run stands to the end of ``epochs``; after each epoch's
     last batch, :func:`end_epoch` (decay, validation, checkpoints). A loop that stops early
     (``max_steps``) simply leaves the ``for``. Every method's epochs run here, the auxiliary
-    models' too:
+    models' and the pretraining phases' too:
 
     * ``validate(session) -> scores``: the epoch's validation, whose scores hold the run's
       ``Progress.best_metric`` (default: the captioner's, :func:`rlcap.train.validation.validate`);
     * ``batches(epoch, start)``: the epoch's batches from its step ``start`` (default: the training
       split's, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
-      ``steps_per_epoch`` of them."""
+      ``steps_per_epoch`` of them;
+    * ``phase``: a phase before the main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator
+      pretraining) whose epochs are counted in ``session.state[phase]``, not in the run's progress (the
+      run's epochs, validation and decay are the main phase's), so that a killed run resumes inside it;
+      its epochs end with no validation."""
     s, p = session, session.progress
     train = s.data.splits["train"]
     if batches is None:
         def batches(epoch: int, start: int) -> Iterable[Batch]:
             return train.batches(batch_size, seq_per_img, s.cfg.seed, epoch, start)
         steps_per_epoch = math.ceil(len(train) / batch_size)
-    while p.epoch < epochs:
-        for batch in tqdm(batches(p.epoch, p.step_in_epoch), total=steps_per_epoch, initial=p.step_in_epoch,
-                          desc=f"{s.cfg.algorithm} epoch {p.epoch + 1}", leave=False, disable=None):
+    count = s.state.setdefault(phase, {"epoch": 0, "step_in_epoch": 0}) if phase else vars(p)
+    s.phase = phase
+    while count["epoch"] < epochs:
+        for batch in tqdm(batches(count["epoch"], count["step_in_epoch"]), total=steps_per_epoch,
+                          initial=count["step_in_epoch"], desc=f"{phase or s.cfg.algorithm} epoch {count['epoch'] + 1}",
+                          leave=False, disable=None):
             yield batch.shard(shard_rows(len(batch.ids), s.ranks)).to(s.device) if isinstance(batch, Batch) else batch
-        end_epoch(s, validate)
+        if phase:
+            count["epoch"], count["step_in_epoch"] = count["epoch"] + 1, 0
+            log.info("%s: epoch %d of %d done", phase, count["epoch"], epochs)
+        else:
+            end_epoch(s, validate)
+    s.phase = None
 
 
 def finish_step(session: Session, values: dict[str, float]) -> bool:
@@ -340,9 +318,10 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     if not math.isfinite(values["loss"]):
         raise FloatingPointError(f"{cfg.algorithm} loss became {values['loss']} at step {p.step + 1}")
     run_started(s)
+    count = s.state[s.phase] if s.phase else vars(p)  # the epoch's steps: a pretraining phase's, or the run's
     p.step += 1
-    p.step_in_epoch += 1
-    if p.step % cfg.log_every == 0 or p.step_in_epoch == 1:
+    count["step_in_epoch"] += 1  # before a checkpoint below, which saves it
+    if p.step % cfg.log_every == 0 or count["step_in_epoch"] == 1:
         lr = next(part.optimizer for part in s.parts.values() if part.optimizer is not None).param_groups[0]["lr"]
         s.logger.write(p.step, "train", {**values, "lr": lr, "epoch": p.epoch})
         log.info("step %d (epoch %d): %s", p.step, p.epoch + 1,

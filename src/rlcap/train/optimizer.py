@@ -1,0 +1,51 @@
+"""A part's optimizer and schedule, and one optimizer step (backward, gradient averaging across
+torchrun's processes, clipping, the fp16 gradient scaler)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from rlcap.train.checkpoint import POLICY
+from rlcap.train.distributed import average_gradients
+from rlcap.train.run_config import OptimConfig
+
+if TYPE_CHECKING:
+    from rlcap.train.session import Session
+
+
+def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """Adam or AdamW, with step decay every ``lr_decay_every`` epochs (the scheduler steps per epoch)."""
+    opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg.name]
+    optimizer = opt_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.lr_decay_every > 0:
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, cfg.lr_decay_every, gamma=cfg.lr_decay_rate)
+    else:
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
+    return optimizer, scheduler
+
+
+def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
+                   frozen: tuple[torch.nn.Parameter, ...] = ()) -> None:
+    """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer.
+    ``frozen``: parameters of the part this step leaves exactly as they are (their gradients are
+    dropped, so the optimizer skips them: [Wang18]'s alternating phases)."""
+    p = session.parts[part]
+    clip = p.optim
+    p.optimizer.zero_grad(set_to_none=True)
+    (p.scaler.scale(loss) if p.scaler is not None else loss).backward()
+    for param in frozen:
+        param.grad = None
+    average_gradients(p.module.parameters(), session.ranks)  # every rank steps with the whole batch's gradient
+    if p.scaler is not None:
+        p.scaler.unscale_(p.optimizer)  # clip the true gradients
+    if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
+        torch.nn.utils.clip_grad_value_(p.module.parameters(), clip.grad_clip)
+    elif clip.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(p.module.parameters(), clip.grad_clip)
+    if p.scaler is not None:
+        p.scaler.step(p.optimizer)  # skipped when the scaled gradients overflowed
+        p.scaler.update()
+    else:
+        p.optimizer.step()
