@@ -10,8 +10,10 @@
    each in a child process whose peak resident memory is read when it ends; then the same steps on
    an in-memory store holding the first ``--memory-images`` rows (the same batch shapes, so the step
    times compare).
-3. Where CUDA is present, SCST at 50 images x 5 samples for FC, UpDown and the Transformer on it
-   (samples/s and peak GPU memory); otherwise the section says it was not run.
+3. XE and SCST on a small shapes set as 2 processes x 1 thread (torchrun) against 1 process x 2
+   threads: samples a second.
+4. Where CUDA is present, SCST at 50 images x 5 samples for FC, UpDown and the Transformer on the
+   in-memory store (samples/s and peak GPU memory); otherwise the section says it was not run.
 
 Goals: peak resident memory under 4 GB, step time within 5% of the in-memory store's. Writes the
 bench-scale section of docs/BENCHMARKS.md.
@@ -27,6 +29,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +38,8 @@ import torch
 from benchdoc import DOC, REPO, machine, replace_section
 
 from rlcap.data.features import HDF5FeatureWriter
+from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes
+from rlcap.encoders.extract import extract_features
 
 CONFIGS = REPO / "configs"
 WORDS = [f"w{i}" for i in range(1000)]
@@ -53,6 +58,7 @@ def write_store(folder: Path, images: int, regions: int, dim: int, seed: int = 0
     dataset = folder / "dataset.json"
     dataset.write_text(json.dumps({"dataset": "synthetic", "images": records}))
     store = folder / "feats.h5"
+    store.unlink(missing_ok=True)  # a store left by an interrupted run is written again
     chunk = 512
     with HDF5FeatureWriter(store, dim, dim, regions) as writer:
         for start in range(0, images, chunk):
@@ -88,16 +94,88 @@ def runs(dataset: Path, store: Path, steps: int, model: list[str], tag: str, fol
     return out
 
 
-def gpu_rows() -> list[str]:
-    if not torch.cuda.is_available():
-        return ["GPU section: not run (CUDA is not available to this torch)."]
-    return ["GPU section: not written yet; `benchmarks/gpu_check.py` compares CUDA training with the CPU's."]
+def shapes_store(folder: Path, images: int = 1000) -> tuple[Path, Path]:
+    """A small shapes set (``images`` training images, 128 px: the recipes' 4x4 grid) and its features."""
+    data = folder / "shapes"
+    dataset = generate_shapes(ShapesConfig(n_train=images, n_val=100, n_test=10, image_size=128, workers=1), data)
+    feats = data / "feats_128.h5"
+    if not feats.exists():
+        records = json.loads(dataset.read_text())["images"]
+        extract_features({str(r["imgid"]): data / r["filepath"] / r["filename"] for r in records}, feats,
+                         image_size=128)
+    return dataset, feats
 
 
-def markdown(args: argparse.Namespace, gb: float, lazy: dict, memory: dict) -> str:
+def processes_against_threads(folder: Path, steps: int) -> dict:
+    """XE and SCST on shapes (the recipes, batch 50) as 2 processes x 1 thread (torchrun, gloo: each
+    rank 25 images) and as 1 process x 2 threads: samples a second (XE: captions, SCST: sampled
+    captions) from the median step."""
+    dataset, feats = shapes_store(folder)
+    common = [f"data.dataset={dataset}", f"data.features={feats}", f"max_steps={steps}", "log_every=1",
+              "tensorboard=false", "val.max_images=100", "device=cpu"]
+    out = {}
+    for name, layout in (("1x2", ["threads=2"]), ("2x1", ["threads=1", "nproc=2"])):
+        xe = folder / f"{name}_xe"
+        out[name] = {"xe": train("shapes_xe.yaml", [*common, *layout, "xe.epochs=100"], xe),
+                     "scst": train("shapes_scst.yaml", [*common, *layout, f"init_from={xe}/last", "rl.epochs=100"],
+                                   folder / f"{name}_scst")}
+    return out
+
+
+def processes_rows(result: dict, steps: int) -> list[str]:
+    per_step = {"xe": 50 * 5, "scst": 50 * 5}  # captions a step: 50 images x 5 (seq_per_img; rl.n_samples)
+    lines = ["### 2 processes x 1 thread against 1 process x 2 threads (shapes)", "",
+             f"XE and then SCST (configs/shapes_xe.yaml, shapes_scst.yaml: UpDown, batch 50 images, 5 captions "
+             f"an image) for {steps} steps each on 1,000 shapes images (128 px), device=cpu. `2x1`: `rlcap train "
+             f"... nproc=2 threads=1` (torchrun, gloo; each rank 25 images a step); `1x2`: one process, "
+             f"threads=2. Samples a second from the median step.", "",
+             "| stage | 1 process x 2 threads | 2 processes x 1 thread | 2x1 / 1x2 |", "|---|---|---|---|"]
+    for stage in ("xe", "scst"):
+        a, b = (per_step[stage] / result[name][stage]["step_s"] for name in ("1x2", "2x1"))
+        lines.append(f"| {stage} | {a:.0f} samples/s | {b:.0f} samples/s | {b / a:.2f} |")
+    return lines
+
+
+def gpu_section(dataset: Path, store: Path, steps: int, device: str) -> list[str]:
+    """SCST at 50 images x 5 samples for FC, UpDown and the Transformer on ``device`` (in this process, so
+    that its peak GPU memory can be read): samples a second from the median step, peak memory. On a
+    machine without CUDA the section says it was not run (``--gpu-device cpu`` runs it on the CPU, to
+    check the code path)."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return ["### GPU", "", f"Not run: CUDA is not available to this torch ({torch.__version__}). On a machine "
+                "with CUDA the script fills this section: SCST at 50 images x 5 samples for FC, UpDown and the "
+                "Transformer (samples a second, peak GPU memory)."]
+    from rlcap import api
+    from rlcap.train.logger import read_log
+
+    cuda = device.startswith("cuda")
+    name = torch.cuda.get_device_name(torch.device(device)) if cuda else "CPU"
+    lines = ["### GPU" if cuda else "### The GPU section's code path, run on the CPU", "",
+             f"SCST (configs/shapes_scst.yaml, from random weights) at 50 images x 5 samples, {steps} steps, "
+             f"device={device} ({name}), the in-memory store above.", "",
+             "| model | samples/s | s/step | peak GPU memory |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in ("fc", "updown", "transformer"):
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+            out = Path(tmp) / arch
+            cfg = api.load_run_config(str(CONFIGS / "shapes_scst.yaml"), [
+                f"data.dataset={dataset}", f"data.features={store}", f"max_steps={steps}", "log_every=1",
+                "tensorboard=false", "val.max_images=100", "data.min_count=1", f"device={device}",
+                f"model.arch={arch}", "rl.batch_size=50", "rl.n_samples=5", "init_from=null", f"out_dir={out}"])
+            api.train(cfg)
+            times = [r["time"] for r in read_log(out / "log.jsonl") if r["split"] == "train"]
+            step = float(np.median(np.diff(times))) if len(times) > 1 else float("nan")
+            memory = f"{torch.cuda.max_memory_allocated(device) / 1024 ** 3:.2f} GB" if cuda else "n/a (CPU)"
+            lines.append(f"| {arch} | {250 / step:.0f} | {step:.3f} | {memory} |")
+    return lines
+
+
+def markdown(args: argparse.Namespace, gb: float, lazy: dict, memory: dict, processes: list[str],
+             gpu: list[str]) -> str:
     lines = ["## Scale: a COCO-size feature store read batch by batch", "",
              f"Command: `python benchmarks/bench_scale.py --images {args.images} --regions {args.regions} --dim "
-             f"{args.dim} --steps {args.steps}`. Machine: {machine(torch=torch.__version__)}.", "",
+             f"{args.dim} --steps {args.steps} --process-steps {args.process_steps} --gpu-device {args.gpu_device}`. Machine: {machine(torch=torch.__version__)}.", "",
              f"Store: {args.images:,} images x {args.regions} regions x {args.dim}-d, float16, {gb:.1f} GB on disk "
              f"(random features, random captions). UpDown at hidden 512, batch 50 images; SCST from the XE run's "
              f"last checkpoint, 5 samples an image. In memory: the first {args.memory_images:,} rows.", "",
@@ -110,7 +188,7 @@ def markdown(args: argparse.Namespace, gb: float, lazy: dict, memory: dict) -> s
     worst = max(lazy[s]["peak_rss_gb"] for s in lazy)
     slower = max(lazy[s]["step_s"] / memory[s]["step_s"] - 1 for s in lazy)
     lines += ["", f"Reading (computed): peak RSS out of core {worst:.2f} GB (goal: under 4 GB); step time at most "
-                  f"{slower:+.1%} against the in-memory store (goal: within 5%).", "", *gpu_rows()]
+                  f"{slower:+.1%} against the in-memory store (goal: within 5%).", "", *processes, "", *gpu]
     return "\n".join(lines)
 
 
@@ -124,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench_scale", help="work folder")
     p.add_argument("--doc", type=Path, default=DOC, help="markdown file whose bench-scale section is replaced")
     p.add_argument("--keep", action="store_true", help="keep the synthetic store afterwards")
+    p.add_argument("--process-steps", type=int, default=100,
+                   help="steps of each run of 2 processes x 1 thread against 1 x 2 (0: not run)")
+    p.add_argument("--gpu-device", default="cuda", help="device of the GPU section (cpu: check its code path)")
+    p.add_argument("--gpu-steps", type=int, default=50, help="steps of SCST per model in the GPU section")
     args = p.parse_args(argv)
     folder = args.out
     dataset, store = write_store(folder / "store", args.images, args.regions, args.dim)
@@ -133,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     model = ["model.arch=updown", "xe.batch_size=50", "rl.batch_size=50", "threads=auto"]
     lazy = runs(dataset, store, args.steps, model, "lazy", folder, ["data.in_memory=false"])
     memory = runs(small_dataset, small_store, args.steps, model, "memory", folder, ["data.in_memory=true"])
-    body = markdown(args, gb, lazy, memory)
+    processes = (processes_rows(processes_against_threads(folder / "processes", args.process_steps),
+                                args.process_steps) if args.process_steps else [])
+    gpu = gpu_section(small_dataset, small_store, args.gpu_steps, args.gpu_device)
+    body = markdown(args, gb, lazy, memory, processes, gpu)
     replace_section("bench-scale", body, args.doc)
     print(body)
     if not args.keep:

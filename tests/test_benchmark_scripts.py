@@ -71,12 +71,18 @@ def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
 
 @pytest.mark.slow
 def test_bench_scale_runs_at_a_tiny_size(tmp_path):
-    """make bench-scale's script end to end on a small store: both stores trained, the table written."""
+    """make bench-scale's script end to end on a small store: both stores trained, 2 processes against 2
+    threads, the GPU section's code path on the CPU, the tables written."""
     doc = tmp_path / "BENCHMARKS.md"
     done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_scale.py"), "--images", "1200", "--regions", "3",
                            "--dim", "16", "--steps", "4", "--memory-images", "500", "--out", str(tmp_path / "scale"),
-                           "--doc", str(doc)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                           "--process-steps", "3", "--gpu-device", "cpu", "--gpu-steps", "3",
+                           "--doc", str(doc)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line for line in doc.read_text().splitlines() if line.startswith(("| xe ", "| scst "))]
-    assert len(rows) == 2 and all(" GB | " in row for row in rows)
+    lines = doc.read_text().splitlines()
+    rows = [line for line in lines if line.startswith(("| xe ", "| scst "))]
+    assert len(rows) == 4 and all(" GB | " in row for row in rows[:2])
+    assert all(row.count("samples/s") == 2 and float(row.split("|")[4]) > 0 for row in rows[2:])
+    models = [line.split("|")[1].strip() for line in lines if line.startswith(("| fc ", "| updown ", "| transformer "))]
+    assert models == ["fc", "updown", "transformer"]
     assert not (tmp_path / "scale" / "store").exists()  # the big store is deleted unless --keep

@@ -271,7 +271,8 @@ class HDF5FeatureWriter:
         fps = list(fingerprints) if fingerprints is not None else [UNKNOWN] * b
         repeated = [id for id in ids if id in self._rows]
         if (repeated and not replace) or len(set(ids)) != b or len(fps) != b:
-            raise DataError(f"{self.path}: ids written twice: {repeated or sorted(ids)[:5]}")
+            twice = repeated or [i for i in dict.fromkeys(ids) if ids.count(i) > 1]
+            raise DataError(f"{self.path}: {len(twice)} ids written twice, e.g. {twice[:5]}")
         counts = np.full(b, att.shape[1]) if att_count is None else np.asarray(att_count)
         if (counts < att.shape[1]).any():  # readers rely on zeros past each count
             att = np.where(np.arange(att.shape[1])[None, :, None] < counts[:, None, None], att, 0)
