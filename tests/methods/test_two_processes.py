@@ -1,7 +1,7 @@
 """Every kind of method runs and resumes under torchrun with 2 gloo processes: actor-critic (its value network a
 second part, its value pretraining a phase of its own), PG-SPIDEr (Monte-Carlo rollouts, a learned baseline),
-WTF-RL (a discriminator, its pretraining, the retrieval reward) and HRL (alternating phases, two baselines), each
-the tiny run of tests/methods/same_losses.py launched again: 3 steps, then resumed to 5."""
+WTF-RL (a discriminator, its pretraining, the retrieval reward), HRL (alternating phases, two baselines) and
+MIXER, each the tiny run of tests/methods/same_losses.py launched again: 3 steps, then resumed to 5."""
 
 from __future__ import annotations
 
@@ -26,10 +26,7 @@ def _torchrun(recipe: str, overrides: list[str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
 
 
-@pytest.mark.parametrize("name", ["ac", "pg_spider", "wtf_rl", "hrl"])
-def test_runs_and_resumes_under_two_processes(recipe_runs, tmp_path, name):
-    recipe, overrides = recipe_runs[1][name]
-    out = tmp_path / name
+def _runs_and_resumes(recipe: str, overrides: list[str], out) -> None:
     base = [o for o in overrides if not o.startswith(("out_dir=", "max_steps=", "threads="))]
     base += [f"out_dir={out}", "threads=1"]
     first = _torchrun(recipe, [*base, "max_steps=3"])
@@ -39,3 +36,18 @@ def test_runs_and_resumes_under_two_processes(recipe_runs, tmp_path, name):
     steps = [r["step"] for r in read_log(out / "log.jsonl") if r["split"] == "train"]
     assert steps == [1, 2, 3, 4, 5]  # rank 0 logs each step once; the resumed run goes on from step 3
     assert json.loads((out / "last" / "checkpoint.json").read_text())["world_size"] == 2
+
+
+@pytest.mark.parametrize("name", ["ac", "pg_spider", "wtf_rl", "hrl"])
+def test_runs_and_resumes_under_two_processes(recipe_runs, tmp_path, name):
+    recipe, overrides = recipe_runs[1][name]
+    _runs_and_resumes(recipe, overrides, tmp_path / name)
+
+
+def test_mixer_runs_and_resumes_under_two_processes(recipe_runs, tmp_path):
+    """MIXER (XE on the first M reference words, REINFORCE on the rest, a learned baseline): the tiny PG-SPIDEr
+    run's data and start with the MIXER recipe, M = 2 so that both parts of its loss are trained."""
+    _, overrides = recipe_runs[1]["pg_spider"]
+    mixer = [o for o in overrides if not o.startswith("pg.")] + ["mixer.start=2", "mixer.delta=1",
+                                                                 "mixer.baseline_hidden=16"]
+    _runs_and_resumes("shapes_mixer", mixer, tmp_path / "mixer")

@@ -25,6 +25,7 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
+from rlcap.train.distributed import word_share
 from rlcap.train.run_config import RunConfig, check_min, check_positive
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths, reward_batch
@@ -95,9 +96,10 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
         xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)
     rl = reinforce_loss(out.logprobs, rl_mask, adv)
     loss = (n_xe * xe + n_rl * rl) / max(n_xe + n_rl, 1.0)
-    optimizer_step(s, loss)
+    # under torchrun: each rank's per-word mean weighed by its share of both parts' words (one process: 1)
+    optimizer_step(s, loss * word_share(torch.cat([xe_mask.flatten(), rl_mask.flatten()]), s.ranks))
     b_loss = value_loss(base, rewards, out.mask)  # every valid step's state regresses the caption's reward
-    optimizer_step(s, b_loss, part=BASELINE)
+    optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINE)
     backward_s = time.perf_counter() - t0
     return MixerStats(loss.item(), xe.item(), rl.item(), float(m), n_rl / max(n_xe + n_rl, 1.0),
                       float(rewards.mean()), masked_mean(base.detach(), out.mask).item(),

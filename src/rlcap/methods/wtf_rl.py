@@ -52,6 +52,7 @@ from rlcap.rl.losses import reinforce_loss
 from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
+from rlcap.train.distributed import global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
 
@@ -178,7 +179,7 @@ def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b:
     human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
     accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
     loss = discriminator_loss(human, generated)
-    optimizer_step(s, loss, part=DISCRIMINATOR)
+    optimizer_step(s, loss * word_share(torch.ones(b), s.ranks), part=DISCRIMINATOR)  # the rank's share of images
     return loss.item(), accuracy
 
 
@@ -224,7 +225,7 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
     sim = reward.pool_scores(texts, traj.image_ids, mined).to(s.device)
     r = weighted_reward(sim, p_human, cfg.alpha)
     r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
-    w_bs = bs_weights(r_bs, cfg.bs_baseline)
+    w_bs = bs_weights(r_bs, cfg.bs_baseline, global_mean(r_bs, s.ranks))
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
     terms = []
     if cfg.trajectories in ("both", "bs"):
@@ -234,7 +235,7 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
         lp, _ = teacher_forced_logprobs(s.model, batch, traj.gt, traj.gt.size(0) // b)
         terms.append((lp, traj.gt != PAD, r_gt))
     loss = eq3_loss(terms)
-    optimizer_step(s, loss)
+    optimizer_step(s, loss * word_share(torch.cat([m.flatten() for _, m, _ in terms]), s.ranks))
     return WtfStats(loss.item(), d_loss, d_acc, float(r_bs.mean()), float(r_gt.mean()), float(sim[:b].mean()),
                     float(p_human[:b].mean()), float(caption_lengths(traj.bs).mean()), 2.0, time.perf_counter() - start)
 
@@ -250,14 +251,15 @@ def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
     raise ValueError(f"gt_weights: unknown mode {mode!r}; expected reward or positive")
 
 
-def bs_weights(r_bs: torch.Tensor, baseline: str) -> torch.Tensor:
+def bs_weights(r_bs: torch.Tensor, baseline: str, batch_mean: torch.Tensor | None = None) -> torch.Tensor:
     """The weights of the beam-search trajectories in eq. 3: ``none``, r(x_bs) as written;
-    ``batch_mean``, r(x_bs) minus its mean over the batch, so that as many beams are pushed down as
-    pulled up whatever the reward's level (docs/DISTINCT.md, "Choices, and why")."""
+    ``batch_mean``, r(x_bs) minus its mean over the batch (``batch_mean``, default ``r_bs``'s own: under
+    torchrun, every rank's), so that as many beams are pushed down as pulled up whatever the reward's
+    level (docs/DISTINCT.md, "Choices, and why")."""
     if baseline == "none":
         return r_bs
     if baseline == "batch_mean":
-        return r_bs - r_bs.mean()
+        return r_bs - (r_bs.mean() if batch_mean is None else batch_mean)
     raise ValueError(f"bs_weights: unknown baseline {baseline!r}; expected none or batch_mean")
 
 
