@@ -9,6 +9,26 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Session fixtures that several test files share: under `pytest -n N` (make test) the tests that use one
+# run in one worker, which builds it once.
+SHARED_FIXTURES = ("recipe_runs", "reported")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker keeps to one core (round robin over the cores this process may use),
+    so that its training runs (``threads: auto``) take one thread and the workers do not fight."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if worker and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in SHARED_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
+
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:

@@ -179,7 +179,7 @@ def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b:
     human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
     accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
     loss = discriminator_loss(human, generated)
-    optimizer_step(s, loss * word_share(torch.ones(b), s.ranks), part=DISCRIMINATOR)  # the rank's share of images
+    optimizer_step(s, loss * word_share(torch.ones(b, device=s.device), s.ranks), part=DISCRIMINATOR)  # share of images
     return loss.item(), accuracy
 
 
