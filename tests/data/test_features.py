@@ -175,3 +175,36 @@ def test_writer_zeroes_rows_past_count(tmp_path):
         writer.write(["a", "b"], np.ones((2, D)), np.ones((2, 3, D)), att_count=[1, 3])
     loaded = open_feature_store(tmp_path / "f.h5").load_all(["a", "b"])
     np.testing.assert_array_equal(loaded.att.sum(axis=(1, 2)), [D, 3 * D])
+
+
+def test_load_all_reads_a_compressed_store_as_the_raw_one(tmp_path):
+    """rlcap's layout is read a raw chunk a row; a store written otherwise (gzip, several rows a chunk) by the
+    sorted slices: the same features either way."""
+    from rlcap.data.features.hdf5 import _raw_chunks
+
+    ids, fcs, atts = _features(150, 4)
+    _write_h5(tmp_path / "raw.h5", ids, fcs, atts, 4, batch=64)
+    with h5py.File(tmp_path / "raw.h5", "r") as src, h5py.File(tmp_path / "gz.h5", "w") as dst:
+        for name in src:
+            data = src[name][()]
+            chunks = (8, *data.shape[1:]) if data.ndim > 1 else None
+            dst.create_dataset(name, data=data, chunks=chunks, compression="gzip" if chunks else None)
+        dst.attrs.update(src.attrs)
+    raw, gz = open_feature_store(tmp_path / "raw.h5"), open_feature_store(tmp_path / "gz.h5")
+    assert _raw_chunks(raw._handle()["att"]) and not _raw_chunks(gz._handle()["att"])
+    wanted = [ids[i] for i in np.random.default_rng(2).choice(150, 40, replace=False)] + [ids[149]]
+    a, b = raw.load_all(wanted), gz.load_all(wanted)
+    for x, y in ((a.fc, b.fc), (a.att, b.att), (a.att_count, b.att_count)):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", ">f4"])
+def test_finite_rows_agrees_with_isfinite(dtype):
+    from rlcap.data.features.store import finite_rows
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 3, 5)).astype(dtype)
+    a[3, 1, 2], a[7, 0, 0], a[11, 2, 4], a[12, 0, 1] = np.nan, np.inf, -np.inf, 65504 if dtype == "float16" else 1e30
+    expected = np.isfinite(a).all(axis=(1, 2))
+    assert list(np.flatnonzero(~expected)) == [3, 7, 11]
+    np.testing.assert_array_equal(finite_rows(a), expected)

@@ -107,10 +107,27 @@ class FeatureStore(ABC):
         self.close()
 
 
+# float dtypes whose NaN and infinities are the values with every exponent bit set: (same-size uint, mask)
+_EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000),
+                  np.dtype(np.float64): (np.uint64, 0x7FF0000000000000)}
+
+
+def finite_rows(a: np.ndarray) -> np.ndarray:
+    """(n,) whether each row of ``a`` (n, ...) holds no NaN and no infinity. For IEEE floats it tests the
+    exponent bits, which gives the same answer as ``np.isfinite`` and is several times faster on float16
+    (measured: 1.5 ms against 9.6 ms for a batch of 50 x 36 x 2048), the cost of every out-of-core read."""
+    flat = np.ascontiguousarray(a).reshape(len(a), -1)
+    bits = _EXPONENT_BITS.get(flat.dtype.newbyteorder("=")) if flat.dtype.isnative else None
+    if bits is None:
+        return np.isfinite(flat).all(axis=1)
+    uint, mask = bits
+    return ((flat.view(uint) & uint(mask)) != uint(mask)).all(axis=1)
+
+
 def check_finite(path: Path, ids: Sequence[str], fc: np.ndarray, att: np.ndarray) -> None:
     """:class:`DataError` naming the first of ``ids`` whose fc (n, D) or att (n, N, D) holds a NaN or
     an infinity: such features give NaN captions in evaluation and a dead run in training."""
-    bad = ~(np.isfinite(fc).all(axis=1) & np.isfinite(att).all(axis=(1, 2)))
+    bad = ~(finite_rows(fc) & finite_rows(att))
     if bad.any():
         raise DataError(f"{path}: the features of image {ids[int(np.argmax(bad))]!r} are not finite (NaN or "
                         "inf): re-extract them (rlcap features)")
