@@ -70,7 +70,9 @@ def write_store(folder: Path, images: int, regions: int, dim: int, seed: int = 0
 
 def train(recipe: str, overrides: list[str], out: Path) -> dict:
     """One run in a child process: its peak resident memory and its median step time (from its log)."""
-    argv = [sys.executable, "-m", "rlcap", "train", str(CONFIGS / recipe), *overrides, f"out_dir={out}"]
+    # overwrite: a run left in the folder by an earlier bench would otherwise continue, and its old log be timed
+    argv = [sys.executable, "-m", "rlcap", "train", str(CONFIGS / recipe), *overrides, f"out_dir={out}",
+            "overwrite=true"]
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.stderr", "w") as err:
