@@ -12,7 +12,7 @@ from pathlib import Path
 from rlcap.config import describe, read_yaml
 from rlcap.recipes import checkout_configs
 from rlcap.rewards.reward_config import RewardConfig
-from rlcap.train.run_config import RLConfig, RunConfig, run_config_class
+from rlcap.train.run_config import RLConfig, RunConfig, load_run_config, read_by, run_config_class
 from rlcap.train.registry import METHODS, resolve
 
 
@@ -61,7 +61,12 @@ def config_markdown() -> str:
         if doc and not doc.startswith(cls.__name__ + "("):  # a dataclass without a docstring gets its signature
             out += ["", " ".join(doc.split())]
         out += [""] + _table(describe(cls, prefix=f"{name}."))
-        out += ["", f"A run of `{name}` reads {len(describe(run_config_class(name)))} keys in all."]
+        keys = [row[0] for row in describe(run_config_class(name))]
+        default = load_run_config(None, [f"algorithm={name}"], shared=True)
+        read = sum(read_by(default, key) for key in keys)
+        out += ["", f"A run of `{name}` has {len(keys)} keys; with the default settings it reads {read} of them "
+                    f"(`--help-config algorithm={name}` lists those; the others belong to another `model.arch`, "
+                    "reward or setting)."]
         recipes = recipes_of(name)
         if recipes:
             out += ["", "Recipes: " + ", ".join(f"`configs/{r}`" for r in recipes) + "."]
