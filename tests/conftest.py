@@ -24,12 +24,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``: a file's tests in one worker (its module fixtures built once), and the files
-    that share a session fixture of :data:`SHARED_FIXTURES` in one worker too."""
     for item in items:
-        names = getattr(item, "fixturenames", ())
-        shared = next((name for name in SHARED_FIXTURES if name in names), None)
-        item.add_marker(pytest.mark.xdist_group(shared or item.nodeid.split("::")[0]))
+        for name in SHARED_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
 
 
 @pytest.fixture(scope="session")
