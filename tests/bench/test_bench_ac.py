@@ -2,6 +2,8 @@
 in order, and the ac stage's reward loads the embedding stage's best checkpoint (Stage.paths)."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -55,10 +57,26 @@ def test_ac_stages_train_in_order_with_the_embedding_path(tmp_path, monkeypatch)
     monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(lambda *args: (dataset, feats), "tiny"))
     out = tmp_path / "bench"
     # what `rlcap bench --methods ac` trains before it evaluates (the evaluation is the same for every method)
-    best = train_stages("tiny", ["ac"], out, [f"data.dataset={dataset}", f"data.features={feats}"], configs, [], [],
-                        lambda line: None)
-    assert best == {stage: out / stage / "best" for stage in ("xe", "embedding", "ac")}
-    config = json.loads((out / "ac" / "config.json").read_text())
-    assert config["reward"]["paths"] == {"embedding": str(out / "embedding" / "best")}
-    assert config["init_from"] == str(out / "xe" / "best")
-    assert (out / "ac" / "best" / "value.safetensors").is_file()
+    best = train_stages("tiny", ["ac", "ac_att"], out, [f"data.dataset={dataset}", f"data.features={feats}"], configs,
+                        [], [], lambda line: None)
+    assert best == {stage: out / stage / "best" for stage in ("xe", "embedding", "ac", "ac_att")}
+    for stage, reads in (("ac", "fc"), ("ac_att", "att")):  # ac_att: the ac recipe with its stage's override
+        config = json.loads((out / stage / "config.json").read_text())
+        assert config["reward"]["paths"] == {"embedding": str(out / "embedding" / "best")}
+        assert config["init_from"] == str(out / "xe" / "best")
+        assert config["ac"]["value_features"] == reads
+        assert (out / stage / "best" / "value.safetensors").is_file()
+
+    # bench-credit's value-fit table over the two stages: one row each, R^2 in [-inf, 1], the better one named
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import bench_credit
+    finally:
+        sys.path.pop(0)
+    fits = bench_credit.value_fits(out, images=8)
+    assert {stage: fit["reads"] for stage, fit in fits.items()} == {"ac": "fc", "ac_att": "att"}
+    # every sampled caption is running at t = 0 (the tiny validation split has fewer than 8 images)
+    assert all(fit["overall"] <= 1 and fit["rows"][0] == fit["images"] * fit["samples"] for fit in fits.values())
+    table = bench_credit.fit_table(fits)
+    assert [row.split(" | ")[1] for row in table[2:]] == ["fc", "att"]
+    assert bench_credit.better_value(fits) == max(fits, key=lambda stage: fits[stage]["overall"])

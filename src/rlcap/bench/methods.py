@@ -32,6 +32,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
         recipe = configs / f"{recipes}_{stage.recipe}.yaml"
         start = [f"init_from={best[stage.init_from]}"] if stage.init_from else []
         start += [f"{name if '.' in name else f'reward.paths.{name}'}={best[source]}" for name, source in stage.paths]
+        start += list(stage.overrides)
         cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start])
         extra = xe_overrides if cfg.algorithm == "xe" else rl_overrides
         cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start, *extra], shared=True)

@@ -27,12 +27,14 @@ class Stage:
     ``init_from`` the stage whose best checkpoint it starts from (None: from scratch), ``paths``
     (name, stage) pairs: a learned reward loads that stage's best checkpoint
     (``reward.paths.<name>``), or, for a dotted name, that config key is set to it (e.g.
-    ``model.critic_from``)."""
+    ``model.critic_from``); ``overrides``: KEY=VALUE settings over the recipe (a variant of a method
+    that differs from its recipe in one key, e.g. ``ac.value_features=att``)."""
 
     name: str
     recipe: str
     init_from: str | None = None
     paths: tuple[tuple[str, str], ...] = ()
+    overrides: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,9 @@ def _distinct(name: str) -> tuple[Stage, ...]:
 
 
 _AC = (XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),)))
+# the same with a value network that also attends over the regions the policy reads (docs/RL.md, "What the value
+# network reads")
+_AC_ATT = (XE, EMBEDDING, Stage("ac_att", "ac", "xe", (("embedding", "embedding"),), ("ac.value_features=att",)))
 
 METHODS: dict[str, Method] = {
     "xe": Method((XE,), "cross-entropy (teacher forcing)"),
@@ -161,6 +166,8 @@ METHODS: dict[str, Method] = {
     "ac": Method(_AC, "actor-critic with a value network, CIDEr-D + embedding reward ([Shi18])"),
     "ac_lookahead": Method(_AC, "the ac checkpoint decoded by lookahead inference, lambda chosen on validation "
                                 "([Shi18 Fig. 1])", decoder="lookahead"),
+    "ac_att": Method(_AC_ATT, "actor-critic whose value network also attends over the regions (ac.value_features=att)"),
+    "ac_att_lookahead": Method(_AC_ATT, "the ac_att checkpoint decoded by lookahead inference", decoder="lookahead"),
     "pg_cider": Method((XE, Stage("pg_cider", "pg_cider", "xe")), "PG with Monte-Carlo rollouts, CIDEr-D reward ([Liu17])"),
     "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward ([Liu17])"),
     "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr ([Liu17])"),
