@@ -7,22 +7,27 @@
    is deleted afterwards unless ``--keep``) and a Karpathy-format caption file (random captions over a
    1,000-word vocabulary) beside it.
 2. Trains UpDown with XE for ``--steps`` steps reading that store out of core, then SCST from it,
-   each in a child process whose peak resident memory is read when it ends; then the same two runs on
-   the first ``--memory-images`` training images, out of core and in memory (the same batches, rows,
-   vocabulary and reward statistics: only the reader differs, so the step times compare).
+   each in a child process whose peak resident memory is read when it ends (part ``coco``); then the
+   same two runs on the first ``--memory-images`` training images, out of core and in memory (the same
+   batches, rows, vocabulary and reward statistics: only the reader differs), the two taking turns in
+   ``--rounds`` chunks of steps, each chunk resuming its run, so that both see the same drift of the
+   host's speed (part ``reader``).
 3. XE and SCST on a small shapes set as 2 processes x 1 thread (torchrun) against 1 process x 2
    threads: samples a second.
 4. Where CUDA is present, SCST at 50 images x 5 samples for FC, UpDown and the Transformer on the
    in-memory store (samples/s and peak GPU memory); otherwise the section says it was not run.
 
 Goals: peak resident memory under 4 GB, step time within 5% of the in-memory store's. Writes the
-bench-scale section of docs/BENCHMARKS.md.
+bench-scale section of docs/BENCHMARKS.md. Each part's figures go to ``--out``/results.json with its
+command, machine and date; ``--parts`` runs some parts again and takes the others from there (the
+section says which were measured when). ``--store DIR`` reads a store written earlier (``--keep``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import resource
@@ -32,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -68,11 +74,16 @@ def write_store(folder: Path, images: int, regions: int, dim: int, seed: int = 0
     return dataset, store
 
 
-def train(recipe: str, overrides: list[str], out: Path) -> dict:
-    """One run in a child process: its peak resident memory and its median step time (from its log)."""
+PARTS = ("coco", "reader", "processes", "gpu")
+WARM = 2  # steps of each resumed chunk left out of its step times (the first after a start allocates)
+
+
+def train(recipe: str, overrides: list[str], out: Path, fresh: bool = True) -> dict:
+    """One run in a child process: its peak resident memory and its median step time (from its log).
+    ``fresh``: replace a run left in the folder (otherwise it resumes, with the overrides' settings)."""
     # overwrite: a run left in the folder by an earlier bench would otherwise continue, and its old log be timed
     argv = [sys.executable, "-m", "rlcap", "train", str(CONFIGS / recipe), *overrides, f"out_dir={out}",
-            "overwrite=true"]
+            "overwrite=true" if fresh else "resume=true"]
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.stderr", "w") as err:
@@ -93,6 +104,46 @@ def runs(dataset: Path, store: Path, steps: int, model: list[str], tag: str, fol
     xe = folder / f"{tag}_xe"
     out = {"xe": train("shapes_xe.yaml", [*common, "xe.epochs=100"], xe)}
     out["scst"] = train("shapes_scst.yaml", [*common, f"init_from={xe}/last", "rl.epochs=100"], folder / f"{tag}_scst")
+    return out
+
+
+def chunk_steps(log: Path, after: int) -> list[float]:
+    """The step times (differences of consecutive log times) of the training steps after step ``after``,
+    those of one resumed chunk, less its first :data:`WARM`."""
+    times = [r["time"] for r in map(json.loads, log.read_text().splitlines()) if r["split"] == "train"
+             and r["step"] > after]
+    return [float(t) for t in np.diff(times)[WARM:]]
+
+
+def reader_comparison(dataset: Path, store: Path, steps: int, rounds: int, model: list[str], folder: Path,
+                      first: list[str]) -> dict:
+    """XE, then SCST from XE's last checkpoint, on the first images, out of core and in memory, in
+    ``rounds`` turns: each turn runs the two arms for the next ``steps / rounds`` steps (each resuming
+    its own run), in the order lazy, memory, then memory, lazy, and so on, so that a drift of the
+    host's speed falls on both. Per stage and arm: the median step over every chunk; per turn: the
+    ratio of the two arms' medians."""
+    arms = {"lazy": "false", "memory": "true"}
+    common = [f"data.dataset={dataset}", f"data.features={store}", "log_every=1", "tensorboard=false",
+              "val.max_images=100", "data.min_count=1", "save_every=0", *model, *first]
+    chunk, out = math.ceil(steps / rounds), {}
+    for stage, recipe, epochs in (("xe", "shapes_xe.yaml", "xe.epochs=100"), ("scst", "shapes_scst.yaml", "rl.epochs=100")):
+        init = [f"init_from={folder / 'first_memory_xe'}/last"] if stage == "scst" else []  # one start for both arms
+        times: dict[str, list[float]] = {arm: [] for arm in arms}
+        peak = dict.fromkeys(arms, 0.0)
+        ratios = []
+        for turn in range(rounds):
+            medians = {}
+            for arm in (list(arms) if turn % 2 == 0 else list(arms)[::-1]):
+                run = folder / f"first_{arm}_{stage}"
+                got = train(recipe, [*common, *init, epochs, f"data.in_memory={arms[arm]}",
+                                     f"max_steps={min(steps, (turn + 1) * chunk)}"], run, fresh=turn == 0)
+                step_times = chunk_steps(run / "log.jsonl", turn * chunk)
+                medians[arm] = float(np.median(step_times))
+                times[arm] += step_times
+                peak[arm] = max(peak[arm], got["peak_rss_gb"])
+            ratios.append(medians["lazy"] / medians["memory"])
+        out[stage] = {"step_s": {arm: float(np.median(t)) for arm, t in times.items()}, "peak_rss_gb": peak,
+                      "turn_ratios": ratios, "steps_timed": {arm: len(t) for arm, t in times.items()}}
     return out
 
 
@@ -174,32 +225,63 @@ def gpu_section(dataset: Path, store: Path, steps: int, device: str, extra: list
     return lines
 
 
-def markdown(args: argparse.Namespace, gb: float, lazy: dict, subset: dict, processes: list[str],
-             gpu: list[str]) -> str:
-    n = f"{args.memory_images:,}"
-    lines = ["## Scale: a COCO-size feature store read batch by batch", "",
-             f"Command: `python benchmarks/bench_scale.py --images {args.images} --regions {args.regions} --dim "
-             f"{args.dim} --steps {args.steps} --memory-images {args.memory_images} --process-steps "
-             f"{args.process_steps} --gpu-device {args.gpu_device}`. Machine: {machine(torch=torch.__version__)}.", "",
-             f"Store: {args.images:,} images x {args.regions} regions x {args.dim}-d, float16, {gb:.1f} GB on disk "
-             f"(random features, random captions over 1,000 words, 5 an image). UpDown at hidden 512, batch 50 "
-             f"images, {args.steps} steps of XE, then {args.steps} of SCST from the XE run's last checkpoint (5 "
-             f"samples an image), each run a process of its own (peak RSS: its own, from wait4). COCO size: every "
-             f"training image, read out of core (`data.in_memory=false`). First {n}: the same two runs on the first "
-             f"{n} training images (`data.max_train_images`), out of core and in memory, so that the batches, rows, "
-             f"vocabulary and CIDEr-D document frequencies are the same and only the reader differs. Step: the "
-             f"median over the run's steps.", "",
-             f"| stage | COCO size, out of core: peak RSS | step | first {n}, out of core: step | first {n}, in memory: "
-             f"step | peak RSS | out of core / in memory |", "|---|---|---|---|---|---|---|"]
+def measured(part: dict) -> str:
+    return f"Command: `{part['command']}`. Machine: {part['machine']}."
+
+
+def coco_rows(part: dict) -> list[str]:
+    f, a = part["figures"], part["args"]
+    lines = ["### Peak memory at COCO size", "", measured(part), "",
+             f"Store: {a['images']:,} images x {a['regions']} regions x {a['dim']}-d, float16, {f['store_gb']:.1f} GB "
+             f"on disk (random features, random captions over 1,000 words, 5 an image). UpDown at hidden 512, batch 50 "
+             f"images, {a['steps']} steps of XE, then {a['steps']} of SCST from the XE run's last checkpoint (5 "
+             f"samples an image), every training image read out of core (`data.in_memory=false`), each run a process "
+             f"of its own (peak RSS: its own, from wait4). Step: the median over the run's steps.", "",
+             "| stage | peak RSS | step |", "|---|---|---|"]
     for stage in ("xe", "scst"):
-        a, b, c = lazy[stage], subset["lazy"][stage], subset["memory"][stage]
-        lines.append(f"| {stage} | {a['peak_rss_gb']:.2f} GB | {a['step_s']:.3f} s | {b['step_s']:.3f} s | "
-                     f"{c['step_s']:.3f} s | {c['peak_rss_gb']:.2f} GB | {b['step_s'] / c['step_s']:.3f} |")
-    worst = max(lazy[s]["peak_rss_gb"] for s in lazy)
-    slower = max(subset["lazy"][s]["step_s"] / subset["memory"][s]["step_s"] - 1 for s in lazy)
-    lines += ["", f"Reading (computed): peak RSS at COCO size out of core {worst:.2f} GB (goal: under 4 GB); on the "
-                  f"same rows, out of core the step time is at most {slower:+.1%} against in memory (goal: within "
-                  f"5%).", "", *processes, "", *gpu]
+        lines.append(f"| {stage} | {f[stage]['peak_rss_gb']:.2f} GB | {f[stage]['step_s']:.3f} s |")
+    worst = max(f[s]["peak_rss_gb"] for s in ("xe", "scst"))
+    return [*lines, "", f"Reading (computed): peak RSS at COCO size out of core {worst:.2f} GB (goal: under 4 GB)."]
+
+
+def reader_rows(part: dict) -> list[str]:
+    f, a = part["figures"], part["args"]
+    n = f"{a['memory_images']:,}"
+    lines = ["### The reader: out of core against in memory, on the same rows", "", measured(part), "",
+             f"The first {n} training images of the store (`data.max_train_images`), so that the batches, rows, "
+             f"vocabulary and CIDEr-D document frequencies are the same and only the reader differs: {a['steps']} "
+             f"steps of XE, then {a['steps']} of SCST from the in-memory XE run's last checkpoint, each arm a run of "
+             f"its own, the two taking turns in {a['rounds']} chunks of {math.ceil(a['steps'] / a['rounds'])} "
+             f"steps (each chunk a process resuming its run; lazy first in odd turns, in memory first in even ones), "
+             f"so that the host's drift falls on both. Step: the median over every chunk's steps (less the first "
+             f"{WARM} of a chunk); turn ratio: out of core / in memory, the two chunks of one turn.", "",
+             "| stage | out of core: step | in memory: step | out of core / in memory | turn ratios (min, median, max) "
+             "| peak RSS out of core / in memory |", "|---|---|---|---|---|---|"]
+    for stage in ("xe", "scst"):
+        g = f[stage]
+        r = sorted(g["turn_ratios"])
+        lines.append(f"| {stage} | {g['step_s']['lazy']:.3f} s | {g['step_s']['memory']:.3f} s | "
+                     f"{g['step_s']['lazy'] / g['step_s']['memory']:.3f} | {r[0]:.3f}, {float(np.median(r)):.3f}, "
+                     f"{r[-1]:.3f} | {g['peak_rss_gb']['lazy']:.2f} / {g['peak_rss_gb']['memory']:.2f} GB |")
+    slower = max(f[s]["step_s"]["lazy"] / f[s]["step_s"]["memory"] - 1 for s in ("xe", "scst"))
+    return [*lines, "", f"Reading (computed): on the same rows, out of core the step time is at most {slower:+.1%} "
+                        f"against in memory (goal: within 5%)."]
+
+
+def markdown(results: dict) -> str:
+    lines = ["## Scale: a COCO-size feature store read batch by batch", "",
+             "Each part below states the command and the day it was measured (`python benchmarks/bench_scale.py "
+             "--parts ...` measures some again and keeps the others, runs/bench_scale/results.json)."]
+    renderers: dict[str, Callable[[dict], list[str]] | None] = {"coco": coco_rows, "reader": reader_rows,
+                                                                 "processes": None, "gpu": None}
+    for name, render in renderers.items():
+        part = results.get(name)
+        if part is None:
+            lines += ["", f"Part `{name}`: not measured yet."]
+        elif render is None:  # already lines
+            lines += ["", *part["lines"][:2], measured(part), "", *part["lines"][2:]]
+        else:
+            lines += ["", *render(part)]
     return "\n".join(lines)
 
 
@@ -218,27 +300,46 @@ def main(argv: list[str] | None = None) -> int:
                    help="steps of each run of 2 processes x 1 thread against 1 x 2 (0: not run)")
     p.add_argument("--gpu-device", default="cuda", help="device of the GPU section (cpu: check its code path)")
     p.add_argument("--gpu-steps", type=int, default=50, help="steps of SCST per model in the GPU section")
+    p.add_argument("--rounds", type=int, default=5, help="turns of the reader comparison (part reader)")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"parts measured in this run, of {','.join(PARTS)} (the others: from OUT/results.json)")
+    p.add_argument("--store", type=Path, default=None,
+                   help="a store folder written earlier (dataset.json, feats.h5; e.g. by --keep): read, never deleted")
     args = p.parse_args(argv)
+    parts = [name for name in args.parts.split(",") if name]
+    if unknown := sorted(set(parts) - set(PARTS)):
+        p.error(f"--parts: unknown {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
     folder = args.out
-    dataset, store = write_store(folder / "store", args.images, args.regions, args.dim)
-    gb = store.stat().st_size / 1024 ** 3
+    folder.mkdir(parents=True, exist_ok=True)
+    if args.store is not None:
+        dataset, store = args.store / "dataset.json", args.store / "feats.h5"
+    else:
+        dataset, store = write_store(folder / "store", args.images, args.regions, args.dim)
+    saved = folder / "results.json"
+    results = json.loads(saved.read_text()) if saved.exists() else {}
+    command = "python benchmarks/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    stamp = {"command": command.strip(), "machine": machine(torch=torch.__version__),
+             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
     model = ["model.arch=updown", "xe.batch_size=50", "rl.batch_size=50", "threads=auto"]
-    # the whole store out of core: peak memory at COCO's size
-    lazy = runs(dataset, store, args.steps, model, "lazy", folder, ["data.in_memory=false"])
-    # the reader alone: the same first images (so the same batches, rows, vocabulary and CIDEr-D document
-    # frequencies) out of core and in memory
     first = [f"data.max_train_images={args.memory_images}"]
-    subset = {how: runs(dataset, store, args.steps, model, f"first_{how}", folder, [*first, f"data.in_memory={flag}"])
-              for how, flag in (("lazy", "false"), ("memory", "true"))}
-    processes = (processes_rows(processes_against_threads(folder / "processes", args.process_steps),
-                                args.process_steps) if args.process_steps else [])
-    gpu = gpu_section(dataset, store, args.gpu_steps, args.gpu_device, first)
-    body = markdown(args, gb, lazy, subset, processes, gpu)
+    for name in parts:
+        if name == "coco":  # the whole store out of core: peak memory at COCO's size
+            figures = runs(dataset, store, args.steps, model, "lazy", folder, ["data.in_memory=false"])
+            results[name] = {**stamp, "figures": {**figures, "store_gb": store.stat().st_size / 1024 ** 3}}
+        elif name == "reader":
+            figures = reader_comparison(dataset, store, args.steps, args.rounds, model, folder, first)
+            results[name] = {**stamp, "figures": figures}
+        elif name == "processes" and args.process_steps:
+            rows = processes_rows(processes_against_threads(folder / "processes", args.process_steps), args.process_steps)
+            results[name] = {**stamp, "lines": rows}
+        elif name == "gpu":
+            results[name] = {**stamp, "lines": gpu_section(dataset, store, args.gpu_steps, args.gpu_device, first)}
+        saved.write_text(json.dumps(results, indent=1))  # after each part: a failed later part keeps it
+    body = markdown(results)
     replace_section("bench-scale", body, args.doc)
     print(body)
-    if not args.keep:
+    if args.store is None and not args.keep:
         shutil.rmtree(folder / "store")
-    print(json.dumps({"lazy": lazy, **{f"first_{k}": v for k, v in subset.items()}}), file=sys.stderr)
     return 0
 
 

@@ -1,5 +1,6 @@
 """Every benchmark script answers --help (and so imports cleanly and does no work at import time)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -71,18 +72,33 @@ def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
 
 @pytest.mark.slow
 def test_bench_scale_runs_at_a_tiny_size(tmp_path):
-    """make bench-scale's script end to end on a small store: both stores trained, 2 processes against 2
-    threads, the GPU section's code path on the CPU, the tables written."""
+    """make bench-scale's script end to end on a small store: both stores trained (the reader's two arms
+    in turns), 2 processes against 2 threads, the GPU section's code path on the CPU, the tables written;
+    then one part measured again, the others kept from results.json."""
     doc = tmp_path / "BENCHMARKS.md"
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_scale.py"), "--images", "1200", "--regions", "3",
-                           "--dim", "16", "--steps", "4", "--memory-images", "500", "--out", str(tmp_path / "scale"),
-                           "--process-steps", "3", "--gpu-device", "cpu", "--gpu-steps", "3",
-                           "--doc", str(doc)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = doc.read_text().splitlines()
+
+    def bench(*extra: str) -> list[str]:
+        done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_scale.py"), "--images", "1200", "--regions", "3",
+                               "--dim", "16", "--steps", "8", "--rounds", "2", "--memory-images", "500", "--out",
+                               str(tmp_path / "scale"), "--process-steps", "3", "--gpu-device", "cpu", "--gpu-steps",
+                               "3", "--doc", str(doc), *extra], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return doc.read_text().splitlines()
+
+    lines = bench()
     rows = [line for line in lines if line.startswith(("| xe ", "| scst "))]
-    assert len(rows) == 4 and all(" GB | " in row for row in rows[:2])
-    assert all(row.count("samples/s") == 2 and float(row.split("|")[4]) > 0 for row in rows[2:])
+    assert len(rows) == 6 and all(row.count(" GB |") == 1 for row in rows[:4])
+    for row in rows[2:4]:  # the reader: out of core, in memory, their ratio and the 2 turns' ratios
+        lazy, memory, ratio, turns = (cell.strip() for cell in row.split("|")[2:6])
+        assert float(ratio) == pytest.approx(float(lazy.rstrip(" s")) / float(memory.rstrip(" s")), abs=2e-3)
+        assert len(turns.split(", ")) == 3
+    assert all(row.count("samples/s") == 2 and float(row.split("|")[4]) > 0 for row in rows[4:])
     models = [line.split("|")[1].strip() for line in lines if line.startswith(("| fc ", "| updown ", "| transformer "))]
     assert models == ["fc", "updown", "transformer"]
     assert not (tmp_path / "scale" / "store").exists()  # the big store is deleted unless --keep
+    saved = json.loads((tmp_path / "scale" / "results.json").read_text())
+    assert sorted(saved) == ["coco", "gpu", "processes", "reader"]
+
+    again = bench("--parts", "gpu")  # the other parts' tables come back unchanged from results.json
+    assert [line for line in again if line.startswith(("| xe ", "| scst "))] == rows
+    assert json.loads((tmp_path / "scale" / "results.json").read_text())["reader"] == saved["reader"]
