@@ -26,6 +26,7 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
 
     from rlcap.bench.distinct import image_embeddings
     from rlcap.data.loader import load_data
+    from rlcap.metrics.retrieval import expected_ranks
     from rlcap.models.retriever import load_retriever
     from rlcap.train.run_config import load_run_config
     from rlcap.train.decode_split import decode_split
@@ -38,14 +39,35 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     ranks = {}
     for name in ("retrieval", "judge"):
         retriever = load_retriever(REPO / out / name / "best")
-        sim = retriever.embed_captions(captions) @ image_embeddings(retriever, test, None).T  # (I captions, I images)
-        ranks[name] = (sim > sim.diagonal()[:, None]).sum(1) + 1  # rank of the caption's own image
+        sim = image_embeddings(retriever, test, None) @ retriever.embed_captions(captions).T  # (I images, I captions)
+        ranks[name] = torch.as_tensor(expected_ranks(sim.numpy())["t2i"])  # of the caption's own image, ties shared
     gap = ranks["judge"] - ranks["retrieval"]
     lines = ["| caption (WTF-RL, beam 3) | rank of its image, training retriever | rank, judge | a reference |",
              "|---|---:|---:|---|"]
     for k in torch.argsort(gap, descending=True)[:shown].tolist():
-        lines.append(f"| {captions[k]} | {int(ranks['retrieval'][k])} | {int(ranks['judge'][k])} | {test.refs[k][0]} |")
+        lines.append(f"| {captions[k]} | {float(ranks['retrieval'][k]):g} | {float(ranks['judge'][k]):g} | "
+                     f"{test.refs[k][0]} |")
     return lines
+
+
+def human_row(out: str, benchmark_data: list[str]) -> dict[str, float]:
+    """The scale of the R@k columns: each test image's first human reference caption (not a method),
+    retrieved as the methods' captions are, by both retrievers, with its Self-BLEU."""
+    from rlcap.bench.distinct import distinct_row, load_judges
+    from rlcap.data.loader import load_data
+    from rlcap.train.checkpoint import load_model
+    from rlcap.train.run_config import load_run_config
+
+    _, vocab, _ = load_model(REPO / out / "xe" / "best")
+    test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
+    judges = load_judges({name: REPO / out / name / "best" for name in ("retrieval", "judge")}, test)
+    return distinct_row({i: refs[0] for i, refs in zip(test.ids, test.refs)}, test, judges)
+
+
+def human_line(row: dict[str, float]) -> str:
+    return ("- Human captions (each test image's first reference, not a method; the scale of the R@k columns): "
+            f"T2I R@1 {row['T2I R@1']:.1f}, I2T R@1 {row['I2T R@1']:.1f} (judge {row['judge T2I R@1']:.1f}, "
+            f"{row['judge I2T R@1']:.1f}), Self-BLEU {row['Self-BLEU']:.1f}.")
 
 
 def distinct_table(path) -> str:
@@ -61,8 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-train-images", type=int, default=0, help="train on the first N training images (0: all)")
     parser.add_argument("--rl", nargs="*", default=[], metavar="KEY=VALUE",
                         help="overrides of every stage that is not XE, e.g. threads=1 when another job shares the cores")
+    parser.add_argument("--human", action="store_true",
+                        help="only print the human-caption row of a finished bench folder (--out), training nothing")
     args = parser.parse_args(argv)
     args.out = args.out or f"runs/distinct_{args.benchmark}"
+    if args.human:
+        cfg = json.loads((REPO / args.out / "xe" / "config.json").read_text())
+        row = human_row(args.out, [f"data.{k}={cfg['data'][k]}" for k in ("dataset", "features")])
+        print(human_line(row))
+        print(json.dumps({k: round(v, 2) for k, v in row.items()}))
+        return 0
     command, seconds = run_bench(args.benchmark, METHODS, args.out, args.max_train_images, args.rl)
     results = json.loads((REPO / args.out / "results.json").read_text())
     m = {name: row["distinct"] | {"CIDEr": row["beam"]["CIDEr"]} for name, row in results["methods"].items()}
@@ -106,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         f"- TF continued (the control, not in [Chaffin24]: teacher forcing with the same budget) over TF: R@1 T2I "
         f"{checks['tf_continued_t2i_r1']:+.0%}, I2T {checks['tf_continued_i2t_r1']:+.0%} (judge I2T "
         f"{checks['tf_continued_judge_i2t_r1']:+.0%}), CIDEr-D {checks['tf_continued_cider']:+.1%}: what training on "
-        "gives without the reward.", "",
+        "gives without the reward.",
+        human_line(human_row(args.out, data)), "",
         "Reward hacking check: the WTF-RL captions whose image the training retriever ranks much higher than "
         "the judge does.", "", *hacking_examples(args.out, data),
     ])

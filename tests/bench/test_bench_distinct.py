@@ -2,7 +2,8 @@
 training retriever, and Table 1's columns (retrieval by both judges, quality, Self-BLEU)."""
 
 import json
-
+import sys
+from pathlib import Path
 
 from rlcap.bench.registry import BENCHMARKS, Benchmark
 from rlcap.cli import main
@@ -54,3 +55,19 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
         assert row["T2I R@1"] <= row["T2I R@5"] <= row["T2I R@10"]
     table = (out / "results.md").read_text()
     assert "| method | T2I R@1 |" in table and "| wtf_rl |" in table
+
+    # bench_distinct.py's additions: the human-caption row (the first reference of each test image, scored as a
+    # method's captions are) and the reward-hacking examples (expected ranks, ties shared)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import bench_distinct
+    finally:
+        sys.path.pop(0)
+    data = [f"data.{k}={config['data'][k]}" for k in ("dataset", "features")]
+    human = bench_distinct.human_row(str(out), data)
+    assert set(human) == set(results["methods"]["tf"]["distinct"])
+    assert all(0.0 <= v <= 100.0 for v in human.values()) and human["T2I R@1"] <= human["T2I R@10"]
+    assert bench_distinct.human_line(human).startswith("- Human captions")
+    examples = bench_distinct.hacking_examples(str(out), data)
+    assert len(examples) > 2 and all(row.count(" | ") == 3 for row in examples[2:])
+    assert all(float(row.split(" | ")[1]) >= 1 for row in examples[2:])  # expected ranks start at 1
