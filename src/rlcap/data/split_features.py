@@ -30,15 +30,18 @@ def check_in_memory(value: bool | str) -> None:
         raise ConfigError(f"data.in_memory: {value!r} is not one of true, false, auto")
 
 
-def _as_feats(loaded: LoadedFeatures, n_max: int | None) -> Feats:
-    att = loaded.att
+def _as_feats(loaded: LoadedFeatures, n_max: int | None, dtype: type | None = None) -> Feats:
+    """The loaded rows as tensors, padded to ``n_max`` regions; ``dtype``: converted first, in numpy."""
+    fc, att = loaded.fc, loaded.att
+    if dtype is not None:
+        fc, att = fc.astype(dtype, copy=False), att.astype(dtype, copy=False)
     if n_max is not None and att.shape[1] < n_max:  # the split's width, as an in-memory split has it
         att = np.concatenate([att, np.zeros((att.shape[0], n_max - att.shape[1], att.shape[2]), att.dtype)], axis=1)
-    fc = torch.from_numpy(np.ascontiguousarray(loaded.fc))
+    fc_t = torch.from_numpy(np.ascontiguousarray(fc))
     att_t = torch.from_numpy(np.ascontiguousarray(att))
     counts = torch.from_numpy(np.asarray(loaded.att_count, dtype=np.int64))
     mask = torch.arange(att_t.shape[1])[None, :] < counts[:, None]  # cpu: the split's data
-    return Feats(fc, att_t, mask)
+    return Feats(fc_t, att_t, mask)
 
 
 def estimated_bytes(store: FeatureStore, ids: Sequence[str]) -> int:
@@ -78,8 +81,9 @@ class SplitFeatures:
             return Feats(self._all.fc[index].float(), self._all.att[index].float(), self._all.att_mask[index])
         with self._lock:
             loaded = self._store.load_all([self.ids[i] for i in index.tolist()])
-        feats = _as_feats(loaded, self._n_max)
-        return Feats(feats.fc.float(), feats.att.float(), feats.att_mask)
+        # float32 by numpy, which works in the calling thread alone: this runs in the read-ahead thread, where a
+        # torch op of this size would start a second OpenMP team beside the training loop's on the same cores
+        return _as_feats(loaded, self._n_max, np.float32)
 
     def everything(self) -> Feats:
         """Every row at once (in their stored precision), read now when the split is out of core."""
