@@ -157,17 +157,18 @@ class SplitData:
             yield self._batch(index, seq_per_img, gen, feats)
 
     def _features_of(self, indexes: list[torch.Tensor]) -> Iterator[Feats]:
-        """The features of each batch in turn; out of core, the next batch's are read by a thread
-        while the current one trains."""
-        if self.features.in_memory:
+        """The features of each batch in turn; out of core, the next batch's rows are read by a thread
+        while the current one trains (the cast to float32 stays on this thread: SplitFeatures.as_float)."""
+        features = self.features
+        if features.in_memory:
             yield from (self.feats(index) for index in indexes)
             return
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlcap-prefetch") as pool:
-            ahead = pool.submit(self.feats, indexes[0]) if indexes else None
+            ahead = pool.submit(features.read, indexes[0]) if indexes else None
             for k in range(len(indexes)):
-                feats = ahead.result()
-                ahead = pool.submit(self.feats, indexes[k + 1]) if k + 1 < len(indexes) else None
-                yield feats
+                read = ahead.result()
+                ahead = pool.submit(features.read, indexes[k + 1]) if k + 1 < len(indexes) else None
+                yield features.as_float(read)
 
     def eval_batches(self, batch_size: int, limit: int = 0) -> Iterator[Batch]:
         """Images in order (no captions drawn), for decoding and evaluation."""

@@ -30,18 +30,15 @@ def check_in_memory(value: bool | str) -> None:
         raise ConfigError(f"data.in_memory: {value!r} is not one of true, false, auto")
 
 
-def _as_feats(loaded: LoadedFeatures, n_max: int | None, dtype: type | None = None) -> Feats:
-    """The loaded rows as tensors, padded to ``n_max`` regions; ``dtype``: converted first, in numpy."""
-    fc, att = loaded.fc, loaded.att
-    if dtype is not None:
-        fc, att = fc.astype(dtype, copy=False), att.astype(dtype, copy=False)
+def _as_feats(loaded: LoadedFeatures, n_max: int | None) -> Feats:
+    att = loaded.att
     if n_max is not None and att.shape[1] < n_max:  # the split's width, as an in-memory split has it
         att = np.concatenate([att, np.zeros((att.shape[0], n_max - att.shape[1], att.shape[2]), att.dtype)], axis=1)
-    fc_t = torch.from_numpy(np.ascontiguousarray(fc))
+    fc = torch.from_numpy(np.ascontiguousarray(loaded.fc))
     att_t = torch.from_numpy(np.ascontiguousarray(att))
     counts = torch.from_numpy(np.asarray(loaded.att_count, dtype=np.int64))
     mask = torch.arange(att_t.shape[1])[None, :] < counts[:, None]  # cpu: the split's data
-    return Feats(fc_t, att_t, mask)
+    return Feats(fc, att_t, mask)
 
 
 def estimated_bytes(store: FeatureStore, ids: Sequence[str]) -> int:
@@ -77,13 +74,24 @@ class SplitFeatures:
 
     def rows(self, index: torch.Tensor) -> Feats:
         """Features of rows ``index`` (B,) in float32."""
+        return self.as_float(self.read(index))
+
+    def read(self, index: torch.Tensor) -> torch.Tensor | LoadedFeatures:
+        """Rows ``index`` as stored: read from the store when out of core (what a read-ahead thread does),
+        else the index itself; :meth:`as_float` makes them the float32 features."""
         if self._all is not None:
-            return Feats(self._all.fc[index].float(), self._all.att[index].float(), self._all.att_mask[index])
+            return index
         with self._lock:
-            loaded = self._store.load_all([self.ids[i] for i in index.tolist()])
-        # float32 by numpy, which works in the calling thread alone: this runs in the read-ahead thread, where a
-        # torch op of this size would start a second OpenMP team beside the training loop's on the same cores
-        return _as_feats(loaded, self._n_max, np.float32)
+            return self._store.load_all([self.ids[i] for i in index.tolist()])
+
+    def as_float(self, read: torch.Tensor | LoadedFeatures) -> Feats:
+        """The float32 features of :meth:`read`'s rows. The cast is torch's, on the thread that trains: the
+        read-ahead thread only reads, since on a machine whose cores the training loop's threads fill, work
+        there slows every step more than it costs (measured in docs/BENCHMARKS.md, "Scale")."""
+        if self._all is not None:
+            return Feats(self._all.fc[read].float(), self._all.att[read].float(), self._all.att_mask[read])
+        feats = _as_feats(read, self._n_max)
+        return Feats(feats.fc.float(), feats.att.float(), feats.att_mask)
 
     def everything(self) -> Feats:
         """Every row at once (in their stored precision), read now when the split is out of core."""
