@@ -1,6 +1,9 @@
 """A short CPU smoke run per RL method: parameters change, losses stay finite, faults are handled."""
 
+import json
+import logging
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -114,6 +117,27 @@ def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):
         losses[name] = {r["step"]: r["loss"] for r in read_log(tmp_path / name / "log.jsonl") if r["split"] == "train"}
     assert max(losses["resumed"]) == 2 * math.ceil(24 / 8), "the resumed run must train its second epoch"
     assert losses["resumed"] == losses["reference"]
+
+
+def test_model_keys_beside_init_from_are_reported_unused(xe_checkpoint, tmp_path, caplog, capsys):
+    """A run with init_from builds the checkpoint's architecture: a model key set to something else is named
+    in a warning (not silently dropped), and `--help-config` leaves the model keys out of such a run's keys."""
+    from rlcap.cli import main
+
+    dataset, feats, init = xe_checkpoint
+    items = tiny_overrides(dataset, feats, tmp_path / "run", **{"algorithm": "scst", "init_from": init, "rl.epochs": 1,
+                                                               "rl.batch_size": 8, "rl.n_samples": 2, "max_steps": 1})
+    trained = json.loads((Path(init).parent / "config.json").read_text())["model"]
+    cfg = api.load_run_config(None, [i for i in items if not i.startswith("model.")]
+                              + [f"model.hidden_dim={trained['hidden_dim'] + 8}"])
+    with caplog.at_level(logging.WARNING):
+        api.train(cfg)
+    assert f"model.hidden_dim={trained['hidden_dim'] + 8} are not used" in caplog.text
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"] == trained
+
+    assert main(["train", "--help-config", "algorithm=scst", f"init_from={init}"]) == 0
+    shown = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line[:1].isalpha()]
+    assert "optim.lr" in shown and not any(key.startswith("model.") for key in shown)
 
 
 @pytest.mark.parametrize("dropout", [True, False])

@@ -123,7 +123,15 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     if source is not None:
         # The model must be the one whose weights we load: take its architecture from that checkpoint
         # (an RL run's config names only init_from, so on resume the run's own checkpoint is the source).
-        cfg.model = from_dict(ModelConfig, source.config["model"])
+        taken = from_dict(ModelConfig, source.config["model"])
+        if init is not None:  # model keys a recipe or an override set (not the defaults) that are not used
+            default = ModelConfig()
+            unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items() if v not in (getattr(default, k),
+                                                                                         getattr(taken, k))]
+            if unused:
+                log.warning("%s are not used: a run with init_from takes the architecture of %s", ", ".join(unused),
+                            cfg.init_from)
+        cfg.model = taken
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
