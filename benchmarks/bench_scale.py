@@ -176,7 +176,7 @@ def processes_against_threads(folder: Path, steps: int) -> dict:
 
 
 def processes_rows(result: dict, steps: int) -> list[str]:
-    per_step = {"xe": 50 * 5, "scst": 50 * 5}  # captions a step: 50 images x 5 (seq_per_img; rl.n_samples)
+    per_step = 50 * 5  # captions a step, XE and SCST alike: 50 images x 5 (seq_per_img; rl.n_samples)
     lines = ["### 2 processes x 1 thread against 1 process x 2 threads (shapes)", "",
              f"XE and then SCST (configs/shapes_xe.yaml, shapes_scst.yaml: UpDown, batch 50 images, 5 captions "
              f"an image) for {steps} steps each on 1,000 shapes images (128 px), device=cpu. `2x1`: `rlcap train "
@@ -184,7 +184,7 @@ def processes_rows(result: dict, steps: int) -> list[str]:
              f"threads=2. Samples a second from the median step.", "",
              "| stage | 1 process x 2 threads | 2 processes x 1 thread | 2x1 / 1x2 |", "|---|---|---|---|"]
     for stage in ("xe", "scst"):
-        a, b = (per_step[stage] / result[name][stage]["step_s"] for name in ("1x2", "2x1"))
+        a, b = (per_step / result[name][stage]["step_s"] for name in ("1x2", "2x1"))
         lines.append(f"| {stage} | {a:.0f} samples/s | {b:.0f} samples/s | {b / a:.2f} |")
     return lines
 

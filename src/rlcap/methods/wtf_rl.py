@@ -52,7 +52,7 @@ from rlcap.rl.losses import reinforce_loss
 from rlcap.train.run_config import OptimConfig, RunConfig, check_min
 from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
-from rlcap.train.distributed import global_mean, word_share
+from rlcap.train.distributed import count_share, global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
 
@@ -179,7 +179,7 @@ def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b:
     human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
     accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
     loss = discriminator_loss(human, generated)
-    optimizer_step(s, loss * word_share(torch.ones(b, device=s.device), s.ranks), part=DISCRIMINATOR)  # share of images
+    optimizer_step(s, loss * count_share(torch.tensor(float(b), device=s.device), s.ranks), part=DISCRIMINATOR)
     return loss.item(), accuracy
 
 

@@ -74,10 +74,15 @@ def word_share(mask: torch.Tensor, ranks: Ranks) -> torch.Tensor | float:
     this rank's words / all ranks' words x the number of ranks. A loss that averages over ``mask`` (its
     rank's words), multiplied by it, gives averaged gradients equal to the global batch's per-word mean,
     also when the ranks' captions differ in length. One process: exactly 1 (the loss is left as it is)."""
+    return count_share(mask.sum().float(), ranks)
+
+
+def count_share(count: torch.Tensor, ranks: Ranks) -> torch.Tensor | float:
+    """The same factor for a rank's count of items (words, images: a () float tensor on the run's device):
+    count / all ranks' counts x the number of ranks; 1 for one process."""
     if ranks.world == 1:
         return 1.0
-    words = mask.sum().float()
-    return words / total(words, ranks) * ranks.world
+    return count / total(count, ranks) * ranks.world
 
 
 def global_mean(values: torch.Tensor, ranks: Ranks) -> torch.Tensor:
