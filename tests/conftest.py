@@ -24,13 +24,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The users of a shared session fixture go to one xdist worker; the end-to-end runs marked slow are
-    handed out first, so that no worker is left with a long one while the others have finished."""
     for item in items:
         for name in SHARED_FIXTURES:
             if name in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(name))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order is kept otherwise
 
 
 @pytest.fixture(scope="session")
