@@ -58,10 +58,10 @@ def value_fits(out: Path, images: int = 500) -> dict[str, dict]:
         got = value_fit(out / stage / "best", "val", images)
         rows = got.fit.rows.tolist()
         last = max((t for t, n in enumerate(rows) if n >= 100), default=0)
+        shown = [t for t in sorted({*POSITIONS, last}) if t < len(rows)]
         fits[stage] = {"reads": got.value_features, "overall": float(got.fit.overall), "last": last,
-                       "by_position": {t: float(got.fit.by_position[t]) for t in sorted({*POSITIONS, last})
-                                       if t < len(rows)},
-                       "rows": {t: rows[t] for t in sorted({*POSITIONS, last}) if t < len(rows)},
+                       "by_position": {t: float(got.fit.by_position[t]) for t in shown},
+                       "rows": {t: rows[t] for t in shown},
                        "images": got.images, "samples": got.samples_per_image, "temperature": got.temperature}
     return fits
 

@@ -300,7 +300,7 @@ READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
     "data.seq_per_img": lambda cfg: cfg.algorithm not in NO_SEQ_PER_IMG,
     "data.max_len": lambda cfg: cfg.algorithm not in NO_CAPTIONS,
     "scst.running_mean_decay": lambda cfg: cfg.scst.baseline == "running_mean",
-    **{f"model.{k}": _archs("fc", "updown", "transformer", "hrl") for k in ("arch", "hidden_dim", "dropout")},
+    **{f"model.{k}": lambda cfg: cfg.init_from is None for k in ("arch", "hidden_dim", "dropout")},  # every arch's
     "model.embed_dim": _archs("fc", "updown", "hrl"),
     "model.att_hidden_dim": _archs("updown", "hrl"),
     **{f"model.{k}": _archs("transformer") for k in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},
