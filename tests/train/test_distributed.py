@@ -39,6 +39,7 @@ def runs(tmp_path_factory):
     done = {n: _train([*common, f"out_dir={folder / str(n)}"], n) for n in (1, 2)}
     for n, proc in done.items():
         assert proc.returncode == 0, (n, proc.stderr[-2000:])
+        (folder / f"{n}.stderr").write_text(proc.stderr)
     return folder, common
 
 
@@ -55,6 +56,15 @@ def test_two_processes_end_where_one_does(runs):
     val = {n: [json.loads(line)["CIDEr"] for line in (folder / str(n) / "log.jsonl").read_text().splitlines()
                if json.loads(line)["split"] == "val"] for n in (1, 2)}
     assert len(val[2]) == len(val[1]) >= 2 and all(abs(a - b) < 1e-6 for a, b in zip(val[1], val[2]))
+
+
+def test_only_rank_0_writes_info_lines(runs):
+    """Under torchrun the other ranks log warnings only: each step line once, as with one process."""
+    folder, _ = runs
+    logs = {n: (folder / f"{n}.stderr").read_text() for n in (1, 2)}
+    steps = {n: [line for line in logs[n].splitlines() if "INFO rlcap.train.session: step " in line] for n in (1, 2)}
+    assert len(steps[1]) >= 2 and len(steps[2]) == len(steps[1])
+    assert "INFO [rank 1]" not in logs[2]
 
 
 def test_a_run_is_resumed_by_as_many_processes(runs):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from rlcap.cli.options import CommandParser
@@ -64,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or an argument error, already printed as one line (2)
         return exc.code if isinstance(exc.code, int) else 2
+    rank = _launched_rank()  # under torchrun, the other ranks log warnings and errors only (--verbose: all)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.DEBUG if args.verbose else logging.INFO if rank == 0 else logging.WARNING,
+        format="%(asctime)s %(levelname)s " + (f"[rank {rank}] " if rank else "") + "%(name)s: %(message)s",
         datefmt="%H:%M:%S",
         handlers=[_BarSafeHandler()],
     )
@@ -81,6 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rlcap {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _launched_rank() -> int:
+    """torchrun's rank of this process (0 without torchrun), without importing torch when there is none."""
+    if "RANK" not in os.environ:
+        return 0
+    from rlcap.train.distributed import launched_rank
+
+    return launched_rank()
 
 
 class _BarSafeHandler(logging.StreamHandler):
