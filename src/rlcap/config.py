@@ -115,6 +115,11 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
+def key_matches(key: str, names: tuple[str, ...]) -> bool:
+    """Whether the dotted ``key`` is one of ``names``: a key, or a section's prefix ending in ``.``."""
+    return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``a.b=value`` strings onto a nested dict (values parsed as YAML scalars)."""
     for item in overrides:

@@ -85,6 +85,29 @@ def test_a_run_parses_only_its_methods_sections(caplog):
         api.load_run_config(None, ["algorithm=nosuch"])
 
 
+def test_keys_a_method_never_reads_are_named_and_not_listed(caplog, capsys):
+    """Method.skips: a shared key the loop never reads is named in a warning when set, and --help-config leaves
+    it out (the embedding builds no captioner, the critic only embed_dim and hidden_dim; xe samples nothing)."""
+    with caplog.at_level(logging.WARNING, logger="rlcap.train.run_config"):
+        api.load_run_config(None, ["algorithm=xe", "decode.temperature=0.5", "decode.beam_size=2"])
+        api.load_run_config(None, ["algorithm=xe", "decode.temperature=0.5"], shared=True)  # bench --rl: silent
+        for recipe in sorted((REPO / "configs").glob("*.yaml")):  # no recipe sets a key its method never reads
+            api.load_run_config(recipe)
+    assert [r.getMessage() for r in caplog.records] == [
+        "algorithm=xe does not read decode.temperature (set, but without effect on this run)"]
+
+    def listed(algorithm: str) -> list[str]:
+        assert main(["train", "--help-config", f"algorithm={algorithm}"]) == 0
+        return [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:] if line[:1].isalpha()
+                and " " in line and not line.startswith(("other methods", "algorithm="))]
+
+    embedding, critic, xe = listed("embedding"), listed("critic"), listed("xe")
+    assert not [k for k in embedding if k.startswith(("model.", "decode.")) or k == "val.metric"]
+    assert {"embedding.epochs", "val.split", "val.max_images"} <= set(embedding)
+    assert [k for k in critic if k.startswith(("model.", "val."))] == ["model.embed_dim", "model.hidden_dim", "val.split"]
+    assert "decode.temperature" not in xe and "decode.beam_size" in xe
+
+
 def test_help_config_lists_the_shared_keys_and_the_methods_own(capsys):
     assert main(["train", "--help-config", "algorithm=scst"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -66,7 +66,7 @@ def config_markdown() -> str:
         read = sum(read_by(default, key) for key in keys)
         out += ["", f"A run of `{name}` has {len(keys)} keys; with the default settings it reads {read} of them "
                     f"(`--help-config algorithm={name}` lists those; the others belong to another `model.arch`, "
-                    "reward or setting)."]
+                    "reward or setting, or the method never reads them)."]
         recipes = recipes_of(name)
         if recipes:
             out += ["", "Recipes: " + ", ".join(f"`configs/{r}`" for r in recipes) + "."]

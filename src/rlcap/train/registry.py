@@ -38,7 +38,9 @@ class Method:
     budget and rollouts of the sequence-level methods). ``epochs``: the key that holds its number
     of epochs (whether a run stopped early). ``reward``: its policy learns from ``reward.weights``
     (``val.metric: auto`` then keeps best/ by the metric the reward optimises). ``check``: a
-    function ``check(cfg)`` for rules across sections, raising ConfigError. ``help``: one line."""
+    function ``check(cfg)`` for rules across sections, raising ConfigError. ``help``: one line.
+    ``skips``: shared keys its loop never reads (a key, or a section's prefix ending in ``.``), left
+    out of ``rlcap train --help-config`` (:func:`rlcap.train.run_config.read_by`)."""
 
     train: str | Trainer
     config: str | type | None = None
@@ -47,12 +49,17 @@ class Method:
     reward: bool = True
     check: str | Callable[[Any], None] | None = None
     help: str = ""
+    skips: tuple[str, ...] = ()
 
 
 M = "rlcap.methods."
+# What the trainers of other models than the captioner leave unread: they decode no caption and keep best/
+# by their own score (the embedding's mean recall, the critic's F1), and the embedding builds no captioner.
+NO_DECODING = ("decode.", "val.metric")
+SAMPLING = ("rl.n_samples", "rl.sample_method", "rl.rollout_dropout", "decode.temperature")  # sampled captions
 METHODS: dict[str, Method] = {
     "xe": Method(M + "xe:train_xe", M + "xe:XEConfig", rl=False, epochs="xe.epochs", reward=False,
-                 help="cross-entropy training (teacher forcing)"),
+                 skips=("decode.temperature",), help="cross-entropy training (teacher forcing)"),
     "scst": Method(M + "scst:train_scst", M + "scst:ScstConfig", check=M + "scst:check_baseline",
                    help="self-critical sequence training [Rennie17], or SLL [Chen20]"),
     "sll_me": Method(M + "sll_me:train_sll_me", M + "sll_me:SllMeConfig", check=M + "scst:check_baseline",
@@ -60,10 +67,10 @@ METHODS: dict[str, Method] = {
     "sll_sle": Method(M + "sll_sle:train_sll_sle", M + "sll_sle:SllSleConfig",
                       help="SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]"),
     "embedding": Method(M + "embedding:train_embedding", M + "embedding:EmbeddingConfig", rl=False,
-                        epochs="embedding.epochs", reward=False,
+                        epochs="embedding.epochs", reward=False, skips=("model.", *NO_DECODING),
                         help="the image-caption embedding that the embedding reward loads [Shi18]"),
     "retriever": Method(M + "embedding:train_embedding", M + "embedding:RetrieverConfig", rl=False,
-                        epochs="retriever.epochs", reward=False,
+                        epochs="retriever.epochs", reward=False, skips=("model.", *NO_DECODING),
                         help="a dual encoder trained contrastively: the retriever and the judge of [Chaffin24]"),
     "ac": Method(M + "actor_critic:train_actor_critic", M + "actor_critic:ActorCriticConfig",
                  help="actor-critic with a value network [Shi18]"),
@@ -71,13 +78,15 @@ METHODS: dict[str, Method] = {
                  help="PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]"),
     "mixer": Method(M + "mixer:train_mixer", M + "mixer:MixerConfig",
                     help="MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]"),
-    "wtf_rl": Method(M + "wtf_rl:train_wtf_rl", M + "wtf_rl:WtfRlConfig",
+    "wtf_rl": Method(M + "wtf_rl:train_wtf_rl", M + "wtf_rl:WtfRlConfig", skips=SAMPLING,  # beam and greedy only
                      help="distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]"),
     "scst_discriminator": Method(M + "scst_discriminator:train_scst_discriminator",
                                  M + "scst_discriminator:ScstDiscriminatorConfig",
                                  help="SCST on a retrieval reward plus a discriminator's [Chaffin24]"),
     "critic": Method(M + "critic:train_critic", M + "critic:CriticConfig", rl=False, epochs="critic.epochs",
-                     reward=False, help="the internal critic of HRL, trained before it [Wang18]"),
+                     reward=False, skips=("model.arch", "model.att_hidden_dim", "model.dropout", "val.max_images",
+                                          "val.batch_size", *NO_DECODING),  # sized by embed_dim, hidden_dim
+                     help="the internal critic of HRL, trained before it [Wang18]"),
     "hrl": Method(M + "hrl:train_hrl", M + "hrl:HrlConfig",
                   help="hierarchical RL for video: alternating worker and manager phases [Wang18]"),
 }

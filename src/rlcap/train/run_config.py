@@ -10,7 +10,7 @@ from dataclasses import dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rlcap.config import apply_overrides, from_dict, help_field, read_yaml
+from rlcap.config import apply_overrides, from_dict, help_field, key_matches, read_yaml
 from rlcap.data.loader import DataConfig
 from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
@@ -18,6 +18,7 @@ from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards import RewardConfig
 from rlcap.train.registry import METHODS, Method, method, resolve
+from rlcap.train.run_folder import flatten
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,8 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     Only the method's own sections are parsed: the sections of other registered methods are left
     out with a warning naming them (overrides given to several runs at once, as ``rlcap bench --rl``
     and ``rlcap demo`` give them, reach the runs that read them; ``shared``: such overrides, left out
-    without a warning), and any other unknown key is an error listing the valid ones."""
+    without a warning), and any other unknown key is an error listing the valid ones. A shared key the
+    method never reads (:attr:`Method.skips`, e.g. ``decode.temperature`` for xe) is named in a warning too."""
     data = apply_overrides(read_yaml(path) if path is not None else {}, list(overrides or []))
     algorithm = data.get("algorithm", "xe")
     if not isinstance(algorithm, str):
@@ -268,6 +270,10 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     if stray and not shared:
         log.warning("algorithm=%s does not read the section%s %s (left out)", algorithm, "s" * (len(stray) > 1),
                     ", ".join(stray))
+    unread = [key for key in flatten(data) if key_matches(key, method(algorithm).skips)]
+    if unread and not shared:
+        log.warning("algorithm=%s does not read %s (set, but without effect on this run)", algorithm,
+                    ", ".join(unread))
     return from_dict(run_config_class(algorithm), {k: v for k, v in data.items() if k not in stray})
 
 
@@ -311,5 +317,8 @@ READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
 
 
 def read_by(cfg: RunConfig, key: str) -> bool:
-    """Whether a run of ``cfg`` reads ``key`` (every key but those of :data:`READ_WHEN` that it does not)."""
+    """Whether a run of ``cfg`` reads ``key``: every key but those its method skips (:attr:`Method.skips`)
+    and those of :data:`READ_WHEN` that it does not."""
+    if key_matches(key, method(cfg.algorithm).skips):
+        return False
     return key not in READ_WHEN or READ_WHEN[key](cfg)

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rlcap.config import to_dict
+from rlcap.config import key_matches, to_dict
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
 
@@ -49,10 +49,6 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _is(key: str, names: tuple[str, ...]) -> bool:
-    return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
-
-
 def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool,
                      defaults: dict[str, Any] | None = None) -> dict[str, tuple]:
     """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint).
@@ -65,7 +61,7 @@ def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_fr
     old, new, default = flatten(previous), flatten(current), flatten(defaults or {})
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys
-            if old.get(k) != new.get(k) and not _is(k, IGNORED) and not (model_from_checkpoint and k.startswith("model."))
+            if old.get(k) != new.get(k) and not key_matches(k, IGNORED) and not (model_from_checkpoint and k.startswith("model."))
             and not (k not in old and k in default and new.get(k) == default[k])}
 
 
@@ -92,7 +88,7 @@ def prepare_run_folder(cfg: Any) -> bool:
         raise ConfigError(f"{stored} is not valid JSON ({exc}); give overwrite=true to start the run afresh") from exc
     changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from),
                                defaults=to_dict(type(cfg)()))
-    fixed = {k: v for k, v in changes.items() if _is(k, FIXED)}
+    fixed = {k: v for k, v in changes.items() if key_matches(k, FIXED)}
     if cfg.resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
                           f"train into a new out_dir, or give overwrite=true to replace it")
