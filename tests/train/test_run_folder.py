@@ -70,6 +70,15 @@ def test_a_setting_added_by_a_later_release_keeps_an_older_run_going(tiny, tmp_p
         api.train(_cfg(tiny, run, "xe.epochs=1", "data.train_captions=odd", "resume=true"))
 
 
+def test_a_key_the_method_never_reads_is_no_change(tiny, tmp_path):
+    """xe samples nothing: a finished run with another decode.temperature is the same run (kept, not refused)."""
+    run = tmp_path / "run"
+    first = api.train(_cfg(tiny, run, "xe.epochs=1"))
+    assert api.train(_cfg(tiny, run, "xe.epochs=1", "decode.temperature=0.5")).steps == first.steps
+    with pytest.raises(ConfigError, match="decode.beam_size 3 -> 2"):  # read by its validation: a change
+        api.train(_cfg(tiny, run, "xe.epochs=1", "decode.beam_size=2"))
+
+
 def test_architecture_cannot_change_on_resume(tiny, tmp_path):
     run = tmp_path / "run"
     api.train(_cfg(tiny, run, "xe.epochs=1"))

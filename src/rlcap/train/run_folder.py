@@ -28,6 +28,7 @@ from typing import Any
 from rlcap.config import key_matches, to_dict
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
+from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +51,18 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool,
-                     defaults: dict[str, Any] | None = None) -> dict[str, tuple]:
+                     defaults: dict[str, Any] | None = None, unread: tuple[str, ...] = ()) -> dict[str, tuple]:
     """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint).
 
     A setting the stored run does not have (added by a later release) is no change while it keeps
     its default (``defaults``, flat), which does what the run did before the setting existed. A
     section the current method does not read (runs written when every method's section was stored)
-    is no change either."""
+    is no change either, nor is a key it never reads (``unread``: :attr:`Method.skips`)."""
     previous = {k: v for k, v in previous.items() if k in current}
     old, new, default = flatten(previous), flatten(current), flatten(defaults or {})
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys
-            if old.get(k) != new.get(k) and not key_matches(k, IGNORED) and not (model_from_checkpoint and k.startswith("model."))
+            if old.get(k) != new.get(k) and not key_matches(k, (*IGNORED, *unread)) and not (model_from_checkpoint and k.startswith("model."))
             and not (k not in old and k in default and new.get(k) == default[k])}
 
 
@@ -87,7 +88,7 @@ def prepare_run_folder(cfg: Any) -> bool:
     except ValueError as exc:
         raise ConfigError(f"{stored} is not valid JSON ({exc}); give overwrite=true to start the run afresh") from exc
     changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from),
-                               defaults=to_dict(type(cfg)()))
+                               defaults=to_dict(type(cfg)()), unread=method(cfg.algorithm).skips)
     fixed = {k: v for k, v in changes.items() if key_matches(k, FIXED)}
     if cfg.resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
