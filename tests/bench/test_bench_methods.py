@@ -34,6 +34,18 @@ def test_bench_methods_tiny(tiny_data, tmp_path):
     assert table.startswith("| method | ") and "| sll_sle |" in table and "s/update" in table
     assert (tmp_path / "bench" / "curves.png").stat().st_size > 1000
 
+    # run again on the same folder: no stage trained, no row evaluated again but the one whose checkpoint
+    # changed (an evaluation cut short resumes at the first method not yet evaluated)
+    sll_sle = tmp_path / "bench" / "sll_sle" / "best" / "checkpoint.json"
+    sll_sle.write_text(sll_sle.read_text() + " ")
+    said: list[str] = []
+    again = run_benchmark("shapes", ["xe", "scst", "sll_me", "sll_sle"], tmp_path / "bench", configs=CONFIGS,
+                          rl_overrides=rl, xe_overrides=[*tiny, "xe.epochs=2"], prepared=(dataset, feats),
+                          report=said.append)
+    assert [line.split(":")[0] for line in said if "evaluat" in line] == ["xe", "scst", "sll_me", "evaluating sll_sle"]
+    assert all("evaluated before" in line for line in said if line.startswith(("xe:", "scst:", "sll_me:")))
+    assert json.loads(json.dumps(again)) == saved  # sll_sle evaluated again: the same weights, the same row
+
 
 def test_unknown_method_lists_the_known_ones(tmp_path):
     with pytest.raises(ConfigError, match="sll_sle"):

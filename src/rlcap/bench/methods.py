@@ -6,6 +6,7 @@ quality and diversity of 5 random samples (rs) and of the 5-best beam (bs).
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
@@ -88,19 +89,26 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         if test is None:
             test = load_data(load_run_config(None, data).data, ("test",), vocab=vocab).splits["test"]
             judges = load_judges(best, test)  # [Chaffin24]'s retrievers, when the methods train them
-        report(f"evaluating {method}")
-        max_len = api.checkpoint_decoding(config).max_len  # the run's caption length (16 on images, 40 on video)
-        beam = None
-        if known[method].decoder == "lookahead":
-            beam, chosen = _lookahead_beam(checkpoints[method], test, max_len)
-            report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
-        captions: dict[str, Any] = {}
-        results["methods"][method] = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam,
-                                                sample_temperature=BENCHMARKS[benchmark].sample_temperature,
-                                                captions=captions)
-        api.write_json(out / "captions" / f"{method}.json", captions)
-        if beam is not None:
-            results["methods"][method]["lookahead"] = chosen
+        key = evaluation_key(checkpoints[method], {n: best[n] for n in sorted(judges)}, data, metrics,
+                             BENCHMARKS[benchmark].sample_temperature)
+        row = evaluated_before(out, method, key)
+        if row is not None:
+            report(f"{method}: evaluated before with this checkpoint (rows/{method}.json), not again")
+        else:
+            report(f"evaluating {method}")
+            max_len = api.checkpoint_decoding(config).max_len  # the run's caption length (16 on images, 40 on video)
+            beam = None
+            if known[method].decoder == "lookahead":
+                beam, chosen = _lookahead_beam(checkpoints[method], test, max_len)
+                report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
+            captions: dict[str, Any] = {}
+            row = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam,
+                             sample_temperature=BENCHMARKS[benchmark].sample_temperature, captions=captions)
+            if beam is not None:
+                row["lookahead"] = chosen
+            api.write_json(out / "captions" / f"{method}.json", captions)
+            api.write_json(out / "rows" / f"{method}.json", {"key": key, "row": row})
+        results["methods"][method] = row
         results["methods"][method]["checkpoint"] = str(checkpoints[method])
         results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
     results["references"] = reference_rows(data, vocab, metrics, out)
@@ -111,6 +119,49 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
 
     report(f"report: {write_report(out, dataset=dataset)}")
     return results
+
+
+def evaluation_key(checkpoint: Path, judges: dict[str, Path], data: list[str], metrics: list[str],
+                   sample_temperature: float) -> dict[str, Any]:
+    """What a method's test row depends on: its checkpoint's files (name, size, modification time; the
+    run folder's lookahead.json too), the judges' files, the data, the metrics and rlcap's own code (any
+    change of rlcap's sources evaluates again)."""
+    def files(folder: Path) -> list[list[Any]]:
+        return sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
+
+    choice = checkpoint.parent / "lookahead.json"  # the lambda lookahead inference decodes with
+    return {"checkpoint": str(checkpoint), "files": files(checkpoint),
+            "lookahead": [choice.stat().st_size, choice.stat().st_mtime_ns] if choice.exists() else None,
+            "judges": {name: [str(folder), files(folder)] for name, folder in judges.items()},
+            "data": list(data), "metrics": list(metrics), "sample_temperature": sample_temperature,
+            "code": source_digest()}
+
+
+def source_digest() -> str:
+    """A SHA-256 of rlcap's Python sources (paths and contents)."""
+    import hashlib
+
+    import rlcap
+
+    root = Path(rlcap.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def evaluated_before(out: Path, method: str, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The row an earlier run of this folder evaluated for ``method`` with the same :func:`evaluation_key`
+    (rows/METHOD.json, and its captions/METHOD.json), or None: an evaluation cut short resumes at the
+    first method not yet evaluated."""
+    path = out / "rows" / f"{method}.json"
+    if not (path.is_file() and (out / "captions" / f"{method}.json").is_file()):
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+    return saved["row"] if saved.get("key") == json.loads(json.dumps(key)) else None
 
 
 def reference_rows(data: list[str], vocab: Any, metrics: list[str], out: Path) -> dict[str, dict[str, float]]:
