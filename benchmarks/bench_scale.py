@@ -159,13 +159,13 @@ def shapes_store(folder: Path, images: int = 1000) -> tuple[Path, Path]:
     return dataset, feats
 
 
-def processes_against_threads(folder: Path, steps: int) -> dict:
+def processes_against_threads(folder: Path, steps: int, extra: list[str], images: int = 1000) -> dict:
     """XE and SCST on shapes (the recipes, batch 50) as 2 processes x 1 thread (torchrun, gloo: each
     rank 25 images) and as 1 process x 2 threads: samples a second (XE: captions, SCST: sampled
     captions) from the median step."""
-    dataset, feats = shapes_store(folder)
+    dataset, feats = shapes_store(folder, images)
     common = [f"data.dataset={dataset}", f"data.features={feats}", f"max_steps={steps}", "log_every=1",
-              "tensorboard=false", "val.max_images=100", "device=cpu"]
+              "tensorboard=false", "val.max_images=100", "device=cpu", *extra]
     out = {}
     for name, layout in (("1x2", ["threads=2"]), ("2x1", ["threads=1", "nproc=2"])):
         xe = folder / f"{name}_xe"
@@ -175,11 +175,11 @@ def processes_against_threads(folder: Path, steps: int) -> dict:
     return out
 
 
-def processes_rows(result: dict, steps: int) -> list[str]:
+def processes_rows(result: dict, steps: int, images: int = 1000) -> list[str]:
     per_step = 50 * 5  # captions a step, XE and SCST alike: 50 images x 5 (seq_per_img; rl.n_samples)
     lines = ["### 2 processes x 1 thread against 1 process x 2 threads (shapes)", "",
              f"XE and then SCST (configs/shapes_xe.yaml, shapes_scst.yaml: UpDown, batch 50 images, 5 captions "
-             f"an image) for {steps} steps each on 1,000 shapes images (128 px), device=cpu. `2x1`: `rlcap train "
+             f"an image) for {steps} steps each on {images:,} shapes images (128 px), device=cpu. `2x1`: `rlcap train "
              f"... nproc=2 threads=1` (torchrun, gloo; each rank 25 images a step); `1x2`: one process, "
              f"threads=2. Samples a second from the median step.", "",
              "| stage | 1 process x 2 threads | 2 processes x 1 thread | 2x1 / 1x2 |", "|---|---|---|---|"]
@@ -301,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-device", default="cuda", help="device of the GPU section (cpu: check its code path)")
     p.add_argument("--gpu-steps", type=int, default=50, help="steps of SCST per model in the GPU section")
     p.add_argument("--rounds", type=int, default=5, help="turns of the reader comparison (part reader)")
+    p.add_argument("--shapes-images", type=int, default=1000, help="training images of the processes part's shapes set")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="overrides of every training run, e.g. a smaller model to check the script quickly "
+                        "(the command, and so the overrides, is recorded beside each table)")
     p.add_argument("--parts", default=",".join(PARTS),
                    help=f"parts measured in this run, of {','.join(PARTS)} (the others: from OUT/results.json)")
     p.add_argument("--store", type=Path, default=None,
@@ -320,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     stamp = {"command": command.strip(), "machine": machine(torch=torch.__version__),
              "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
-    model = ["model.arch=updown", "xe.batch_size=50", "rl.batch_size=50", "threads=auto"]
+    model = ["model.arch=updown", "xe.batch_size=50", "rl.batch_size=50", "threads=auto", *args.set]
     first = [f"data.max_train_images={args.memory_images}"]
     for name in parts:
         if name == "coco":  # the whole store out of core: peak memory at COCO's size
@@ -330,10 +334,12 @@ def main(argv: list[str] | None = None) -> int:
             figures = reader_comparison(dataset, store, args.steps, args.rounds, model, folder, first)
             results[name] = {**stamp, "figures": figures}
         elif name == "processes" and args.process_steps:
-            rows = processes_rows(processes_against_threads(folder / "processes", args.process_steps), args.process_steps)
+            rows = processes_rows(processes_against_threads(folder / "processes", args.process_steps, args.set,
+                                                            args.shapes_images), args.process_steps, args.shapes_images)
             results[name] = {**stamp, "lines": rows}
         elif name == "gpu":
-            results[name] = {**stamp, "lines": gpu_section(dataset, store, args.gpu_steps, args.gpu_device, first)}
+            results[name] = {**stamp, "lines": gpu_section(dataset, store, args.gpu_steps, args.gpu_device,
+                                                           [*first, *args.set])}
         saved.write_text(json.dumps(results, indent=1))  # after each part: a failed later part keeps it
     body = markdown(results)
     replace_section("bench-scale", body, args.doc)

@@ -81,7 +81,9 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
         done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_scale.py"), "--images", "1200", "--regions", "3",
                                "--dim", "16", "--steps", "8", "--rounds", "2", "--memory-images", "500", "--out",
                                str(tmp_path / "scale"), "--process-steps", "3", "--gpu-device", "cpu", "--gpu-steps",
-                               "3", "--doc", str(doc), *extra], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+                               "3", "--doc", str(doc), "--shapes-images", "100", "--set", "model.embed_dim=32",
+                               "model.hidden_dim=32", "model.att_hidden_dim=32", *extra],
+                              capture_output=True, text=True, timeout=900, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         return doc.read_text().splitlines()
 
@@ -96,6 +98,10 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
     models = [line.split("|")[1].strip() for line in lines if line.startswith(("| fc ", "| updown ", "| transformer "))]
     assert models == ["fc", "updown", "transformer"]
     assert not (tmp_path / "scale" / "store").exists()  # the big store is deleted unless --keep
+    # --set reaches every training run, --shapes-images the processes part's data (and its table)
+    assert all(json.loads((tmp_path / "scale" / run / "config.json").read_text())["model"]["hidden_dim"] == 32
+               for run in ("lazy_scst", "first_memory_xe", "processes/2x1_scst"))
+    assert any("on 100 shapes images" in line for line in lines)
     saved = json.loads((tmp_path / "scale" / "results.json").read_text())
     assert sorted(saved) == ["coco", "gpu", "processes", "reader"]
 
