@@ -115,6 +115,17 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as dotted keys (``reward.weights`` and ``reward.paths`` stay whole: their keys are names)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and key not in ("weights", "paths"):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def key_matches(key: str, names: tuple[str, ...]) -> bool:
     """Whether the dotted ``key`` is one of ``names``: a key, or a section's prefix ending in ``.``."""
     return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)

@@ -6,6 +6,7 @@ quality and diversity of 5 random samples (rs) and of the 5-best beam (bs).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -137,8 +138,9 @@ def evaluation_key(checkpoint: Path, judges: dict[str, Path], data: list[str], m
             "code": source_digest()}
 
 
+@functools.lru_cache(maxsize=1)
 def source_digest() -> str:
-    """A SHA-256 of rlcap's Python sources (paths and contents)."""
+    """A SHA-256 of rlcap's Python sources (paths and contents), read once a process."""
     import hashlib
 
     import rlcap

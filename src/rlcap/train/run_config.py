@@ -10,7 +10,7 @@ from dataclasses import dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rlcap.config import apply_overrides, from_dict, help_field, key_matches, read_yaml
+from rlcap.config import apply_overrides, flatten, from_dict, help_field, key_matches, read_yaml
 from rlcap.data.loader import DataConfig
 from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
@@ -18,7 +18,6 @@ from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards import RewardConfig
 from rlcap.train.registry import METHODS, Method, method, resolve
-from rlcap.train.run_folder import flatten
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rlcap.config import key_matches, to_dict
+from rlcap.config import flatten, key_matches, to_dict
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
 from rlcap.train.registry import method
@@ -38,16 +38,6 @@ FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.
 IGNORED = ("resume", "overwrite", "out_dir", "threads", "tensorboard")
 RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")
 ASIDE = ".replaced-"  # OUT/.replaced-<pid>/: the run that overwrite=true replaces, until the new one has started
-
-
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and key not in ("weights", "paths"):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool,
