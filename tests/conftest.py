@@ -23,11 +23,27 @@ def pytest_configure(config: pytest.Config) -> None:
         os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
+def work_unit(item: pytest.Item) -> str:
+    """What `make test` (``--dist loadgroup``) hands one worker whole: the tests sharing a session fixture
+    of :data:`SHARED_FIXTURES`, those that call Java (one METEOR process a worker), or else a test file (its
+    module fixtures are built once)."""
+    shared = [name for name in SHARED_FIXTURES if name in getattr(item, "fixturenames", ())]
+    if shared:
+        return shared[0]
+    return "java" if item.get_closest_marker("java") else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which names each test's group from these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test in its :func:`work_unit`; the units holding a ``slow`` test first (in the order they are
+    collected; `make test` keeps this order, ``--no-loadscope-reorder``), so that the workers start on the
+    long units and the short ones even out the end."""
+    units = {item.nodeid: work_unit(item) for item in items}
     for item in items:
-        for name in SHARED_FIXTURES:
-            if name in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(name))
+        item.add_marker(pytest.mark.xdist_group(units[item.nodeid]))
+    slow = {units[item.nodeid] for item in items if item.get_closest_marker("slow")}
+    first = {unit: index for index, unit in enumerate(dict.fromkeys(units[item.nodeid] for item in items))}
+    items.sort(key=lambda item: (units[item.nodeid] not in slow, first[units[item.nodeid]]))
 
 
 @pytest.fixture(scope="session")

@@ -15,25 +15,44 @@ def test_there_are_scripts():
     assert len(SCRIPTS) >= 15
 
 
+# Run in one child process (torch imported once, not once a script): each script as __main__ with --help,
+# its exit code and what it printed, as JSON on the last line.
+HELP_ALL = """
+import contextlib, io, json, os, runpy, sys, traceback
+done = {}
+for script in sys.argv[1:]:
+    out, err, code = io.StringIO(), io.StringIO(), None
+    sys.argv, sys.path[0] = [script, "--help"], os.path.dirname(script)  # as `python SCRIPT --help` runs it
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code or 0
+        except BaseException:
+            traceback.print_exc()
+    done[script] = [code, out.getvalue(), err.getvalue()]
+print(json.dumps(done))
+"""
+
+
 @pytest.fixture(scope="module")
 def helps(tmp_path_factory):
-    """Every script's ``--help``, run side by side (each imports torch: about a second apiece), and
-    whether BENCHMARKS.md stayed as it was."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Every script's ``--help`` (exit code, stdout, stderr), and whether BENCHMARKS.md stayed as it was."""
     doc = BENCHMARKS.parent / "docs" / "BENCHMARKS.md"
     before, cwd = doc.read_bytes(), tmp_path_factory.mktemp("help")
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        done = dict(zip(SCRIPTS, pool.map(lambda script: subprocess.run(
-            [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=cwd), SCRIPTS)))
-    return done, doc.read_bytes() == before
+    child = subprocess.run([sys.executable, "-c", HELP_ALL, *map(str, SCRIPTS)], capture_output=True, text=True,
+                           timeout=300, cwd=cwd)
+    assert child.returncode == 0, child.stderr[-2000:]
+    done = json.loads(child.stdout.splitlines()[-1])
+    return {Path(script): row for script, row in done.items()}, doc.read_bytes() == before
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
 def test_help(script, helps):
     done, untouched = helps
-    assert done[script].returncode == 0, done[script].stderr
-    assert done[script].stdout.startswith("usage: ") and script.name in done[script].stdout.splitlines()[0]
+    code, stdout, stderr = done[script]
+    assert code == 0, stderr  # (None: the script ended without exiting, so --help did not stop it)
+    assert stdout.startswith("usage: ") and script.name in stdout.splitlines()[0]
     assert untouched  # --help wrote nothing
 
 
@@ -72,9 +91,9 @@ def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
 
 @pytest.mark.slow
 def test_bench_scale_runs_at_a_tiny_size(tmp_path):
-    """make bench-scale's script end to end on a small store: both stores trained (the reader's two arms
-    in turns), 2 processes against 2 threads, the GPU section's code path on the CPU, the tables written;
-    then one part measured again, the others kept from results.json."""
+    """make bench-scale's script end to end on a small store, in two calls: the reader's two arms (in
+    turns), 2 processes against 2 threads and the GPU section's code path on the CPU; then the COCO-size
+    part alone, the others' tables kept from results.json."""
     doc = tmp_path / "BENCHMARKS.md"
 
     def bench(*extra: str) -> list[str]:
@@ -87,8 +106,18 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         return doc.read_text().splitlines()
 
-    lines = bench()
-    rows = [line for line in lines if line.startswith(("| xe ", "| scst "))]
+    def table_rows(lines: list[str]) -> list[str]:
+        return [line for line in lines if line.startswith(("| xe ", "| scst "))]
+
+    first = bench("--parts", "reader,processes,gpu")
+    assert "Part `coco`: not measured yet." in first and len(table_rows(first)) == 4
+    saved = json.loads((tmp_path / "scale" / "results.json").read_text())
+    assert sorted(saved) == ["gpu", "processes", "reader"]
+
+    lines = bench("--parts", "coco")  # the other parts' tables come back unchanged from results.json
+    rows = table_rows(lines)
+    assert rows[2:] == table_rows(first)
+    assert json.loads((tmp_path / "scale" / "results.json").read_text())["reader"] == saved["reader"]
     assert len(rows) == 6 and all(row.count(" GB |") == 1 for row in rows[:4])
     for row in rows[2:4]:  # the reader: out of core, in memory, their ratio and the 2 turns' ratios
         lazy, memory, ratio, turns = (cell.strip() for cell in row.split("|")[2:6])
@@ -103,9 +132,3 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
     assert all(json.loads((tmp_path / "scale" / run / "config.json").read_text())["model"]["hidden_dim"] == 32
                for run in ("lazy_scst", "first_memory_xe", "processes/2x1_scst"))
     assert any("on 100 shapes images" in line for line in lines)
-    saved = json.loads((tmp_path / "scale" / "results.json").read_text())
-    assert sorted(saved) == ["coco", "gpu", "processes", "reader"]
-
-    again = bench("--parts", "gpu")  # the other parts' tables come back unchanged from results.json
-    assert [line for line in again if line.startswith(("| xe ", "| scst "))] == rows
-    assert json.loads((tmp_path / "scale" / "results.json").read_text())["reader"] == saved["reader"]

@@ -5,12 +5,15 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from rlcap.bench.registry import BENCHMARKS, Benchmark
 from rlcap.cli import main
 from tests.tiny import make_tiny_dataset, tiny_overrides
 from tests.bench.test_bench_registry import _recipe
 
 
+@pytest.mark.slow
 def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
     configs = tmp_path / "configs"
     configs.mkdir()

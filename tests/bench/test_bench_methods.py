@@ -128,3 +128,16 @@ def test_ac_lookahead_decodes_the_ac_checkpoint_at_the_lambda_chosen_on_validati
     assert lookahead["lookahead"]["best_lambda"] == 1.0 and list(lookahead["lookahead"]["scores"]) == ["1.0"]
     assert lookahead["beam"] == ac["beam"] and lookahead["rs"] == ac["rs"]
     assert "lookahead" not in ac
+
+    # run again: the ac run, finished, keeps the lambda it chose (lookahead.json not rewritten), and neither
+    # row is evaluated again
+    choice = tmp_path / "bench" / "ac" / "lookahead.json"
+    written = choice.stat().st_mtime_ns
+    said: list[str] = []
+    again = run_benchmark("shapes", ["ac", "ac_lookahead"], tmp_path / "bench", configs=CONFIGS,
+                          rl_overrides=rl, xe_overrides=[*tiny, "xe.epochs=1"], prepared=(dataset, feats),
+                          report=said.append)
+    assert choice.stat().st_mtime_ns == written
+    assert [line for line in said if "evaluat" in line] == [
+        f"{m}: evaluated before with this checkpoint (rows/{m}.json), not again" for m in ("ac", "ac_lookahead")]
+    assert json.loads(json.dumps(again))["methods"] == json.loads(json.dumps(results))["methods"]

@@ -124,17 +124,22 @@ def _listed(capsys, *argv):
 
 
 def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
-    updown = _listed(capsys, "algorithm=scst")
-    assert "model.att_hidden_dim" in updown and "model.num_heads" not in updown and "model.goal_dim" not in updown
-    assert "reward.retrieval_tau" not in updown and "reward.paths" not in updown
-    assert len(updown) == 52  # of 68: not the transformer's, HRL's, the retrieval keys, nor the 4 below
-    assert not {"data.seq_per_img", "data.max_len", "allow_init_mismatch", "scst.running_mean_decay"} & set(updown)
+    scst = _listed(capsys, "algorithm=scst")  # a run from an XE checkpoint: its architecture and vocabulary
+    assert not [k for k in scst if k.startswith("model.")] and "data.min_count" not in scst
+    assert "allow_init_mismatch" in scst and "reward.retrieval_tau" not in scst and "reward.paths" not in scst
+    assert len(scst) == 47  # of 68: not the model's 12 nor min_count, the retrieval keys, the captions' cut, the decay
+    assert not {"data.seq_per_img", "data.max_len", "scst.running_mean_decay"} & set(scst)
+    assert main(["train", "--help-config", "algorithm=scst"]) == 0
+    assert ("without init_from (from random weights) it also reads data.min_count, model.arch, model.embed_dim, "
+            "model.hidden_dim, model.att_hidden_dim, model.dropout;") in capsys.readouterr().out
+    updown = _listed(capsys, "algorithm=xe")  # xe builds its model
+    assert {"model.att_hidden_dim", "data.min_count"} <= set(updown) and "allow_init_mismatch" not in updown
+    assert "model.num_heads" not in updown and "model.goal_dim" not in updown
     assert {"data.seq_per_img", "data.max_len"} <= set(_listed(capsys, "algorithm=xe"))
     assert "data.seq_per_img" not in _listed(capsys, "algorithm=mixer") and "data.max_len" in _listed(
         capsys, "algorithm=mixer")
-    assert {"allow_init_mismatch", "scst.running_mean_decay"} <= set(
-        _listed(capsys, "algorithm=scst", "init_from=runs/xe/best", "scst.baseline=running_mean"))
-    transformer = _listed(capsys, "algorithm=scst", "model.arch=transformer")
+    assert "scst.running_mean_decay" in _listed(capsys, "algorithm=scst", "scst.baseline=running_mean")
+    transformer = _listed(capsys, "algorithm=xe", "model.arch=transformer")
     assert {"model.num_heads", "model.ff_dim"} <= set(transformer) and "model.embed_dim" not in transformer
     distinct = _listed(capsys, "algorithm=wtf_rl")
     assert {"reward.retrieval_tau", "reward.hard_negatives", "reward.paths"} <= set(distinct)

@@ -11,7 +11,11 @@ from rlcap import api
 from tests.train.killing import run_with_faults
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
-KILLS = 10  # per loop: 20 in all
+pytestmark = pytest.mark.slow
+
+# per loop (make bench-faults kills each loop 10 times; every one of its kills landed inside a save, as the
+# slowed saves take most of a tiny step's time)
+KILLS = 4
 
 
 @pytest.fixture(scope="module")

@@ -124,15 +124,15 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
 
 def evaluation_key(checkpoint: Path, judges: dict[str, Path], data: list[str], metrics: list[str],
                    sample_temperature: float) -> dict[str, Any]:
-    """What a method's test row depends on: its checkpoint's files (name, size, modification time; the
-    run folder's lookahead.json too), the judges' files, the data, the metrics and rlcap's own code (any
+    """What a method's test row depends on: its checkpoint's files (name, size, modification time), the
+    lambda the run folder's lookahead.json chose (its content), the judges' files, the data, the metrics and rlcap's own code (any
     change of rlcap's sources evaluates again)."""
     def files(folder: Path) -> list[list[Any]]:
         return sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
 
     choice = checkpoint.parent / "lookahead.json"  # the lambda lookahead inference decodes with
     return {"checkpoint": str(checkpoint), "files": files(checkpoint),
-            "lookahead": [choice.stat().st_size, choice.stat().st_mtime_ns] if choice.exists() else None,
+            "lookahead": json.loads(choice.read_text(encoding="utf-8"))["best_lambda"] if choice.exists() else None,
             "judges": {name: [str(folder), files(folder)] for name, folder in judges.items()},
             "data": list(data), "metrics": list(metrics), "sample_temperature": sample_temperature,
             "code": source_digest()}

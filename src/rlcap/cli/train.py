@@ -83,24 +83,34 @@ def _torchrun(nproc: int, config: str, overrides: list[str]) -> int:
 
 
 def _help_config(args: argparse.Namespace) -> int:
-    """The keys of the method a recipe or ``algorithm=NAME`` names: the shared ones and its own."""
+    """The keys of the method a recipe or ``algorithm=NAME`` names: the shared ones and its own. A method
+    that continues an XE model is shown as it runs, with ``init_from`` (the checkpoint then gives the
+    architecture and the vocabulary)."""
     from rlcap.train.registry import METHODS
-    from rlcap.train.run_config import load_run_config, read_by
+    from rlcap.train.run_config import as_meant, load_run_config, read_by
 
     recipe, overrides = args.config, list(args.overrides)
     if recipe is not None and "=" in recipe and not Path(recipe).exists():  # `--help-config algorithm=scst`
         recipe, overrides = None, [recipe, *overrides]
     cfg = load_run_config(recipe, overrides)
     algorithm = cfg.algorithm
-    print(f"algorithm={algorithm}: {METHODS[algorithm].help}" if METHODS[algorithm].help else f"algorithm={algorithm}")
+    method = METHODS[algorithm]
+    print(f"algorithm={algorithm}: {method.help}" if method.help else f"algorithm={algorithm}")
+    view = as_meant(cfg)
     rows = describe(run_config_class(algorithm))
-    shown = [row for row in rows if read_by(cfg, row[0])]
+    shown = [row for row in rows if read_by(view, row[0])]
     for key, default, text in shown:
         print(f"{key:28s} {default:24s} {text}")
-    if len(shown) < len(rows):
-        print(f"\n{len(shown)} keys; not shown, as this run does not read them: "
-              f"{', '.join(row[0] for row in rows if row not in shown)} (other model.arch, reward.weights, algorithm, init_from or scst.baseline)")
-    print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
+    print(f"\n{len(shown)} keys", end="")
+    if view is not cfg:
+        scratch = [row[0] for row in rows if row not in shown and read_by(cfg, row[0])]
+        print(f", for a run from an XE checkpoint (init_from), as {algorithm} is meant to run; without init_from "
+              f"(from random weights) it also reads {', '.join(scratch)}", end="")
+    unread = [row[0] for row in rows if row not in shown and not read_by(cfg, row[0])]
+    if unread:
+        print(f"; not shown, as this run does not read them: {', '.join(unread)} "
+              "(other model.arch, reward.weights, algorithm, init_from or scst.baseline)", end="")
+    print(f"\n\nother methods (algorithm=NAME --help-config lists their keys): "
           f"{', '.join(name for name in METHODS if name != algorithm)}")
     return 0
 

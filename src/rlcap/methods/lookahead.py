@@ -100,18 +100,32 @@ def read_choice(folder: str | Path) -> dict:
 
 def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
     """At the end of an ``ac`` run: its best checkpoint on the validation split at each lambda;
-    writes ``out_dir/lookahead.json``."""
+    writes ``out_dir/lookahead.json``. A run continued after it finished (the same settings) keeps the
+    choice lookahead.json holds when that was made for the same best checkpoint and decoding settings."""
     cfg = s.cfg
-    policy, value_net, vocab, _ = load_actor_critic(s.out_dir / "best")
+    best = s.out_dir / "best"
+    made_for = {"step": json.loads((best / "checkpoint.json").read_text(encoding="utf-8"))["step"],
+                "lambdas": sorted(lambdas), "max_images": cfg.val.max_images, "beam_size": cfg.decode.beam_size,
+                "max_len": cfg.decode.max_len, "length_penalty": cfg.decode.length_penalty}
+    path = s.out_dir / "lookahead.json"
+    before = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if before.get("made_for") == made_for and before.get("split") == cfg.val.split:
+        log.info("lookahead: %s was chosen for this best checkpoint before (%s), kept", before["best_lambda"], path)
+        return LookaheadChoice(before["best_lambda"], {float(k): v for k, v in before["scores"].items()})
+    policy, value_net, vocab, _ = load_actor_critic(best)
     choice = lookahead_scores(policy, value_net, s.data.splits[cfg.val.split], vocab, lambdas, cfg.decode.beam_size,
                               cfg.decode.max_len, cfg.decode.length_penalty, cfg.val.batch_size, cfg.val.max_images)
-    write_choice(s.out_dir / "lookahead.json", choice, cfg.val.split, str(s.out_dir / "best"))
+    write_choice(path, choice, cfg.val.split, str(best), made_for)
     log.info("lookahead on %s: best lambda %s (CIDEr-D %s)", cfg.val.split, choice.best,
              ", ".join(f"{lam}: {v:.4f}" for lam, v in choice.scores.items()))
     return choice
 
 
-def write_choice(path: Path, choice: LookaheadChoice, split: str, checkpoint: str) -> None:
+def write_choice(path: Path, choice: LookaheadChoice, split: str, checkpoint: str,
+                 made_for: dict | None = None) -> None:
+    """``made_for``: what the choice was made for (the best checkpoint's step, the lambdas and the decoding
+    settings; an ``ac`` run that ends again with the same keeps the file)."""
     rows = {"checkpoint": checkpoint, "split": split, "metric": "CIDEr", "best_lambda": choice.best,
-            "scores": {str(lam): v for lam, v in choice.scores.items()}}
+            "scores": {str(lam): v for lam, v in choice.scores.items()},
+            **({"made_for": made_for} if made_for is not None else {})}
     write_json(path, rows, indent=2)

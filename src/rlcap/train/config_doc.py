@@ -12,7 +12,7 @@ from pathlib import Path
 from rlcap.config import describe, read_yaml
 from rlcap.recipes import checkout_configs
 from rlcap.rewards.reward_config import RewardConfig
-from rlcap.train.run_config import RLConfig, RunConfig, load_run_config, read_by, run_config_class
+from rlcap.train.run_config import RLConfig, RunConfig, as_meant, load_run_config, read_by, run_config_class
 from rlcap.train.registry import METHODS, resolve
 
 
@@ -62,11 +62,13 @@ def config_markdown() -> str:
             out += ["", " ".join(doc.split())]
         out += [""] + _table(describe(cls, prefix=f"{name}."))
         keys = [row[0] for row in describe(run_config_class(name))]
-        default = load_run_config(None, [f"algorithm={name}"], shared=True)
+        default = as_meant(load_run_config(None, [f"algorithm={name}"], shared=True))
         read = sum(read_by(default, key) for key in keys)
-        out += ["", f"A run of `{name}` has {len(keys)} keys; with the default settings it reads {read} of them "
-                    f"(`--help-config algorithm={name}` lists those; the others belong to another `model.arch`, "
-                    "reward or setting, or the method never reads them)."]
+        start = " and an XE checkpoint to start from (`init_from`)" if method.from_xe else ""
+        out += ["", f"A run of `{name}` has {len(keys)} keys; with the default settings{start} it reads {read} of "
+                    f"them (`--help-config algorithm={name}` lists those; the others belong to another `model.arch`, "
+                    "reward or setting, or the method never reads them"
+                    + ("; the model keys and `data.min_count` come from the checkpoint)." if method.from_xe else ").")]
         recipes = recipes_of(name)
         if recipes:
             out += ["", "Recipes: " + ", ".join(f"`configs/{r}`" for r in recipes) + "."]

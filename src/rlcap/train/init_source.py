@@ -18,19 +18,16 @@ from rlcap.data.loader import CaptionData
 from rlcap.data.vocab import SPECIALS, Vocab
 from rlcap.errors import DataError
 from rlcap.train.checkpoint import Checkpoint
+from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
-
-# The loops that continue an XE model (their configs name init_from); hrl refuses without one itself.
-STARTS_FROM_XE = ("scst", "sll_me", "sll_sle", "ac", "pg", "mixer", "wtf_rl")
-
 
 def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
     """Check ``init`` (the checkpoint of ``cfg.init_from``; None when resuming or starting fresh)
     against ``data``; :class:`DataError` for a mismatch (see the module docstring).
     ``cfg``: a :class:`rlcap.train.run_config.RunConfig`."""
     if not cfg.init_from:
-        if cfg.algorithm in STARTS_FROM_XE:
+        if method(cfg.algorithm).from_xe:  # (hrl also refuses the model it then builds)
             log.warning("algorithm=%s starts from random weights (no init_from): it is meant to continue an XE "
                         "model; pass init_from=XE_RUN/best", cfg.algorithm)
         return

@@ -40,7 +40,9 @@ class Method:
     (``val.metric: auto`` then keeps best/ by the metric the reward optimises). ``check``: a
     function ``check(cfg)`` for rules across sections, raising ConfigError. ``help``: one line.
     ``skips``: shared keys its loop never reads (a key, or a section's prefix ending in ``.``), left
-    out of ``rlcap train --help-config`` (:func:`rlcap.train.run_config.read_by`)."""
+    out of ``rlcap train --help-config`` (:func:`rlcap.train.run_config.read_by`). ``from_xe``: it
+    continues an XE model (its recipes name ``init_from``, whose checkpoint gives the architecture and
+    the vocabulary); a run without one warns, and ``--help-config`` lists the keys of a run with one."""
 
     train: str | Trainer
     config: str | type | None = None
@@ -50,6 +52,7 @@ class Method:
     check: str | Callable[[Any], None] | None = None
     help: str = ""
     skips: tuple[str, ...] = ()
+    from_xe: bool = False
 
 
 M = "rlcap.methods."
@@ -60,11 +63,12 @@ SAMPLING = ("rl.n_samples", "rl.sample_method", "rl.rollout_dropout", "decode.te
 METHODS: dict[str, Method] = {
     "xe": Method(M + "xe:train_xe", M + "xe:XEConfig", rl=False, epochs="xe.epochs", reward=False,
                  skips=("decode.temperature",), help="cross-entropy training (teacher forcing)"),
-    "scst": Method(M + "scst:train_scst", M + "scst:ScstConfig", check=M + "scst:check_baseline",
+    "scst": Method(M + "scst:train_scst", M + "scst:ScstConfig", from_xe=True, check=M + "scst:check_baseline",
                    help="self-critical sequence training [Rennie17], or SLL [Chen20]"),
-    "sll_me": Method(M + "sll_me:train_sll_me", M + "sll_me:SllMeConfig", check=M + "scst:check_baseline",
+    "sll_me": Method(M + "sll_me:train_sll_me", M + "sll_me:SllMeConfig", from_xe=True,
+                     check=M + "scst:check_baseline",
                      help="SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]"),
-    "sll_sle": Method(M + "sll_sle:train_sll_sle", M + "sll_sle:SllSleConfig",
+    "sll_sle": Method(M + "sll_sle:train_sll_sle", M + "sll_sle:SllSleConfig", from_xe=True,
                       help="SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]"),
     "embedding": Method(M + "embedding:train_embedding", M + "embedding:EmbeddingConfig", rl=False,
                         epochs="embedding.epochs", reward=False, skips=("model.", *NO_DECODING),
@@ -72,22 +76,23 @@ METHODS: dict[str, Method] = {
     "retriever": Method(M + "embedding:train_embedding", M + "embedding:RetrieverConfig", rl=False,
                         epochs="retriever.epochs", reward=False, skips=("model.", *NO_DECODING),
                         help="a dual encoder trained contrastively: the retriever and the judge of [Chaffin24]"),
-    "ac": Method(M + "actor_critic:train_actor_critic", M + "actor_critic:ActorCriticConfig",
+    "ac": Method(M + "actor_critic:train_actor_critic", M + "actor_critic:ActorCriticConfig", from_xe=True,
                  help="actor-critic with a value network [Shi18]"),
-    "pg": Method(M + "pg:train_pg", M + "pg:PgConfig",
+    "pg": Method(M + "pg:train_pg", M + "pg:PgConfig", from_xe=True,
                  help="PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]"),
-    "mixer": Method(M + "mixer:train_mixer", M + "mixer:MixerConfig",
+    "mixer": Method(M + "mixer:train_mixer", M + "mixer:MixerConfig", from_xe=True,
                     help="MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]"),
-    "wtf_rl": Method(M + "wtf_rl:train_wtf_rl", M + "wtf_rl:WtfRlConfig", skips=SAMPLING,  # beam and greedy only
+    "wtf_rl": Method(M + "wtf_rl:train_wtf_rl", M + "wtf_rl:WtfRlConfig", from_xe=True,
+                     skips=SAMPLING,  # beam and greedy only
                      help="distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]"),
     "scst_discriminator": Method(M + "scst_discriminator:train_scst_discriminator",
-                                 M + "scst_discriminator:ScstDiscriminatorConfig",
+                                 M + "scst_discriminator:ScstDiscriminatorConfig", from_xe=True,
                                  help="SCST on a retrieval reward plus a discriminator's [Chaffin24]"),
     "critic": Method(M + "critic:train_critic", M + "critic:CriticConfig", rl=False, epochs="critic.epochs",
                      reward=False, skips=("model.arch", "model.att_hidden_dim", "model.dropout", "val.max_images",
                                           "val.batch_size", *NO_DECODING),  # sized by embed_dim, hidden_dim
                      help="the internal critic of HRL, trained before it [Wang18]"),
-    "hrl": Method(M + "hrl:train_hrl", M + "hrl:HrlConfig",
+    "hrl": Method(M + "hrl:train_hrl", M + "hrl:HrlConfig", from_xe=True,
                   help="hierarchical RL for video: alternating worker and manager phases [Wang18]"),
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import dataclasses
 from dataclasses import dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -304,6 +305,7 @@ READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
     "allow_init_mismatch": lambda cfg: cfg.init_from is not None,
     "data.seq_per_img": lambda cfg: cfg.algorithm not in NO_SEQ_PER_IMG,
     "data.max_len": lambda cfg: cfg.algorithm not in NO_CAPTIONS,
+    "data.min_count": lambda cfg: cfg.init_from is None,  # (else the checkpoint's vocabulary)
     "scst.running_mean_decay": lambda cfg: cfg.scst.baseline == "running_mean",
     **{f"model.{k}": lambda cfg: cfg.init_from is None for k in ("arch", "hidden_dim", "dropout")},  # every arch's
     "model.embed_dim": _archs("fc", "updown", "hrl"),
@@ -313,6 +315,15 @@ READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
     "reward.paths": lambda cfg: _retrieval(cfg) or "embedding" in cfg.reward.weights,
     **{f"reward.{k}": _retrieval for k in ("retrieval_tau", "hard_negatives", "negative_captions")},
 }
+
+
+def as_meant(cfg: RunConfig) -> RunConfig:
+    """``cfg`` as its method is meant to run: one that continues an XE model (:attr:`Method.from_xe`) with
+    an ``init_from`` (a placeholder when none is set), whose checkpoint gives the model and the vocabulary.
+    The keys ``rlcap train --help-config`` and docs/CONFIG.md list are those such a run reads."""
+    if cfg.init_from or not method(cfg.algorithm).from_xe:
+        return cfg
+    return dataclasses.replace(cfg, init_from="XE_RUN/best")
 
 
 def read_by(cfg: RunConfig, key: str) -> bool:
