@@ -92,16 +92,15 @@ def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
 @pytest.mark.slow
 def test_bench_scale_runs_at_a_tiny_size(tmp_path):
     """make bench-scale's script end to end on a small store, in two calls: the reader's two arms (in
-    turns), 2 processes against 2 threads and the GPU section's code path on the CPU; then the COCO-size
-    part alone, the others' tables kept from results.json."""
+    turns) and the GPU section's code path on the CPU; then the COCO-size part alone, the others' tables
+    kept from results.json. (The part of 2 processes against 2 threads: the test below.)"""
     doc = tmp_path / "BENCHMARKS.md"
 
     def bench(*extra: str) -> list[str]:
         done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_scale.py"), "--images", "1200", "--regions", "3",
                                "--dim", "16", "--steps", "8", "--rounds", "2", "--memory-images", "500", "--out",
-                               str(tmp_path / "scale"), "--process-steps", "3", "--gpu-device", "cpu", "--gpu-steps",
-                               "3", "--doc", str(doc), "--shapes-images", "100", "--set", "model.embed_dim=32",
-                               "model.hidden_dim=32", "model.att_hidden_dim=32", *extra],
+                               str(tmp_path / "scale"), "--gpu-device", "cpu", "--gpu-steps", "3", "--doc", str(doc),
+                               "--set", "model.embed_dim=32", "model.hidden_dim=32", "model.att_hidden_dim=32", *extra],
                               capture_output=True, text=True, timeout=900, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         return doc.read_text().splitlines()
@@ -109,26 +108,55 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
     def table_rows(lines: list[str]) -> list[str]:
         return [line for line in lines if line.startswith(("| xe ", "| scst "))]
 
-    first = bench("--parts", "reader,processes,gpu")
-    assert "Part `coco`: not measured yet." in first and len(table_rows(first)) == 4
+    first = bench("--parts", "reader,gpu")
+    assert "Part `coco`: not measured yet." in first and len(table_rows(first)) == 2
     saved = json.loads((tmp_path / "scale" / "results.json").read_text())
-    assert sorted(saved) == ["gpu", "processes", "reader"]
+    assert sorted(saved) == ["gpu", "reader"]
 
     lines = bench("--parts", "coco")  # the other parts' tables come back unchanged from results.json
     rows = table_rows(lines)
     assert rows[2:] == table_rows(first)
     assert json.loads((tmp_path / "scale" / "results.json").read_text())["reader"] == saved["reader"]
-    assert len(rows) == 6 and all(row.count(" GB |") == 1 for row in rows[:4])
-    for row in rows[2:4]:  # the reader: out of core, in memory, their ratio and the 2 turns' ratios
+    assert len(rows) == 4 and all(row.count(" GB |") == 1 for row in rows)
+    for row in rows[2:]:  # the reader: out of core, in memory, their ratio and the 2 turns' ratios
         lazy, memory, ratio, turns = (cell.strip() for cell in row.split("|")[2:6])
         a, b = float(lazy.rstrip(" s")), float(memory.rstrip(" s"))  # shown to 3 decimals: +-5e-4 each
         assert float(ratio) == pytest.approx(a / b, abs=5e-4 + a / b * (5e-4 / a + 5e-4 / b))
         assert len(turns.split(", ")) == 3
-    assert all(row.count("samples/s") == 2 and float(row.split("|")[4]) > 0 for row in rows[4:])
     models = [line.split("|")[1].strip() for line in lines if line.startswith(("| fc ", "| updown ", "| transformer "))]
     assert models == ["fc", "updown", "transformer"]
     assert not (tmp_path / "scale" / "store").exists()  # the big store is deleted unless --keep
-    # --set reaches every training run, --shapes-images the processes part's data (and its table)
+    # --set reaches every training run
     assert all(json.loads((tmp_path / "scale" / run / "config.json").read_text())["model"]["hidden_dim"] == 32
-               for run in ("lazy_scst", "first_memory_xe", "processes/2x1_scst"))
-    assert any("on 100 shapes images" in line for line in lines)
+               for run in ("lazy_scst", "first_memory_xe", "first_lazy_scst"))
+
+
+def test_bench_scale_processes_part_trains_each_layout(tmp_path, monkeypatch):
+    """The part of 2 processes x 1 thread against 1 process x 2 threads: XE, then SCST from its last
+    checkpoint, in each layout on the shapes set, every run with the --set overrides; the table's samples a
+    second from the runs' median steps (250 captions a step). Each run is `rlcap train` in a child process,
+    which the test above runs; `nproc=2` starts torchrun (tests/train/test_distributed.py)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_scale
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    calls = []
+
+    def train(recipe, overrides, out, fresh=True):
+        calls.append((recipe, overrides, out))
+        return {"step_s": 0.5 if "nproc=2" in overrides else 1.25, "peak_rss_gb": 0.1, "seconds": 1.0}
+
+    monkeypatch.setattr(bench_scale, "train", train)
+    monkeypatch.setattr(bench_scale, "shapes_store", lambda folder, images: (folder / "d.json", folder / "f.h5"))
+    result = bench_scale.processes_against_threads(tmp_path, 3, ["model.hidden_dim=32"], 100)
+    assert [(recipe, out.name) for recipe, _, out in calls] == [
+        ("shapes_xe.yaml", "1x2_xe"), ("shapes_scst.yaml", "1x2_scst"),
+        ("shapes_xe.yaml", "2x1_xe"), ("shapes_scst.yaml", "2x1_scst")]
+    for recipe, overrides, out in calls:
+        assert {"max_steps=3", "model.hidden_dim=32", f"data.dataset={tmp_path / 'd.json'}"} <= set(overrides)
+        assert ({"threads=1", "nproc=2"} if out.name.startswith("2x1") else {"threads=2"}) <= set(overrides)
+        if recipe == "shapes_scst.yaml":
+            assert f"init_from={tmp_path / out.name.replace('scst', 'xe')}/last" in overrides
+    rows = bench_scale.processes_rows(result, 3, 100)
+    assert "| xe | 200 samples/s | 500 samples/s | 2.50 |" in rows and "on 100 shapes images" in rows[2]
