@@ -26,7 +26,7 @@ from rlcap.methods.actor_critic import VALUE
 from rlcap.files import write_json
 from rlcap.models import ValueModel, build_value_model
 from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import load_checkpoint
+from rlcap.train.checkpoint import MANIFEST, load_checkpoint
 from rlcap.train.decode_split import score_predictions
 from rlcap.train.checkpoint import load_model
 from rlcap.train.session import Session
@@ -104,7 +104,7 @@ def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
     choice lookahead.json holds when that was made for the same best checkpoint and decoding settings."""
     cfg = s.cfg
     best = s.out_dir / "best"
-    made_for = {"step": json.loads((best / "checkpoint.json").read_text(encoding="utf-8"))["step"],
+    made_for = {"step": json.loads((best / MANIFEST).read_text(encoding="utf-8"))["step"],
                 "lambdas": sorted(lambdas), "max_images": cfg.val.max_images, "beam_size": cfg.decode.beam_size,
                 "max_len": cfg.decode.max_len, "length_penalty": cfg.decode.length_penalty}
     path = s.out_dir / "lookahead.json"

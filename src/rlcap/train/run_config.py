@@ -4,9 +4,9 @@ method's own section, which lives in the method's file (``rlcap/methods/``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import dataclasses
 from dataclasses import dataclass, make_dataclass
 from pathlib import Path
 from typing import Any, Callable
