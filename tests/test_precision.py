@@ -76,6 +76,6 @@ def test_fp16_trains_with_its_gradient_scaler_and_resumes(tmp_path):
     base = tiny_overrides(dataset, feats, tmp_path / "run", **{"precision": "fp16", "model.arch": "updown"})
     api.train(api.load_run_config(None, [*base, "max_steps=4"]))
     assert "policy" in load_checkpoint(tmp_path / "run" / "last").trainer["scalers"]
-    api.train(api.load_run_config(None, [*base, "max_steps=8", "resume=true"]))
+    api.train(api.load_run_config(None, [*base, "max_steps=8"]), resume=True)
     losses = [r["loss"] for r in read_log(tmp_path / "run" / "log.jsonl") if r["split"] == "train"]
     assert len(losses) == 8 and all(math.isfinite(x) for x in losses)

@@ -21,23 +21,29 @@ def load_run_config(path: str | Path | None, overrides: list[str] | None = None,
     return _load_run_config(path, overrides, shared)
 
 
-def train(cfg: RunConfig) -> Any:
-    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.METHODS`). A run that
-    fails before it has started puts back the run ``overwrite=true`` was to replace. One training
-    at a time in a run folder: its lock (:func:`rlcap.locks.hold_run_folder`) is taken before
-    anything is written there, which also checks that the folder can be written, and released
-    however the training ends."""
-    from rlcap.devices import autocast, resolve_device
+def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
+    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.METHODS`) in ``cfg.out_dir``.
+
+    A folder that holds a run with the same settings continues it; one with other settings is refused,
+    unless ``resume`` (continue it, applying the settings a run may change) or ``overwrite`` (replace
+    it) is given (:mod:`rlcap.train.run_folder`). A run that fails before it has started puts back the
+    run ``overwrite`` was to replace. One training at a time in a run folder: its lock
+    (:func:`rlcap.locks.hold_run_folder`) is taken before anything is written there, which also checks
+    that the folder can be written, and released however the training ends."""
+    from rlcap.devices import autocast
     from rlcap.locks import hold_run_folder
     from rlcap.train.distributed import launched_rank
     from rlcap.train.registry import trainer
-    from rlcap.train.run_folder import abandon_start
+    from rlcap.train.run_folder import abandon_start, open_run_folder
 
     loop = trainer(cfg.algorithm)
     main = launched_rank() == 0  # under torchrun, rank 0 holds the run folder and cleans it up
     with hold_run_folder(cfg.out_dir) if main else contextlib.nullcontext():
         try:
-            with autocast(resolve_device(cfg.device), cfg.precision):  # fp32: no autocast at all
+            device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
+            if main:
+                open_run_folder(cfg, resume, overwrite)
+            with autocast(device, cfg.precision):  # fp32: no autocast at all
                 return loop(cfg)
         except BaseException:
             if main:

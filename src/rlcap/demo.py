@@ -70,17 +70,17 @@ def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path | No
     dataset, feats = prepare_shapes(data_dir, image_size, report, shapes)
     # each stage's run folder is replaced the way overwrite=true replaces any run (the old one set aside
     # until the new one has started); nothing else in out_dir is touched
-    data = [f"data.dataset={dataset}", f"data.features={feats}", "overwrite=true"]
+    data = [f"data.dataset={dataset}", f"data.features={feats}"]
     report("[3/5] cross-entropy training (configs/shapes_xe.yaml)")
     # the budget and the user's overrides reach the runs that read them (xe.epochs the XE run, rl.epochs SCST)
     extra = [*DEMO_BUDGET, *(overrides or [])]
     xe_cfg = load_run_config(configs / "shapes_xe.yaml", [*data, f"out_dir={out_dir / 'xe'}", *extra], shared=True)
-    api.train(xe_cfg)
+    api.train(xe_cfg, overwrite=True)
     report("[4/5] self-critical sequence training (configs/shapes_scst.yaml)")
     scst_cfg = load_run_config(configs / "shapes_scst.yaml",
                                [*data, f"out_dir={out_dir / 'scst'}", f"init_from={out_dir / 'xe' / 'best'}",
                                 *DEMO_BUDGET, *DEMO_SCST, *(overrides or [])], shared=True)
-    api.train(scst_cfg)
+    api.train(scst_cfg, overwrite=True)
     report("[5/5] evaluation on the test split, beam size 3")
     xe = api.evaluate(out_dir / "xe" / "best", "test", beam_size=3, out_dir=out_dir / "xe" / "eval_test",
                       references=("nearest_neighbour",))

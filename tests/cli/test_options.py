@@ -108,3 +108,38 @@ def test_train_overrides_anywhere():
                  ["train", "c.yaml", "a=1", "--help-config", "b=2"]):
         args = build_parser(argv).parse_args(argv)
         assert (args.config, args.overrides, args.help_config) == ("c.yaml", ["a=1", "b=2"], True)
+
+
+def test_command_options_are_told_from_the_runs_settings():
+    """resume=, overwrite= and nproc= are what rlcap train does, not settings of the run: taken out of
+    the overrides (the last of each wins), checked, and the rest left in their order."""
+    from rlcap.cli.options import CommandOptions, command_options
+    from rlcap.errors import ConfigError
+
+    options, rest = command_options(["optim.lr=0.1", "resume=true", "nproc=2", "resume=False", "overwrite=TRUE",
+                                     "data.resume=x"])
+    assert options == CommandOptions(nproc=2, resume=False, overwrite=True)
+    assert rest == ["optim.lr=0.1", "data.resume=x"]
+    assert command_options(["seed=3"]) == (CommandOptions(1, False, False), ["seed=3"])
+    with pytest.raises(ConfigError, match="resume: expected true or false, got '3'"):
+        command_options(["resume=3"])
+    with pytest.raises(ConfigError, match="nproc: expected a whole number of processes >= 1, got '0'"):
+        command_options(["nproc=0"])
+
+
+def test_a_command_option_in_a_recipe_says_where_it_belongs(tmp_path, capsys):
+    """A recipe (or an api override) holding resume is refused with where resume goes instead."""
+    from rlcap.errors import ConfigError
+    from rlcap.train.run_config import load_run_config
+
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text("algorithm: xe\nresume: true\n")
+    with pytest.raises(ConfigError, match=r"resume is not a setting of the run but an option of the command: "
+                                          r"resume=\.\.\. on the rlcap train command line, or api.train\(cfg, "
+                                          r"resume=True\)"):
+        load_run_config(recipe)
+    with pytest.raises(ConfigError, match="overwrite is not a setting of the run"):
+        load_run_config(None, ["overwrite=true"])
+    assert main(["train", "--help-config", "algorithm=xe", "resume=true"]) == 0  # the option is not a key
+    out = capsys.readouterr().out
+    assert "\nresume " not in out and "options of the command, not settings of the run: resume=... continue" in out

@@ -174,7 +174,7 @@ def test_pg_resumes_with_its_baseline(xe_checkpoint, tmp_path):
     dataset, feats, init = xe_checkpoint
     api.train(_config(dataset, feats, init, tmp_path / "reference", "pg", **{"rl.epochs": 2}))
     api.train(_config(dataset, feats, init, tmp_path / "resumed", "pg", **{"rl.epochs": 1}))
-    api.train(_config(dataset, feats, init, tmp_path / "resumed", "pg", **{"rl.epochs": 2, "resume": True}))
+    api.train(_config(dataset, feats, init, tmp_path / "resumed", "pg", **{"rl.epochs": 2}), resume=True)
     losses = {name: [(r["step"], r["loss"], r["baseline_loss"]) for r in read_log(tmp_path / name / "log.jsonl")
                      if r["split"] == "train"] for name in ("reference", "resumed")}
     assert losses["resumed"] == losses["reference"]

@@ -111,7 +111,7 @@ def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):
 
     api.train(config(tmp_path / "reference", 2))
     api.train(config(tmp_path / "resumed", 1))
-    api.train(config(tmp_path / "resumed", 2, "resume=true"))
+    api.train(config(tmp_path / "resumed", 2), resume=True)
     losses = {}
     for name in ("reference", "resumed"):
         losses[name] = {r["step"]: r["loss"] for r in read_log(tmp_path / name / "log.jsonl") if r["split"] == "train"}

@@ -49,13 +49,13 @@ def wait_for_step(proc: subprocess.Popen, out: Path, step: int, timeout: float =
 
 
 def assert_resume_is_exact(overrides: list[str], reference: Path, killed: Path, kill_step: int,
-                           total_steps: int, resume: list[str] = ("resume=true",)) -> None:
+                           total_steps: int, resume: bool = True) -> None:
     """Train ``reference`` uninterrupted, kill ``killed`` past ``kill_step``, resume it (by default
-    with ``resume=true``; ``resume=[]`` re-runs the same command), and compare losses."""
+    with ``resume=true``; ``resume=False`` re-runs the same command), and compare losses."""
     api.train(api.load_run_config(None, [*overrides, f"out_dir={reference}"]))
     stopped_at = kill_after([*overrides, f"out_dir={killed}"], killed, kill_step)
     assert kill_step <= stopped_at < total_steps, "the process should be killed mid-run"
-    api.train(api.load_run_config(None, [*overrides, f"out_dir={killed}", *resume]))
+    api.train(api.load_run_config(None, [*overrides, f"out_dir={killed}"]), resume=resume)
     ref, got = train_losses(reference), train_losses(killed)
     assert max(ref) == total_steps
     assert sorted(got) == sorted(ref)
@@ -103,7 +103,7 @@ def run_with_faults(overrides: list[str], reference: Path, killed: Path, kills: 
                 load_checkpoint(killed / "last")
             except Exception:  # any failure to load counts as a lost checkpoint
                 lost += 1
-    api.train(api.load_run_config(None, [*overrides, f"out_dir={killed}", "resume=true"]))
+    api.train(api.load_run_config(None, [*overrides, f"out_dir={killed}"]), resume=True)
     ref, got = train_losses(reference), train_losses(killed)
     exact = sorted(got) == sorted(ref) and all(got[s] == ref[s] for s in ref)
     return FaultReport(landed, in_save, exact, lost, orphans)

@@ -44,7 +44,7 @@ def test_rerunning_a_finished_run_keeps_it(tiny, tmp_path):
 
 def test_the_same_command_after_a_kill_resumes(tiny, tmp_path):
     overrides = [*tiny_overrides(*tiny, tmp_path / "unused"), "xe.epochs=12", "save_every=2"]
-    assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", 4, 12 * 6, resume=[])
+    assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", 4, 12 * 6, resume=False)
 
 
 def test_other_settings_are_refused_naming_them_and_the_ways_on(tiny, tmp_path):
@@ -67,7 +67,7 @@ def test_a_setting_added_by_a_later_release_keeps_an_older_run_going(tiny, tmp_p
     (run / "config.json").write_text(json.dumps(stored))
     assert api.train(_cfg(tiny, run, "xe.epochs=1")).steps == first.steps
     with pytest.raises(ConfigError, match="data.train_captions 'all' -> 'odd'"):
-        api.train(_cfg(tiny, run, "xe.epochs=1", "data.train_captions=odd", "resume=true"))
+        api.train(_cfg(tiny, run, "xe.epochs=1", "data.train_captions=odd"), resume=True)
 
 
 def test_a_key_the_method_never_reads_is_no_change(tiny, tmp_path):
@@ -83,14 +83,14 @@ def test_architecture_cannot_change_on_resume(tiny, tmp_path):
     run = tmp_path / "run"
     api.train(_cfg(tiny, run, "xe.epochs=1"))
     with pytest.raises(ConfigError, match=r"model.hidden_dim 16 -> 64 cannot change on resume"):
-        api.train(_cfg(tiny, run, "xe.epochs=2", "resume=true", "model.hidden_dim=64"))
+        api.train(_cfg(tiny, run, "xe.epochs=2", "model.hidden_dim=64"), resume=True)
 
 
 def test_a_changed_learning_rate_is_applied_and_recorded(tiny, tmp_path):
     run = tmp_path / "run"
     common = ["optim.lr_decay_every=1", "optim.lr_decay_rate=0.5"]
     api.train(_cfg(tiny, run, "xe.epochs=1", *common))
-    api.train(_cfg(tiny, run, "xe.epochs=2", "resume=true", "optim.lr=0.01", *common))
+    api.train(_cfg(tiny, run, "xe.epochs=2", "optim.lr=0.01", *common), resume=True)
     lrs = [r["lr"] for r in read_log(run / "log.jsonl") if r["split"] == "train" and r["epoch"] == 1]
     assert lrs and all(lr == pytest.approx(0.01 * 0.5) for lr in lrs)  # the new rate, decayed once
     assert json.loads((run / "config.json").read_text())["optim"]["lr"] == 0.01
@@ -99,7 +99,7 @@ def test_a_changed_learning_rate_is_applied_and_recorded(tiny, tmp_path):
 def test_overwrite_starts_afresh(tiny, tmp_path):
     run = tmp_path / "run"
     api.train(_cfg(tiny, run, "xe.epochs=2"))
-    result = api.train(_cfg(tiny, run, "xe.epochs=1", "overwrite=true"))
+    result = api.train(_cfg(tiny, run, "xe.epochs=1"), overwrite=True)
     assert result.steps == 6
     assert max(r["step"] for r in read_log(run / "log.jsonl")) <= 6
 
@@ -174,11 +174,11 @@ def test_a_resumed_log_appends_cleanly(tiny, tmp_path):
     models = [o for o in tiny_overrides(dataset, feats, run) if not o.startswith("model.")]
     api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "tensorboard=true"]))
     events = sorted((run / "tensorboard").iterdir())
-    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=2", "resume=true", "tensorboard=true"]))
+    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=2", "tensorboard=true"]), resume=True)
     records = read_log(run / "log.jsonl")
     assert sum(r["split"] == "note" for r in records) == 1
     steps = [r["step"] for r in records if r["split"] == "train"]
     assert steps == sorted(steps) and len(steps) == len(set(steps))
     # a fresh run into the folder (overwrite) does not keep the old run's curves
-    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "overwrite=true", "tensorboard=true"]))
+    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "tensorboard=true"]), overwrite=True)
     assert not any(e in sorted((run / "tensorboard").iterdir()) for e in events)

@@ -175,7 +175,7 @@ def test_a_failed_overwrite_puts_the_old_run_back(finished, tmp_path, capsys):
 
 def test_an_overwrite_deletes_the_old_run_once_started(finished, tmp_path):
     command, run, files = _copy_run(finished, tmp_path)
-    api.train(api.load_run_config(None, [*command, "overwrite=true", "max_steps=1"]))
+    api.train(api.load_run_config(None, [*command, "max_steps=1"]), overwrite=True)
     assert not list(run.glob(f"{ASIDE}*"))
     assert json.loads((run / "config.json").read_text())["max_steps"] == 1
     assert [r["step"] for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())
@@ -202,7 +202,7 @@ def test_a_run_killed_before_it_started_gets_the_old_run_back(finished, tmp_path
 def test_resume_and_overwrite_together_are_refused(finished, tmp_path, capsys):
     command, run, files = _copy_run(finished, tmp_path)
     with pytest.raises(ConfigError) as err:
-        api.train(api.load_run_config(None, [*command, "resume=true", "overwrite=true"]))
+        api.train(api.load_run_config(None, command), resume=True, overwrite=True)
     assert str(err.value) == f"resume=true continues the run in {run} and overwrite=true replaces it: give one of them"
     assert _snapshot(run) == files
 

@@ -58,7 +58,7 @@ def test_named_parts_and_loop_state_round_trip_through_a_checkpoint(tiny_data, t
     s.state["phase"] = 2
     save(s, "last")
 
-    resumed = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run") + ["resume=true"]))
+    resumed = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run")))
     add_part(resumed, "value", torch.nn.Linear(3, 1), OptimConfig(lr=0.1))
     begin(resumed)
     assert resumed.state == {"phase": 2}

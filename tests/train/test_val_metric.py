@@ -154,9 +154,9 @@ def test_a_checkpoint_without_best_metric_resumes_by_cider(tiny_data, tmp_path, 
     del trainer["progress"]["best_metric"]  # as rlcap wrote it before val.metric
     torch.save(trainer, trainer_file)
     cfg = api.load_run_config(None, tiny_overrides(dataset, feats, out, **{
-        "xe.epochs": 2, "val.metric": "Bleu_4", "resume": True}))
+        "xe.epochs": 2, "val.metric": "Bleu_4"}))
     with caplog.at_level(logging.WARNING, logger="rlcap.train.session"):
-        result = api.train(cfg)
+        result = api.train(cfg, resume=True)
     assert result.best_metric == "CIDEr"
     assert any("goes on with CIDEr" in m for m in caplog.messages)
     assert json.loads((out / "config.json").read_text())["val"]["metric"] == "CIDEr"

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 
 from rlcap import api
-from rlcap.cli.options import COUNT, int_range
+from rlcap.cli.options import COUNT, command_options, int_range
 from rlcap.devices import resolve_device
+from rlcap.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,8 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    cfg = api.load_run_config(args.config, ["algorithm=retriever", *args.overrides])
-    result = api.train(cfg)
+    options, overrides = command_options(args.overrides)
+    if options.nproc > 1:
+        raise ConfigError("nproc: rlcap retrieval train runs one process; rlcap train RECIPE algorithm=retriever "
+                          f"nproc={options.nproc} starts several")
+    cfg = api.load_run_config(args.config, ["algorithm=retriever", *overrides])
+    result = api.train(cfg, resume=options.resume, overwrite=options.overwrite)
     print(f"done: {result.steps} steps, best validation mean recall {result.best_score:.2f}, "
           f"run folder {result.out_dir}")
     return 0

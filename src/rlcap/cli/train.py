@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlcap import api
+from rlcap.cli.options import command_options
 from rlcap.config import describe
 from rlcap.train.run_config import metric_label, run_config_class
 
@@ -22,9 +23,12 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a captioner from a YAML recipe",
                        description="Train from a YAML recipe in configs/, with key=value overrides "
-                                   "(e.g. model.hidden_dim=256 resume=true).")
+                                   "(e.g. model.hidden_dim=256). Three options of the command, given the same way, "
+                                   "are not settings of the run: resume=true (continue the run in out_dir with "
+                                   "changed settings), overwrite=true (replace it) and nproc=N (start N processes "
+                                   "with torchrun).")
     p.add_argument("config", nargs="?", help="YAML recipe")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, dotted for sections")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, dotted for sections; resume=, overwrite=, nproc=")
     p.add_argument("--help-config", action="store_true",
                    help="list the config keys of a method (give algorithm=NAME, or a recipe; default xe) with their "
                         "defaults and help")
@@ -38,14 +42,14 @@ def run(args: argparse.Namespace) -> int:
     if args.config is None:
         print("rlcap train: error: give a YAML recipe (see configs/) or --help-config", file=sys.stderr)
         return 2
-    nproc, overrides = _nproc(args.overrides)
-    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+    options, overrides = command_options(args.overrides)
+    if options.nproc > 1 and "WORLD_SIZE" not in os.environ:
         api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
-        return _torchrun(nproc, args.config, overrides)
+        return _torchrun(options.nproc, args.config, [o for o in args.overrides if not o.startswith("nproc=")])
     cfg = api.load_run_config(args.config, overrides)
     previous = signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops a run as Ctrl-C does
     try:
-        result = api.train(cfg)
+        result = api.train(cfg, resume=options.resume, overwrite=options.overwrite)
     except KeyboardInterrupt as exc:
         print(_stopped(args, cfg.out_dir, "terminated" if isinstance(exc, Terminated) else "interrupted"),
               file=sys.stderr)
@@ -54,20 +58,6 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(f"done: {result.steps} steps, {best_line(result)}, run folder {result.out_dir}")
     return 0
-
-
-def _nproc(overrides: list[str]) -> tuple[int, list[str]]:
-    """``nproc=N`` among the overrides (not a config key: the number of processes to start) and the others."""
-    from rlcap.errors import ConfigError
-
-    found = [o for o in overrides if o.startswith("nproc=")]
-    rest = [o for o in overrides if not o.startswith("nproc=")]
-    if not found:
-        return 1, rest
-    value = found[-1].split("=", 1)[1]
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"nproc: expected a whole number of processes >= 1, got {value!r}")
-    return int(value), rest
 
 
 def _torchrun(nproc: int, config: str, overrides: list[str]) -> int:
@@ -87,11 +77,12 @@ def _help_config(args: argparse.Namespace) -> int:
     that continues an XE model is shown as it runs, with ``init_from`` (the checkpoint then gives the
     architecture and the vocabulary)."""
     from rlcap.train.registry import METHODS
-    from rlcap.train.run_config import as_meant, load_run_config, read_by
+    from rlcap.train.run_config import COMMAND_OPTIONS, as_meant, load_run_config, read_by
 
     recipe, overrides = args.config, list(args.overrides)
     if recipe is not None and "=" in recipe and not Path(recipe).exists():  # `--help-config algorithm=scst`
         recipe, overrides = None, [recipe, *overrides]
+    overrides = command_options(overrides)[1]
     cfg = load_run_config(recipe, overrides)
     algorithm = cfg.algorithm
     method = METHODS[algorithm]
@@ -110,7 +101,9 @@ def _help_config(args: argparse.Namespace) -> int:
     if unread:
         print(f"; not shown, as this run does not read them: {', '.join(unread)} "
               "(other model.arch, reward.weights, algorithm, init_from or scst.baseline)", end="")
-    print(f"\n\nother methods (algorithm=NAME --help-config lists their keys): "
+    print("\n\noptions of the command, not settings of the run: " + "; ".join(
+        f"{key}=... {text}" for key, text in COMMAND_OPTIONS.items()))
+    print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
           f"{', '.join(name for name in METHODS if name != algorithm)}")
     return 0
 
@@ -138,6 +131,6 @@ def _stopped(args: argparse.Namespace, out_dir: str, how: str) -> str:
     last = Path(out_dir) / "last"
     where = (f"its last checkpoint is step {load_checkpoint(last, with_trainer=False).manifest['step']}"
              if is_complete(last) else "it has no checkpoint yet")
-    overrides = [o for o in args.overrides if not o.startswith("resume=")]
+    overrides = [o for o in args.overrides if not o.startswith(("resume=", "overwrite="))]
     command = shlex.join(["rlcap", "train", args.config, *overrides, "resume=true"])
     return f"rlcap train: {how}; {where} in {last}. Continue with: {command}"

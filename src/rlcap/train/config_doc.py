@@ -12,7 +12,8 @@ from pathlib import Path
 from rlcap.config import describe, read_yaml
 from rlcap.recipes import checkout_configs
 from rlcap.rewards.reward_config import RewardConfig
-from rlcap.train.run_config import RLConfig, RunConfig, as_meant, load_run_config, read_by, run_config_class
+from rlcap.train.run_config import (COMMAND_OPTIONS, RLConfig, RunConfig, as_meant, load_run_config, read_by,
+                                    run_config_class)
 from rlcap.train.registry import METHODS, resolve
 
 
@@ -42,6 +43,9 @@ def config_markdown() -> str:
            "in a YAML recipe or as `key=value` overrides; `rlcap train --help-config algorithm=NAME` lists the",
            "keys of one method. Sections of other methods are left out of a run with a warning; any other",
            "unknown key is an error listing the valid ones.", "",
+           "Options of the `rlcap train` command are given the same way but are not settings of the run (no",
+           "recipe or `config.json` holds them; in Python, `resume` and `overwrite` are arguments of `api.train`): "
+           + "; ".join(f"`{key}=...` {text}" for key, text in COMMAND_OPTIONS.items()) + ".", "",
            "## Every run", ""]
     shared = [(k, d, t) for k, d, t in describe(RunConfig) if k != "algorithm"]
     out += _table([("algorithm", "'xe'", "the training method: " + ", ".join(f"`{n}`" for n in METHODS)), *shared])

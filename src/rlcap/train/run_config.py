@@ -167,10 +167,6 @@ class RunConfig:
                                       "--help-config algorithm=NAME lists its keys)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
-    resume: bool = help_field(False, "continue the run in out_dir from its last checkpoint, applying changed "
-                              "settings that a run may change (learning rate, epochs, ...)")
-    overwrite: bool = help_field(False, "replace a run already in out_dir (otherwise a run with the same settings "
-                                        "continues and one with other settings is refused)")
     init_from: str | None = help_field(None, "start from the weights of this checkpoint folder")
     allow_init_mismatch: bool = help_field(False, "start from init_from even when its vocabulary lacks words of "
                                                   "this run's training captions or its features' image size differs "
@@ -223,6 +219,12 @@ class RunConfig:
         return getattr(getattr(self, section), key)
 
 
+# What rlcap train does with the run folder and processes, given among its overrides: not in the run
+# config (no config.json records them). rlcap.cli.train.command_options reads them.
+COMMAND_OPTIONS = {"resume": "continue the run in out_dir, applying changed settings that a run may change",
+                   "overwrite": "replace a run already in out_dir",
+                   "nproc": "start this many processes with torchrun; rlcap train only"}
+
 _CLASSES: dict[tuple[str, Method], type[RunConfig]] = {}
 
 
@@ -263,6 +265,11 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     without a warning), and any other unknown key is an error listing the valid ones. A shared key the
     method never reads (:attr:`Method.skips`, e.g. ``decode.temperature`` for xe) is named in a warning too."""
     data = apply_overrides(read_yaml(path) if path is not None else {}, list(overrides or []))
+    options = sorted(set(data) & set(COMMAND_OPTIONS))
+    if options:
+        key = options[0]
+        raise ConfigError(f"{key} is not a setting of the run but an option of the command: {key}=... on the "
+                          f"rlcap train command line, or api.train(cfg, {key}=True) ({COMMAND_OPTIONS[key]})")
     algorithm = data.get("algorithm", "xe")
     if not isinstance(algorithm, str):
         raise ConfigError(f"algorithm: expected a method name, got {algorithm!r}")

@@ -8,6 +8,11 @@ vocabulary, algorithm, seed, starting checkpoint) are still refused, and the oth
 rate, epochs, batch size, validation, logging) are applied and recorded. ``resume=true`` with
 ``overwrite=true`` is refused.
 
+``resume`` and ``overwrite`` say what this command does with the folder, not what the run trains:
+they are options of ``rlcap train`` (``resume=true``, as ``nproc=N``) and of :func:`rlcap.api.train`,
+not keys of the run config, and no ``config.json`` records them. ``api.train`` calls
+:func:`open_run_folder` before the loop, on the process that holds the folder.
+
 Nothing of the old run is lost to a run that fails to start (data, model or reward cannot be
 built). ``overwrite=true`` moves the old run's files aside, into ``OUT/.replaced-<pid>/``, and
 deletes them only once the new run has started: :func:`mark_started`, at its first training
@@ -28,14 +33,15 @@ from typing import Any
 from rlcap.config import flatten, key_matches, to_dict
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
+from rlcap.train.checkpoint import recover
 from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
 
 # Settings a resumed run cannot change: the weights, vocabulary and data order depend on them.
 FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.value_features")
-# Settings that say how to start, not what to train.
-IGNORED = ("resume", "overwrite", "out_dir", "threads", "tensorboard")
+# Settings that say where and how to compute or log, not what to train.
+IGNORED = ("out_dir", "threads", "tensorboard")
 RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")
 ASIDE = ".replaced-"  # OUT/.replaced-<pid>/: the run that overwrite=true replaces, until the new one has started
 
@@ -60,19 +66,32 @@ def _describe(changes: dict[str, tuple]) -> str:
     return ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in ((k, *v) for k, v in changes.items()))
 
 
-def prepare_run_folder(cfg: Any) -> bool:
+def open_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) -> None:
+    """Make ``cfg.out_dir`` ready for the run: tidy it after a kill (:func:`rlcap.train.checkpoint.recover`,
+    :func:`recover_replaced`), then :func:`prepare_run_folder`. After it, the run continues from
+    ``OUT/last`` when that is a complete checkpoint and starts afresh otherwise."""
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for line in [*recover(out), *recover_replaced(out)]:
+        log.info("%s", line)
+    prepare_run_folder(cfg, resume, overwrite)
+
+
+def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) -> bool:
     """Decide how a run starts in ``cfg.out_dir``; returns True when it continues the run there.
+    ``overwrite``: set the run there aside (:func:`set_aside`); ``resume``: continue it with changed
+    settings, those a run may change.
 
     Raises ConfigError (one line) when the folder holds a run with other settings."""
     out = Path(cfg.out_dir)
     stored = out / "config.json"
-    if cfg.resume and cfg.overwrite:
+    if resume and overwrite:
         raise ConfigError(f"resume=true continues the run in {out} and overwrite=true replaces it: give one of them")
-    if cfg.overwrite:
+    if overwrite:
         set_aside(out)
         return False
     if not stored.is_file():
-        return bool(cfg.resume)
+        return resume
     try:
         previous = json.loads(stored.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -80,15 +99,15 @@ def prepare_run_folder(cfg: Any) -> bool:
     changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from),
                                defaults=to_dict(type(cfg)()), unread=method(cfg.algorithm).skips)
     fixed = {k: v for k, v in changes.items() if key_matches(k, FIXED)}
-    if cfg.resume and fixed:
+    if resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
                           f"train into a new out_dir, or give overwrite=true to replace it")
-    if not cfg.resume and changes:
+    if not resume and changes:
         raise ConfigError(f"{out} already holds a run with other settings ({_describe(changes)}); give resume=true "
                           f"to continue it with the new settings, a new out_dir, or overwrite=true to replace it")
     if changes:
         log.info("resuming %s with changed settings: %s", out, _describe(changes))
-    elif not cfg.resume:
+    elif not resume:
         log.info("%s already holds a run with these settings: continuing it (overwrite=true starts afresh)", out)
     return True
 

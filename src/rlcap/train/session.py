@@ -31,14 +31,14 @@ from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights, recover,
+from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights,
                                   relative_data_paths, rng_state, save_checkpoint, set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
 from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows
 from rlcap.train.logger import RunLogger, SilentLogger
 from rlcap.train.optimizer import build_optimizer
-from rlcap.train.run_folder import mark_started, prepare_run_folder, recover_replaced
+from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
 
 log = logging.getLogger(__name__)
@@ -101,21 +101,20 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     resuming; the trainer state is restored by :func:`begin`, after every part is added.
     ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of [Shi18]).
     The session holds its own copy of ``cfg`` (``session.cfg``), the model section taken from the
-    checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was."""
+    checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was.
+    The run folder is made ready before, by :func:`rlcap.api.train` (:func:`rlcap.train.run_folder.open_run_folder`:
+    a run with other settings refused, one that ``overwrite=true`` replaces set aside); a complete
+    ``OUT/last`` found then is resumed."""
     cfg = copy.deepcopy(cfg)
     device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     torch.set_num_threads(cpu_threads(cfg.threads))
     ranks = join(device)
     out_dir = Path(cfg.out_dir)
-    continuing = None
-    if ranks.main:  # the run folder is rank 0's: the others read what it decided
+    # the run folder is rank 0's, made ready by api.train (open_run_folder): the others read what it found
+    if ranks.main:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for line in [*recover(out_dir), *recover_replaced(out_dir)]:
-            log.info("%s", line)
-        continuing = prepare_run_folder(cfg)
-    continuing = from_main(continuing, ranks)
-    resume = continuing and is_complete(out_dir / "last")
-    if continuing and not resume:
+    resume = from_main(is_complete(out_dir / "last") if ranks.main else None, ranks)
+    if ranks.main and not resume and (out_dir / "config.json").is_file():
         log.info("%s holds no checkpoint yet: starting fresh", out_dir / "last")
     ckpt = load_checkpoint(out_dir / "last") if resume else None
     init = load_checkpoint(cfg.init_from, with_trainer=False) if (cfg.init_from and not resume) else None
