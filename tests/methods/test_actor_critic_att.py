@@ -55,8 +55,8 @@ def test_att_value_network_moves_and_the_run_resumes_exactly(att_run, tmp_path):
     stopped = tiny_overrides(dataset, feats, tmp_path / "ac", **ac_settings(folder, **ATT, max_steps=4))
     api.train(api.load_run_config(None, stopped))  # three steps of value pretraining, one joint
     first = load_checkpoint(tmp_path / "ac" / "last").weights["value"]
-    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "ac", resume="true",
-                                                       **ac_settings(folder, **ATT))))
+    api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "ac", **ac_settings(folder, **ATT))),
+              resume=True)
     ref, got = train_losses(out), train_losses(tmp_path / "ac")
     assert sorted(got) == sorted(ref) == list(range(1, 7))
     assert len([r for r in read_log(tmp_path / "ac" / "log.jsonl") if r["split"] == "train"]) == 6  # not rerun
