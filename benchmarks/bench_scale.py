@@ -95,7 +95,27 @@ def train(recipe: str, overrides: list[str], out: Path, fresh: bool = True) -> d
     times = [r["time"] for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if r["split"] == "train"]
     steps = np.diff(times)
     return {"peak_rss_gb": usage.ru_maxrss / 1024 ** 2, "step_s": float(np.median(steps)) if len(steps) else float("nan"),
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start, "settings": run_settings(json.loads((out / "config.json").read_text()))}
+
+
+def run_settings(config: dict) -> dict:
+    """What a run trained with, from its recorded config (the model its checkpoint holds, after any
+    ``--set``): the figures a section's text names. ``captions``: captions a step (XE: images x
+    seq_per_img; the sequence-level methods: images x rl.n_samples)."""
+    xe = config["algorithm"] == "xe"
+    images = config["xe"]["batch_size"] if xe else config["rl"]["batch_size"]
+    per_image = config["data"]["seq_per_img"] if xe else config["rl"]["n_samples"]
+    return {"arch": config["model"]["arch"], "hidden": config["model"]["hidden_dim"], "images": images,
+            "per_image": per_image, "captions": images * per_image}
+
+
+def describe_runs(xe: dict, scst: dict) -> str:
+    """``UpDown at hidden 512, XE 50 images x 5 captions a step, SCST 50 images x 5 samples``."""
+    return (f"{ARCH_NAMES.get(xe['arch'], xe['arch'])} at hidden {xe['hidden']}, XE {xe['images']} images x "
+            f"{xe['per_image']} captions a step, SCST {scst['images']} images x {scst['per_image']} samples")
+
+
+ARCH_NAMES = {"fc": "FC", "updown": "UpDown", "transformer": "Transformer", "hrl": "HRL"}
 
 
 def runs(dataset: Path, store: Path, steps: int, model: list[str], tag: str, folder: Path, extra: list[str]) -> dict:
@@ -176,15 +196,16 @@ def processes_against_threads(folder: Path, steps: int, extra: list[str], images
 
 
 def processes_rows(result: dict, steps: int, images: int = 1000) -> list[str]:
-    per_step = 50 * 5  # captions a step, XE and SCST alike: 50 images x 5 (seq_per_img; rl.n_samples)
+    ran = result["1x2"]
     lines = ["### 2 processes x 1 thread against 1 process x 2 threads (shapes)", "",
-             f"XE and then SCST (configs/shapes_xe.yaml, shapes_scst.yaml: UpDown, batch 50 images, 5 captions "
-             f"an image) for {steps} steps each on {images:,} shapes images (128 px), device=cpu. `2x1`: `rlcap train "
-             f"... nproc=2 threads=1` (torchrun, gloo; each rank 25 images a step); `1x2`: one process, "
-             f"threads=2. Samples a second from the median step.", "",
+             f"XE and then SCST (configs/shapes_xe.yaml, shapes_scst.yaml: "
+             f"{describe_runs(ran['xe']['settings'], ran['scst']['settings'])}) for {steps} steps each on "
+             f"{images:,} shapes images (128 px), device=cpu. `2x1`: `rlcap train ... nproc=2 threads=1` (torchrun, "
+             f"gloo; each rank half the images of a step); `1x2`: one process, threads=2. Samples (captions) a "
+             f"second from the median step.", "",
              "| stage | 1 process x 2 threads | 2 processes x 1 thread | 2x1 / 1x2 |", "|---|---|---|---|"]
     for stage in ("xe", "scst"):
-        a, b = (per_step / result[name][stage]["step_s"] for name in ("1x2", "2x1"))
+        a, b = (result[name][stage]["settings"]["captions"] / result[name][stage]["step_s"] for name in ("1x2", "2x1"))
         lines.append(f"| {stage} | {a:.0f} samples/s | {b:.0f} samples/s | {b / a:.2f} |")
     return lines
 
@@ -203,9 +224,7 @@ def gpu_section(dataset: Path, store: Path, steps: int, device: str, extra: list
 
     cuda = device.startswith("cuda")
     name = torch.cuda.get_device_name(torch.device(device)) if cuda else "CPU"
-    lines = ["### GPU" if cuda else "### The GPU section's code path, run on the CPU", "",
-             f"SCST (configs/shapes_scst.yaml, from random weights) at 50 images x 5 samples, {steps} steps, "
-             f"device={device} ({name}), the first images of the store above, in memory.", "",
+    lines = ["### GPU" if cuda else "### The GPU section's code path, run on the CPU", "", "", "",  # [2]: the text
              "| model | samples/s | s/step | peak GPU memory |", "|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for arch in ("fc", "updown", "transformer"):
@@ -221,7 +240,10 @@ def gpu_section(dataset: Path, store: Path, steps: int, device: str, extra: list
             times = [r["time"] for r in read_log(out / "log.jsonl") if r["split"] == "train"]
             step = float(np.median(np.diff(times))) if len(times) > 1 else float("nan")
             memory = f"{torch.cuda.max_memory_allocated(device) / 1024 ** 3:.2f} GB" if cuda else "n/a (CPU)"
-            lines.append(f"| {arch} | {250 / step:.0f} | {step:.3f} | {memory} |")
+            lines.append(f"| {arch} | {cfg.rl.batch_size * cfg.rl.n_samples / step:.0f} | {step:.3f} | {memory} |")
+    lines[2] = (f"SCST (configs/shapes_scst.yaml, from random weights) at {cfg.rl.batch_size} images x "
+                f"{cfg.rl.n_samples} samples, hidden {cfg.model.hidden_dim}, {steps} steps, device={device} ({name}), "
+                "the first images of the store above, in memory.")
     return lines
 
 
@@ -231,11 +253,14 @@ def measured(part: dict) -> str:
 
 def coco_rows(part: dict) -> list[str]:
     f, a = part["figures"], part["args"]
+    # (a results.json written before the runs' settings were recorded: the defaults it ran with)
+    ran = (describe_runs(f["xe"]["settings"], f["scst"]["settings"]) if "settings" in f["xe"]
+           else "UpDown at hidden 512, XE 50 images x 5 captions a step, SCST 50 images x 5 samples")
     lines = ["### Peak memory at COCO size", "", measured(part), "",
              f"Store: {a['images']:,} images x {a['regions']} regions x {a['dim']}-d, float16, {f['store_gb']:.1f} GB "
-             f"on disk (random features, random captions over 1,000 words, 5 an image). UpDown at hidden 512, batch 50 "
-             f"images, {a['steps']} steps of XE, then {a['steps']} of SCST from the XE run's last checkpoint (5 "
-             f"samples an image), every training image read out of core (`data.in_memory=false`), each run a process "
+             f"on disk (random features, random captions over 1,000 words, 5 an image). {ran}: {a['steps']} steps of "
+             f"XE, then {a['steps']} of SCST from the XE run's last checkpoint, every training image read out of core "
+             f"(`data.in_memory=false`), each run a process "
              f"of its own (peak RSS: its own, from wait4). Step: the median over the run's steps.", "",
              "| stage | peak RSS | step |", "|---|---|---|"]
     for stage in ("xe", "scst"):

@@ -125,6 +125,9 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
         assert len(turns.split(", ")) == 3
     models = [line.split("|")[1].strip() for line in lines if line.startswith(("| fc ", "| updown ", "| transformer "))]
     assert models == ["fc", "updown", "transformer"]
+    text = "\n".join(lines)  # the sections name what ran, --set included
+    assert "UpDown at hidden 32, XE 50 images x 5 captions a step, SCST 50 images x 5 samples: 8 steps" in text
+    assert "at 50 images x 5 samples, hidden 32, 3 steps, device=cpu" in text
     assert not (tmp_path / "scale" / "store").exists()  # the big store is deleted unless --keep
     # --set reaches every training run
     assert all(json.loads((tmp_path / "scale" / run / "config.json").read_text())["model"]["hidden_dim"] == 32
@@ -134,7 +137,8 @@ def test_bench_scale_runs_at_a_tiny_size(tmp_path):
 def test_bench_scale_processes_part_trains_each_layout(tmp_path, monkeypatch):
     """The part of 2 processes x 1 thread against 1 process x 2 threads: XE, then SCST from its last
     checkpoint, in each layout on the shapes set, every run with the --set overrides; the table's samples a
-    second from the runs' median steps (250 captions a step). Each run is `rlcap train` in a child process,
+    second from the runs' median steps and the captions a step their config.json records, which the text
+    names too. Each run is `rlcap train` in a child process,
     which the test above runs; `nproc=2` starts torchrun (tests/train/test_distributed.py)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -145,7 +149,11 @@ def test_bench_scale_processes_part_trains_each_layout(tmp_path, monkeypatch):
 
     def train(recipe, overrides, out, fresh=True):
         calls.append((recipe, overrides, out))
-        return {"step_s": 0.5 if "nproc=2" in overrides else 1.25, "peak_rss_gb": 0.1, "seconds": 1.0}
+        xe = recipe == "shapes_xe.yaml"  # as config.json records a run of the recipe with model.hidden_dim=32
+        config = {"algorithm": "xe" if xe else "scst", "model": {"arch": "updown", "hidden_dim": 32},
+                  "xe": {"batch_size": 50}, "data": {"seq_per_img": 5}, "rl": {"batch_size": 40, "n_samples": 4}}
+        return {"step_s": 0.5 if "nproc=2" in overrides else 1.25, "peak_rss_gb": 0.1, "seconds": 1.0,
+                "settings": bench_scale.run_settings(config)}
 
     monkeypatch.setattr(bench_scale, "train", train)
     monkeypatch.setattr(bench_scale, "shapes_store", lambda folder, images: (folder / "d.json", folder / "f.h5"))
@@ -160,3 +168,5 @@ def test_bench_scale_processes_part_trains_each_layout(tmp_path, monkeypatch):
             assert f"init_from={tmp_path / out.name.replace('scst', 'xe')}/last" in overrides
     rows = bench_scale.processes_rows(result, 3, 100)
     assert "| xe | 200 samples/s | 500 samples/s | 2.50 |" in rows and "on 100 shapes images" in rows[2]
+    assert "| scst | 128 samples/s | 320 samples/s | 2.50 |" in rows  # 40 images x 4 samples a step
+    assert "UpDown at hidden 32, XE 50 images x 5 captions a step, SCST 40 images x 4 samples)" in rows[2]
