@@ -36,3 +36,12 @@ def test_retrieval_train_then_eval(tmp_path, capsys):
     assert printed == [round(scores["t2i_R@1"], 1), round(scores["i2t_R@1"], 1)]
     # the colour is in the features: a caption finds an image of its colour far above chance (1 in 12)
     assert scores["t2i_R@5"] > 100 * 5 / 12
+
+    # the command's options: resume=true continues the run with a changed setting; nproc= is rlcap train's
+    steps = len((tmp_path / "ret" / "log.jsonl").read_text().splitlines())
+    assert main(["retrieval", "train", str(recipe), *overrides, "retriever.epochs=5", "resume=true"]) == 0
+    assert json.loads((tmp_path / "ret" / "config.json").read_text())["retriever"]["epochs"] == 5
+    assert len((tmp_path / "ret" / "log.jsonl").read_text().splitlines()) > steps  # a fifth epoch, appended
+    capsys.readouterr()
+    assert main(["retrieval", "train", str(recipe), *overrides, "nproc=2"]) == 2
+    assert "nproc: rlcap retrieval train runs one process" in capsys.readouterr().err
