@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -182,3 +183,18 @@ def test_a_resumed_log_appends_cleanly(tiny, tmp_path):
     # a fresh run into the folder (overwrite) does not keep the old run's curves
     api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "tensorboard=true"]), overwrite=True)
     assert not any(e in sorted((run / "tensorboard").iterdir()) for e in events)
+
+
+def test_a_run_resumed_at_an_epochs_end_decays_its_rate_once_and_quietly(tiny, tmp_path):
+    """Stopped by max_steps after the last batch of an epoch, a run resumes with that epoch's end: its
+    schedule decays before this process's first optimizer step. That is the right order, so torch's
+    warning of the wrong one is not shown, and the next epoch trains at the decayed rate."""
+    run = tmp_path / "run"
+    common = ["optim.lr_decay_every=1", "optim.lr_decay_rate=0.5", "xe.epochs=2"]
+    api.train(_cfg(tiny, run, *common, "max_steps=6"))  # 6 batches an epoch: stopped at the epoch's last
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api.train(_cfg(tiny, run, *common), resume=True)
+    assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
+    lrs = {r["epoch"]: r["lr"] for r in read_log(run / "log.jsonl") if r["split"] == "train"}
+    assert lrs[0] == pytest.approx(5e-4) and lrs[1] == pytest.approx(2.5e-4)

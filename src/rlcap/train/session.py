@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
@@ -356,7 +357,12 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
     s, p = session, session.progress
     for part in s.parts.values():
         if part.scheduler is not None:
-            part.scheduler.step()
+            with warnings.catch_warnings():
+                # a run resumed at an epoch's end (stopped by max_steps or killed after its last batch's
+                # checkpoint) decays here before this process's first optimizer step: the right order, though
+                # torch, which counts steps per process, warns of the wrong one
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+                part.scheduler.step()
     p.epoch += 1
     p.step_in_epoch = 0
     scores = None
