@@ -143,3 +143,12 @@ def test_a_command_option_in_a_recipe_says_where_it_belongs(tmp_path, capsys):
     assert main(["train", "--help-config", "algorithm=xe", "resume=true"]) == 0  # the option is not a key
     out = capsys.readouterr().out
     assert "\nresume " not in out and "options of the command, not settings of the run: resume=... continue" in out
+
+
+def test_the_cli_and_the_config_name_the_same_command_options():
+    """CommandOptions (the CLI's, light to import) and run_config.COMMAND_OPTIONS (the library's refusal and
+    the docs) name the same options."""
+    from rlcap.cli.options import CommandOptions
+    from rlcap.train.run_config import COMMAND_OPTIONS
+
+    assert sorted(CommandOptions._fields) == sorted(COMMAND_OPTIONS)

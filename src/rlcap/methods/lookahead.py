@@ -26,9 +26,8 @@ from rlcap.methods.actor_critic import VALUE
 from rlcap.files import write_json
 from rlcap.models import ValueModel, build_value_model
 from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import MANIFEST, load_checkpoint
+from rlcap.train.checkpoint import MANIFEST, load_checkpoint, load_model
 from rlcap.train.decode_split import score_predictions
-from rlcap.train.checkpoint import load_model
 from rlcap.train.session import Session
 
 log = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
 
+
 def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
     """Check ``init`` (the checkpoint of ``cfg.init_from``; None when resuming or starting fresh)
     against ``data``; :class:`DataError` for a mismatch (see the module docstring).

@@ -220,7 +220,8 @@ class RunConfig:
 
 
 # What rlcap train does with the run folder and processes, given among its overrides: not in the run
-# config (no config.json records them). rlcap.cli.train.command_options reads them.
+# config (no config.json records them). rlcap.cli.options.command_options reads them (CommandOptions: the
+# same three names, kept there so that the CLI's start-up imports no training code).
 COMMAND_OPTIONS = {"resume": "continue the run in out_dir, applying changed settings that a run may change",
                    "overwrite": "replace a run already in out_dir",
                    "nproc": "start this many processes with torchrun; rlcap train only"}

@@ -77,10 +77,10 @@ def open_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) -> 
     prepare_run_folder(cfg, resume, overwrite)
 
 
-def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) -> bool:
-    """Decide how a run starts in ``cfg.out_dir``; returns True when it continues the run there.
-    ``overwrite``: set the run there aside (:func:`set_aside`); ``resume``: continue it with changed
-    settings, those a run may change.
+def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) -> None:
+    """Decide how a run starts in ``cfg.out_dir``: ``overwrite`` sets the run there aside
+    (:func:`set_aside`); ``resume`` continues it with changed settings, those a run may change; else
+    only a run with the same settings continues.
 
     Raises ConfigError (one line) when the folder holds a run with other settings."""
     out = Path(cfg.out_dir)
@@ -89,9 +89,9 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
         raise ConfigError(f"resume=true continues the run in {out} and overwrite=true replaces it: give one of them")
     if overwrite:
         set_aside(out)
-        return False
+        return
     if not stored.is_file():
-        return resume
+        return
     try:
         previous = json.loads(stored.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -109,7 +109,6 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
         log.info("resuming %s with changed settings: %s", out, _describe(changes))
     elif not resume:
         log.info("%s already holds a run with these settings: continuing it (overwrite=true starts afresh)", out)
-    return True
 
 
 def _aside(out: Path, pid: int | None = None) -> Path:
