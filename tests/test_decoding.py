@@ -265,6 +265,19 @@ def test_entropy_by_hand():
     torch.testing.assert_close(entropy(logprobs), torch.tensor([math.log(2), 0.0]))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_entropy_is_fp32_and_finite_under_autocast(dtype):
+    """Under a bf16 or fp16 run (autocast), banned words (-inf) still count 0 * log 0 = 0, in fp32:
+    a low-precision product reduction would turn fp32's clamp value into -inf, and 0 * -inf into NaN."""
+    logprobs = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]).log()
+    with torch.autocast("cpu", dtype=dtype):
+        got = entropy(logprobs)
+        low = entropy(logprobs.to(dtype))
+    assert got.dtype == low.dtype == torch.float32
+    torch.testing.assert_close(got, torch.tensor([math.log(2), 0.0]))
+    torch.testing.assert_close(low, torch.tensor([math.log(2), 0.0]), rtol=2e-3, atol=0.0)  # log 0.5 rounded
+
+
 def tiny_captioner(arch: str = "fc"):
     torch.manual_seed(0)
     cfg = ModelConfig(arch=arch, embed_dim=8, hidden_dim=8, att_hidden_dim=8, num_layers=1, num_heads=2,

@@ -1,7 +1,8 @@
 """precision: bf16 on the CPU (what this machine can run; fp16 takes the same path with a gradient
 scaler). Under autocast the matrix products run in bf16 while every module's output, the losses and
 the rewards stay fp32. Stated tolerances, over the first 20 steps of tiny runs from one seed: XE's
-loss within 2% of fp32's at every step; SCST's (whose samples differ as soon as a probability does)
+loss within 0.2% of fp32's at every step (measured 0.015%; 0.9% when every forward read the first
+step's weights from autocast's cache, which 2% let pass); SCST's (whose samples differ as soon as a probability does)
 finite at every step, with its samples' mean reward within 5% of fp32's."""
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def test_xe_in_bf16_follows_fp32(runs):
     xe, _ = runs
     assert len(xe["bf16"]) == len(xe["fp32"]) == STEPS
     for a, b in zip(xe["fp32"], xe["bf16"]):
-        assert abs(b["loss"] - a["loss"]) <= 0.02 * abs(a["loss"]), (a["step"], a["loss"], b["loss"])
+        assert abs(b["loss"] - a["loss"]) <= 0.002 * abs(a["loss"]), (a["step"], a["loss"], b["loss"])
     assert xe["bf16"] != xe["fp32"]  # bf16 did run: the losses are not fp32's to the bit
 
 

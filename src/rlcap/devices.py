@@ -62,6 +62,13 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
+def full_precision(like: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Autocast off on ``like``'s device, inside a run's autocast region: for the similarities that
+    become losses, rewards and retrieval ranks, whose matrix products autocast would run in bf16 or
+    fp16 (with 8 bits of mantissa, cosines 0.004 apart tie). The caller gives fp32 inputs."""
+    return torch.autocast(like.device.type, enabled=False)
+
+
 def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:
     """fp16's loss scaler (gradients of fp16 activations underflow without it); None otherwise."""
     return torch.amp.GradScaler(device.type) if precision == "fp16" else None

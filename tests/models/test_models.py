@@ -192,3 +192,21 @@ def test_updown_regions_shared_per_image_give_the_same_values_and_gradients_as_c
     torch.testing.assert_close(shared_logits, copied_logits, atol=1e-5, rtol=1e-5)
     for name, grad in shared_grads.items():
         torch.testing.assert_close(grad, copied_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_lstm_runs_in_fp32_on_the_cpu_under_autocast():
+    """oneDNN has no bf16 LSTM on CPUs without bf16 instructions (every call failed under autocast): the
+    LSTM of the value network and the embedding models leaves autocast on the CPU, same weights and keys."""
+    from rlcap.models.lstm import LSTM
+
+    torch.manual_seed(0)
+    ours, plain = LSTM(8, 6, batch_first=True), torch.nn.LSTM(8, 6, batch_first=True)
+    plain.load_state_dict(ours.state_dict())  # the same state dict: checkpoints of either load in the other
+    x = torch.randn(3, 5, 8)
+    expected, (h, c) = plain(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, (h2, c2) = ours(x)
+        again, _ = ours(x[:, :1], (h2, c2))  # a step from a given state, as the value network's lookahead
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(again, plain(x[:, :1], (h, c))[0])

@@ -1,4 +1,4 @@
-"""optimizer_step: gradient clipping by global norm or by value, by hand."""
+"""optimizer_step: gradient clipping by global norm or by value, by hand; fresh weights under autocast."""
 
 from types import SimpleNamespace
 
@@ -33,6 +33,28 @@ def test_norm_clipping_scales_the_whole_gradient():
 
 def test_no_clipping():
     assert _step("norm", 0.0) == pytest.approx([-10.0, -0.01])
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_under_one_autocast_region_each_forward_reads_the_weights_of_the_last_step(precision):
+    """A run computes inside one autocast region, whose cache of low-precision weight copies would
+    otherwise keep the first forward's weights for the whole run (the loss never moved)."""
+    from rlcap.devices import autocast
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    part = Part(model, torch.optim.SGD(model.parameters(), lr=0.1), None, OptimConfig())
+    session = SimpleNamespace(parts={"policy": part}, ranks=Ranks())
+    x, y = torch.randn(8, 4), torch.ones(8, 1)
+    losses = []
+    with autocast(torch.device("cpu"), precision):
+        for _ in range(3):
+            loss = ((model(x).float() - y) ** 2).mean()
+            optimizer_step(session, loss)
+            losses.append(loss.item())
+            fresh = model(x)  # the forward after the step, against the weights computed outside autocast's cache
+            assert torch.allclose(fresh.float(), x @ model.weight.detach().T + model.bias.detach(), atol=0.02)
+    assert losses[0] > losses[1] > losses[2]
 
 
 def test_unknown_clip_mode_is_rejected():

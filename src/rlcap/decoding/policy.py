@@ -20,9 +20,14 @@ def banned_words(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def entropy(logprobs: torch.Tensor) -> torch.Tensor:
-    """Entropy of each row's distribution: (R, V) log-probabilities -> (R,); 0 * log 0 = 0."""
-    finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)  # (R, V) -inf (banned words) -> 0 * finite
-    return -torch.linalg.vecdot(finite.exp(), finite)
+    """Entropy of each row's distribution: (R, V) log-probabilities -> (R,) fp32; 0 * log 0 = 0.
+
+    Computed in fp32 whatever the input's dtype and under autocast too: a product reduction such as
+    ``torch.linalg.vecdot`` is one of autocast's low-precision ops, where fp32's clamp value becomes
+    -inf and 0 * -inf = NaN. Elementwise products and sums are not autocast ops, so they stay fp32."""
+    lp = logprobs.float()
+    finite = lp.clamp(min=torch.finfo(lp.dtype).min)  # (R, V) -inf (banned words) -> 0 * finite
+    return -(finite.exp() * finite).sum(dim=-1)
 
 
 def word_logprobs(step_lp: torch.Tensor, ban: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ import torch
 
 from rlcap.config import help_field
 from rlcap.data.loader import Batch, SplitData
-from rlcap.devices import model_device
+from rlcap.devices import full_precision, model_device
 from rlcap.errors import ConfigError
 from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
@@ -126,7 +126,9 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
     texts = torch.cat([model.embed_texts(caps[i:i + batch_size].to(device))
                        for i in range(0, len(caps), batch_size)])  # (C, D)
     model.train(was_training)
-    scores = retrieval_metrics((images @ texts.T).cpu().numpy(), owner.numpy())
+    with full_precision(images):  # fp32 under autocast too: ranks
+        similarity = images.float() @ texts.float().T  # (I, C)
+    scores = retrieval_metrics(similarity.cpu().numpy(), owner.numpy())
     scores["mean_R"] = float(np.mean([scores[f"{d}_R@{k}"] for d in ("t2i", "i2t") for k in RECALL_AT]))
     return scores
 

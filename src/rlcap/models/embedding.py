@@ -26,6 +26,7 @@ from rlcap.data.feats import Feats
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.metrics import tokenize
+from rlcap.models.lstm import LSTM
 
 EMBEDDING = "embedding"  # the part name of the model in a checkpoint
 
@@ -58,7 +59,7 @@ class EmbeddingModel(nn.Module):
         self.fc_dim = fc_dim
         self.image_map = nn.Linear(fc_dim, cfg.joint_dim)  # l_e of [Shi18 sec. 3.3.1]
         self.embed = nn.Embedding(vocab_size, cfg.word_dim, padding_idx=PAD)
-        self.rnn = nn.LSTM(cfg.word_dim, cfg.hidden_dim, batch_first=True)
+        self.rnn = LSTM(cfg.word_dim, cfg.hidden_dim, batch_first=True)
         self.text_map = nn.Linear(cfg.hidden_dim, cfg.joint_dim)
 
     def embed_images(self, feats: Feats) -> torch.Tensor:

@@ -63,3 +63,21 @@ class WordGates(nn.Module):
                 self._table = self.proj(self.embed.weight)  # (V, 4H)
             self._table_key = key
         return self._table
+
+
+class LSTM(nn.LSTM):
+    """``torch.nn.LSTM`` (same weights, same state dict) that runs in fp32 on the CPU under autocast.
+
+    oneDNN, which runs ``nn.LSTM`` on the CPU, has no bf16 or fp16 LSTM on CPUs without native bf16
+    instructions (AVX-512-BF16 or AMX): there autocast's cast makes every call fail ("could not create a
+    primitive descriptor"). So on the CPU the layer leaves autocast and computes in fp32; on a GPU it
+    runs under autocast as any layer.
+    Packed sequences take another path, which works under autocast, and are left to it."""
+
+    def forward(self, input, hx=None):  # noqa: A002 (nn.LSTM's own names)
+        if (isinstance(input, torch.Tensor) and input.device.type == "cpu"
+                and torch.is_autocast_enabled("cpu")):
+            with torch.autocast("cpu", enabled=False):
+                hx = None if hx is None else tuple(h.float() for h in hx)
+                return super().forward(input.float(), hx)
+        return super().forward(input, hx)

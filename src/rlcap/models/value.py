@@ -24,6 +24,7 @@ from torch import nn
 
 from rlcap.models.attention import additive_scores, weighted_sum
 from rlcap.models.base import Feats, Tensors
+from rlcap.models.lstm import LSTM
 from rlcap.models.model_config import ModelConfig
 
 
@@ -52,7 +53,7 @@ class ValueNetwork(nn.Module):
         self.img_embed = nn.Linear(fc_dim, emb)
         self.embed = nn.Embedding(vocab_size, emb)
         self.drop = nn.Dropout(cfg.dropout)
-        self.rnn = nn.LSTM(emb, hid, batch_first=True)
+        self.rnn = LSTM(emb, hid, batch_first=True)
         # the three-layer perceptron of [Shi18 sec. 4.1]
         self.head = nn.Sequential(nn.Linear(hid + emb, hid), nn.ReLU(), nn.Linear(hid, hid), nn.ReLU(),
                                   nn.Linear(hid, 1))
@@ -95,7 +96,7 @@ class AttValueNetwork(nn.Module):
         self.img_embed = nn.Linear(fc_dim, emb)
         self.embed = nn.Embedding(vocab_size, emb)
         self.drop = nn.Dropout(cfg.dropout)
-        self.rnn = nn.LSTM(emb, hid, batch_first=True)
+        self.rnn = LSTM(emb, hid, batch_first=True)
         self.att_embed = nn.Sequential(nn.Linear(att_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))  # as UpDown's
         self.ctx2att = nn.Linear(hid, att_hid)  # W_va
         self.h2att = nn.Linear(hid, att_hid, bias=False)  # W_ha

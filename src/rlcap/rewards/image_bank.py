@@ -21,6 +21,7 @@ import h5py
 import numpy as np
 import torch
 
+from rlcap.devices import full_precision
 from rlcap.errors import DataError
 
 MINING_BLOCK = 2048  # query rows per similarity block when mining
@@ -115,7 +116,8 @@ def mine_neighbours(embeddings: torch.Tensor, candidates: torch.Tensor, k: int) 
     out = []
     for start in range(0, embeddings.size(0), MINING_BLOCK):
         block = embeddings[start:start + MINING_BLOCK]  # (b, D)
-        sim = block @ pool.T  # (b, C)
+        with full_precision(block):  # (b, C), fp32 under autocast too: ranks
+            sim = block.float() @ pool.float().T
         # cpu: the bank and its mining live on the CPU
         itself = candidates[None, :] == torch.arange(start, start + block.size(0))[:, None]  # (b, C)
         sim = sim.masked_fill(itself, float("-inf"))

@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlcap.devices import full_precision
+
 CLIP_S_WEIGHT = 2.5  # Hessel et al. 2021: rescales CLIP-S to about [0, 1] on COCO
 
 
@@ -41,7 +43,8 @@ def info_nce_loss(images: torch.Tensor, texts: torch.Tensor, temperature: float,
     if images.dim() != 2 or images.shape != texts.shape:
         raise ValueError(f"info_nce_loss: expected images and texts of one shape (B, D), got "
                          f"{tuple(images.shape)} and {tuple(texts.shape)}")
-    logits = images @ texts.T / temperature  # (B, B)
+    with full_precision(images):
+        logits = images.float() @ texts.float().T / temperature  # (B, B) fp32 under autocast too
     if not_negative is not None:
         off_diagonal = ~torch.eye(images.size(0), dtype=torch.bool, device=images.device)
         logits = logits.masked_fill(not_negative.bool() & off_diagonal, float("-inf"))
@@ -70,7 +73,8 @@ def i2t_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor, t
     from its image. texts (N, D), images (M, D), owner (N,) -> (N,). A pool of one caption has no
     baseline: +inf (tau times the log of an empty sum, -inf, subtracted; give a pool of two or more)."""
     _check_pools(texts, images, owner)
-    sim = images[owner] @ texts.T  # (N, N): row n, s(x, i_{c(n)}) for every caption x of the pool
+    with full_precision(texts):  # (N, N): row n, s(x, i_{c(n)}) for every caption x of the pool
+        sim = images[owner].float() @ texts.float().T
     positive = sim.diagonal()  # (N,) s(x_n, i_{c(n)})
     itself = torch.eye(texts.size(0), dtype=torch.bool, device=texts.device)
     return _decoupled(positive, sim, itself, tau)
@@ -80,7 +84,8 @@ def t2i_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor, t
     """Text-to-image reward of eq. 2: caption n's image against every other image of the pool.
     texts (N, D), images (M, D), owner (N,) -> (N,)."""
     _check_pools(texts, images, owner)
-    sim = texts @ images.T  # (N, M) s(x_n, i) for every image i of the pool
+    with full_precision(texts):  # (N, M) s(x_n, i) for every image i of the pool
+        sim = texts.float() @ images.float().T
     positive = sim.gather(1, owner[:, None]).squeeze(1)  # (N,)
     own = F.one_hot(owner, images.size(0)).bool()  # (N, M)
     return _decoupled(positive, sim, own, tau)

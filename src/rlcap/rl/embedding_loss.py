@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from rlcap.devices import full_precision
+
 
 def _check_pairs(name: str, images: torch.Tensor, texts: torch.Tensor) -> None:
     if images.dim() != 2 or images.shape != texts.shape:
@@ -46,7 +48,8 @@ def ranking_loss(images: torch.Tensor, texts: torch.Tensor, margin: float,
     """
     _check_pairs("ranking_loss", images, texts)
     b = images.size(0)
-    sim = images @ texts.T  # (B, B) s(i, j): image i, caption j
+    with full_precision(images):  # (B, B) s(i, j): image i, caption j, fp32 under autocast too
+        sim = images.float() @ texts.float().T
     pos = sim.diagonal()  # (B,) s(i, i)
     skip = torch.eye(b, dtype=torch.bool, device=sim.device)
     if not_negative is not None:
