@@ -63,3 +63,42 @@ def test_training_out_of_core_gives_the_same_losses(tmp_path):
             "data.in_memory": in_memory, "max_steps": 12, "model.arch": "updown"})))
         losses[in_memory] = [r["loss"] for r in read_log(out / "log.jsonl") if r["split"] == "train"]
     assert len(losses["true"]) == 12 and losses["true"] == losses["false"]
+
+
+def test_a_store_changed_under_an_out_of_core_split_is_refused_at_the_next_read(ragged, tmp_path):
+    """Replaced by another file (a new extraction moved into place), or rewritten in place: either way
+    the rows read now are not the rows the split was opened on."""
+    import os
+    import shutil
+
+    from rlcap.data.split_features import StoreChanged
+
+    dataset, store = ragged
+    lazy = _split(dataset, store, False)
+    lazy.feats(torch.arange(2))  # reads
+    copy = tmp_path / "copy.h5"
+    shutil.copy(store, copy)
+    os.replace(copy, store)
+    with pytest.raises(StoreChanged, match=r"ragged.h5 changed while this run was reading it \(it is another file "):
+        lazy.feats(torch.arange(2))
+    lazy = _split(dataset, store, False)
+    stat = store.stat()
+    os.utime(store, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    with pytest.raises(StoreChanged, match=r"\(rewritten in place\)"):
+        lazy.feats(torch.arange(2))
+
+
+def test_check_all_reads_the_first_rows_of_an_out_of_core_split(ragged):
+    """What a run does with its validation split at start: a bad row among the rows it validates on is
+    found then, one past them is left to the batch that reads it."""
+    import h5py
+
+    from rlcap.errors import DataError
+
+    dataset, store = ragged
+    with h5py.File(store, "r+") as f:
+        f["att"][5] = np.full(f["att"].shape[1:], np.inf, dtype=f["att"].dtype)
+    lazy = _split(dataset, store, False)
+    lazy.features.check_all(limit=5)
+    with pytest.raises(DataError, match="the features of image '5' are not finite"):
+        lazy.features.check_all()

@@ -9,12 +9,20 @@ counts), so its features are the same tensors an in-memory split gives; a folder
 are not known without reading every file, pads each batch to its own largest. Each read checks its
 rows as loading all would (non-finite values, region counts), so a damaged row is reported when its
 batch is read.
+
+A store file read out of core must not change under the run: HDF5 reads rows past the end of a
+truncated file as zeros, which pass every check. Its size, modification time and inode are recorded
+at open and compared before each read; a change, or a read error, stops the run with one line
+naming the file (:class:`StoreChanged`). A split can also be checked whole at start
+(:meth:`SplitFeatures.check_all`), as the run does for its validation split.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,9 +30,21 @@ import torch
 from rlcap.data.feats import Feats
 from rlcap.data.features import open_feature_store
 from rlcap.data.features.store import FeatureStore, LoadedFeatures
-from rlcap.errors import ConfigError
+from rlcap.errors import ConfigError, DataError
 
 IN_MEMORY_LIMIT = 2 * 1024 ** 3  # bytes of features above which in_memory: auto reads batch by batch
+CHECK_ROWS = 256  # rows a read when a split is checked whole out of core
+
+
+class StoreChanged(DataError):
+    """The feature store a run reads out of core was changed, or could not be read, under it."""
+
+
+def _stamp(path: Path) -> os.stat_result | None:
+    """What says a store file is the one opened (a folder store: None, its files are read one by one)."""
+    return os.stat(path) if path.is_file() else None
+
+
 def check_in_memory(value: bool | str) -> None:
     if value not in (True, False, "auto") or (value in (0, 1) and not isinstance(value, bool)):
         raise ConfigError(f"data.in_memory: {value!r} is not one of true, false, auto")
@@ -69,6 +89,7 @@ class SplitFeatures:
             self._n_max = int(self._all.att.shape[1])
         else:
             self._all = None
+            self._opened = _stamp(store.path)
             counts = store.region_counts(self.ids)
             self._n_max = int(counts.max()) if counts is not None and len(counts) else None
 
@@ -82,7 +103,37 @@ class SplitFeatures:
         if self._all is not None:
             return index
         with self._lock:
-            return self._store.load_all([self.ids[i] for i in index.tolist()])
+            return self._load([self.ids[i] for i in index.tolist()])
+
+    def _load(self, ids: list[str]) -> LoadedFeatures:
+        """``ids``' rows from the store, once it is known to be the file opened (out of core)."""
+        path = self._store.path
+        now = _stamp(path) if path.exists() else None
+        was = self._opened
+        if was is not None and (now is None or (now.st_size, now.st_mtime_ns, now.st_ino)
+                                != (was.st_size, was.st_mtime_ns, was.st_ino)):
+            what = ("it is gone" if now is None else "it is another file now" if now.st_ino != was.st_ino else
+                    f"{was.st_size} -> {now.st_size} bytes" if now.st_size != was.st_size else "rewritten in place")
+            raise StoreChanged(f"{path} changed while this run was reading it ({what}): rows read now could be "
+                               "zeros or another extraction's, so the run stops here, its last checkpoint kept; put "
+                               "the file back as it was (extract new features into another file), then run the same "
+                               "command again to continue")
+        try:
+            return self._store.load_all(ids)
+        except OSError as exc:  # h5py's read errors
+            raise StoreChanged(f"{path}: cannot read the features of images {ids[0]!r}... ({exc}); the run stops "
+                               "here, its last checkpoint kept: check the file, then run the same command again") \
+                from None
+
+    def check_all(self, limit: int = 0) -> None:
+        """Read the first ``limit`` rows (0: every row) once to check them (non-finite values, region counts):
+        done at load for a split in memory, and here, a block at a time, for one out of core (the rows a
+        run validates on, at its start)."""
+        n = len(self.ids) if limit <= 0 else min(limit, len(self.ids))
+        if self._all is None:
+            for start in range(0, n, CHECK_ROWS):
+                with self._lock:
+                    self._load(self.ids[start:min(start + CHECK_ROWS, n)])
 
     def as_float(self, read: torch.Tensor | LoadedFeatures) -> Feats:
         """The float32 features of :meth:`read`'s rows. The cast is torch's, on the thread that trains: the
@@ -97,5 +148,5 @@ class SplitFeatures:
         """Every row at once (in their stored precision), read now when the split is out of core."""
         if self._all is None:
             with self._lock:
-                return _as_feats(self._store.load_all(self.ids), self._n_max)
+                return _as_feats(self._load(self.ids), self._n_max)
         return self._all

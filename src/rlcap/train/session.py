@@ -134,6 +134,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
         cfg.model = taken
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
+    if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation
+        data.splits[cfg.val.split].features.check_all(cfg.val.max_images)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
     dims = feature_dims(data)
     if ckpt is not None and ckpt.manifest.get("world_size", 1) != ranks.world:

@@ -1,0 +1,69 @@
+"""The third probe's findings, through the CLI as they were seen: a feature store changed under an
+out-of-core run, a bad validation row read out of core, a diverging run, tracebacks turned into one
+line, and messages that said what the command does not take."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from rlcap.cli import main
+from rlcap.train.checkpoint import is_complete, load_checkpoint
+from rlcap.train.logger import read_log
+from tests.tiny import make_tiny_dataset, tiny_overrides
+
+
+def _run(capsys, *argv):
+    """``rlcap ARGV`` in-process: (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _train_steps(run) -> list[int]:
+    return [r["step"] for r in read_log(run / "log.jsonl") if r["split"] == "train"]
+
+
+# --- a store changed under a run, a bad validation row out of core ---------------------------------
+
+def test_a_store_truncated_under_an_out_of_core_run_stops_it_in_one_line(tmp_path, capsys, monkeypatch):
+    """h5py reads the rows of a truncated file as zeros, which pass the finite check: the run went on,
+    its log different from step 42, and "finished" with rc 0."""
+    import rlcap.methods.xe as xe
+
+    dataset, feats = make_tiny_dataset(tmp_path)
+    real_finish = xe.finish_step
+
+    def truncate_after_step_8(s, values):
+        stop = real_finish(s, values)
+        if s.progress.step == 8:  # in epoch 2, its first epoch's checkpoint written
+            os.truncate(feats, feats.stat().st_size // 2)
+        return stop
+
+    monkeypatch.setattr(xe, "finish_step", truncate_after_step_8)
+    run = tmp_path / "run"
+    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+                      *tiny_overrides(dataset, feats, run, **{"data.in_memory": "false", "xe.epochs": 4}))
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"rlcap train: error: {feats} changed while this run was reading it (")
+    assert "the run stops here, its last checkpoint kept" in err and "run the same command again" in err
+    assert is_complete(run / "last") and load_checkpoint(run / "last", with_trainer=False).manifest["step"] == 6
+    assert max(_train_steps(run)) < 12  # stopped within the next read-ahead, not at the run's end (24 steps)
+
+
+def test_a_non_finite_validation_row_out_of_core_is_found_before_the_first_step(tmp_path, capsys):
+    """Out of core it was found at the end-of-epoch validation, before last/ was written: the epoch lost."""
+    dataset, feats = make_tiny_dataset(tmp_path)
+    with h5py.File(feats, "r+") as f:
+        row = list(f["ids"].asstr()[()]).index("27")  # a validation image (24 train, then 6 val)
+        f["fc"][row] = np.full(f["fc"].shape[1], np.nan, dtype=f["fc"].dtype)
+    run = tmp_path / "run"
+    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+                      *tiny_overrides(dataset, feats, run, **{"data.in_memory": "false"}))
+    assert (rc, err) == (2, f"rlcap train: error: {feats}: the features of image '27' are not finite (NaN or inf): "
+                            "re-extract them (rlcap features)\n")
+    assert not (run / "log.jsonl").exists() or _train_steps(run) == []
