@@ -16,3 +16,12 @@ class ConfigError(RlcapError):
 
 class DataError(RlcapError):
     """A data file, image, caption or feature that cannot be used as given."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A run stopped at a step boundary by the signal ``signum`` (under torchrun: every rank at the same
+    step). A KeyboardInterrupt, so that it ends a run as Ctrl-C does."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum

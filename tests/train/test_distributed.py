@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -76,6 +77,12 @@ def test_a_run_is_resumed_by_as_many_processes(runs):
     assert done.stderr.strip().splitlines()[-1] == (
         f"rlcap train: error: {folder / '2'} was trained by 2 processes and is resumed by 1: resume it with as many "
         "(each takes its share of the same global batches)")
+    # with nproc=2, refused before torchrun starts: once, in one line (each rank printed it, then torchrun's
+    # 30-line ChildFailedError)
+    two = _train([*common, f"out_dir={folder / '1'}", "max_steps=24", "resume=true", "nproc=2"], 1)
+    assert (two.returncode, two.stderr) == (2, f"rlcap train: error: {folder / '1'} was trained by 1 process and is "
+                                               "resumed by 2: resume it with as many (each takes its share of the "
+                                               "same global batches)\n")
 
 
 def test_each_rank_takes_a_contiguous_share():
@@ -163,3 +170,64 @@ def test_nproc_starts_torchrun(runs, tmp_path):
     assert "starting" not in (folder / "1.stderr").read_text()  # nproc=1: this process
     bad = _train([*common, f"out_dir={tmp_path / 'bad'}", "nproc=two"], 1)
     assert bad.returncode == 2 and "nproc: expected a whole number of processes >= 1, got 'two'" in bad.stderr
+
+
+def _processes_of(out_dir) -> list[str]:
+    """Command lines of the processes that name ``out_dir`` (a run's rlcap, torchrun and ranks)."""
+    found = subprocess.run(["pgrep", "-af", f"out_dir={out_dir}"], capture_output=True, text=True).stdout
+    return [line for line in found.splitlines() if "pgrep" not in line]
+
+
+@pytest.mark.slow
+def test_sigterm_to_rlcap_train_nproc_2_stops_every_process_and_the_same_command_resumes_exactly(runs, tmp_path):
+    """A scheduler's `kill PID` of `rlcap train ... nproc=2` once stopped the rlcap process alone: its ranks
+    trained on to the end, holding the run's lock. Now every rank stops after the same step, torchrun ends
+    quietly, one line says where the run stopped, and the command it prints continues it as the
+    uninterrupted run (``runs``' two processes) went on."""
+    import signal
+    import time
+
+    from tests.train.killing import wait_for_step
+
+    folder, common = runs
+    common = [*common, "save_every=1"]  # (checkpoints only: the same steps and losses)
+    out = tmp_path / "stopped"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    rlcap = subprocess.Popen([sys.executable, "-m", "rlcap", "train", str(EMPTY), *common, f"out_dir={out}", "nproc=2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    wait_for_step(rlcap, out, 5)
+    rlcap.send_signal(signal.SIGTERM)
+    stdout, stderr = rlcap.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while _processes_of(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_of(out) == []
+    assert rlcap.returncode == 143 and "done:" not in stdout
+    last = stderr.strip().splitlines()[-1]
+    stopped_at = json.loads((out / "last" / "checkpoint.json").read_text())["step"]
+    assert last.startswith(f"rlcap train: terminated; its last checkpoint is step {stopped_at} in {out / 'last'}. "
+                           "Continue with: rlcap train ")
+    assert last.endswith(" nproc=2 resume=true") and "Traceback" not in stderr and "ChildFailedError" not in stderr
+    assert not (out / ".lock").exists() and 5 <= stopped_at < 20
+    again = _train(shlex.split(last.split("Continue with: rlcap train ", 1)[1])[1:], 1)  # the command it printed
+    assert again.returncode == 0, again.stderr[-2000:]
+
+    def losses(run):
+        return {json.loads(x)["step"]: json.loads(x)["loss"] for x in (run / "log.jsonl").read_text().splitlines()
+                if json.loads(x)["split"] == "train"}
+
+    ref, got = losses(folder / "2"), losses(out)
+    assert max(ref) == 20 and sorted(got) == sorted(ref)
+    assert [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref if s > stopped_at]
+    assert again.stdout.count("done:") == 1  # rank 0's summary alone
+
+
+def test_under_torchrun_the_errors_of_other_ranks_say_which_rank(runs, tmp_path):
+    """Both ranks refuse a missing store; rank 1's line is marked, as its log lines are (TRAINING.md)."""
+    _, common = runs
+    bad = _train([*[o for o in common if not o.startswith("data.features")], f"data.features={tmp_path / 'no.h5'}",
+                  f"out_dir={tmp_path / 'run'}", "nproc=2"], 1)
+    lines = bad.stderr.splitlines()
+    assert bad.returncode != 0
+    assert f"rlcap train: error: feature file not found: {tmp_path / 'no.h5'}" in lines
+    assert f"rlcap train: [rank 1] error: feature file not found: {tmp_path / 'no.h5'}" in lines

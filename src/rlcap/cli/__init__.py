@@ -75,13 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.func is None:
         parser.print_help()
         return 2
+    marked = f"[rank {rank}] " if rank else ""  # under torchrun, which process says it
     try:
         return int(args.func(args) or 0)
     except RlcapError as exc:
-        print(f"rlcap {args.command}: error: {exc}", file=sys.stderr)
+        print(f"rlcap {args.command}: {marked}error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"rlcap {args.command}: interrupted", file=sys.stderr)
+        print(f"rlcap {args.command}: {marked}interrupted", file=sys.stderr)
         return 130
 
 

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from rlcap import api
 from rlcap.cli.options import command_options
 from rlcap.config import describe
+from rlcap.errors import Stopped
+from rlcap.train.checkpoint import check_world_size
+from rlcap.train.distributed import launched_rank, stop_at_step_boundary
 from rlcap.train.run_config import metric_label, run_config_class
 
 if TYPE_CHECKING:
@@ -44,32 +47,112 @@ def run(args: argparse.Namespace) -> int:
         return 2
     options, overrides = command_options(args.overrides)
     if options.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
-        return _torchrun(options.nproc, args.config, [o for o in args.overrides if not o.startswith("nproc=")])
+        cfg = api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
+        if not options.overwrite:
+            check_world_size(cfg.out_dir, options.nproc)  # so is a run of another number of processes
+        return _torchrun(options.nproc, args, [o for o in args.overrides if not o.startswith("nproc=")])
     cfg = api.load_run_config(args.config, overrides)
-    previous = signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops a run as Ctrl-C does
+    rank = launched_rank()
+    if "WORLD_SIZE" in os.environ:  # one of torchrun's processes: every rank stops after the same step
+        stops = {s: stop_at_step_boundary for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    else:
+        stops = {signal.SIGTERM: _terminate}  # SIGTERM stops a run as Ctrl-C does
+    previous = {signum: signal.signal(signum, handler) for signum, handler in stops.items()}
     try:
         result = api.train(cfg, resume=options.resume, overwrite=options.overwrite)
     except KeyboardInterrupt as exc:
-        print(_stopped(args, cfg.out_dir, "terminated" if isinstance(exc, Terminated) else "interrupted"),
-              file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGTERM if isinstance(exc, Terminated) \
+            else signal.SIGINT
+        if signum == FROM_LAUNCHER:
+            return 0  # `rlcap train ... nproc=N` stopped its processes, and says so
+        if rank == 0:
+            print(_stopped(args, cfg.out_dir, "terminated" if signum == signal.SIGTERM else "interrupted"),
+                  file=sys.stderr)
+        return 143 if signum == signal.SIGTERM else 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    print(f"done: {result.steps} steps, {best_line(result)}, run folder {result.out_dir}")
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if rank == 0:
+        print(f"done: {result.steps} steps, {best_line(result)}, run folder {result.out_dir}")
     return 0
 
 
-def _torchrun(nproc: int, config: str, overrides: list[str]) -> int:
+FROM_LAUNCHER = signal.SIGUSR1  # what `rlcap train ... nproc=N` sends its processes to stop them
+GRACE = 5.0  # seconds the processes have to reach a step boundary before they are killed
+
+
+def _torchrun(nproc: int, args: argparse.Namespace, overrides: list[str]) -> int:
     """Start ``nproc`` processes on this machine with torchrun (``--standalone``), each running this command
-    without ``nproc``; the same as typing ``torchrun --standalone --nproc-per-node N -m rlcap train ...``."""
+    without ``nproc``; the same as typing ``torchrun --standalone --nproc-per-node N -m rlcap train ...``.
+
+    torchrun runs in a session of its own, so that Ctrl-C reaches this process alone. SIGINT or SIGTERM
+    here is passed on to the training processes (:data:`FROM_LAUNCHER`): each stops after the same step
+    (torchrun, whose processes then end without error, ends quietly), and any still running after
+    :data:`GRACE` seconds, or at a second signal, is killed with torchrun; this process then says where
+    the run stopped and how to continue it, as a run in one process does."""
     import subprocess
+    import time
 
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               "-m", "rlcap", "train", config, *overrides]
+               "-m", "rlcap", "train", args.config, *overrides]
     print(f"starting {nproc} processes: torchrun --standalone --nproc-per-node {nproc} -m rlcap train "
-          f"{shlex.join([config, *overrides])}", file=sys.stderr)
-    return subprocess.run(command).returncode
+          f"{shlex.join([args.config, *overrides])}", file=sys.stderr)
+    launcher = subprocess.Popen(command, start_new_session=True)
+    received: list[tuple[int, float]] = []
+
+    def stop(signum: int, frame: object) -> None:
+        received.append((signum, time.monotonic()))
+        if len(received) == 1:
+            _signal_workers(launcher.pid, FROM_LAUNCHER)
+        else:
+            _kill_session(launcher.pid)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                code = launcher.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if received and time.monotonic() - received[0][1] > GRACE:
+                    _kill_session(launcher.pid)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if not received:
+        return code
+    signum = received[0][0]
+    cfg = api.load_run_config(args.config, command_options(overrides)[1])
+    print(_stopped(args, cfg.out_dir, "terminated" if signum == signal.SIGTERM else "interrupted"), file=sys.stderr)
+    return 143 if signum == signal.SIGTERM else 130
+
+
+def _signal_workers(launcher: int, signum: int) -> None:
+    """Send ``signum`` to torchrun's own processes (the ranks; not their children, e.g. METEOR's Java);
+    where their parent cannot be read (no /proc), to torchrun's whole session, which it passes on."""
+    import os
+
+    proc = Path("/proc")
+    if not proc.is_dir():
+        _kill_session(launcher, signal.SIGTERM)
+        return
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == launcher:
+                os.kill(int(entry.name), signum)
+        except (OSError, IndexError, ValueError):  # gone meanwhile, or not readable
+            continue
+
+
+def _kill_session(launcher: int, signum: int = signal.SIGKILL) -> None:
+    """``signum`` to torchrun and every process it started (their session is torchrun's)."""
+    try:
+        os.killpg(launcher, signum)
+    except ProcessLookupError:
+        pass
 
 
 def _help_config(args: argparse.Namespace) -> int:
@@ -126,11 +209,8 @@ def _terminate(signum: int, frame: object) -> None:
 
 def _stopped(args: argparse.Namespace, out_dir: str, how: str) -> str:
     """One line: where the run stopped and the command that continues it."""
-    from rlcap.train.checkpoint import is_complete, load_checkpoint
+    from rlcap.train.checkpoint import last_checkpoint_line
 
-    last = Path(out_dir) / "last"
-    where = (f"its last checkpoint is step {load_checkpoint(last, with_trainer=False).manifest['step']}"
-             if is_complete(last) else "it has no checkpoint yet")
     overrides = [o for o in args.overrides if not o.startswith(("resume=", "overwrite="))]
     command = shlex.join(["rlcap", "train", args.config, *overrides, "resume=true"])
-    return f"rlcap train: {how}; {where} in {last}. Continue with: {command}"
+    return f"rlcap train: {how}; {last_checkpoint_line(out_dir)}. Continue with: {command}"

@@ -36,7 +36,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
 from rlcap.data.vocab import Vocab
-from rlcap.errors import RlcapError
+from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
 
 MANIFEST = "checkpoint.json"
@@ -218,6 +218,29 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], fold
                          f"{'; '.join(problems)} (a damaged checkpoint, or an edited config.json)")
     module.load_state_dict(weights)
     torch.clear_autocast_cache()  # low-precision copies of the weights replaced (rlcap.train.optimizer)
+
+
+def last_checkpoint_line(run_dir: str | Path) -> str:
+    """Where a stopped run continues from, for its message: its last checkpoint's step and folder, or none."""
+    last = Path(run_dir) / "last"
+    if not is_complete(last):
+        return "it has no checkpoint yet"
+    return f"its last checkpoint is step {load_checkpoint(last, with_trainer=False).manifest['step']} in {last}"
+
+
+def check_world_size(run_dir: str | Path, world: int) -> None:
+    """ConfigError when ``run_dir/last``, which the run will continue, was written by another number of
+    processes than ``world``: each process takes its share of the same global batches."""
+    last = Path(run_dir) / "last"
+    if not is_complete(last):
+        return
+    try:
+        was = json.loads((last / MANIFEST).read_text(encoding="utf-8")).get("world_size", 1)
+    except (OSError, ValueError) as exc:
+        raise RlcapError(f"cannot read checkpoint {last}: {exc}") from exc
+    if was != world:
+        raise ConfigError(f"{run_dir} was trained by {was} process{'es' if was != 1 else ''} and is resumed by "
+                          f"{world}: resume it with as many (each takes its share of the same global batches)")
 
 
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:

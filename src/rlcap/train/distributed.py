@@ -93,6 +93,27 @@ def global_mean(values: torch.Tensor, ranks: Ranks) -> torch.Tensor:
     return both[0] / both[1]
 
 
+_STOP_SIGNAL: list[int] = []  # the first signal that asked this process to stop at its next step boundary
+
+
+def stop_at_step_boundary(signum: int, frame: object) -> None:
+    """A signal handler (torchrun's processes): stop at the next step boundary rather than where the
+    signal lands. A rank that stopped inside a step would leave the others waiting in a collective."""
+    if not _STOP_SIGNAL:
+        _STOP_SIGNAL.append(signum)
+
+
+def stop_signal(ranks: Ranks, device: torch.device) -> int:
+    """The signal that asked the run to stop (0: none), the same on every rank: the largest any rank got
+    (one small ``all_reduce`` a step, only under torchrun), so that all stop after the same step."""
+    mine = _STOP_SIGNAL[0] if _STOP_SIGNAL else 0
+    if ranks.world == 1:
+        return mine
+    flag = torch.tensor([mine], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item())
+
+
 def from_main(obj: Any, ranks: Ranks) -> Any:
     """Rank 0's ``obj`` on every rank."""
     if ranks.world == 1:

@@ -29,14 +29,15 @@ from tqdm.auto import tqdm
 from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.devices import grad_scaler, resolve_device
-from rlcap.errors import ConfigError, RlcapError
+from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, new_model
 from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import (POLICY, Checkpoint, is_complete, load_checkpoint, load_weights,
-                                  relative_data_paths, rng_state, save_checkpoint, set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, last_checkpoint_line,
+                                  load_checkpoint, load_weights, relative_data_paths, rng_state, save_checkpoint,
+                                  set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start
-from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows
+from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
 from rlcap.train.logger import RunLogger, SilentLogger
 from rlcap.train.optimizer import build_optimizer
 from rlcap.train.run_folder import mark_started
@@ -138,9 +139,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
         data.splits[cfg.val.split].features.check_all(cfg.val.max_images)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
     dims = feature_dims(data)
-    if ckpt is not None and ckpt.manifest.get("world_size", 1) != ranks.world:
-        raise ConfigError(f"{out_dir} was trained by {ckpt.manifest.get('world_size', 1)} processes and is resumed by "
-                          f"{ranks.world}: resume it with as many (each takes its share of the same global batches)")
+    if ckpt is not None:
+        check_world_size(out_dir, ranks.world)
     s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None,
                 device=device, ranks=ranks)
     if policy:
@@ -326,7 +326,7 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     """Count a step, log it and checkpoint as configured; True once ``max_steps`` is reached."""
     s, p, cfg = session, session.progress, session.cfg
     if not math.isfinite(values["loss"]):
-        raise FloatingPointError(f"{cfg.algorithm} loss became {values['loss']} at step {p.step + 1}")
+        raise diverged(s, values["loss"])
     run_started(s)
     count = s.state[s.phase] if s.phase else vars(p)  # the epoch's steps: a pretraining phase's, or the run's
     p.step += 1
@@ -341,7 +341,19 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     if cfg.max_steps and p.step >= cfg.max_steps:
         save(s, "last")
         return True
+    signum = stop_signal(s.ranks, s.device)  # under torchrun, a signal stops every rank after the same step
+    if signum:
+        raise Stopped(signum)
     return False
+
+
+def diverged(session: Session, loss: float) -> RlcapError:
+    """The one line a run that diverged stops with: the step, the loss, its checkpoint, what to try."""
+    optim = session.cfg.optim
+    return RlcapError(f"the {session.cfg.algorithm} loss became {loss} at step {session.progress.step + 1}: the run "
+                      f"diverged and stops; {last_checkpoint_line(session.out_dir)}. Try a lower optim.lr (this run: "
+                      f"{optim.lr:g}) or optim.grad_clip (this run: {optim.grad_clip:g}, 0: none), then the same "
+                      "command with resume=true continues from that checkpoint")
 
 
 def finish_run(session: Session) -> TrainResult:
