@@ -9,6 +9,7 @@ ones (nanoGPT/TRL style). Nested sections are dataclasses; overrides use dotted 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -74,7 +75,10 @@ def _check_value(name: str, value: Any, tp: Any) -> Any:
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is float and isinstance(value, str) and _YAML11_EXPONENT.fullmatch(value.strip()):
-        return float(value)  # YAML 1.1 reads 2e-5 (no dot) as a string
+        value = float(value)  # YAML 1.1 reads 2e-5 (no dot) as a string
+    if tp is float and isinstance(value, float) and not math.isfinite(value):
+        # YAML's .nan and .inf (a recipe's, or an override's): no setting of rlcap means them
+        raise ConfigError(f"{name}: expected a finite number, got {value}")
     if tp is bool and not isinstance(value, bool):
         raise ConfigError(f"{name}: expected true or false, got {value!r}")
     if tp in (int, float) and isinstance(value, bool):

@@ -67,3 +67,44 @@ def test_a_non_finite_validation_row_out_of_core_is_found_before_the_first_step(
     assert (rc, err) == (2, f"rlcap train: error: {feats}: the features of image '27' are not finite (NaN or inf): "
                             "re-extract them (rlcap features)\n")
     assert not (run / "log.jsonl").exists() or _train_steps(run) == []
+
+
+# --- recipes checked as the command line is; a diverging run ----------------------------------------
+
+@pytest.mark.parametrize("value, shown", [(".nan", "expected a finite number, got nan"),
+                                          (".inf", "expected a finite number, got inf"),
+                                          ("1e30", "expected a learning rate in (0, 1], got 1e+30")])
+def test_a_recipe_gets_the_range_checks_of_the_command_line(tmp_path, capsys, value, shown):
+    """`optim: {lr: .nan}` in a recipe was accepted (and trained NaN) while optim.lr=nan was refused."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"algorithm: xe\noptim:\n  lr: {value}\n")
+    rc, _, err = _run(capsys, "train", str(recipe), f"out_dir={tmp_path / 'run'}")
+    assert (rc, err) == (2, f"rlcap train: error: optim.lr: {shown}\n")
+    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml", f"optim.lr={value}", f"out_dir={tmp_path / 'run'}")
+    assert (rc, err) == (2, f"rlcap train: error: optim.lr: {shown}\n")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("key", ["ac.value_lr", "pg.baseline_lr", "mixer.baseline_lr", "hrl.baseline_lr",
+                                 "wtf_rl.discriminator_lr"])
+def test_every_learning_rate_is_checked_alike(capsys, key):
+    algorithm = key.split(".")[0]
+    rc, _, err = _run(capsys, "train", "--help-config", f"algorithm={algorithm}", f"{key}=5")
+    assert (rc, err) == (2, f"rlcap train: error: {key}: expected a learning rate in (0, 1], got 5\n")
+
+
+def test_a_diverging_run_stops_in_one_line_with_what_to_try(tmp_path, capsys, monkeypatch):
+    """Once `FloatingPointError: xe loss became nan at step 2`, a traceback."""
+    import rlcap.methods.xe as xe
+
+    dataset, feats = make_tiny_dataset(tmp_path)
+    real_step = xe.xe_step
+    monkeypatch.setattr(xe, "xe_step", lambda s, *a: float("nan") if s.progress.step == 2 else real_step(s, *a))
+    run = tmp_path / "run"
+    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+                      *tiny_overrides(dataset, feats, run, **{"save_every": 1, "optim.lr": 0.3}))
+    assert (rc, err) == (2, f"rlcap train: error: the xe loss became nan at step 3: the run diverged and stops; its "
+                            f"last checkpoint is step 2 in {run / 'last'}. Try a lower optim.lr (this run: 0.3) or "
+                            "optim.grad_clip (this run: 2, 0: none), then the same command with resume=true "
+                            "continues from that checkpoint\n")
+    assert is_complete(run / "last")

@@ -36,7 +36,7 @@ from rlcap.models.value import VALUE_MODELS
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.run_config import OptimConfig, RunConfig, check_min
+from rlcap.train.run_config import OptimConfig, RunConfig, check_lr, check_min
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
 from rlcap.train.sequence import conventions, pretrain_phase, train_reward
 from rlcap.train.distributed import word_share
@@ -68,8 +68,7 @@ class ActorCriticConfig:
                                             "beside the checkpoints ([]: skip; 1.0 is plain beam search)")
 
     def validate(self) -> None:
-        if self.value_lr <= 0:
-            raise ConfigError(f"ac.value_lr must be positive, got {self.value_lr}")
+        check_lr("ac.value_lr", self.value_lr)
         check_min("ac.value_lr_decay_every", self.value_lr_decay_every, 0)
         check_min("ac.value_pretrain_epochs", self.value_pretrain_epochs, 0)
         if self.value_features not in VALUE_MODELS:

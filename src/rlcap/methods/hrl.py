@@ -43,7 +43,7 @@ from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.run_config import RunConfig, check_min
+from rlcap.train.run_config import RunConfig, check_lr, check_min
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.sequence import train_reward
 from rlcap.train.distributed import word_share
@@ -88,8 +88,9 @@ class HrlConfig:
         if self.prefix_metric not in HRL_PREFIX_METRICS:
             raise ConfigError(f"hrl.prefix_metric: {self.prefix_metric!r} is not one of "
                               f"{', '.join(HRL_PREFIX_METRICS)}")
-        if self.goal_noise < 0 or self.baseline_lr <= 0:
-            raise ConfigError("hrl.goal_noise must be >= 0 and hrl.baseline_lr > 0")
+        if self.goal_noise < 0:
+            raise ConfigError(f"hrl.goal_noise: expected >= 0, got {self.goal_noise:g}")
+        check_lr("hrl.baseline_lr", self.baseline_lr)
 
 
 class Baselines(nn.Module):

@@ -26,7 +26,7 @@ from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
 from rlcap.train.distributed import word_share
-from rlcap.train.run_config import RunConfig, check_min, check_positive
+from rlcap.train.run_config import RunConfig, check_lr, check_min
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths, reward_batch
 from rlcap.train.optimizer import optimizer_step
@@ -50,7 +50,7 @@ class MixerConfig:
         check_min("mixer.delta", self.delta, 1)
         check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
         check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
-        check_positive("mixer.baseline_lr", self.baseline_lr)
+        check_lr("mixer.baseline_lr", self.baseline_lr)
 
 
 class MixerStats(NamedTuple):

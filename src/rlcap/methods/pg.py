@@ -25,7 +25,7 @@ from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
 from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
-from rlcap.train.run_config import RunConfig, check_min, check_positive
+from rlcap.train.run_config import RunConfig, check_lr, check_min
 from rlcap.train.learned_baseline import BASELINE, baseline_run
 from rlcap.train.rollout import caption_lengths
 from rlcap.train.distributed import word_share
@@ -47,7 +47,7 @@ class PgConfig:
         check_min("pg.rollouts", self.rollouts, 1)
         check_min("pg.samples", self.samples, 1)
         check_min("pg.baseline_hidden", self.baseline_hidden, 1)
-        check_positive("pg.baseline_lr", self.baseline_lr)
+        check_lr("pg.baseline_lr", self.baseline_lr)
 
 
 class PgStats(NamedTuple):

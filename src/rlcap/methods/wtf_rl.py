@@ -49,7 +49,7 @@ from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_ban
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.run_config import OptimConfig, RunConfig, check_min
+from rlcap.train.run_config import OptimConfig, RunConfig, check_lr, check_min
 from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
 from rlcap.train.distributed import count_share, global_mean, word_share
@@ -94,8 +94,7 @@ class DiscriminatorRewardConfig:
             raise ConfigError(f"{name}.alpha: expected a number in [0, 1], got {self.alpha}")
         check_min(f"{name}.discriminator_hidden", self.discriminator_hidden, 1)
         check_min(f"{name}.discriminator_pretrain_epochs", self.discriminator_pretrain_epochs, 0)
-        if self.discriminator_lr <= 0:
-            raise ConfigError(f"{name}.discriminator_lr: expected a positive number, got {self.discriminator_lr}")
+        check_lr(f"{name}.discriminator_lr", self.discriminator_lr)
 
 
 @dataclass

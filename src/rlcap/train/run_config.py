@@ -37,7 +37,14 @@ def check_positive(key: str, value: float) -> None:
         raise ConfigError(f"{key}: expected > 0, got {value}")
 
 
+def check_lr(key: str, value: float) -> None:
+    """One clear line for a learning rate outside (0, MAX_LR]."""
+    if not 0 < value <= MAX_LR:
+        raise ConfigError(f"{key}: expected a learning rate in (0, {MAX_LR:g}], got {value:g}")
+
+
 CLIP_MODES = ("norm", "value")
+MAX_LR = 1.0  # Adam's step is about lr per parameter: above 1 a run only diverges
 
 
 @dataclass
@@ -57,8 +64,13 @@ class OptimConfig:
             raise ConfigError(f"optim.name: {self.name!r} is not one of {list(OPTIMIZERS)}")
         if self.grad_clip_mode not in CLIP_MODES:
             raise ConfigError(f"optim.grad_clip_mode: {self.grad_clip_mode!r} is not one of {list(CLIP_MODES)}")
-        if self.lr <= 0:
-            raise ConfigError(f"optim.lr must be positive, got {self.lr}")
+        check_lr("optim.lr", self.lr)
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError(f"optim.weight_decay and optim.grad_clip: expected >= 0, got {self.weight_decay:g} "
+                              f"and {self.grad_clip:g}")
+        if not 0 < self.lr_decay_rate <= 1:
+            raise ConfigError(f"optim.lr_decay_rate: expected a factor in (0, 1], got {self.lr_decay_rate:g}")
+        check_min("optim.lr_decay_every", self.lr_decay_every, 0)
 
 
 SAMPLE_METHODS = ("sample", "beam")
