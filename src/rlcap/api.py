@@ -38,9 +38,9 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
 
     loop = trainer(cfg.algorithm)
     main = launched_rank() == 0  # under torchrun, rank 0 holds the run folder and cleans it up
+    device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     with hold_run_folder(cfg.out_dir) if main else contextlib.nullcontext():
         try:
-            device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
             if main:
                 open_run_folder(cfg, resume, overwrite)
             with autocast(device, cfg.precision):  # fp32: no autocast at all
@@ -191,7 +191,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     checkpoint's own data (:func:`dataset_overrides`; ``data_overrides`` still apply after it); its
     captions are encoded with the checkpoint's vocabulary, unknown words as ``<unk>``.
 
-    Returns ``{"model": {metric: value}, "references": {name: {metric: value}}}`` and, with
+    Returns ``{"model": {metric: value}, "references": {name: {metric: value}}, "evaluated": {checkpoint, split,
+    data}}`` and, with
     ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
     dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each reference
     captioner.
@@ -200,7 +201,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
 
     from rlcap.data.loader import load_data
     from rlcap.files import check_writable
-    from rlcap.train.decode_split import decode_split, score_predictions
+    from rlcap.train.decode_split import decode_split, evaluation_record, score_predictions
     from rlcap.train.checkpoint import load_model
 
     if out_dir is not None:
@@ -224,7 +225,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
                                no_repeat_ngram=dec.no_repeat_ngram)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
-    scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python"}
+    scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
+                              "evaluated": evaluation_record(checkpoint, split, data_cfg)}
     reference_preds = {}
     for name in references:
         preds = REFERENCE_CAPTIONERS[name](data.splits["train"], data.splits[split])

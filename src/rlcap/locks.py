@@ -93,6 +93,10 @@ def hold(lock: str | Path, what: str) -> Iterator[None]:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode("utf-8"), 0)
+    except OSError as exc:  # a full disk: the lock cannot say who holds it, and nothing else would fit either
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        raise write_error(lock.parent, exc) from None
     except BaseException:
         os.close(fd)
         raise
@@ -105,14 +109,24 @@ def hold(lock: str | Path, what: str) -> Iterator[None]:
 
 @contextmanager
 def hold_run_folder(out_dir: str | Path) -> Iterator[None]:
-    """The lock of a run folder (created if missing), held while a training writes into it."""
+    """The lock of a run folder (created if missing), held while a training writes into it. A run that
+    fails leaving the folders it made empty (refused before it wrote anything) leaves no folder behind."""
     out = Path(out_dir)
+    made = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(out, exc) from None
-    with hold(out / RUN_LOCK, f"run folder {out}"):
-        yield
+    try:
+        with hold(out / RUN_LOCK, f"run folder {out}"):
+            yield
+    except BaseException:
+        for folder in made:
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+        raise
 
 
 def store_lock(path: str | Path) -> Path:

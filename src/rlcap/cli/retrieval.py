@@ -79,8 +79,10 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_index(args: argparse.Namespace) -> int:
     from rlcap.data.loader import DataConfig
+    from rlcap.files import check_writable
     from rlcap.rewards.image_bank import build_image_bank
 
+    check_writable(args.out)  # before the images are embedded
     bank = build_image_bank(args.retriever, DataConfig(dataset=args.dataset, features=args.features), args.images,
                             args.neighbours, device=str(resolve_device(args.device, "--device")))
     bank.save(args.out)

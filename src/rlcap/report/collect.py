@@ -2,10 +2,13 @@
 
 Four layouts are recognised (:func:`collect`):
 
-- an **evaluation folder** (``rlcap eval --out DIR``): ``predictions.json``, ``scores.json``, ``per_image.json``
-  and, for reference captioners, ``predictions_NAME.json`` / ``per_image_NAME.json``;
+- an **evaluation folder** (``rlcap eval --out DIR``, of any name): ``predictions.json``, ``scores.json``,
+  ``per_image.json`` and, for reference captioners, ``predictions_NAME.json`` / ``per_image_NAME.json``.
+  ``scores.json`` records what was evaluated (``evaluated``: the checkpoint, the split, the data), so the page
+  finds the run's settings and the dataset's references and pictures wherever the folder is;
 - a **run folder** (``config.json`` and ``log.jsonl``), or one of its checkpoint folders (``best``, ``last``): the
-  curves of its log, and its evaluation folders (``eval_test``, then any ``eval_*``);
+  curves of its log, and its most recent evaluation folder, of the test split when there is one: ``eval_*``
+  in the run folder or in a checkpoint folder (``rlcap eval RUN/best`` writes ``RUN/best/eval_test``);
 - a **bench folder** (``results.json`` of ``rlcap bench``): every method's row, its captions
   (``captions/METHOD.json``) and the log of its last stage;
 - a folder of run folders (``rlcap demo --out``: ``xe/`` and ``scst/``): one system per run.
@@ -51,15 +54,43 @@ class ReportData:
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> its config (dict of sections)
     conventions: list[str] = field(default_factory=list)    # the logs' conventions lines
     notes: list[str] = field(default_factory=list)          # what is missing, said on the page
+    data: dict[str, Any] = field(default_factory=dict)      # the evaluation's data section (absolute paths), if known
 
 
-def _read(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+def _read(path: Path, expected: type = dict) -> Any:
+    """A JSON file of the layouts above; one line naming it when it is not JSON or not a ``expected``."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RlcapError(f"{path}: cannot read it as JSON ({exc})") from None
+    if not isinstance(value, expected):
+        raise RlcapError(f"{path}: expected a JSON {'object' if expected is dict else 'list'}, got "
+                         f"{type(value).__name__}: {_WRITERS.get(path.name, 'not a file rlcap wrote')}")
+    return value
+
+
+_WRITERS = {"config.json": "a run's settings, as rlcap train writes them",
+            "predictions.json": "COCO results, [{image_id, caption}], as rlcap eval writes them",
+            "scores.json": "{model: {metric: value}, references: ...}, as rlcap eval writes it",
+            "results.json": "{methods: {name: {beam: {metric: value}}}}, as rlcap bench writes it"}
+
+
+def _shaped(path: Path, read: Any) -> Any:
+    """``read()``, a value taken from ``path``'s JSON; one line naming the file when its items lack a key
+    or have another type (a file of another program, or edited)."""
+    try:
+        return read()
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise RlcapError(f"{path}: not laid out as expected ({type(exc).__name__}: {exc}): "
+                         f"{_WRITERS.get(path.name, 'not a file rlcap wrote')}") from None
 
 
 def _coco_captions(path: Path) -> dict[str, str]:
     """COCO results format ``[{"image_id", "caption"}]`` -> id -> caption (ids as strings)."""
-    return {str(r["image_id"]): r["caption"] for r in _read(path)} if path.exists() else {}
+    if not path.exists():
+        return {}
+    rows = _read(path, list)
+    return _shaped(path, lambda: {str(r["image_id"]): str(r["caption"]) for r in rows})
 
 
 def _per_image(path: Path) -> dict[str, dict[str, float]]:
@@ -70,17 +101,33 @@ def is_run(folder: Path) -> bool:
     return (folder / "config.json").exists() and (folder / "log.jsonl").exists()
 
 
+def evaluated(folder: Path) -> dict[str, Any]:
+    """What an evaluation folder's ``scores.json`` says was evaluated: ``checkpoint``, ``split``, ``data``
+    ({} for folders written before rlcap recorded it)."""
+    path = folder / "scores.json"
+    record = _read(path).get("evaluated", {}) if path.exists() else {}
+    return record if isinstance(record, dict) else {}
+
+
 def _eval_folders(run: Path) -> list[Path]:
-    found = sorted(p for p in run.glob("eval_*") if (p / "predictions.json").exists())
-    return sorted(found, key=lambda p: p.name != "eval_test")
+    """The evaluation folders of a run (its own, and its checkpoints'), the test split's first, then the
+    most recent first."""
+    found = [p for p in (*run.glob("eval_*"), *run.glob("*/eval_*")) if (p / "predictions.json").exists()]
+
+    def order(folder: Path) -> tuple[bool, float]:
+        split = evaluated(folder).get("split") or folder.name.removeprefix("eval_")
+        return split != "test", -(folder / "predictions.json").stat().st_mtime
+
+    return sorted(found, key=order)
 
 
 def eval_systems(folder: Path, name: str) -> list[System]:
     """The model of an evaluation folder and the reference captioners evaluated with it."""
-    scores = _read(folder / "scores.json") if (folder / "scores.json").exists() else {}
-    out = [System(name, dict(scores.get("model", {})), _coco_captions(folder / "predictions.json"),
-                  _per_image(folder / "per_image.json"))]
-    for ref, metrics in scores.get("references", {}).items():
+    path = folder / "scores.json"
+    scores = _read(path) if path.exists() else {}
+    out = [System(name, _shaped(path, lambda: dict(scores.get("model", {}))),
+                  _coco_captions(folder / "predictions.json"), _per_image(folder / "per_image.json"))]
+    for ref, metrics in _shaped(path, lambda: dict(scores.get("references", {}))).items():
         out.append(System(ref, dict(metrics), _coco_captions(folder / f"predictions_{ref}.json"),
                           _per_image(folder / f"per_image_{ref}.json"), reference=True))
     return out
@@ -103,17 +150,26 @@ def _run_data(run: Path, data: ReportData, name: str | None = None) -> None:
     evals = _eval_folders(run)
     if not evals:
         data.systems.append(System(name, {}, log=run / "log.jsonl", checkpoint=run / "best"))
-        data.notes.append(f"{name}: no evaluation folder (eval_*/predictions.json) in {run}; "
-                          f"`rlcap eval {run / 'best'} --split test --out {run / 'eval_test'}` writes one")
+        data.notes.append(f"{name}: no evaluation folder (eval_*/predictions.json) in {run} or its checkpoints; "
+                          f"`rlcap eval {run / 'best'}` writes one")
         return
-    data.split = evals[0].name.removeprefix("eval_")
+    record = evaluated(evals[0])
+    data.split = record.get("split") or evals[0].name.removeprefix("eval_")
+    data.data = data.data or record.get("data", {})
     systems = eval_systems(evals[0], name)
-    systems[0].log, systems[0].checkpoint = run / "log.jsonl", run / "best"
+    checkpoint = Path(record["checkpoint"]) if record.get("checkpoint") else None
+    systems[0].log = run / "log.jsonl"
+    systems[0].checkpoint = checkpoint or (evals[0].parent if evals[0].parent != run else run / "best")
     data.systems += [s for s in systems if not s.reference or s.name not in {x.name for x in data.systems}]
 
 
 def _bench_data(folder: Path) -> ReportData:
-    results = _read(folder / "results.json")
+    path = folder / "results.json"
+    results = _read(path)
+    return _shaped(path, lambda: _bench_rows(folder, results))
+
+
+def _bench_rows(folder: Path, results: dict[str, Any]) -> ReportData:
     data = ReportData(f"rlcap bench: {results.get('benchmark', folder.name)}", "bench", folder,
                       results.get("split", "test"))
     for name, row in results["methods"].items():
@@ -156,12 +212,7 @@ def collect(path: str | Path) -> ReportData:
         _run_data(path, data)
         return data
     if (path / "predictions.json").exists():
-        data = ReportData(f"rlcap evaluation: {path.name}", "eval", path, path.name.removeprefix("eval_"))
-        data.systems = eval_systems(path, path.parent.name if is_run(path.parent) else "model")
-        if is_run(path.parent):
-            data.settings[data.systems[0].name] = _read(path.parent / "config.json")
-            data.systems[0].log = path.parent / "log.jsonl"
-        return data
+        return _eval_data(path)
     runs = sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)), key=_start_time)
     if runs:
         data = ReportData(f"rlcap runs: {path.name}", "runs", path)
@@ -172,6 +223,23 @@ def collect(path: str | Path) -> ReportData:
         return data
     raise RlcapError(f"{path}: no run (config.json + log.jsonl), evaluation (predictions.json), bench "
                      "(results.json) or folder of runs found")
+
+
+def _eval_data(path: Path) -> ReportData:
+    """An evaluation folder: its run (and the run's settings and curves) found from the checkpoint that
+    scores.json records, else from where the folder lies (in a run folder, or in one of its checkpoints)."""
+    record = evaluated(path)
+    checkpoint = Path(record["checkpoint"]) if record.get("checkpoint") else None
+    around = [p for p in (checkpoint, path.parent) if p is not None]
+    run = next((p for c in around for p in (c, c.parent) if is_run(p)), None)
+    data = ReportData(f"rlcap evaluation: {path.name}", "eval", path,
+                      record.get("split") or path.name.removeprefix("eval_"), data=record.get("data", {}))
+    data.systems = eval_systems(path, run.name if run is not None else "model")
+    if run is not None:
+        data.settings[data.systems[0].name] = _read(run / "config.json")
+        data.systems[0].log = run / "log.jsonl"
+    data.systems[0].checkpoint = checkpoint
+    return data
 
 
 def _start_time(run: Path) -> float:

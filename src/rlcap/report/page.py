@@ -50,7 +50,7 @@ def _records(data: ReportData, dataset: str | Path | None):
     """id -> ImageRecord of the report's split (references and file names), and the dataset's folder."""
     from rlcap.data.readers import raw_captions, read_dataset
 
-    cfg = next(iter(data.settings.values()), {}).get("data", {})
+    cfg = data.data or next(iter(data.settings.values()), {}).get("data", {})  # the evaluation's, else the run's
     path = Path(dataset) if dataset else Path(cfg.get("dataset", "")) if cfg.get("dataset") else None
     if path is not None and not path.exists() and not path.is_absolute():
         # a relative path of the run's working directory: try the report source's ancestors

@@ -14,6 +14,7 @@ representations is done only once before the training". A bank is an HDF5 file:
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import torch
 
 from rlcap.devices import full_precision
 from rlcap.errors import DataError
+from rlcap.files import write_bytes
 
 MINING_BLOCK = 2048  # query rows per similarity block when mining
 
@@ -69,15 +71,16 @@ class ImageBank:
         return rows, torch.tensor([where[i] for i in image_ids], dtype=torch.long)  # cpu: the bank lives on the CPU
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with h5py.File(tmp, "w") as f:
+        """The bank as an HDF5 file, written whole or not at all (:func:`rlcap.files.write_bytes`: a full
+        disk or a read-only folder is one line, and no temporary file is left). HDF5 does not survive a
+        write that fails for lack of space, so the file is made in memory first."""
+        buffer = io.BytesIO()
+        with h5py.File(buffer, "w") as f:
             f.create_dataset("ids", data=np.array(self.ids, dtype=object), dtype=h5py.string_dtype())
             f.create_dataset("embeddings", data=self.embeddings.numpy().astype(np.float32))
             f.create_dataset("neighbours", data=self.neighbours.numpy().astype(np.int64))
             f.attrs.update({"retriever": self.retriever, "kind": self.kind, "k": self.neighbours.size(1)})
-        tmp.replace(path)
+        write_bytes(path, buffer.getvalue())
 
 
 def load_image_bank(path: str | Path, retriever: str | Path | None = None) -> ImageBank:

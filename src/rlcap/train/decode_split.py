@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 
-from rlcap.data.loader import SplitData
+from rlcap.data.loader import DATA_PATHS, DataConfig, SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import beam_search, greedy
 from rlcap.devices import model_device
@@ -70,3 +72,11 @@ def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_
     predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress, length_penalty,
                                no_repeat_ngram)
     return score_predictions(split, predictions, metrics)
+
+
+def evaluation_record(checkpoint: str | Path, split: str, data: DataConfig) -> dict[str, Any]:
+    """What an evaluation's scores.json records of it, so that its folder is understood wherever it lies
+    (``rlcap report``): the checkpoint, the split and the data section, its paths absolute."""
+    section = {key: str(Path(value).resolve()) if key in DATA_PATHS and value else value
+               for key, value in asdict(data).items()}
+    return {"checkpoint": str(Path(checkpoint).resolve()), "split": split, "data": section}

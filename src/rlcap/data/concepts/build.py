@@ -31,7 +31,7 @@ from rlcap.data.concepts.sources import read_caption_file
 from rlcap.data.concepts.splits import SceneText, make_splits
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.errors import ConfigError
-from rlcap.files import write_json
+from rlcap.files import check_writable, write_error, write_json
 from rlcap.progress import track
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,7 @@ def build_concepts(captions_path: str | Path, out_dir: str | Path, config: Conce
                 "agreement": str(Path(config.agreement).resolve()) if config.agreement else None}
     if _is_complete(out, manifest):
         return BuildResult(out / DATASET_FILE, out / FEATURES_FILE, _split_counts(out), True)
+    check_writable(out, folder=True)  # a read-only or full disk found before the tagging, not after it
     # 1. scenes and splits
     scenes = make_splits(read_caption_file(captions_path), config.seed, config.n_val, config.n_test,
                          config.agreement, config.max_train_images)
@@ -96,7 +97,10 @@ def build_concepts(captions_path: str | Path, out_dir: str | Path, config: Conce
     cooc = Cooccurrence(c for s, c in zip(scenes, concepts) if s.split == "train")
     perceived = [perceive(c, cooc, noise, scene_rng(config.seed, s.id)) for s, c in zip(scenes, concepts)]
     # 4. features, the split file, the inspection file, then the manifest
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(out, exc) from None
     (out / MANIFEST_FILE).unlink(missing_ok=True)
     _write_features(out / FEATURES_FILE, scenes, perceived, config)
     write_json(out / DATASET_FILE, _karpathy(scenes))
