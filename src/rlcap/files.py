@@ -17,6 +17,8 @@ import errno
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,25 @@ def append_text(path: str | Path, text: str) -> None:
                 raise
     except OSError as exc:
         raise write_error(path, exc) from None
+
+
+@contextmanager
+def new_folders(path: str | Path) -> Iterator[Path]:
+    """``path`` as a folder (its missing parents too) for the block. When the block fails, the folders it
+    made are removed if they are still empty, so that a command refused before it wrote anything leaves
+    no folder behind. A folder that cannot be made is :class:`WriteError`."""
+    path = Path(path)
+    made = [folder for folder in (path, *path.parents) if not folder.exists()]  # deepest first
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    try:
+        yield path
+    except BaseException:
+        for folder in made:
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+        raise

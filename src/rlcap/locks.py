@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rlcap.errors import RlcapError
-from rlcap.files import write_error
+from rlcap.files import new_folders, write_error
 
 log = logging.getLogger(__name__)
 
@@ -111,22 +111,8 @@ def hold(lock: str | Path, what: str) -> Iterator[None]:
 def hold_run_folder(out_dir: str | Path) -> Iterator[None]:
     """The lock of a run folder (created if missing), held while a training writes into it. A run that
     fails leaving the folders it made empty (refused before it wrote anything) leaves no folder behind."""
-    out = Path(out_dir)
-    made = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(out, exc) from None
-    try:
-        with hold(out / RUN_LOCK, f"run folder {out}"):
-            yield
-    except BaseException:
-        for folder in made:
-            try:
-                folder.rmdir()  # only when empty
-            except OSError:
-                break
-        raise
+    with new_folders(out_dir) as out, hold(out / RUN_LOCK, f"run folder {out}"):
+        yield
 
 
 def store_lock(path: str | Path) -> Path:

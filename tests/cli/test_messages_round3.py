@@ -13,7 +13,10 @@ import pytest
 from rlcap.cli import main
 from rlcap.train.checkpoint import is_complete, load_checkpoint
 from rlcap.train.logger import read_log
+from tests.mounts import CAN_MOUNT, NO_MOUNT, tmpfs
 from tests.tiny import make_tiny_dataset, tiny_overrides
+
+mounts = pytest.mark.skipif(not CAN_MOUNT, reason=NO_MOUNT)
 
 
 def _run(capsys, *argv):
@@ -108,3 +111,100 @@ def test_a_diverging_run_stops_in_one_line_with_what_to_try(tmp_path, capsys, mo
                             "optim.grad_clip (this run: 2, 0: none), then the same command with resume=true "
                             "continues from that checkpoint\n")
     assert is_complete(run / "last")
+
+
+# --- tracebacks of unwritable folders, one line each, nothing half-written left -------------------
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory):
+    """The tiny dataset and a retriever trained on it for one epoch."""
+    from rlcap import api
+
+    folder = tmp_path_factory.mktemp("retriever")
+    dataset, feats = make_tiny_dataset(folder)
+    small = {"retriever.epochs": 1, "retriever.batch_size": 8, "retriever.model.word_dim": 8,
+             "retriever.model.hidden_dim": 8, "retriever.model.joint_dim": 8}
+    api.train(api.load_run_config("configs/shapes_retrieval.yaml", tiny_overrides(dataset, feats, folder / "r", **small)))
+    return dataset, feats, folder / "r" / "best"
+
+
+def _full(folder):
+    """A 64 kB tmpfs with no byte left."""
+    mount = tmpfs(folder, size="64k")
+    root = mount.__enter__()
+    with open(root / "fill", "wb") as f:
+        try:
+            f.write(b"\0" * 65536 * 2)
+        except OSError:
+            pass
+    return mount, root
+
+
+@mounts
+def test_retrieval_index_into_a_read_only_or_full_folder(retriever, tmp_path, capsys, monkeypatch):
+    """Once a traceback from h5py after every image was embedded, with a 0-byte bank.h5.tmp left."""
+    from rlcap.rewards import image_bank
+
+    dataset, feats, best = retriever
+    with tmpfs(tmp_path / "ro", read_only=True) as ro:
+        rc, _, err = _run(capsys, "retrieval", "index", str(best), "--dataset", str(dataset), "--features",
+                          str(feats), "--out", str(ro / "bank.h5"))
+    assert (rc, err) == (2, f"rlcap retrieval: error: cannot write {ro / 'bank.h5'}: read-only file system\n")
+    built = []
+    real_build = image_bank.build_image_bank
+    monkeypatch.setattr(image_bank, "build_image_bank", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    with tmpfs(tmp_path / "small", size="64k") as room:
+        (room / "fill").write_bytes(b"\0" * 60 * 1024)  # room for the check's empty probe, not for the bank
+        rc, _, err = _run(capsys, "retrieval", "index", str(best), "--dataset", str(dataset), "--features",
+                          str(feats), "--out", str(room / "bank.h5"), "--neighbours", "2")
+        left = sorted(p.name for p in room.iterdir())
+    assert (rc, err) == (2, f"rlcap retrieval: error: cannot write {room / 'bank.h5'}: no space left on device\n")
+    assert left == ["fill"] and built == [1]  # the bank was built, then could not be written: no .tmp left
+
+
+@mounts
+def test_data_concepts_into_a_read_only_folder_before_the_tagging(tmp_path, capsys, monkeypatch):
+    import json
+
+    from rlcap.data.concepts import build
+
+    captions = tmp_path / "caps.json"
+    captions.write_text(json.dumps({str(i): [f"a red dog {i}", "the dog runs", "a dog"] for i in range(20)}))
+    monkeypatch.setattr(build, "extract_concepts", lambda *a: (_ for _ in ()).throw(AssertionError("tagged")))
+    with tmpfs(tmp_path / "ro", read_only=True) as ro:
+        rc, _, err = _run(capsys, "data", "concepts", "--captions", str(captions), "--out", str(ro / "c"),
+                          "--n-val", "2", "--n-test", "2")
+    assert (rc, err) == (2, f"rlcap data: error: cannot write {ro / 'c'}: read-only file system\n")
+
+
+@mounts
+def test_a_lock_on_a_full_disk_is_one_line_and_leaves_nothing(retriever, tmp_path, capsys):
+    """The lock file of a run folder or a store could not record its holder (os.pwrite): a traceback, and
+    an empty .lock (and the run folder) left."""
+    from tests.encoders.conftest import write_images
+
+    dataset, feats, _ = retriever
+    write_images(tmp_path / "im", 2)
+    mount, full = _full(tmp_path / "full")
+    try:
+        commands = {
+            "train": (["train", "configs/shapes_xe.yaml", *tiny_overrides(dataset, feats, full / "run")],
+                      full / "run"),
+            "retrieval": (["retrieval", "train", "configs/shapes_retrieval.yaml",
+                           *tiny_overrides(dataset, feats, full / "ret")], full / "ret"),
+            "features": (["features", str(tmp_path / "im"), "--out", str(full / "f.h5"), "--image-size", "64"], full),
+        }
+        for command, (argv, named) in commands.items():
+            rc, _, err = _run(capsys, *argv)
+            assert (rc, err) == (2, f"rlcap {command}: error: cannot write {named}: no space left on device\n")
+            assert sorted(p.name for p in full.iterdir()) == ["fill"], command
+    finally:
+        mount.__exit__(None, None, None)
+
+
+def test_a_refused_device_leaves_no_folder(tmp_path, capsys):
+    dataset, feats = make_tiny_dataset(tmp_path)
+    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+                      *tiny_overrides(dataset, feats, tmp_path / "new" / "run", device="cuda:7"))
+    assert rc == 2 and err.startswith("rlcap train: error: device: cuda:7 asked for")
+    assert not (tmp_path / "new").exists()

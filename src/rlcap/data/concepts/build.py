@@ -31,7 +31,7 @@ from rlcap.data.concepts.sources import read_caption_file
 from rlcap.data.concepts.splits import SceneText, make_splits
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.errors import ConfigError
-from rlcap.files import check_writable, write_error, write_json
+from rlcap.files import check_writable, new_folders, write_json
 from rlcap.progress import track
 
 log = logging.getLogger(__name__)
@@ -97,15 +97,12 @@ def build_concepts(captions_path: str | Path, out_dir: str | Path, config: Conce
     cooc = Cooccurrence(c for s, c in zip(scenes, concepts) if s.split == "train")
     perceived = [perceive(c, cooc, noise, scene_rng(config.seed, s.id)) for s, c in zip(scenes, concepts)]
     # 4. features, the split file, the inspection file, then the manifest
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(out, exc) from None
-    (out / MANIFEST_FILE).unlink(missing_ok=True)
-    _write_features(out / FEATURES_FILE, scenes, perceived, config)
-    write_json(out / DATASET_FILE, _karpathy(scenes))
-    write_json(out / CONCEPTS_FILE, {s.id: _inspection(s, p) for s, p in zip(scenes, perceived)})
-    write_json(out / MANIFEST_FILE, manifest)
+    with new_folders(out):  # (a folder made here and left empty by a failure is removed)
+        (out / MANIFEST_FILE).unlink(missing_ok=True)
+        _write_features(out / FEATURES_FILE, scenes, perceived, config)
+        write_json(out / DATASET_FILE, _karpathy(scenes))
+        write_json(out / CONCEPTS_FILE, {s.id: _inspection(s, p) for s, p in zip(scenes, perceived)})
+        write_json(out / MANIFEST_FILE, manifest)
     return BuildResult(out / DATASET_FILE, out / FEATURES_FILE, _split_counts(out), False)
 
 
