@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rlcap import api
+from rlcap.files import check_writable
 from rlcap.train.run_config import load_run_config
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def run_demo(out_dir: str | Path, data_dir: str | Path, configs: str | Path | No
 
     configs = find_recipes(configs, ["shapes_xe.yaml", "shapes_scst.yaml"])  # before any data is generated
     out_dir, data_dir = Path(out_dir), Path(data_dir)
+    check_writable(out_dir, folder=True)  # so is the output folder
     shapes = shapes or ShapesConfig()
     if not regenerate:
         check_settings(shapes, data_dir)

@@ -26,17 +26,18 @@ def check_device_name(name: str, key: str = "device") -> None:
 def resolve_device(name: str, key: str = "device") -> torch.device:
     """The torch device ``name`` stands for on this machine; one line when it cannot be used."""
     check_device_name(name, key)
+    cpu = f"{key} cpu" if key.startswith("--") else f"{key}=cpu"  # as the command takes it
     if name == AUTO:
         return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"{key}: {name} asked for, but this torch ({torch.__version__}) sees no CUDA device; "
-                              "give device=cpu, or install a CUDA build of torch (README)")
+                              f"give {cpu}, or install a CUDA build of torch (README)")
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ConfigError(f"{key}: {name} asked for, but there are {torch.cuda.device_count()} CUDA devices")
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"{key}: mps asked for, but this torch sees no Apple GPU; give device=cpu")
+        raise ConfigError(f"{key}: mps asked for, but this torch sees no Apple GPU; give {cpu}")
     return device
 
 

@@ -208,3 +208,105 @@ def test_a_refused_device_leaves_no_folder(tmp_path, capsys):
                       *tiny_overrides(dataset, feats, tmp_path / "new" / "run", device="cuda:7"))
     assert rc == 2 and err.startswith("rlcap train: error: device: cuda:7 asked for")
     assert not (tmp_path / "new").exists()
+
+
+# --- messages that say what the command really takes ------------------------------------------------
+
+def test_nproc_in_a_recipe_says_how_to_start_several_processes(tmp_path, capsys):
+    """It suggested api.train(cfg, nproc=True), which does not exist."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("algorithm: xe\nnproc: 2\n")
+    rc, _, err = _run(capsys, "train", str(recipe))
+    assert rc == 2 and "api.train(cfg, nproc" not in err
+    assert err.startswith("rlcap train: error: nproc is not a setting of the run but an option of the command: "
+                          "nproc=... on the rlcap train command line, or torchrun --nproc-per-node N -m rlcap "
+                          "train RECIPE (api.train runs in the process that calls it)")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="says what a machine without CUDA says")
+def test_the_device_message_names_the_option_the_command_takes(tiny_xe, tmp_path, capsys):
+    """eval, caption, features and retrieval take --device: they said "give device=cpu"."""
+    from tests.encoders.conftest import write_images
+
+    _, _, best = tiny_xe(1)
+    images = write_images(tmp_path / "im", 1)
+    for argv in (["eval", str(best), "--device", "cuda"],
+                 ["caption", str(best), str(images["img0"]), "--device", "cuda"],
+                 ["features", str(tmp_path / "im"), "--out", str(tmp_path / "f.h5"), "--device", "cuda"]):
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 2 and "sees no CUDA device; give --device cpu, or install a CUDA build" in err, (argv, err)
+    dataset, feats = make_tiny_dataset(tmp_path)
+    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml", *tiny_overrides(dataset, feats, tmp_path / "r",
+                                                                                 device="cuda"))
+    assert rc == 2 and "give device=cpu, or install" in err  # a run's setting, given as key=value
+
+
+@mounts
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_demo_and_bench_check_their_output_folder_before_generating_data(tmp_path, capsys, command):
+    """They generated the shapes data for many minutes, then failed on the read-only --out."""
+    extra = ["--benchmark", "shapes", "--methods", "xe"] if command == "bench" else []
+    with tmpfs(tmp_path / "ro", read_only=True) as ro:
+        rc, _, err = _run(capsys, command, "--out", str(ro / "out"), "--data", str(tmp_path / "data"), *extra)
+    assert (rc, err) == (2, f"rlcap {command}: error: cannot write {ro / 'out'}: read-only file system\n")
+    assert not (tmp_path / "data").exists()
+
+
+@mounts
+def test_diagnose_checks_out_before_measuring(tiny_xe, tmp_path, capsys, monkeypatch):
+    """It printed its whole table, then failed on --out."""
+    from rlcap.diagnose import reward_spread
+
+    _, _, best = tiny_xe(1)
+    monkeypatch.setattr(reward_spread, "reward_spread", lambda *a, **k: pytest.fail("measured first"))
+    with tmpfs(tmp_path / "ro", read_only=True) as ro:
+        rc, out, err = _run(capsys, "diagnose", "reward-spread", str(best), "--out", str(ro / "x.json"))
+    assert (rc, out, err) == (2, "", f"rlcap diagnose: error: cannot write {ro / 'x.json'}: read-only file system\n")
+
+
+def test_diagnose_rewards_with_a_weight_that_is_not_a_number(capsys):
+    """`cider_d:abc` was read as the dotted path of a module cider_d ("cannot import module cider_d")."""
+    rc, _, err = _run(capsys, "diagnose", "reward-spread", "ckpt", "--rewards", "cider_d:abc")
+    assert (rc, err) == (2, "rlcap diagnose reward-spread: error: argument --rewards: 'cider_d:abc': the weight "
+                            "'abc' of cider_d is not a number (NAME:WEIGHT,... e.g. cider_d:0.5,spice:0.5) (see "
+                            "rlcap diagnose reward-spread --help)\n")
+
+
+def test_report_of_a_file(tmp_path, capsys):
+    """It said it could not write FILE/report.html."""
+    (tmp_path / "f.json").write_text("{}")
+    rc, _, err = _run(capsys, "report", str(tmp_path / "f.json"))
+    assert (rc, err) == (2, f"rlcap report: error: {tmp_path / 'f.json'}: not a folder; rlcap report reads a run "
+                            "folder, a checkpoint folder, an evaluation folder (rlcap eval --out) or a bench folder "
+                            "(rlcap bench --out)\n")
+
+
+def test_features_stopped_by_sigterm_says_how_to_continue(tmp_path, capsys, monkeypatch):
+    """It exited 143 without a word; the rows written are kept and the same command continues."""
+    import signal
+
+    import rlcap.cli.features as features
+    from tests.encoders.conftest import write_images
+
+    write_images(tmp_path / "im", 6)
+    real = features.extract_features
+
+    def stopped_after_a_batch(images, out, **kw):
+        update = kw["progress"]
+
+        def progress(n):
+            update(n)
+            os.kill(os.getpid(), signal.SIGTERM)  # a scheduler's kill, delivered to this process
+
+        return real(images, out, **{**kw, "progress": progress})
+
+    monkeypatch.setattr(features, "extract_features", stopped_after_a_batch)
+    out = tmp_path / "f.h5"
+    argv = ["features", str(tmp_path / "im"), "--out", str(out), "--image-size", "64", "--batch-size", "2"]
+    rc, _, err = _run(capsys, *argv)
+    assert (rc, err.splitlines()[-1]) == (143, f"rlcap features: terminated; {out} keeps the 2 rows written before. "
+                                               "Continue with the same command: the rows already there are not "
+                                               "encoded again")
+    monkeypatch.setattr(features, "extract_features", real)
+    rc, out_text, _ = _run(capsys, *argv)
+    assert rc == 0 and "encoded 4 images" in out_text and "2 already present" in out_text

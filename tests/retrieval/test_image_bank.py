@@ -47,7 +47,7 @@ def test_a_bank_built_by_another_retriever_is_refused(tmp_path):
         load_image_bank(tmp_path / "bank.h5", retriever=tmp_path / "ret_b")
     assert str(info.value) == (
         f"{tmp_path / 'bank.h5'} was built with the retriever {tmp_path / 'ret_a'}, not {tmp_path / 'ret_b'}: "
-        f"rebuild it (rlcap retrieval index --retriever {tmp_path / 'ret_b'} ...) or give the bank built with "
-        f"{tmp_path / 'ret_b'}")
+        f"rebuild it (rlcap retrieval index {tmp_path / 'ret_b'} --dataset ... --out {tmp_path / 'bank.h5'}) or give "
+        f"the bank built with {tmp_path / 'ret_b'}")
     # the same folder, named by another path, is the same retriever
     assert load_image_bank(tmp_path / "bank.h5", retriever=tmp_path / "x" / ".." / "ret_a").ids == ["a", "b"]

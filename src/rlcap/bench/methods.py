@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from rlcap import api
 from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
+from rlcap.files import check_writable
 from rlcap.recipes import find_recipes
 from rlcap.train.run_config import load_run_config
 
@@ -72,6 +73,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     data_dir = Path(data_dir) if data_dir is not None else Path("data") / benchmark
     bench = BENCHMARKS[benchmark]
     configs = find_recipes(configs, [f"{bench.recipes}_{stage.recipe}.yaml" for stage in stages_of(methods, benchmark)])
+    check_writable(out, folder=True)  # before the data is generated and the methods trained
     if prepared is None and bench.check is not None and not regenerate:
         bench.check(data_dir)
     dataset, feats = prepared or bench.prepare(data_dir, image_size, report)

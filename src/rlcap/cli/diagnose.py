@@ -21,6 +21,8 @@ from rlcap import api
 from rlcap.cli.options import COUNT, CommandParser, float_range, int_range
 from rlcap.cli.tables import format_scores
 from rlcap.errors import DataError
+from rlcap.files import check_writable
+from rlcap.rewards.registry import REWARDS
 
 SHARE_DEFINITION = ("share_i = Cov(w_i r_i, R) / Var(R), R = sum_i w_i r_i, with covariances taken among each "
                     "image's samples (centred on the image's mean) and pooled over images; the shares sum to 1. "
@@ -55,6 +57,9 @@ def reward_weights(text: str) -> dict[str, float]:
         try:
             value = float(weight)
         except ValueError:
+            if name in REWARDS:  # `cider_d:abc` is a weight that is not a number, not a module cider_d
+                raise argparse.ArgumentTypeError(f"{item!r}: the weight {weight!r} of {name} is not a number "
+                                                 "(NAME:WEIGHT,... e.g. cider_d:0.5,spice:0.5)") from None
             name, value = item, 1.0
         if not name or not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected NAME:WEIGHT,... (e.g. cider_d:0.5,spice:0.5), got {item!r}")
@@ -138,6 +143,7 @@ def _json_ready(figures: Any) -> Any:
 def run_reward_spread(args: argparse.Namespace) -> int:
     from rlcap.diagnose.reward_spread import reward_spread
 
+    _check_out(args.out)
     got = reward_spread(args.checkpoint, args.split, args.images, args.samples, args.temperature, args.rewards,
                         _data_overrides(args), args.batch_size, args.seed, progress=True)
     s, names = got.stats, got.rewards
@@ -159,6 +165,7 @@ def run_reward_spread(args: argparse.Namespace) -> int:
 def run_value_fit(args: argparse.Namespace) -> int:
     from rlcap.diagnose.value_fit import value_fit
 
+    _check_out(args.out)
     got = value_fit(args.checkpoint, args.split, args.images, args.samples, args.temperature, _data_overrides(args),
                     args.batch_size, args.seed, progress=True)
     by_position, rows = got.fit.by_position.tolist(), [int(x) for x in got.fit.rows.tolist()]
@@ -179,6 +186,7 @@ def run_value_fit(args: argparse.Namespace) -> int:
 def run_prefix_credit(args: argparse.Namespace) -> int:
     from rlcap.diagnose.prefix_credit import prefix_credit_on_dataset
 
+    _check_out(args.out)
     got = prefix_credit_on_dataset(args.dataset, args.split, args.clips, args.swap, args.metrics, args.eos_counts,
                                    args.format, args.coco_splits)
     metrics = {name: {"wrong": shift.wrong, "later": shift.later, "captions": shift.captions,
@@ -194,6 +202,12 @@ def run_prefix_credit(args: argparse.Namespace) -> int:
     return _write(args.out, {
         "measurement": "prefix-credit", "dataset": got.dataset, "split": got.split, "clips": got.clips,
         "swap": got.swap, "eos_counts": got.eos_counts, "definition": CREDIT_DEFINITION, "metrics": metrics})
+
+
+def _check_out(path: str | None) -> None:
+    """``--out`` checked before the measurement, not after it has been printed."""
+    if path is not None:
+        check_writable(path)
 
 
 def _write(path: str | None, figures: dict[str, Any]) -> int:

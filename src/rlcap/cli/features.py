@@ -4,10 +4,12 @@ into an HDF5 feature file."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
+from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
 from rlcap.encoders.extract import extract_features
 from rlcap.encoders.sources import dataset_files, find_media, is_video, karpathy_images
 from rlcap.encoders.video import extract_video_features
@@ -69,6 +71,30 @@ def _run_videos(args: argparse.Namespace, videos: dict) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Encode, SIGTERM stopping it as Ctrl-C does: either way the rows written are kept and said."""
+    try:
+        with sigterm_as_interrupt():
+            return _run(args)
+    except KeyboardInterrupt as exc:
+        how, code = how_stopped(exc)
+        kept = _rows(args.out)
+        print(f"rlcap features: {how}; {args.out} keeps the {kept} rows written before. Continue with the same "
+              "command: the rows already there are not encoded again", file=sys.stderr)
+        return code
+
+
+def _rows(path: str) -> int:
+    """The rows a store holds (0 when there is none yet)."""
+    from rlcap.data.features import open_feature_store
+
+    try:
+        with open_feature_store(path) as store:
+            return len(store)
+    except (DataError, OSError):
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.dataset:

@@ -31,7 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from rlcap.report import write_report
+    from rlcap.report.collect import check_source
 
+    check_source(args.path)  # before the output, which would be inside it, is checked
     out = args.out or args.path / "report.html"
     check_writable(out)
     path = write_report(args.path, out, sample=args.sample, seed=args.seed, everything=args.everything,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shlex
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from rlcap import api
 from rlcap.cli.options import command_options
+from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
 from rlcap.config import describe
 from rlcap.errors import Stopped
 from rlcap.train.checkpoint import check_world_size
@@ -53,22 +55,20 @@ def run(args: argparse.Namespace) -> int:
         return _torchrun(options.nproc, args, [o for o in args.overrides if not o.startswith("nproc=")])
     cfg = api.load_run_config(args.config, overrides)
     rank = launched_rank()
-    if "WORLD_SIZE" in os.environ:  # one of torchrun's processes: every rank stops after the same step
-        stops = {s: stop_at_step_boundary for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    else:
-        stops = {signal.SIGTERM: _terminate}  # SIGTERM stops a run as Ctrl-C does
-    previous = {signum: signal.signal(signum, handler) for signum, handler in stops.items()}
+    under_torchrun = "WORLD_SIZE" in os.environ  # one of torchrun's processes: every rank stops after the same step
+    stops = (signal.SIGINT, signal.SIGTERM, FROM_LAUNCHER) if under_torchrun else ()
+    previous = {signum: signal.signal(signum, stop_at_step_boundary) for signum in stops}
     try:
-        result = api.train(cfg, resume=options.resume, overwrite=options.overwrite)
+        with sigterm_as_interrupt() if not under_torchrun else contextlib.nullcontext():  # as Ctrl-C
+            result = api.train(cfg, resume=options.resume, overwrite=options.overwrite)
     except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGTERM if isinstance(exc, Terminated) \
-            else signal.SIGINT
-        if signum == FROM_LAUNCHER:
+        if isinstance(exc, Stopped) and exc.signum == FROM_LAUNCHER:
             return 0  # `rlcap train ... nproc=N` stopped its processes, and says so
+        how, code = ("terminated", 143) if isinstance(exc, Stopped) and exc.signum == signal.SIGTERM else \
+            ("interrupted", 130) if isinstance(exc, Stopped) else how_stopped(exc)
         if rank == 0:
-            print(_stopped(args, cfg.out_dir, "terminated" if signum == signal.SIGTERM else "interrupted"),
-                  file=sys.stderr)
-        return 143 if signum == signal.SIGTERM else 130
+            print(_stopped(args, cfg.out_dir, how), file=sys.stderr)
+        return code
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -197,14 +197,6 @@ def best_line(result: TrainResult) -> str:
     if not math.isfinite(result.best_score):
         return f"not validated yet (best/ is kept by val {label})"
     return f"best val {label} {result.best_score:.4f}"
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is so that it stops as on Ctrl-C."""
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated()
 
 
 def _stopped(args: argparse.Namespace, out_dir: str, how: str) -> str:

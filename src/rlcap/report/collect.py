@@ -197,12 +197,17 @@ def _bench_rows(folder: Path, results: dict[str, Any]) -> ReportData:
     return data
 
 
-def collect(path: str | Path) -> ReportData:
-    """Read what a report shows from ``path`` (the layouts of the module docstring)."""
-    path = Path(path)
+def check_source(path: Path) -> None:
+    """One line unless ``path`` is a folder (a file is not a report's source, and no page goes inside it)."""
     if not path.is_dir():
         raise RlcapError(f"{path}: not a folder; rlcap report reads a run folder, a checkpoint folder, an "
                          "evaluation folder (rlcap eval --out) or a bench folder (rlcap bench --out)")
+
+
+def collect(path: str | Path) -> ReportData:
+    """Read what a report shows from ``path`` (the layouts of the module docstring)."""
+    path = Path(path)
+    check_source(path)
     if (path / "results.json").exists():
         return _bench_data(path)
     if (path / "checkpoint.json").exists() and is_run(path.parent):

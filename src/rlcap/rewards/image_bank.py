@@ -99,7 +99,8 @@ def load_image_bank(path: str | Path, retriever: str | Path | None = None) -> Im
         raise DataError(f"{path}: not an image bank ({exc})") from exc
     if retriever is not None and bank.retriever and not same_retriever(bank.retriever, retriever):
         raise DataError(f"{path} was built with the retriever {bank.retriever}, not {retriever}: rebuild it "
-                        f"(rlcap retrieval index --retriever {retriever} ...) or give the bank built with {retriever}")
+                        f"(rlcap retrieval index {retriever} --dataset ... --out {path}) or give the bank built with "
+                        f"{retriever}")
     return bank
 
 

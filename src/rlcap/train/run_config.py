@@ -281,8 +281,11 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     options = sorted(set(data) & set(COMMAND_OPTIONS))
     if options:
         key = options[0]
+        elsewhere = (f"or api.train(cfg, {key}=True)" if key != "nproc" else
+                     "or torchrun --nproc-per-node N -m rlcap train RECIPE (api.train runs in the process that "
+                     "calls it)")
         raise ConfigError(f"{key} is not a setting of the run but an option of the command: {key}=... on the "
-                          f"rlcap train command line, or api.train(cfg, {key}=True) ({COMMAND_OPTIONS[key]})")
+                          f"rlcap train command line, {elsewhere} ({COMMAND_OPTIONS[key]})")
     algorithm = data.get("algorithm", "xe")
     if not isinstance(algorithm, str):
         raise ConfigError(f"algorithm: expected a method name, got {algorithm!r}")
