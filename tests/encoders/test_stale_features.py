@@ -93,4 +93,4 @@ def test_cli_refuses_another_image_size_in_one_line(tmp_path, capsys):
     assert main(["features", str(tmp_path / "im"), "--out", str(out), "--image-size", "96"]) == 2
     assert capsys.readouterr().err == (
         f"rlcap features: error: {out} holds features made with image_size=64, not 96: "
-        "write them to another file (or delete this one to start over)\n")
+        "give the same setting to continue it, or write them to another file (or delete this one to start over)\n")

@@ -81,13 +81,21 @@ class EfficientNetLite0Encoder(nn.Module):
         return super().train(False)
 
     def encode(self, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """batch (B, 3, S, S) -> fc (B, 1280), att (B, g*g, 1280)."""
+        """batch (B, 3, S, S) -> fc (B, 1280), att (B, g*g, 1280).
+
+        A single image is encoded in a batch of two (itself twice): on the CPU with several threads, oneDNN
+        runs a batch of one through other convolution kernels, whose rows differed from a larger batch's in
+        0.03% of their float16 values (by up to 0.004); from two images on, every batch size gives the same
+        rows bit for bit for a given thread count (measured for 2 to 32; docs/FEATURES.md). So a store's rows
+        do not depend on how its images were batched, resumed or re-encoded, and ``rlcap caption``'s features
+        are the store's."""
         if batch.shape[1:] != (3, self.image_size, self.image_size):
             raise ValueError(
                 f"expected a batch (B, 3, {self.image_size}, {self.image_size}), got {tuple(batch.shape)}"
             )
-        grid = self.net.extract_features(batch)  # (B, 1280, g, g)
-        att = grid.flatten(2).transpose(1, 2)  # (B, g*g, 1280)
+        single = batch.shape[0] == 1
+        grid = self.net.extract_features(torch.cat([batch, batch]) if single else batch)  # (B, 1280, g, g)
+        att = grid[:1].flatten(2).transpose(1, 2) if single else grid.flatten(2).transpose(1, 2)  # (B, g*g, 1280)
         return att.mean(dim=1), att
 
     def classify(self, batch: torch.Tensor) -> torch.Tensor:

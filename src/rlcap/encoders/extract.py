@@ -143,6 +143,26 @@ def write_rows(writer: HDF5FeatureWriter, ids: list[str], fc: np.ndarray, att: n
                          f"command again to resume") from None
 
 
+PRECISION = "fp32"  # what the encoder computes in (recorded: a store never mixes rows of two precisions)
+
+
+def check_batching(path: str | Path, recorded: Mapping[str, object], now: Mapping[str, object]) -> None:
+    """Refuse to add rows to a store written in batches of another size, or on another kind of device, where
+    its rows could differ. On the CPU the rows do not depend on the batch size (the encoder gives every
+    batch size the same rows bit for bit: :meth:`EfficientNetLite0Encoder.encode`), so another size is
+    taken there; on a GPU, where cuDNN picks kernels by shape and this was not measured, it is not, nor
+    rows of another device.
+    A store that records neither (written before rlcap did) is not checked."""
+    was = {key: recorded.get(key) for key in now}
+    if None in was.values() or was == dict(now):
+        return
+    if was["device"] != now["device"] or now["device"] != "cpu":
+        raise DataError(f"{path} was written in batches of {was['batch_size']} on {was['device']}, and this run "
+                        f"encodes batches of {now['batch_size']} on {now['device']}: on a GPU, or across devices, "
+                        f"their rows may differ in their last bits; give --batch-size {was['batch_size']} "
+                        f"--device {was['device']} to continue it, or write to another file")
+
+
 def extract_features(
     images: Mapping[str, str | Path],
     out: str | Path,
@@ -173,9 +193,13 @@ def extract_features(
     started = time.perf_counter()
     grid = grid_size(image_size)
     attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "grid": grid,
-             "resize": "whole image, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}"}
+             "resize": "whole image, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}",
+             "precision": PRECISION}
+    noted = {"batch_size": batch_size, "device": where.type}
     stats = ExtractStats()
-    with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, grid * grid, dtype=dtype, attrs=attrs) as writer:
+    with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, grid * grid, dtype=dtype, attrs=attrs,
+                           noted=noted) as writer:
+        check_batching(out, writer.recorded, noted)
         todo, stats.changed = _todo(images, writer)
         stats.already_done = len(images) - len(todo)
         if stats.already_done and progress:

@@ -26,7 +26,7 @@ from PIL import Image
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import fingerprint
 from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size
-from rlcap.encoders.extract import ON_ERROR, ExtractStats, _todo, write_rows
+from rlcap.encoders.extract import ON_ERROR, PRECISION, ExtractStats, _todo, write_rows
 from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, normalize, resize
 from rlcap.errors import ConfigError, DataError
 
@@ -88,7 +88,8 @@ def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, im
     frames_max = max_frames if fps is not None else n_frames
     attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "frames": "att rows are frames",
              "sampling": f"{fps} fps" if fps is not None else f"{n_frames} evenly spaced frames",
-             "resize": "whole frame, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}"}
+             "resize": "whole frame, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}",
+             "precision": PRECISION}
     stats = ExtractStats()
     with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, frames_max, dtype=dtype, attrs=attrs) as writer:
         todo, stats.changed = _todo(videos, writer)

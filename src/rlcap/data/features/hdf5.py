@@ -199,12 +199,14 @@ class HDF5FeatureWriter:
     """Appends features in batches to a new or existing HDF5 file (see the module docstring).
 
     An existing file is resumed: its shapes and dtype must match, and every attribute given in
-    ``attrs`` must equal the stored one (features of different extractions never mix). Rows of
+    ``attrs`` must equal the stored one (features of different extractions never mix); ``noted`` are
+    recorded in a new file but not compared (the caller reads them back, :attr:`recorded`). Rows of
     ids already in the file are rewritten only when :meth:`write` is asked to (``replace``).
     """
 
     def __init__(self, path: str | Path, fc_dim: int, att_dim: int, max_regions: int,
-                 dtype: str = "float16", attrs: Mapping[str, str | int | float] | None = None):
+                 dtype: str = "float16", attrs: Mapping[str, str | int | float] | None = None,
+                 noted: Mapping[str, str | int | float] | None = None):
         if dtype not in DTYPES:
             raise ConfigError(f"feature dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         self.path = Path(path)
@@ -227,7 +229,7 @@ class HDF5FeatureWriter:
                 self._resume(fc_dim, att_dim, attrs)
             else:
                 self._file = _open(self.path, "w")
-                self._create(fc_dim, att_dim, attrs)
+                self._create(fc_dim, att_dim, {**(noted or {}), **attrs})
         except BaseException:
             if hasattr(self, "_file"):
                 self._file.close()
@@ -257,7 +259,8 @@ class HDF5FeatureWriter:
         for key, value in attrs.items():
             if key in f.attrs and _attr(f.attrs[key]) != value:
                 raise DataError(f"{self.path} holds features made with {key}={_attr(f.attrs[key])!r}, not {value!r}: "
-                                "write them to another file (or delete this one to start over)")
+                                "give the same setting to continue it, or write them to another file (or delete "
+                                "this one to start over)")
         expected = {"fc": (fc_dim,), "att": (self.max_regions, att_dim)}
         for name, shape in expected.items():
             if f[name].shape[1:] != shape or f[name].dtype != self.dtype:
@@ -276,6 +279,11 @@ class HDF5FeatureWriter:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    @property
+    def recorded(self) -> dict[str, object]:
+        """The file's attributes: how its rows were made (the first writer's ``attrs`` and ``noted``)."""
+        return {key: _attr(value) for key, value in self._file.attrs.items()}
 
     def fingerprint(self, id: str) -> ImageFingerprint:
         """The recorded fingerprint of the image ``id`` was encoded from (``UNKNOWN`` if none)."""
