@@ -99,7 +99,10 @@ def plot_curves(logs: dict[str, Path], out: Path) -> None:
     ax_rew.set(title="mean training reward (RL methods)", xlabel="step", ylabel="reward")
     for ax in (ax_val, ax_rew):
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:  # (no RL method ran: no reward curve to name)
+            ax.legend()
+        else:
+            ax.text(0.5, 0.5, "no curve", transform=ax.transAxes, ha="center", va="center", color="grey")
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
