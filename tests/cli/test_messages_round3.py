@@ -183,8 +183,12 @@ def test_a_lock_on_a_full_disk_is_one_line_and_leaves_nothing(retriever, tmp_pat
     an empty .lock (and the run folder) left."""
     from tests.encoders.conftest import write_images
 
+    import json
+
     dataset, feats, _ = retriever
     write_images(tmp_path / "im", 2)
+    captions = tmp_path / "caps.json"
+    captions.write_text(json.dumps({str(i): [f"a red dog {i}", "the dog runs", "a dog"] for i in range(20)}))
     mount, full = _full(tmp_path / "full")
     try:
         commands = {
@@ -193,6 +197,8 @@ def test_a_lock_on_a_full_disk_is_one_line_and_leaves_nothing(retriever, tmp_pat
             "retrieval": (["retrieval", "train", "configs/shapes_retrieval.yaml",
                            *tiny_overrides(dataset, feats, full / "ret")], full / "ret"),
             "features": (["features", str(tmp_path / "im"), "--out", str(full / "f.h5"), "--image-size", "64"], full),
+            "data": (["data", "concepts", "--captions", str(captions), "--out", str(full / "c"), "--n-val", "2",
+                      "--n-test", "2"], full / "c"),
         }
         for command, (argv, named) in commands.items():
             rc, _, err = _run(capsys, *argv)

@@ -189,7 +189,7 @@ def test_pg_refuses_beam_samples(xe_checkpoint, tmp_path):
 
 
 @pytest.mark.parametrize("item, message", [("pg.rollouts=0", "pg.rollouts: expected at least 1"),
-                                           ("pg.baseline_lr=0", "pg.baseline_lr: expected > 0"),
+                                           ("pg.baseline_lr=0", r"pg.baseline_lr: expected a learning rate in \(0, 1\], got 0"),
                                            ("mixer.delta=0", "mixer.delta: expected at least 1"),
                                            ("mixer.start=-1", "mixer.start: expected at least 0")])
 def test_config_ranges(item, message):
