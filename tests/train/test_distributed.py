@@ -151,12 +151,17 @@ def test_sigkill_of_rank_1_then_the_same_command_resumes_exactly(runs, tmp_path)
     assert 5 <= stopped_at < 20
     again = _train([*common, f"out_dir={killed}"], 2)  # the same command
     assert again.returncode == 0, again.stderr[-2000:]
+    _assert_continues_exactly(folder / "2", killed, stopped_at)
 
-    def losses(folder):
-        return {json.loads(x)["step"]: json.loads(x)["loss"] for x in (folder / "log.jsonl").read_text().splitlines()
+
+def _assert_continues_exactly(reference, continued, stopped_at: int) -> None:
+    """The continued run logs every step of the uninterrupted ``reference`` (20), with its losses after the stop."""
+
+    def losses(run):
+        return {json.loads(x)["step"]: json.loads(x)["loss"] for x in (run / "log.jsonl").read_text().splitlines()
                 if json.loads(x)["split"] == "train"}
 
-    ref, got = losses(folder / "2"), losses(killed)
+    ref, got = losses(reference), losses(continued)
     assert max(ref) == 20 and sorted(got) == sorted(ref)
     assert [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref if s > stopped_at]
 
@@ -211,14 +216,7 @@ def test_sigterm_to_rlcap_train_nproc_2_stops_every_process_and_the_same_command
     assert not (out / ".lock").exists() and 5 <= stopped_at < 20
     again = _train(shlex.split(last.split("Continue with: rlcap train ", 1)[1])[1:], 1)  # the command it printed
     assert again.returncode == 0, again.stderr[-2000:]
-
-    def losses(run):
-        return {json.loads(x)["step"]: json.loads(x)["loss"] for x in (run / "log.jsonl").read_text().splitlines()
-                if json.loads(x)["split"] == "train"}
-
-    ref, got = losses(folder / "2"), losses(out)
-    assert max(ref) == 20 and sorted(got) == sorted(ref)
-    assert [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref if s > stopped_at]
+    _assert_continues_exactly(folder / "2", out, stopped_at)
     assert again.stdout.count("done:") == 1  # rank 0's summary alone
 
 
