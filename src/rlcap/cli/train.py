@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
         if not options.overwrite:
             check_world_size(cfg.out_dir, options.nproc)  # so is a run of another number of processes
-        return _torchrun(options.nproc, args, [o for o in args.overrides if not o.startswith("nproc=")])
+        return _torchrun(options.nproc, args, [o for o in args.overrides if not o.startswith("nproc=")], cfg.out_dir)
     cfg = api.load_run_config(args.config, overrides)
     rank = launched_rank()
     under_torchrun = "WORLD_SIZE" in os.environ  # one of torchrun's processes: every rank stops after the same step
@@ -81,7 +81,7 @@ FROM_LAUNCHER = signal.SIGUSR1  # what `rlcap train ... nproc=N` sends its proce
 GRACE = 5.0  # seconds the processes have to reach a step boundary before they are killed
 
 
-def _torchrun(nproc: int, args: argparse.Namespace, overrides: list[str]) -> int:
+def _torchrun(nproc: int, args: argparse.Namespace, overrides: list[str], out_dir: str) -> int:
     """Start ``nproc`` processes on this machine with torchrun (``--standalone``), each running this command
     without ``nproc``; the same as typing ``torchrun --standalone --nproc-per-node N -m rlcap train ...``.
 
@@ -122,8 +122,7 @@ def _torchrun(nproc: int, args: argparse.Namespace, overrides: list[str]) -> int
     if not received:
         return code
     signum = received[0][0]
-    cfg = api.load_run_config(args.config, command_options(overrides)[1])
-    print(_stopped(args, cfg.out_dir, "terminated" if signum == signal.SIGTERM else "interrupted"), file=sys.stderr)
+    print(_stopped(args, out_dir, "terminated" if signum == signal.SIGTERM else "interrupted"), file=sys.stderr)
     return 143 if signum == signal.SIGTERM else 130
 
 
