@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-report clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ test-fast: $(STAMP)
 
 bench-metrics: $(STAMP)
 	$(PY) benchmarks/bench_metrics.py
+
+# images/s of each encoder of `rlcap features` (EfficientNet-Lite0, transformers models at their published sizes)
+bench-features: $(STAMP)
+	$(PY) benchmarks/bench_features.py
 
 bench-decode: $(STAMP)
 	$(PY) benchmarks/bench_decode.py

@@ -301,19 +301,19 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     ``on_bad_image``).
 
     A folder among ``images`` stands for every image under it (:func:`expand_image_paths`).
-    ``image_size`` defaults to the size the checkpoint's training features were extracted at
-    (recorded in the checkpoint), so the model sees features like those it was trained on. A file
+    The images are encoded by the encoder of the checkpoint's training features, as its store recorded it
+    (EfficientNet-Lite0 at ``image_size``, by default the size the features were extracted at; or the
+    ``hf:`` model from its folder), so the model sees features like those it was trained on. A file
     that cannot be read as an image raises :class:`DataError`, or, given ``on_bad_image``, is
     reported to it as ``(path, reason)`` and left out.
     """
     import torch
 
     from rlcap.decoding import beam_search, greedy
-    from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder
-    from rlcap.encoders.images import preprocess
+    from rlcap.encoders.load import checkpoint_encoder
     from rlcap.encoders.sources import expand_image_paths, is_video
     from rlcap.encoders.video import read_frames
-    from rlcap.errors import DataError, RlcapError
+    from rlcap.errors import DataError
     from rlcap.models.base import Feats
     from rlcap.train.checkpoint import load_model
 
@@ -321,12 +321,11 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     where = resolve_device(device, "--device")
     model.to(where)
     dec = checkpoint_decoding(config, beam_size, max_len)
-    dims = config["feature_dims"]
-    if dims["fc"] != FEATURE_DIM or dims["att"] != FEATURE_DIM:
-        raise RlcapError(f"{checkpoint} was trained on {dims['fc']}-d features; `caption` encodes images with "
-                         f"EfficientNet-Lite0, whose features are {FEATURE_DIM}-d (train on `rlcap features` output)")
-    size = image_size or int(dims["image_size"] or 224)
-    encoder = EfficientNetLite0Encoder(size).to(where)
+    encoder = checkpoint_encoder(checkpoint, config["feature_dims"], image_size, where)  # the one its features had
+
+    def features(images: list[Any]) -> tuple[Any, Any]:
+        return encoder.features(torch.from_numpy(encoder.prepare(images)))  # fc (B, Dfc), att (B, N, Datt)
+
     out: dict[str, str] = {}
     paths = expand_image_paths(images)
 
@@ -347,7 +346,7 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
             on_bad_image(str(path), str(exc))
             continue
         with torch.inference_mode():
-            per_frame, _ = encoder.encode(preprocess(frames, size).to(where))  # (F, D)
+            per_frame, _ = features(frames)  # (F, D)
             feats = Feats(per_frame.mean(0, keepdim=True), per_frame[None],
                           torch.ones(1, len(frames), dtype=torch.bool, device=where))
             out[str(path)] = vocab.decode(decode(feats)[0].tolist())
@@ -356,9 +355,8 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
         chunk, loaded = _read_images(paths[start:start + batch_size], on_bad_image)
         if not chunk:
             continue
-        pixels = preprocess(loaded, size)
         with torch.inference_mode():
-            fc, att = encoder.encode(pixels.to(where))
+            fc, att = features(loaded)
             feats = Feats(fc, att, torch.ones(att.shape[:2], dtype=torch.bool, device=where))
             tokens = decode(feats)
         for path, row in zip(chunk, tokens):

@@ -79,3 +79,27 @@ def test_clip_bank_from_image_files(tmp_path):
 def test_not_a_clip_folder(tmp_path):
     with pytest.raises(RlcapError):
         ClipRetriever(tmp_path)
+
+
+def test_one_clip_folder_gives_the_reward_and_the_captioners_features(tmp_path):
+    """`reward.paths.retrieval: hf:DIR` names the CLIP as `rlcap features --encoder hf:DIR` does, and its image
+    embedding is what the store's fc holds: [Chaffin24]'s reward and the features come from one model."""
+    from rlcap.encoders.load import load_encoder
+    from rlcap.rewards.image_bank import same_retriever
+
+    reference = make_tiny_clip(tmp_path / "clip")
+    retriever = load_retriever(f"hf:{tmp_path / 'clip'}")
+    encoder = load_encoder(f"hf:{tmp_path / 'clip'}")
+    images = [picture(0), picture(1)]
+    fc, _ = encoder.features(torch.from_numpy(encoder.prepare(images)))
+    torch.testing.assert_close(torch.nn.functional.normalize(fc, dim=1), retriever.embed_images(images))
+    with torch.no_grad():
+        px = retriever.processor(images=images, return_tensors="pt")["pixel_values"]
+        torch.testing.assert_close(fc, reference.get_image_features(pixel_values=px).pooler_output)
+    assert same_retriever(f"hf:{tmp_path / 'clip'}", tmp_path / "clip")  # a bank built with either name
+    (tmp_path / "vit").mkdir()
+    transformers.ViTModel(transformers.ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                 intermediate_size=32, image_size=32, patch_size=8)).save_pretrained(
+        tmp_path / "vit")
+    with pytest.raises(RlcapError, match=r"the retrieval reward reads a CLIP .* this one holds none"):
+        load_retriever(f"hf:{tmp_path / 'vit'}")

@@ -1,5 +1,5 @@
 """``rlcap features``: encode a folder of images (or videos: frames sampled, one vector per frame)
-into an HDF5 feature file."""
+into an HDF5 feature file, with EfficientNet-Lite0 or a local transformers model (``--encoder hf:DIR``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import torch
 from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
 from rlcap.encoders.extract import extract_features
+from rlcap.encoders.load import DEFAULT_ENCODER, check_encoder_name
 from rlcap.encoders.sources import dataset_files, find_media, is_video, karpathy_images
 from rlcap.encoders.video import extract_video_features
-from rlcap.errors import DataError
+from rlcap.errors import ConfigError, DataError
 from rlcap.progress import progress
 
 _MAX_LISTED_FAILURES = 10
@@ -22,9 +23,10 @@ _MAX_LISTED_FAILURES = 10
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "features",
-        help="encode images with frozen EfficientNet-Lite0 into an HDF5 feature file",
+        help="encode images with a frozen encoder (EfficientNet-Lite0, or a transformers model: hf:DIR) into an "
+             "HDF5 feature file",
         description="Encode every image of IMAGE_DIR (ids = file stems) or of a Karpathy dataset "
-        "JSON into an HDF5 feature file. Ids already in the file are skipped, so an "
+        "JSON into an HDF5 feature file, with EfficientNet-Lite0 or a local transformers model (--encoder hf:DIR). Ids already in the file are skipped, so an "
         "interrupted run resumes when started again; an id whose image file changed since it was "
         "encoded (size, time and content are recorded) is encoded again. A file of another "
         "--image-size is refused.",
@@ -32,10 +34,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("image_dir", metavar="IMAGE_DIR",
                         help="folder of images, or of videos, not both (searched recursively); with --dataset, "
                              "the folder its filepath/filename entries are relative to (the dataset's own folder "
-                             "for shapes)")
-    parser.add_argument("--out", required=True, help="output .h5 file (appended to if it exists)")
-    parser.add_argument("--image-size", type=IMAGE_SIZE, default=224,
-                        help="images are resized to this square; grid = ceil(size/32) (default 224 -> 7x7)")
+                             "for shapes); or `convert`: rlcap features convert IN OUT.h5")
+    parser.add_argument("convert", nargs="*", metavar="IN OUT.h5",
+                        help="with `convert`: any store rlcap reads (bottom-up-attention .tsv files or a folder of "
+                             "them, self-critical.pytorch or npz folders, HDF5) into rlcap's chunked HDF5 OUT.h5, "
+                             "resumable (docs/FEATURES.md)")
+    parser.add_argument("--out", help="output .h5 file (appended to if it exists)")
+    parser.add_argument("--encoder", default=DEFAULT_ENCODER, metavar="NAME",
+                        help=f"{DEFAULT_ENCODER} (default: ImageNet weights shipped with rlcap) or hf:DIR, a local "
+                             "transformers folder (CLIP, SigLIP, ViT, DINOv2, ConvNeXt, or the image tower of a "
+                             "VisionEncoderDecoder, BLIP or GIT captioner), read with its own image processor "
+                             "(docs/FEATURES.md)")
+    parser.add_argument("--image-size", type=IMAGE_SIZE, default=None,
+                        help=f"{DEFAULT_ENCODER}: images are resized to this square; grid = ceil(size/32) (default "
+                             "224 -> 7x7). An hf: model takes its image processor's size")
     parser.add_argument("--batch-size", type=COUNT, default=32, help="images per forward pass (default 32)")
     parser.add_argument("--dataset", help="Karpathy dataset JSON (ids from cocoid|id|imgid, files at "
                         "IMAGE_DIR/[filepath/]filename) or any caption file with file names (MSR-VTT annotations: "
@@ -60,7 +72,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def _run_videos(args: argparse.Namespace, videos: dict) -> int:
     with progress(len(videos), "features", unit="video") as bar:
-        stats = extract_video_features(videos, args.out, image_size=args.image_size, n_frames=args.frames,
+        stats = extract_video_features(videos, args.out, image_size=args.image_size, encoder=args.encoder,
+                                       n_frames=args.frames,
                                        fps=args.fps, max_frames=args.max_frames, progress=bar.update,
                                        on_error="skip" if args.skip_bad else "raise", dtype=args.dtype)
     print(f"{args.out}: encoded {stats.encoded} videos in {stats.seconds:.1f} s, {stats.already_done} already "
@@ -71,16 +84,35 @@ def _run_videos(args: argparse.Namespace, videos: dict) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Encode, SIGTERM stopping it as Ctrl-C does: either way the rows written are kept and said."""
+    """Encode (or convert), SIGTERM stopping it as Ctrl-C does: either way the rows written are kept and said."""
+    if args.image_dir == "convert":
+        if len(args.convert) != 2 or args.out:
+            raise ConfigError("rlcap features convert takes IN OUT.h5: the store to read and the HDF5 file to write")
+        args.out = args.convert[1]
+    elif args.convert or not args.out:
+        raise ConfigError("rlcap features IMAGE_DIR --out FILE.h5 (or rlcap features convert IN OUT.h5)")
     try:
         with sigterm_as_interrupt():
-            return _run(args)
+            return _convert(args) if args.image_dir == "convert" else _run(args)
     except KeyboardInterrupt as exc:
         how, code = how_stopped(exc)
         kept = _rows(args.out)
         print(f"rlcap features: {how}; {args.out} keeps the {kept} rows written before. Continue with the same "
               "command: the rows already there are not encoded again", file=sys.stderr)
         return code
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from rlcap.data.features import open_feature_store
+    from rlcap.data.features.convert import convert_store
+
+    with open_feature_store(args.convert[0]) as source:
+        total = len(source)
+    with progress(total, "convert", unit="img") as bar:
+        stats = convert_store(args.convert[0], args.out, dtype=args.dtype, progress=bar.update)
+    print(f"{args.out}: converted {stats.converted} images from {args.convert[0]} in {stats.seconds:.1f} s, "
+          f"{stats.already_present} already present")
+    return 0
 
 
 def _rows(path: str) -> int:
@@ -95,6 +127,7 @@ def _rows(path: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_encoder_name(args.encoder)  # before any image is looked for
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.dataset:
@@ -108,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
         return _run_videos(args, images)
     with progress(len(images), "features", unit="img") as bar:
         stats = extract_features(
-            images, args.out, image_size=args.image_size, batch_size=args.batch_size,
+            images, args.out, image_size=args.image_size, batch_size=args.batch_size, encoder=args.encoder,
             progress=bar.update, on_error="skip" if args.skip_bad else "raise",
             num_workers=args.workers, dtype=args.dtype, device=args.device,
         )

@@ -12,11 +12,15 @@ instance serves one ``image_size``; the feature grid is ``ceil(image_size / 32)`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
+from PIL import Image
 from torch import nn
 
+from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, normalize, resize
 from rlcap.errors import ConfigError, RlcapError
 
 ENCODER_NAME = "efficientnet-lite0"
@@ -97,6 +101,41 @@ class EfficientNetLite0Encoder(nn.Module):
         grid = self.net.extract_features(torch.cat([batch, batch]) if single else batch)  # (B, 1280, g, g)
         att = grid[:1].flatten(2).transpose(1, 2) if single else grid.flatten(2).transpose(1, 2)  # (B, g*g, 1280)
         return att.mean(dim=1), att
+
+    # The ImageEncoder interface of `rlcap features` (rlcap.encoders.load): input prepared on loader threads
+    # (resized uint8 pixels), features on the encoder's device (fp16 autocast on CUDA), what a store records.
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    @property
+    def precision(self) -> str:
+        return "fp16" if self.device.type == "cuda" else "fp32"
+
+    fc_dim = att_dim = FEATURE_DIM
+
+    @property
+    def regions(self) -> int:
+        return self.grid * self.grid
+
+    def prepare(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """RGB images -> (B, S, S, 3) uint8, the whole image resized (rlcap.encoders.images)."""
+        return np.stack([resize(img, self.image_size) for img in images])
+
+    @torch.inference_mode()
+    def features(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`prepare`'s pixels -> fc (B, 1280), att (B, g*g, 1280), float32."""
+        x = normalize(pixels.to(self.device))
+        with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"):
+            fc, att = self.encode(x)
+        return fc.float(), att.float()
+
+    def records(self) -> dict[str, str | int]:
+        """What a store records of this encoder (compared when rows are added)."""
+        return {"encoder": self.name, "image_size": self.image_size, "grid": self.grid,
+                "resize": "whole image, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}",
+                "precision": self.precision}
 
     def classify(self, batch: torch.Tensor) -> torch.Tensor:
         """ImageNet logits (B, 1000); for checking the weights, not used for captioning."""

@@ -28,10 +28,12 @@ import torch
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import ImageFingerprint, file_stat, fingerprint, is_unchanged
 from rlcap.devices import resolve_device
-from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size, grid_size
-from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, load_image, normalize, resize
+from rlcap.encoders.efficientnet import check_image_size
+from rlcap.encoders.hf import HF_PREFIX
+from rlcap.encoders.images import load_image
+from rlcap.encoders.load import DEFAULT_ENCODER, ImageEncoder, load_encoder
 from rlcap.errors import ConfigError, DataError
-from rlcap.files import WriteError, write_error
+from rlcap.files import WriteError, check_writable, write_error
 
 logger = logging.getLogger(__name__)
 
@@ -55,17 +57,17 @@ class ExtractStats:
 
 class _Batch(NamedTuple):
     ids: list[str]
-    pixels: np.ndarray | None  # (b, S, S, 3) uint8, None when every image failed
+    pixels: np.ndarray | None  # (b, ...) the encoder's prepared input, None when every image failed
     failed: list[tuple[str, str]]
     fingerprints: list[ImageFingerprint]  # of the files of ``ids``
 
 
-def _load_batch(items: Sequence[tuple[str, Path]], size: int, on_error: str) -> _Batch:
-    ids, arrays, failed, fingerprints = [], [], [], []
+def _load_batch(items: Sequence[tuple[str, Path]], encoder: ImageEncoder, on_error: str) -> _Batch:
+    ids, images, failed, fingerprints = [], [], [], []
     for id, path in items:
         try:
             fingerprints.append(fingerprint(path))  # before decoding: a later write shows as a change
-            arrays.append(resize(load_image(path, draft_size=size), size))
+            images.append(load_image(path, draft_size=encoder.image_size))
         except DataError as exc:
             if on_error == "raise":
                 raise
@@ -73,7 +75,7 @@ def _load_batch(items: Sequence[tuple[str, Path]], size: int, on_error: str) -> 
             failed.append((id, str(exc)))
             continue
         ids.append(id)
-    return _Batch(ids, np.stack(arrays) if arrays else None, failed, fingerprints)
+    return _Batch(ids, encoder.prepare(images) if images else None, failed, fingerprints)
 
 
 def _todo(images: Mapping[str, str | Path], writer: HDF5FeatureWriter) -> tuple[list[tuple[str, Path]], int]:
@@ -109,13 +111,13 @@ def _todo(images: Mapping[str, str | Path], writer: HDF5FeatureWriter) -> tuple[
     return todo, changed
 
 
-def _batches(items: list[tuple[str, Path]], batch_size: int, size: int, on_error: str,
+def _batches(items: list[tuple[str, Path]], batch_size: int, encoder: ImageEncoder, on_error: str,
              num_workers: int) -> Iterator[_Batch]:
     """Loaded batches in order; ``num_workers`` threads keep up to ``num_workers + 1`` ahead."""
     chunks = [items[i: i + batch_size] for i in range(0, len(items), batch_size)]
     if num_workers == 0:
         for chunk in chunks:
-            yield _load_batch(chunk, size, on_error)
+            yield _load_batch(chunk, encoder, on_error)
         return
     with ThreadPoolExecutor(num_workers, thread_name_prefix="rlcap-load") as pool:
         pending: deque[Future[_Batch]] = deque()
@@ -123,7 +125,7 @@ def _batches(items: list[tuple[str, Path]], batch_size: int, size: int, on_error
         try:
             while next_chunk < len(chunks) or pending:
                 while next_chunk < len(chunks) and len(pending) <= num_workers:
-                    pending.append(pool.submit(_load_batch, chunks[next_chunk], size, on_error))
+                    pending.append(pool.submit(_load_batch, chunks[next_chunk], encoder, on_error))
                     next_chunk += 1
                 yield pending.popleft().result()
         finally:
@@ -143,7 +145,11 @@ def write_rows(writer: HDF5FeatureWriter, ids: list[str], fc: np.ndarray, att: n
                          f"command again to resume") from None
 
 
-PRECISION = "fp32"  # what the encoder computes in (recorded: a store never mixes rows of two precisions)
+def encoder_location(name: str) -> dict[str, str]:
+    """Where an ``hf:`` encoder was read from, noted in the store (not compared: the same model may move;
+    its weights' digest is compared), so that ``rlcap caption`` can encode images as the store's were."""
+    return {"encoder_path": str(Path(name[len(HF_PREFIX):]).expanduser().resolve())} if name.startswith(HF_PREFIX) \
+        else {}
 
 
 def check_batching(path: str | Path, recorded: Mapping[str, object], now: Mapping[str, object]) -> None:
@@ -153,6 +159,7 @@ def check_batching(path: str | Path, recorded: Mapping[str, object], now: Mappin
     taken there; on a GPU, where cuDNN picks kernels by shape and this was not measured, it is not, nor
     rows of another device.
     A store that records neither (written before rlcap did) is not checked."""
+    now = {key: now[key] for key in ("batch_size", "device")}
     was = {key: recorded.get(key) for key in now}
     if None in was.values() or was == dict(now):
         return
@@ -166,15 +173,17 @@ def check_batching(path: str | Path, recorded: Mapping[str, object], now: Mappin
 def extract_features(
     images: Mapping[str, str | Path],
     out: str | Path,
-    image_size: int = 224,
+    image_size: int | None = None,
     batch_size: int = 32,
     progress: Callable[[int], None] | None = None,
     on_error: str = "raise",
     num_workers: int = 1,
     dtype: str = "float16",
     device: str = "auto",
+    encoder: str = DEFAULT_ENCODER,
 ) -> ExtractStats:
-    """Encode ``images`` (id -> file) with frozen EfficientNet-Lite0 into the HDF5 file ``out``.
+    """Encode ``images`` (id -> file) with a frozen encoder into the HDF5 file ``out``: ``encoder`` is
+    ``efficientnet-lite0`` (at ``image_size``, default 224) or ``hf:DIR`` (:mod:`rlcap.encoders.load`).
 
     Ids already in ``out`` are skipped (resume) unless their image changed since it was encoded,
     which encodes them again in place (see the module docstring). ``progress(n)`` is called with
@@ -188,16 +197,15 @@ def extract_features(
         raise ConfigError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     if batch_size < 1 or num_workers < 0:
         raise ConfigError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
-    check_image_size(image_size)
+    if image_size is not None:
+        check_image_size(image_size)
     where = resolve_device(device, "--device")
     started = time.perf_counter()
-    grid = grid_size(image_size)
-    attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "grid": grid,
-             "resize": "whole image, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}",
-             "precision": PRECISION}
-    noted = {"batch_size": batch_size, "device": where.type}
+    check_writable(Path(out).parent, folder=True)  # before the encoder is loaded
+    model = load_encoder(encoder, image_size, where)  # (a bad name or folder: before the store is touched)
+    noted = {"batch_size": batch_size, "device": where.type, **encoder_location(encoder)}
     stats = ExtractStats()
-    with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, grid * grid, dtype=dtype, attrs=attrs,
+    with HDF5FeatureWriter(out, model.fc_dim, model.att_dim, model.regions, dtype=dtype, attrs=model.records(),
                            noted=noted) as writer:
         check_batching(out, writer.recorded, noted)
         todo, stats.changed = _todo(images, writer)
@@ -206,14 +214,12 @@ def extract_features(
             progress(stats.already_done)
         logger.info("%d images to encode, %d already in %s", len(todo), stats.already_done, out)
         if todo:
-            encoder = EfficientNetLite0Encoder(image_size).to(where)
-            for batch in _batches(todo, batch_size, image_size, on_error, num_workers):
+            for batch in _batches(todo, batch_size, model, on_error, num_workers):
                 for id, reason in batch.failed:
                     logger.warning("skipped %s: %s", id, reason)
                 stats.failed.extend(batch.failed)
                 if batch.pixels is not None:
-                    with torch.inference_mode():
-                        fc, att = encoder.encode(normalize(torch.from_numpy(batch.pixels)).to(where))
+                    fc, att = model.features(torch.from_numpy(batch.pixels))
                     write_rows(writer, batch.ids, fc.cpu().numpy(), att.cpu().numpy(), fingerprints=batch.fingerprints)
                     stats.encoded += len(batch.ids)
                 if progress:

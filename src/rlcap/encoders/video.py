@@ -2,8 +2,8 @@
 through the frozen image encoder, into the feature store with a frame axis.
 
 A video is stored like an image whose regions are its frames, in order: ``att`` (F, D) holds one
-pooled EfficientNet-Lite0 vector per sampled frame (``att_count`` = the frames read), ``fc`` their
-mean. Every captioner that attends over regions therefore attends over frames unchanged, and the
+pooled vector of the image encoder (EfficientNet-Lite0 by default, or ``hf:DIR``) per sampled frame
+(``att_count`` = the frames read), ``fc`` their mean. Every captioner that attends over regions therefore attends over frames unchanged, and the
 video models of [Wang18] read the frame axis in order.
 
 Sampling: ``n_frames`` frames evenly spaced over the whole clip (the centre of each of n equal
@@ -25,9 +25,9 @@ from PIL import Image
 
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import fingerprint
-from rlcap.encoders.efficientnet import FEATURE_DIM, EfficientNetLite0Encoder, check_image_size
-from rlcap.encoders.extract import ON_ERROR, PRECISION, ExtractStats, _todo, write_rows
-from rlcap.encoders.images import PIXEL_MEAN, PIXEL_STD, normalize, resize
+from rlcap.encoders.efficientnet import check_image_size
+from rlcap.encoders.extract import ON_ERROR, ExtractStats, _todo, encoder_location, write_rows
+from rlcap.encoders.load import DEFAULT_ENCODER, load_encoder
 from rlcap.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -74,29 +74,33 @@ def frame_indices(times: list[float], n_frames: int, fps: float | None, max_fram
     return [min(count - 1, int((k + 0.5) * count / n_frames)) for k in range(n_frames)]
 
 
-def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, image_size: int = 128,
+def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, image_size: int | None = 128,
                            n_frames: int = 16, fps: float | None = None, max_frames: int = 64,
                            frame_batch: int = 64, progress: Callable[[int], None] | None = None,
-                           on_error: str = "raise", dtype: str = "float16") -> ExtractStats:
-    """Encode ``videos`` (id -> file) into the HDF5 store ``out``: per video, its sampled frames'
-    pooled vectors as ``att`` (F, 1280) and their mean as ``fc``. Resumable; ``progress(n)`` after
-    each video; ``on_error``: ``raise`` or ``skip`` (listed in the stats) for an unreadable video."""
+                           on_error: str = "raise", dtype: str = "float16",
+                           encoder: str = DEFAULT_ENCODER) -> ExtractStats:
+    """Encode ``videos`` (id -> file) into the HDF5 store ``out``, on the CPU: per video, its sampled frames'
+    pooled vectors (``fc`` of ``encoder``, :mod:`rlcap.encoders.load`) as ``att`` (F, D) and their mean as
+    ``fc``. Resumable; ``progress(n)`` after each video; ``on_error``: ``raise`` or ``skip`` (listed in the
+    stats) for an unreadable video. ``image_size``: EfficientNet-Lite0's (an ``hf:`` model's is its own)."""
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-    check_image_size(image_size)
+    if image_size is not None:
+        check_image_size(image_size)
     started = time.perf_counter()
     frames_max = max_frames if fps is not None else n_frames
-    attrs = {"encoder": EfficientNetLite0Encoder.name, "image_size": image_size, "frames": "att rows are frames",
-             "sampling": f"{fps} fps" if fps is not None else f"{n_frames} evenly spaced frames",
-             "resize": "whole frame, bicubic", "normalization": f"(x - {PIXEL_MEAN:g}) / {PIXEL_STD:g}",
-             "precision": PRECISION}
+    model = load_encoder(encoder, image_size if encoder == DEFAULT_ENCODER else None)
+    attrs = {**model.records(), "frames": "att rows are frames",
+             "sampling": f"{fps} fps" if fps is not None else f"{n_frames} evenly spaced frames"}
+    if attrs.get("resize") == "whole image, bicubic":
+        attrs["resize"] = "whole frame, bicubic"
     stats = ExtractStats()
-    with HDF5FeatureWriter(out, FEATURE_DIM, FEATURE_DIM, frames_max, dtype=dtype, attrs=attrs) as writer:
+    with HDF5FeatureWriter(out, model.fc_dim, model.fc_dim, frames_max, dtype=dtype, attrs=attrs,
+                           noted=encoder_location(encoder)) as writer:
         todo, stats.changed = _todo(videos, writer)
         stats.already_done = len(videos) - len(todo)
         if stats.already_done and progress:
             progress(stats.already_done)
-        encoder = EfficientNetLite0Encoder(image_size) if todo else None
         for video_id, path in todo:
             try:
                 stamp = fingerprint(path)
@@ -109,11 +113,9 @@ def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, im
                 if progress:
                     progress(1)
                 continue
-            pixels = torch.from_numpy(np.stack([resize(f, image_size) for f in frames]))  # (F, S, S, 3)
-            with torch.inference_mode():
-                per_frame = torch.cat([encoder.encode(normalize(pixels[i:i + frame_batch]))[0]
-                                       for i in range(0, len(frames), frame_batch)])  # (F, 1280)
-            att = np.zeros((1, frames_max, FEATURE_DIM), dtype=np.float32)
+            per_frame = torch.cat([model.features(torch.from_numpy(model.prepare(frames[i:i + frame_batch])))[0]
+                                   for i in range(0, len(frames), frame_batch)])  # (F, D) each frame's pooled vector
+            att = np.zeros((1, frames_max, model.fc_dim), dtype=np.float32)
             att[0, :len(frames)] = per_frame.numpy()
             write_rows(writer, [video_id], per_frame.mean(0, keepdim=True).numpy(), att, np.array([len(frames)]),
                        fingerprints=[stamp])

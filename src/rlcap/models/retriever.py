@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from rlcap.data.feats import Feats
 from rlcap.data.vocab import Vocab
+from rlcap.encoders.hf import HF_PREFIX, local_folder
 from rlcap.errors import RlcapError
 from rlcap.models.embedding import EmbeddingModel, encode_captions, load_embedding_model, trainer_section
 
@@ -115,8 +116,13 @@ def is_clip_folder(folder: Path) -> bool:
 
 
 def load_retriever(folder: str | Path, device: str = "cpu") -> DualEncoderRetriever | ClipRetriever:
-    """A dual-encoder checkpoint (``rlcap retrieval train``) or a local CLIP folder, by what it holds."""
-    folder = Path(folder)
+    """A dual-encoder checkpoint (``rlcap retrieval train``) or a local CLIP folder, by what it holds. A CLIP
+    folder may be named ``hf:DIR``, as ``rlcap features --encoder hf:DIR`` names it for the captioner's features."""
+    named_hf = str(folder).startswith(HF_PREFIX)
+    folder = local_folder(folder)
+    if named_hf and not is_clip_folder(folder):
+        raise RlcapError(f"{HF_PREFIX}{folder}: the retrieval reward reads a CLIP (config.json with model_type 'clip') "
+                         "from a transformers folder; this one holds none")
     if is_clip_folder(folder):
         return ClipRetriever(folder, device)
     model, vocab = load_embedding_model(folder)

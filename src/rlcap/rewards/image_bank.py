@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from rlcap.devices import full_precision
+from rlcap.encoders.hf import local_folder
 from rlcap.errors import DataError
 from rlcap.files import write_bytes
 
@@ -106,8 +107,8 @@ def load_image_bank(path: str | Path, retriever: str | Path | None = None) -> Im
 
 def same_retriever(recorded: str, given: str | Path) -> bool:
     """Whether a bank's recorded retriever path names ``given``: the same text, or the same folder
-    (a relative path is taken from the working directory, as when it was given)."""
-    return recorded == str(given) or Path(recorded).resolve() == Path(given).resolve()
+    (a relative path is taken from the working directory, as when it was given; ``hf:DIR`` names DIR)."""
+    return recorded == str(given) or local_folder(recorded).resolve() == local_folder(given).resolve()
 
 
 def mine_neighbours(embeddings: torch.Tensor, candidates: torch.Tensor, k: int) -> torch.Tensor:

@@ -95,7 +95,7 @@ class Session:
 
 def feature_dims(data: CaptionData) -> dict[str, Any]:
     split = next(iter(data.splits.values()))
-    return {"fc": split.fc_dim, "att": split.att_dim, "image_size": split.image_size}
+    return {"fc": split.fc_dim, "att": split.att_dim, "image_size": split.image_size, **split.features.encoder}
 
 
 def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), policy: bool = True) -> Session:

@@ -97,6 +97,18 @@ class FeatureStore(ABC):
         features (None: it does not)."""
         return None
 
+    @property
+    def has_boxes(self) -> bool:
+        """Whether the store keeps each region's box (:meth:`boxes`): bottom-up-attention TSVs and the
+        HDF5 files converted from them do. No captioner reads boxes yet; they are kept for those that will."""
+        return False
+
+    def boxes(self, ids: Sequence[str]) -> list[np.ndarray]:
+        """Each image's region boxes, (N, 4) float32 x1 y1 x2 y2 in pixels; :class:`DataError` when the
+        store keeps none (:attr:`has_boxes`)."""
+        raise DataError(f"{self.path} holds no region boxes: only bottom-up-attention TSV files and the HDF5 "
+                        "files converted from them (rlcap features convert) keep them")
+
     def close(self) -> None:
         """Release open files (a no-op for stores that keep none open)."""
 
