@@ -89,3 +89,27 @@ def test_features_cli_on_a_folder_of_videos(tmp_path, capsys):
     with open_feature_store(str(tmp_path / "v.h5")) as store:
         _, att, counts = store.load_all(["video0", "video1"])
     assert counts.tolist() == [4, 4] and att.shape[1] == 4
+
+
+def test_video_frames_through_a_transformers_encoder(tmp_path):
+    """`--encoder hf:DIR` on videos: each sampled frame's pooled vector (here a ViT's pooler output) a region."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from rlcap.data.features import open_feature_store
+    from rlcap.encoders.load import load_encoder
+    from tests.encoders.hf_models import save_tiny
+
+    vit = save_tiny("vit", tmp_path / "vit")
+    write_clip(tmp_path / "a.mp4", frames=24)
+    extract_video_features({"a": tmp_path / "a.mp4"}, tmp_path / "f.h5", image_size=None, n_frames=4,
+                           encoder=f"hf:{vit}")
+    encoder = load_encoder(f"hf:{vit}")
+    frames = read_frames(tmp_path / "a.mp4", n_frames=4)
+    per_frame, _ = encoder.features(torch.from_numpy(encoder.prepare(frames)))
+    with open_feature_store(str(tmp_path / "f.h5")) as store:
+        fc, att, counts = store.load_all(["a"])
+        assert store.attrs["encoder"] == "hf:ViTModel" and store.attrs["frames"] == "att rows are frames"
+    assert counts.tolist() == [4]
+    np.testing.assert_allclose(att[0].astype(np.float32), per_frame.numpy(), atol=2e-3, rtol=2e-3)
+    np.testing.assert_allclose(fc[0].astype(np.float32), per_frame.numpy().mean(0), atol=2e-3, rtol=2e-3)
