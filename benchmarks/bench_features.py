@@ -1,6 +1,6 @@
 """Feature extraction throughput of each encoder `rlcap features` offers, at its default input size.
 
-    python benchmarks/bench_features.py [--images 64] [--out docs/BENCHMARKS.md]
+    python benchmarks/bench_features.py [--images 64] [--parts cpu,gpu] [--out docs/BENCHMARKS.md]
 
 End to end through `rlcap.encoders.extract.extract_features`: JPEG decoding on one loader thread, the encoder's
 own preprocessing, the forward pass, writing float16 rows; the model's loading included, as a user's run has it.
@@ -9,7 +9,8 @@ base-size configs with random weights (what is timed is their arithmetic, the sa
 config of each, saved as a downloaded model's folder and read through `--encoder hf:DIR`. A GPU section follows
 where CUDA is present (fp16 autocast, as `rlcap features --device cuda` runs); elsewhere it says it was not run.
 
-Writes its section of docs/BENCHMARKS.md between the bench-features markers and prints the figures as JSON.
+Writes its CPU section of docs/BENCHMARKS.md between the bench-features markers and its GPU section between
+the bench-features-gpu markers (each only when that part ran), and prints the figures as JSON.
 """
 
 from __future__ import annotations
@@ -96,35 +97,39 @@ def table(rows: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     import os
+
     import transformers
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--images", type=int, default=64, help="JPEGs encoded by each encoder on the CPU (default 64)")
     p.add_argument("--gpu-images", type=int, default=1000, help="JPEGs encoded by each encoder on CUDA (default 1000)")
+    p.add_argument("--parts", default="cpu,gpu", help="cpu, gpu or both (default; gpu only where CUDA is present)")
     p.add_argument("--out", type=Path, default=DOC, help="the benchmarks document to update")
     args = p.parse_args(argv)
+    parts = {x.strip() for x in args.parts.split(",")}
     transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
     load = [os.getloadavg()[0]]
     specs = _encoders(transformers)
     results: dict[str, dict] = {}
+    gpu = "gpu" in parts and torch.cuda.is_available()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        images = write_jpegs(folder / "jpegs", max(args.images, args.gpu_images if torch.cuda.is_available() else 0))
-        cpu_images = dict(list(images.items())[: args.images])
-        results["cpu"] = {name: measure(k, name, spec, cpu_images, folder, "cpu")
-                          for k, (name, spec) in enumerate(specs.items())}
-        if torch.cuda.is_available():
-            results["cuda"] = {name: measure(k, name, spec, images, folder, "cuda")
+        images = write_jpegs(folder / "jpegs", max(args.images if "cpu" in parts else 0, args.gpu_images if gpu else 0))
+        if "cpu" in parts:
+            cpu_images = dict(list(images.items())[: args.images])
+            results["cpu"] = {name: measure(k, name, spec, cpu_images, folder, "cpu")
+                              for k, (name, spec) in enumerate(specs.items())}
+        if gpu:
+            gpu_images = dict(list(images.items())[: args.gpu_images])
+            results["cuda"] = {name: measure(k, name, spec, gpu_images, folder, "cuda")
                                for k, (name, spec) in enumerate(specs.items())}
     load.append(os.getloadavg()[0])
-    gpu = (f"### GPU ({torch.cuda.get_device_name(0)}, fp16 autocast)\n\n{table(results['cuda'])}"
-           if "cuda" in results else "### GPU\n\nNot run: this machine has no CUDA device (`torch.cuda.is_available()` "
-                                     "is false). The script fills this section where one is present.")
-    body = f"""## Feature extraction: images/s of each encoder (`make bench-features`)
+    versions = machine(torch=torch.__version__, transformers=transformers.__version__)
+    if "cpu" in results:
+        replace_section("bench-features", f"""## Feature extraction: images/s of each encoder (`make bench-features`)
 
-`python benchmarks/bench_features.py --images {args.images}` on {machine(torch=torch.__version__,
-                                                                       transformers=transformers.__version__)}.
+`python benchmarks/bench_features.py --images {args.images}` on {versions}.
 {load_note((load[0], load[1]))}
 
 {args.images} generated 640x480 JPEGs per encoder, end to end through `rlcap features` (decoding on one loader
@@ -136,10 +141,20 @@ families, where decoding and preprocessing dominate.
 ### CPU
 
 {table(results['cpu'])}
+""", args.out)
+    if "gpu" in parts:
+        body = (f"""### GPU ({torch.cuda.get_device_name(0)}, fp16 autocast)
 
-{gpu}
-"""
-    replace_section("bench-features", body, args.out)
+`python benchmarks/bench_features.py --parts gpu --gpu-images {args.gpu_images}` on {versions}, CUDA
+{torch.version.cuda}: {args.gpu_images} JPEGs per encoder, as above, the forward pass on the GPU under fp16 autocast
+(as `rlcap features --device cuda` runs it), decoding and preprocessing on one loader thread of the CPU.
+
+{table(results['cuda'])}
+""" if gpu else """### GPU
+
+Not run: this machine has no CUDA device (`torch.cuda.is_available()` is false). The script fills this section
+where one is present.""")
+        replace_section("bench-features-gpu", body, args.out)
     print(json.dumps(results))
     return 0
 

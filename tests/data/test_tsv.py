@@ -328,3 +328,16 @@ def test_through_the_cli_train_on_a_tsv_and_convert_it(tmp_path, capsys):
     assert len(losses["tsv"]) >= 2 and losses["tsv"] == losses["h5"]
     assert main(["features", "convert", str(tsv_file)]) == 2
     assert "rlcap features convert takes IN OUT.h5" in capsys.readouterr().err
+
+
+def test_numbered_parts_of_the_adaptive_download_are_one_store(tmp_path):
+    """The 10-100-box download names its parts NAME.tsv.0, NAME.tsv.1, ...: a folder of them is one store."""
+    data = images()
+    ids = list(data)
+    folder = tmp_path / "trainval"
+    folder.mkdir()
+    write_tsv(folder / "karpathy_train_resnet101_faster_rcnn_genome.tsv.0", {i: data[i] for i in ids[:6]})
+    write_tsv(folder / "karpathy_train_resnet101_faster_rcnn_genome.tsv.1", {i: data[i] for i in ids[6:]})
+    with open_feature_store(folder) as store:
+        assert isinstance(store, TsvFeatureStore) and sorted(store.ids()) == sorted(ids)
+        np.testing.assert_array_equal(store.get(ids[7])[1], data[ids[7]][1])

@@ -178,15 +178,19 @@ def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
     """The worker decodes greedily under the manager's (noisy) goals. -> tokens (B, T), log pi of each
     word (with gradient), segment starts (B, T) bool and h^M at each step (B, T, M).
 
-    In eval mode, the caller's mode restored after: Algorithm 1 (lines 12-13) explores by the goal
-    noise alone (eq. 23), and with dropout on the "greedy" worker would be another random policy.
-    Eval mode only turns dropout off; autograd stays on, so the gradient reaches the goals."""
-    was_training = model.training
-    model.eval()
+    With dropout off, the caller's modes restored after: Algorithm 1 (lines 12-13) explores by the goal
+    noise alone (eq. 23), and with dropout on the "greedy" worker would be another random policy. Only the
+    dropout layers change mode, not the whole model: autograd stays on, so the gradient reaches the goals
+    through the encoder's LSTMs, whose cuDNN backward (on a GPU) refuses a module in eval mode."""
+    dropouts = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    modes = [m.training for m in dropouts]
+    for m in dropouts:
+        m.eval()
     try:
         return _greedy_segments(model, batch, max_len)
     finally:
-        model.train(was_training)
+        for m, mode in zip(dropouts, modes):
+            m.train(mode)
 
 
 def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):

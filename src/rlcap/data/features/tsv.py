@@ -28,6 +28,7 @@ import hashlib
 import logging
 import mmap
 import os
+import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,17 +72,21 @@ class TsvIndex(NamedTuple):
     features_len: np.ndarray  # int64
 
 
+# A TSV part: NAME.tsv, or NAME.tsv.0, NAME.tsv.1, ... as the adaptive (10-100 boxes) download numbers its parts
+_TSV_PART = re.compile(r".*\.tsv(\.\d+)?", re.IGNORECASE)
+
+
 def tsv_files(path: Path) -> list[Path]:
-    """The TSV files of a store at ``path`` (a file, or a folder's ``*.tsv`` in name order)."""
+    """The TSV files of a store at ``path`` (a file, or a folder's ``*.tsv`` and ``*.tsv.N`` in name order)."""
     if path.is_file():
         return [path]
-    return sorted(p for p in path.iterdir() if p.suffix.lower() == ".tsv" and p.is_file())
+    return sorted(p for p in path.iterdir() if _TSV_PART.fullmatch(p.name) and p.is_file())
 
 
 def is_tsv_folder(path: Path) -> bool:
-    """A folder holding ``*.tsv`` files and no ``*.npz`` (an index this module wrote does not count)."""
+    """A folder holding TSV parts and no ``*.npz`` (an index this module wrote does not count)."""
     names = [p.name.lower() for p in path.iterdir()]
-    return (any(n.endswith(".tsv") for n in names)
+    return (any(_TSV_PART.fullmatch(n) for n in names)
             and not any(n.endswith(".npz") and not n.endswith(INDEX_SUFFIX) for n in names))
 
 
