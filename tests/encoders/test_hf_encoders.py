@@ -38,12 +38,13 @@ def reference(kind: str, model, pixels: torch.Tensor) -> tuple[torch.Tensor, tor
         if kind == "dinov2":  # the class token and its 2 register tokens come first
             out = model(pixel_values=pixels)
             return out.pooler_output, out.last_hidden_state[:, 3:]
-        if kind == "git":  # GIT's image encoder has no pooler: the mean of the patch tokens
-            tokens = model.git.image_encoder(pixel_values=pixels).last_hidden_state[:, 1:]
+        if kind == "git":  # a captioner: every token its decoder reads; no pooler, so their mean
+            tokens = model.git.image_encoder(pixel_values=pixels).last_hidden_state
             return tokens.mean(1), tokens
-        tower = {"vit": model, "vision_encoder_decoder": getattr(model, "encoder", None),
-                 "blip": getattr(model, "vision_model", None)}[kind]
-        out = tower(pixel_values=pixels)
+        if kind in ("vision_encoder_decoder", "blip"):  # captioners: every token, the class token too
+            out = (model.encoder if kind == "vision_encoder_decoder" else model.vision_model)(pixel_values=pixels)
+            return out.pooler_output, out.last_hidden_state
+        out = model(pixel_values=pixels)  # ViT
         return out.pooler_output, out.last_hidden_state[:, 1:]
 
 

@@ -12,9 +12,12 @@ what is read depends on what the loaded model declares and returns, never on its
   an encoder-decoder's encoder when it reads pixels (VisionEncoderDecoder), else its outermost sub-model
   that reads pixels (GIT's image encoder).
 * **att** (the regions): the last hidden state. A convolutional map (B, D, h, w) becomes its h*w grid
-  cells; a token sequence (B, T, D) keeps its patch tokens, the last (H/p)(W/p) of them for the tower's
+  cells. A token sequence (B, T, D) keeps its patch tokens, the last (H/p)(W/p) of them for the tower's
   ``patch_size`` p: the tokens before them (ViT's and CLIP's class token, DINOv2's class and register
   tokens) summarise the image rather than a place in it, and the pooled vector below carries the summary.
+  A captioner's tower (the model writes text: VisionEncoderDecoder, BLIP, GIT) keeps every token, class
+  token included: they are what its text decoder attends to, so its store holds exactly its decoder's input
+  (what an rlcap policy built on that captioner reads, docs/MODELS.md).
 * **fc** (the pooled vector): the model's image embedding when it returns one (``image_embeds``; CLIP's
   and SigLIP's projected embedding, the vector their retrieval scores), else its ``pooler_output``
   (ViT's tanh-pooled class token, DINOv2's normed class token, ConvNeXt's normed mean), else the mean of
@@ -135,6 +138,7 @@ class HFImageEncoder:
         self.device = torch.device(device)
         self.model = model.eval().requires_grad_(False).to(self.device)
         self.forward, self.tower_config = vision_forward(self.model)
+        self.captioner = bool(self.model.can_generate())  # its decoder reads every token of its tower
         self.name = f"{HF_PREFIX}{type(model).__name__}"
         from PIL import Image
 
@@ -160,6 +164,8 @@ class HFImageEncoder:
         hidden = out.last_hidden_state
         if hidden.dim() == 4:  # a convolutional map (B, D, h, w): its cells, row by row
             att = hidden.flatten(2).transpose(1, 2)
+        elif self.captioner:
+            att = hidden  # every token: what the captioner's text decoder attends to
         else:
             patch = getattr(self.tower_config, "patch_size", None)
             cells = (pixels.shape[-2] // patch) * (pixels.shape[-1] // patch) if isinstance(patch, int) else 0
