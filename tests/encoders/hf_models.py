@@ -42,14 +42,18 @@ def build(kind: str, transformers):
         return t.ConvNextModel(config), t.ConvNextImageProcessor(size={"shortest_edge": SIZE}, crop_pct=1.0)
     if kind == "vision_encoder_decoder":
         config = t.VisionEncoderDecoderConfig.from_encoder_decoder_configs(
-            t.ViTConfig(**_VISION), t.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=99, n_positions=32))
+            t.ViTConfig(**_VISION), t.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=99, n_positions=32,
+                                                 bos_token_id=1, eos_token_id=2, pad_token_id=0))
+        config.decoder_start_token_id, config.pad_token_id, config.eos_token_id = 1, 0, 2
         return t.VisionEncoderDecoderModel(config), _vit_processor(t)
-    if kind == "blip":
-        return t.BlipForConditionalGeneration(t.BlipConfig(vision_config=_VISION, text_config=_TEXT)), \
+    if kind == "blip":  # (BLIP ends a caption with its text config's [SEP], here id 2)
+        return t.BlipForConditionalGeneration(t.BlipConfig(vision_config=_VISION,
+                                                           text_config={**_TEXT, "sep_token_id": 2})), \
             t.BlipImageProcessor(size={"height": SIZE, "width": SIZE})
     if kind == "git":
         config = t.GitConfig(vision_config=_VISION, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=4, vocab_size=99, max_position_embeddings=64)
+                             num_attention_heads=4, vocab_size=99, max_position_embeddings=64, bos_token_id=1,
+                             eos_token_id=2, pad_token_id=0)
         return t.GitForCausalLM(config), _clip_processor(t)
     raise ValueError(kind)
 

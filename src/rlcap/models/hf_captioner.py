@@ -1,0 +1,245 @@
+"""A transformers captioner from a local folder as an rlcap policy: VisionEncoderDecoder, BLIP, GIT.
+
+The model is loaded from a folder as ``save_pretrained`` wrote it (nothing downloaded). Its vision tower is
+frozen and read from the feature store: ``rlcap features --encoder hf:DIR`` stores, for a captioner, every
+token of its tower's output, which is exactly what its text decoder reads. The tower module is replaced by
+:class:`StoredTower`, which hands those stored tokens on where the model expected its tower's output, so the
+model's own forward runs unchanged on features instead of pixels (the stored tokens go in as a
+``(B, 1, T, D)`` "pixel_values", the shape every model accepts). What is read depends on what the model
+declares and returns, not on its family:
+
+* **the decoding call**: the model's own forward when it returns a key/value cache (VisionEncoderDecoder,
+  GIT); else its decoder (``get_decoder()``) with the stored tokens as ``encoder_hidden_states`` (BLIP, whose
+  forward keeps no cache). A model that keeps the image in its self-attention cache (GIT's image prefix) is
+  given the image at the first step only; one with cross-attention at every step (its cache holds the
+  cross-attention keys after the first).
+* **the state** of rlcap's decoding: the cache's key and value tensors (batch first, so beam search reorders
+  them as any state) and the decoder's last hidden state, rebuilt into the model's cache at each step.
+* **the words**: rlcap's ids keep PAD, BOS, EOS and UNK at 0-3 (:mod:`rlcap.data.vocab`) and give the
+  tokenizer's other ids the places after them (:class:`TokenIds`); logits are gathered into that order, so
+  every decoder, loss and reward runs unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlcap.data.feats import Feats
+from rlcap.data.vocab import BOS, EOS, PAD, UNK
+from rlcap.encoders.hf import _import_transformers, vision_forward
+from rlcap.errors import RlcapError
+from rlcap.models.base import Tensors
+
+
+class StoredTower(nn.Module):
+    """Stands where the captioner's vision tower was: its "pixel_values" are the stored tokens (B, 1, T, D),
+    returned as the tower's last hidden state (and its first token as the pooled output)."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, config: Any):
+        super().__init__()
+        self.config = config
+
+    def forward(self, pixel_values: torch.Tensor, **_: Any) -> Any:
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        tokens = pixel_values[:, 0]  # (B, T, D)
+        return BaseModelOutputWithPooling(last_hidden_state=tokens, pooler_output=tokens[:, 0])
+
+
+def swap_tower(model: nn.Module) -> nn.Module:
+    """Put a :class:`StoredTower` where ``model``'s vision tower is; the tower removed is returned."""
+    tower, config = vision_forward(model)
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if child is tower:
+                setattr(parent, name, StoredTower(getattr(tower, "config", config)))
+                return tower
+    raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
+
+
+class TokenIds:
+    """rlcap's ids <-> the tokenizer's: PAD, BOS, EOS, UNK at 0-3 as the model's pad, start, end and unknown
+    tokens (-1 where it has none: never written, never read), its other ids in their order after them.
+
+    The start token is the one the model begins a caption with (``decoder_start_token_id``, else the text
+    config's ``bos_token_id``); the end token is a BERT-style decoder's ``sep_token_id`` when its text config
+    declares one (BLIP ends captions with [SEP], as its ``generate`` does), else ``eos_token_id``."""
+
+    def __init__(self, config: Any, hf_size: int):
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        start = getattr(config, "decoder_start_token_id", None)
+        start = start if start is not None else text.bos_token_id
+        end = getattr(text, "sep_token_id", None)
+        end = end if end is not None else text.eos_token_id
+        pad, unk = text.pad_token_id, getattr(text, "unk_token_id", None)
+        if start is None or end is None:
+            raise RlcapError(f"{type(config).__name__}: no start or end token in its config "
+                             "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
+        special = {PAD: pad, BOS: start, EOS: end, UNK: unk}
+        others = [i for i in range(hf_size) if i not in set(special.values())]
+        self.to_hf = torch.tensor([-1 if special[k] is None else special[k] for k in (PAD, BOS, EOS, UNK)] + others)
+        self.start, self.end, self.pad = int(start), int(end), pad
+        self.size = len(self.to_hf)  # rlcap's vocabulary size
+
+    def hf_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """rlcap ids -> the model's (a token it lacks becomes its end token: never a real input)."""
+        out = self.to_hf.to(ids.device)[ids]
+        return torch.where(out < 0, self.end, out)
+
+    def rlcap_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., V_hf) -> (..., V) in rlcap's order; -inf for a token the model lacks."""
+        index = self.to_hf.to(logits.device)
+        out = logits.index_select(-1, index.clamp(min=0))
+        return out.masked_fill(index < 0, float("-inf"))
+
+
+class HFCaptioner(nn.Module):
+    """The Captioner interface (:mod:`rlcap.models.base`) over a transformers captioner read from ``folder``."""
+
+    def __init__(self, folder: str | Path):
+        super().__init__()
+        transformers = _import_transformers()
+        self.folder = Path(folder).expanduser().resolve()
+        try:
+            architecture = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
+            cls = getattr(transformers, architecture)
+        except (OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise RlcapError(f"{self.folder}: not a transformers model folder with a config.json naming its "
+                             f"architecture ({exc.__class__.__name__}: {exc})") from None
+        bars = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()
+        try:
+            model = cls.from_pretrained(self.folder, local_files_only=True)
+        finally:
+            if bars:
+                transformers.utils.logging.enable_progress_bar()
+        if not model.can_generate():
+            raise RlcapError(f"{self.folder}: a {architecture} writes no text; model.arch=hf takes a captioner "
+                             "(VisionEncoderDecoder, BLIP, GIT)")
+        swap_tower(model)  # (its weights are the feature store's, not the policy's)
+        self.model = model
+        self.text_input = "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"
+        self.ids = TokenIds(model.config, model.get_output_embeddings().out_features
+                            if model.get_output_embeddings() is not None else model.config.get_text_config().vocab_size)
+        self.vocab_size = self.ids.size
+        self.decoder = model.get_decoder()
+        self._probe()
+
+    def _probe(self) -> None:
+        """How the model decodes (module docstring): through its own forward when that returns a cache, else its
+        decoder; whether the image is in its self-attention cache; how many tensors each cache holds."""
+        width = self._tower_width()
+        dummy = torch.zeros(1, 1, 2, width)
+        with torch.no_grad():
+            out = self.model(pixel_values=dummy, use_cache=True, **{self.text_input: torch.tensor([[self.ids.start]])})
+            self.through_model = _cache(out) is not None
+            if not self.through_model:
+                params = inspect.signature(self.decoder.forward).parameters
+                if "encoder_hidden_states" not in params:
+                    raise RlcapError(f"{self.folder}: its forward keeps no key/value cache and its decoder reads no "
+                                     "encoder_hidden_states: rlcap cannot decode it step by step")
+                out = self.decoder(input_ids=torch.tensor([[self.ids.start]]), encoder_hidden_states=dummy[:, 0],
+                                   use_cache=True)
+        self_kv, cross_kv = _flatten(_cache(out))
+        self.n_self, self.n_cross = len(self_kv), None if cross_kv is None else len(cross_kv)
+        self.image_in_cache = self_kv[0].shape[2] > 1  # more than the one text token cached: an image prefix
+        call = self.model.forward if self.through_model else self.decoder.forward
+        params = inspect.signature(call).parameters
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"  # (transformers renames it in 5.x)
+        self.positions = "position_ids" in params
+
+    def _tower_width(self) -> int:
+        config = self.model.config
+        vision = getattr(config, "vision_config", None) or getattr(config, "encoder", None) or config
+        return int(vision.hidden_size)
+
+    def encode(self, feats: Feats) -> Tensors:
+        """The stored tower tokens (B, T, D), what the text decoder reads."""
+        return (feats.att,)
+
+    def init_state(self, memory: Tensors) -> Tensors:
+        return ()  # no cache yet: the first step reads the image
+
+    def hidden(self, state: Tensors) -> torch.Tensor:
+        return state[0]
+
+    def _run(self, tokens: torch.Tensor, image: torch.Tensor, cache: Any, done: int) -> Any:
+        """One forward over ``tokens`` (hf ids, (B, T)), the ``done`` text tokens before them in ``cache``: the
+        model's or its decoder's output. Text positions count text tokens only (an image prefix has none)."""
+        kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True, "output_hidden_states": True}
+        if self.positions:
+            kwargs["position_ids"] = torch.arange(done, done + tokens.shape[1], device=tokens.device).expand_as(tokens)
+        if not self.through_model:
+            return self.decoder(input_ids=tokens, encoder_hidden_states=image, **kwargs)
+        if done == 0 or not self.image_in_cache:
+            kwargs["pixel_values"] = image[:, None]
+        return self.model(**{self.text_input: tokens}, **kwargs)
+
+    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
+        """``tokens`` (B,) rlcap ids -> rlcap log-probabilities (B, V) and the state (hidden, cache tensors)."""
+        (image,) = memory
+        cache = _rebuild(state[1:1 + self.n_self], state[1 + self.n_self:] if self.n_cross else None) \
+            if state else None
+        prefix = image.shape[1] if self.image_in_cache else 0
+        done = state[1].shape[2] - prefix if state else 0  # text tokens read so far
+        out = self._run(self.ids.hf_ids(tokens)[:, None], image, cache, done)
+        self_kv, cross_kv = _flatten(_cache(out))
+        hidden = _last_hidden(out)[:, -1]  # (B, H)
+        logprobs = torch.log_softmax(self.ids.rlcap_logits(out.logits[:, -1].float()), dim=-1)
+        return logprobs, (hidden, *self_kv, *(cross_kv or ()))
+
+    def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
+        """Teacher forcing: ``tokens`` (B*S, T) rlcap ids from BOS -> logits (B*S, T, V) in rlcap's order."""
+        image = feats.att.repeat_interleave(seq_per_img, dim=0) if seq_per_img > 1 else feats.att
+        out = self._run(self.ids.hf_ids(tokens), image, None, 0)
+        logits = out.logits[:, -tokens.shape[1]:]  # (a prefix model returns the image positions' too)
+        return self.ids.rlcap_logits(logits.float())
+
+
+def _cache(out: Any) -> Any:
+    """The key/value cache an output returns (``cache``, or ``past_key_values`` before transformers renamed it)."""
+    for name in ("cache", "past_key_values"):
+        try:
+            value = getattr(out, name)
+        except AttributeError:
+            continue
+        if value is not None:
+            return value
+    return None
+
+
+def _flatten(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """A transformers cache as tensors: self-attention keys and values per layer, and cross-attention ones."""
+    from transformers.cache_utils import EncoderDecoderCache
+
+    def tensors(c: Any) -> list[torch.Tensor]:
+        return [t for layer in c.layers for t in (layer.keys, layer.values)]
+
+    if isinstance(cache, EncoderDecoderCache):
+        return tensors(cache.self_attention_cache), tensors(cache.cross_attention_cache)
+    return tensors(cache), None
+
+
+def _rebuild(self_kv: Tensors, cross_kv: Tensors | None) -> Any:
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    own = DynamicCache(ddp_cache_data=list(zip(self_kv[0::2], self_kv[1::2])))
+    if cross_kv is None:
+        return own
+    return EncoderDecoderCache(own, DynamicCache(ddp_cache_data=list(zip(cross_kv[0::2], cross_kv[1::2]))))
+
+
+def _last_hidden(out: Any) -> torch.Tensor:
+    """The decoder's last layer's states (B, T, H), as the output names them."""
+    states = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
+    if not states:
+        raise RlcapError("the captioner returned no hidden states (output_hidden_states)")
+    return states[-1]
