@@ -201,7 +201,7 @@ def _encode_captions(records: list[ImageRecord], vocab: Vocab, max_len: int) -> 
     row = 0
     for i, rec in enumerate(records):
         for words in rec.tokens:
-            ids = vocab.encode(words[:max_len])
+            ids = vocab.encode(words[:max_len])[:max_len]  # (a tokenizer may split the words into more subwords)
             caps[row, 0] = BOS
             caps[row, 1:len(ids) + 1] = torch.tensor(ids, dtype=torch.long)
             caps[row, len(ids) + 1] = EOS

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from torch import nn
 
 from rlcap.errors import ConfigError
@@ -15,11 +18,29 @@ from rlcap.models.updown import UpDown
 from rlcap.models.value import VALUE_MODELS, AttValueNetwork, ValueModel, ValueNetwork
 
 # arch name -> class; every class is built as cls(cfg, vocab_size, fc_dim, att_dim).
-MODELS: dict[str, type[nn.Module]] = {
+def _hf_captioner(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
+    """A transformers captioner from ``model.path`` (rlcap.models.hf_captioner), on its stored tower tokens."""
+    from rlcap.models.hf_captioner import HFCaptioner
+
+    return HFCaptioner(cfg.path, vocab_size, att_dim)
+
+
+def model_vocab(cfg: ModelConfig) -> Any:
+    """The text interface a new captioner of ``cfg`` brings, or None for one that builds its vocabulary from the
+    training captions: a transformers captioner reads text through its own tokenizer."""
+    if cfg.arch != "hf":
+        return None
+    from rlcap.data.hf_text import TokenizerVocab
+
+    return TokenizerVocab.from_folder(cfg.path)
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = {
     "fc": ShowTell,
     "updown": UpDown,
     "transformer": TransformerCaptioner,
     "hrl": HRLCaptioner,  # [Wang18]'s manager, worker and internal critic, over frame features
+    "hf": _hf_captioner,  # a transformers captioner from a local folder: its decoder the policy
 }
 
 
@@ -64,4 +85,4 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: i
 __all__ = ["MODELS", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
            "EmbeddingModelConfig", "Feats", "ImageTextEmbedder", "ModelConfig", "ShowTell", "TransformerCaptioner",
            "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model", "expand_batch", "expand_memory",
-           "load_embedding_model", "new_model", "select_batch"]
+           "load_embedding_model", "model_vocab", "new_model", "select_batch"]

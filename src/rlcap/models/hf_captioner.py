@@ -31,7 +31,8 @@ import torch
 from torch import nn
 
 from rlcap.data.feats import Feats
-from rlcap.data.vocab import BOS, EOS, PAD, UNK
+from rlcap.data.hf_text import TokenIds
+from rlcap.data.vocab import PAD
 from rlcap.encoders.hf import _import_transformers, vision_forward
 from rlcap.errors import RlcapError
 from rlcap.models.base import Tensors
@@ -65,46 +66,11 @@ def swap_tower(model: nn.Module) -> nn.Module:
     raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
 
 
-class TokenIds:
-    """rlcap's ids <-> the tokenizer's: PAD, BOS, EOS, UNK at 0-3 as the model's pad, start, end and unknown
-    tokens (-1 where it has none: never written, never read), its other ids in their order after them.
-
-    The start token is the one the model begins a caption with (``decoder_start_token_id``, else the text
-    config's ``bos_token_id``); the end token is a BERT-style decoder's ``sep_token_id`` when its text config
-    declares one (BLIP ends captions with [SEP], as its ``generate`` does), else ``eos_token_id``."""
-
-    def __init__(self, config: Any, hf_size: int):
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        start = getattr(config, "decoder_start_token_id", None)
-        start = start if start is not None else text.bos_token_id
-        end = getattr(text, "sep_token_id", None)
-        end = end if end is not None else text.eos_token_id
-        pad, unk = text.pad_token_id, getattr(text, "unk_token_id", None)
-        if start is None or end is None:
-            raise RlcapError(f"{type(config).__name__}: no start or end token in its config "
-                             "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
-        special = {PAD: pad, BOS: start, EOS: end, UNK: unk}
-        others = [i for i in range(hf_size) if i not in set(special.values())]
-        self.to_hf = torch.tensor([-1 if special[k] is None else special[k] for k in (PAD, BOS, EOS, UNK)] + others)
-        self.start, self.end, self.pad = int(start), int(end), pad
-        self.size = len(self.to_hf)  # rlcap's vocabulary size
-
-    def hf_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        """rlcap ids -> the model's (a token it lacks becomes its end token: never a real input)."""
-        out = self.to_hf.to(ids.device)[ids]
-        return torch.where(out < 0, self.end, out)
-
-    def rlcap_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """(..., V_hf) -> (..., V) in rlcap's order; -inf for a token the model lacks."""
-        index = self.to_hf.to(logits.device)
-        out = logits.index_select(-1, index.clamp(min=0))
-        return out.masked_fill(index < 0, float("-inf"))
-
-
 class HFCaptioner(nn.Module):
     """The Captioner interface (:mod:`rlcap.models.base`) over a transformers captioner read from ``folder``."""
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None):
+        """``vocab_size``, ``att_dim``: the run's text vocabulary and stored tokens, checked against the model's."""
         super().__init__()
         transformers = _import_transformers()
         self.folder = Path(folder).expanduser().resolve()
@@ -127,17 +93,23 @@ class HFCaptioner(nn.Module):
         swap_tower(model)  # (its weights are the feature store's, not the policy's)
         self.model = model
         self.text_input = "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"
-        self.ids = TokenIds(model.config, model.get_output_embeddings().out_features
-                            if model.get_output_embeddings() is not None else model.config.get_text_config().vocab_size)
+        head = model.get_output_embeddings()
+        self.ids = TokenIds.from_config(model.config, head.out_features if head is not None
+                                        else model.config.get_text_config().vocab_size)
         self.vocab_size = self.ids.size
-        self.decoder = model.get_decoder()
+        width = self._tower_width()
+        if att_dim is not None and att_dim != width:
+            raise RlcapError(f"model.path={self.folder} reads {width}-d tokens of its image tower, but the feature store "
+                             f"holds {att_dim}-d regions: extract them with `rlcap features --encoder hf:{self.folder}`")
+        if vocab_size is not None and vocab_size != self.vocab_size:
+            raise RlcapError(f"model.path={self.folder} writes {self.vocab_size} tokens, but the run's vocabulary has "
+                             f"{vocab_size}: an hf run reads text through the model's own tokenizer")
         self._probe()
 
     def _probe(self) -> None:
         """How the model decodes (module docstring): through its own forward when that returns a cache, else its
         decoder; whether the image is in its self-attention cache; how many tensors each cache holds."""
-        width = self._tower_width()
-        dummy = torch.zeros(1, 1, 2, width)
+        dummy = torch.zeros(1, 1, 2, self._tower_width())
         with torch.no_grad():
             out = self.model(pixel_values=dummy, use_cache=True, **{self.text_input: torch.tensor([[self.ids.start]])})
             self.through_model = _cache(out) is not None
@@ -156,6 +128,34 @@ class HFCaptioner(nn.Module):
         self.cache_arg = "cache" if "cache" in params else "past_key_values"  # (transformers renames it in 5.x)
         self.positions = "position_ids" in params
 
+    @property
+    def decoder(self) -> nn.Module:
+        return self.model.get_decoder()  # (not a submodule of its own: its weights are the model's)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+        """The weights, each once: a tied weight (an output layer that is the input embedding) under its first name."""
+        state = super().state_dict(*args, **kwargs)
+        seen: dict[tuple[int, int], str] = {}
+        for key in list(state):
+            tensor = state[key]
+            where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+            if where in seen and tensor.numel():
+                del state[key]
+            else:
+                seen[where] = key
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True, assign: bool = False) -> Any:
+        """Weights saved by :meth:`state_dict`: a tied weight's other names take the one it was saved under."""
+        own = super().state_dict()
+        full = dict(state)
+        for key, tensor in own.items():
+            if key not in full:
+                twin = next((k for k, t in own.items() if k in state and t.data_ptr() == tensor.data_ptr()), None)
+                if twin is not None:
+                    full[key] = state[twin]
+        return super().load_state_dict(full, strict=strict, assign=assign)
+
     def _tower_width(self) -> int:
         config = self.model.config
         vision = getattr(config, "vision_config", None) or getattr(config, "encoder", None) or config
@@ -171,10 +171,12 @@ class HFCaptioner(nn.Module):
     def hidden(self, state: Tensors) -> torch.Tensor:
         return state[0]
 
-    def _run(self, tokens: torch.Tensor, image: torch.Tensor, cache: Any, done: int) -> Any:
+    def _run(self, tokens: torch.Tensor, image: torch.Tensor, cache: Any, done: int,
+             attention: torch.Tensor | None = None) -> Any:
         """One forward over ``tokens`` (hf ids, (B, T)), the ``done`` text tokens before them in ``cache``: the
         model's or its decoder's output. Text positions count text tokens only (an image prefix has none)."""
-        kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True, "output_hidden_states": True}
+        kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True, "output_hidden_states": True,
+                                  "attention_mask": attention}
         if self.positions:
             kwargs["position_ids"] = torch.arange(done, done + tokens.shape[1], device=tokens.device).expand_as(tokens)
         if not self.through_model:
@@ -199,7 +201,7 @@ class HFCaptioner(nn.Module):
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing: ``tokens`` (B*S, T) rlcap ids from BOS -> logits (B*S, T, V) in rlcap's order."""
         image = feats.att.repeat_interleave(seq_per_img, dim=0) if seq_per_img > 1 else feats.att
-        out = self._run(self.ids.hf_ids(tokens), image, None, 0)
+        out = self._run(self.ids.hf_ids(tokens), image, None, 0, attention=(tokens != PAD).long())
         logits = out.logits[:, -tokens.shape[1]:]  # (a prefix model returns the image positions' too)
         return self.ids.rlcap_logits(logits.float())
 

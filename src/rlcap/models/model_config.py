@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from rlcap.errors import ConfigError
 
-ARCHS = ("fc", "updown", "transformer", "hrl")
+ARCHS = ("fc", "updown", "transformer", "hrl", "hf")
 
 
 @dataclass
@@ -27,6 +27,9 @@ class ModelConfig:
     goal_dim: int = field(default=32, metadata={"help": "hrl: size of the manager's latent goal ([Wang18]: 16, 32 or 64)"})
     critic_from: str = field(default="", metadata={"help": "hrl: checkpoint of the trained internal critic "
                                                            "(algorithm=critic), loaded and frozen in a new model"})
+    path: str = field(default="", metadata={"help": "hf: a transformers captioner's folder (VisionEncoderDecoder, BLIP, "
+                                                    "GIT, as save_pretrained writes it): its text decoder is the policy, "
+                                                    "its image tower read from `rlcap features --encoder hf:DIR`'s store"})
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -40,6 +43,8 @@ class ModelConfig:
             raise ConfigError(f"model.num_enc_layers: expected >= 0, got {self.num_enc_layers}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"model.dropout: expected a probability in [0, 1), got {self.dropout}")
+        if self.arch == "hf" and not self.path:
+            raise ConfigError("model.arch=hf needs model.path: the folder of a transformers captioner (docs/MODELS.md)")
         if self.arch == "hrl" and self.hidden_dim % 2:
             raise ConfigError(f"model.hidden_dim: hrl's Bi-LSTM splits it in two directions; {self.hidden_dim} is odd")
         if self.arch == "transformer" and self.hidden_dim % self.num_heads:

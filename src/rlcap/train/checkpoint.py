@@ -35,7 +35,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
-from rlcap.data.vocab import Vocab
+from rlcap.data.vocab import Vocab, load_vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
 
@@ -256,7 +256,7 @@ def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint
     except (OSError, ValueError) as exc:
         raise RlcapError(f"cannot read checkpoint {folder}: {exc}") from exc
     weights = _read_weights(folder, manifest)
-    vocab = Vocab.load(folder / "vocab.json")
+    vocab = load_vocab(folder / "vocab.json")
     trainer = None
     if with_trainer and (folder / "trainer.pt").is_file():
         try:

@@ -64,7 +64,7 @@ def missing_words(init_vocab: Vocab, token_lists: list[list[str]], min_count: in
 
 
 def _check_vocabulary(cfg: Any, init: Checkpoint, data: CaptionData) -> None:
-    if "train" not in data.splits:
+    if "train" not in data.splits or not isinstance(init.vocab, Vocab):  # (a tokenizer's subwords spell any word)
         return
     captions = [words for image in data.splits["train"].tokens for words in image]  # one token list each
     # the checkpoint's own min_count: the vocabulary its run built from its captions

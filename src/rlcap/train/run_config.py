@@ -330,7 +330,9 @@ READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
     "data.max_len": lambda cfg: cfg.algorithm not in NO_CAPTIONS,
     "data.min_count": lambda cfg: cfg.init_from is None,  # (else the checkpoint's vocabulary)
     "scst.running_mean_decay": lambda cfg: cfg.scst.baseline == "running_mean",
-    **{f"model.{k}": lambda cfg: cfg.init_from is None for k in ("arch", "hidden_dim", "dropout")},  # every arch's
+    "model.arch": lambda cfg: cfg.init_from is None,
+    **{f"model.{k}": _archs("fc", "updown", "transformer", "hrl") for k in ("hidden_dim", "dropout")},  # rlcap's own
+    "model.path": _archs("hf"),  # a transformers captioner's folder: its own sizes
     "model.embed_dim": _archs("fc", "updown", "hrl"),
     "model.att_hidden_dim": _archs("updown", "hrl"),
     **{f"model.{k}": _archs("transformer") for k in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},

@@ -30,7 +30,7 @@ from rlcap.config import from_dict, to_dict
 from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError, Stopped
-from rlcap.models import build_model, new_model
+from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, last_checkpoint_line,
                                   load_checkpoint, load_weights, relative_data_paths, rng_state, save_checkpoint,
@@ -134,7 +134,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
                             cfg.init_from)
         cfg.model = taken
     torch.manual_seed(cfg.seed)
-    data = load_data(cfg.data, splits, vocab=source.vocab if source else None)
+    data = load_data(cfg.data, splits, vocab=source.vocab if source else model_vocab(cfg.model))
     if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation
         data.splits[cfg.val.split].features.check_all(cfg.val.max_images)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
