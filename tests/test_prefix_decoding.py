@@ -18,10 +18,34 @@ V = 13
 NEG = float("-inf")
 
 
+_HF: dict[str, str] = {}
+
+
+def _tiny_hf_captioner() -> str:
+    """A tiny VisionEncoderDecoder (ViT 6 wide + GPT-2) whose 12 tokens are rlcap's 13 ids (PAD, BOS, EOS at
+    0-2, no UNK), saved once for the session: the `hf` policy decodes from prefixes as rlcap's own models do."""
+    if "folder" not in _HF:
+        import tempfile
+
+        import transformers as t
+
+        torch.manual_seed(0)
+        config = t.VisionEncoderDecoderConfig.from_encoder_decoder_configs(
+            t.ViTConfig(hidden_size=6, intermediate_size=8, num_hidden_layers=1, num_attention_heads=2, image_size=32,
+                        patch_size=8),
+            t.GPT2Config(n_embd=8, n_layer=1, n_head=2, vocab_size=V - 1, n_positions=16, bos_token_id=1,
+                         eos_token_id=2, pad_token_id=0))
+        config.decoder_start_token_id, config.pad_token_id, config.eos_token_id = 1, 0, 2
+        _HF["folder"] = tempfile.mkdtemp(prefix="rlcap-tiny-hf-")
+        t.utils.logging.disable_progress_bar()
+        t.VisionEncoderDecoderModel(config).save_pretrained(_HF["folder"])
+    return _HF["folder"]
+
+
 def build(arch: str, images: int = 3) -> tuple[torch.nn.Module, Feats]:
     torch.manual_seed(0)
     cfg = ModelConfig(arch=arch, embed_dim=8, hidden_dim=8, att_hidden_dim=8, num_layers=1, num_heads=2, ff_dim=8,
-                      max_len=10, dropout=0.2)
+                      max_len=10, dropout=0.2, path=_tiny_hf_captioner() if arch == "hf" else "")
     gen = torch.Generator().manual_seed(1)
     mask = torch.ones(images, 3, dtype=torch.bool)
     mask[-1, 2] = False

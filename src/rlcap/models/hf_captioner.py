@@ -109,17 +109,18 @@ class HFCaptioner(nn.Module):
     def _probe(self) -> None:
         """How the model decodes (module docstring): through its own forward when that returns a cache, else its
         decoder; whether the image is in its self-attention cache; how many tensors each cache holds."""
-        dummy = torch.zeros(1, 1, 2, self._tower_width())
+        device = next(self.model.parameters()).device
+        dummy = torch.zeros(1, 1, 2, self._tower_width(), device=device)
+        start = torch.tensor([[self.ids.start]], device=device)
         with torch.no_grad():
-            out = self.model(pixel_values=dummy, use_cache=True, **{self.text_input: torch.tensor([[self.ids.start]])})
+            out = self.model(pixel_values=dummy, use_cache=True, **{self.text_input: start})
             self.through_model = _cache(out) is not None
             if not self.through_model:
                 params = inspect.signature(self.decoder.forward).parameters
                 if "encoder_hidden_states" not in params:
                     raise RlcapError(f"{self.folder}: its forward keeps no key/value cache and its decoder reads no "
                                      "encoder_hidden_states: rlcap cannot decode it step by step")
-                out = self.decoder(input_ids=torch.tensor([[self.ids.start]]), encoder_hidden_states=dummy[:, 0],
-                                   use_cache=True)
+                out = self.decoder(input_ids=start, encoder_hidden_states=dummy[:, 0], use_cache=True)
         self_kv, cross_kv = _flatten(_cache(out))
         self.n_self, self.n_cross = len(self_kv), None if cross_kv is None else len(cross_kv)
         self.image_in_cache = self_kv[0].shape[2] > 1  # more than the one text token cached: an image prefix
