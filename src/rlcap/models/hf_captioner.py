@@ -55,14 +55,15 @@ class StoredTower(nn.Module):
         return BaseModelOutputWithPooling(last_hidden_state=tokens, pooler_output=tokens[:, 0])
 
 
-def swap_tower(model: nn.Module) -> nn.Module:
-    """Put a :class:`StoredTower` where ``model``'s vision tower is; the tower removed is returned."""
+def swap_tower(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
+    """Put a :class:`StoredTower` where ``model``'s vision tower is: (the module holding it, its name there, the
+    tower removed)."""
     tower, config = vision_forward(model)
     for parent in model.modules():
         for name, child in parent.named_children():
             if child is tower:
                 setattr(parent, name, StoredTower(getattr(tower, "config", config)))
-                return tower
+                return parent, name, tower
     raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
 
 
@@ -90,7 +91,9 @@ class HFCaptioner(nn.Module):
         if not model.can_generate():
             raise RlcapError(f"{self.folder}: a {architecture} writes no text; model.arch=hf takes a captioner "
                              "(VisionEncoderDecoder, BLIP, GIT)")
-        swap_tower(model)  # (its weights are the feature store's, not the policy's)
+        # the tower's weights are the feature store's, not the policy's: kept aside (not a submodule) for the export
+        parent, name, tower = swap_tower(model)
+        self._tower_place = (parent, name, [tower.requires_grad_(False)])
         self.model = model
         self.text_input = "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"
         head = model.get_output_embeddings()
@@ -128,6 +131,32 @@ class HFCaptioner(nn.Module):
         params = inspect.signature(call).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"  # (transformers renames it in 5.x)
         self.positions = "position_ids" in params
+
+    def export_pretrained(self, folder: str | Path) -> None:
+        """The policy as a transformers folder (``save_pretrained``: config, weights with the frozen tower back in
+        place, generation config, tokenizer and image processor), which ``from_pretrained`` loads and whose
+        ``generate()`` from pixels decodes as rlcap does: its generation config suppresses the pad and start
+        tokens, which rlcap never writes."""
+        transformers = _import_transformers()
+        parent, name, (tower,) = self._tower_place
+        stored = getattr(parent, name)
+        device = next(self.model.parameters()).device
+        setattr(parent, name, tower.to(device))
+        try:
+            suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
+            self.model.generation_config.suppress_tokens = suppress or None
+            self.model.save_pretrained(folder)
+        finally:
+            setattr(parent, name, stored)
+            tower.to("cpu")  # (kept aside on the CPU: the policy runs without it)
+        bars = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()
+        try:
+            for auto in (transformers.AutoTokenizer, transformers.AutoImageProcessor):
+                auto.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)
+        finally:
+            if bars:
+                transformers.utils.logging.enable_progress_bar()
 
     @property
     def decoder(self) -> nn.Module:

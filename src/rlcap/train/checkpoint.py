@@ -120,6 +120,8 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
     for name, module in modules.items():
         weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
         _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
+        if hasattr(module, "export_pretrained"):  # a transformers captioner: also as a folder of its own (hf/)
+            module.export_pretrained(tmp / "hf")
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
