@@ -178,9 +178,10 @@ def test_the_index_is_cached_beside_the_file_reused_and_rebuilt_when_the_file_ch
 
 
 @contextmanager
-def read_only_folder(folder: Path, data: dict):
+def read_only_folder(folder: Path, data: dict, monkeypatch):
     """``folder`` holding the TSV of ``data`` (``feats.tsv``), not writable for the block: a tmpfs remounted
-    read-only where the test may mount, else (not root) a folder without write permission."""
+    read-only where the test may mount, else (not root) a folder without write permission, else (root without
+    mounting, whom permissions do not bind) the index's writes there refused with the kernel's EROFS."""
     if CAN_MOUNT:
         with tmpfs(folder, size="4m"):
             write_tsv(folder / "feats.tsv", data)
@@ -190,6 +191,7 @@ def read_only_folder(folder: Path, data: dict):
             finally:
                 subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
     elif os.geteuid() != 0:
+        folder.mkdir(parents=True)
         write_tsv(folder / "feats.tsv", data)
         folder.chmod(0o555)
         try:
@@ -197,12 +199,24 @@ def read_only_folder(folder: Path, data: dict):
         finally:
             folder.chmod(0o755)
     else:
-        pytest.skip("a read-only folder needs a tmpfs mount or a user whom permissions bind")
+        import builtins
+        import errno
+
+        folder.mkdir(parents=True)
+        write_tsv(folder / "feats.tsv", data)
+
+        def refusing_open(file, mode="r", *args, **kwargs):
+            if "w" in mode and Path(file).resolve().is_relative_to(folder.resolve()):
+                raise OSError(errno.EROFS, "Read-only file system", str(file))
+            return builtins.open(file, mode, *args, **kwargs)
+
+        monkeypatch.setattr(tsv, "open", refusing_open, raising=False)  # what the index writer opens
+        yield folder / "feats.tsv"
 
 
 def test_a_read_only_folder_keeps_its_index_in_the_cache_folder(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    with read_only_folder(tmp_path / "ro", images()) as path:
+    with read_only_folder(tmp_path / "ro", images(), monkeypatch) as path:
         assert open_feature_store(path).ids() == IDS
         cached = list((tmp_path / "cache" / "rlcap" / "tsv-index").iterdir())
         assert [p.name for p in cached] == [tsv.index_places(path)[1].name] and sorted(os.listdir(path.parent)) == [
@@ -212,7 +226,7 @@ def test_a_read_only_folder_keeps_its_index_in_the_cache_folder(tmp_path, monkey
 
 
 def test_an_index_no_place_can_hold_is_kept_in_memory_with_one_warning(tmp_path, monkeypatch, caplog):
-    with read_only_folder(tmp_path / "ro", images()) as path:
+    with read_only_folder(tmp_path / "ro", images(), monkeypatch) as path:
         monkeypatch.setenv("XDG_CACHE_HOME", str(path.parent / "cache"))  # in the read-only folder too
         built = []
         build = tsv.build_index
