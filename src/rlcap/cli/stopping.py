@@ -7,6 +7,8 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rlcap.errors import Stopped
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the command is so that it stops as on Ctrl-C."""
@@ -26,6 +28,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def signal_outcome(signum: int) -> tuple[str, int]:
+    """("terminated", 143) for SIGTERM, ("interrupted", 130) for any other stop: the word and the exit code."""
+    return ("terminated", 143) if signum == signal.SIGTERM else ("interrupted", 130)
+
+
 def how_stopped(exc: KeyboardInterrupt) -> tuple[str, int]:
-    """("terminated", 143) for SIGTERM, ("interrupted", 130) for Ctrl-C: the word and the exit code."""
-    return ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+    """The word and exit code for a command stopped by ``exc``: SIGTERM (:class:`Terminated`, or a run's
+    :class:`~rlcap.errors.Stopped` by SIGTERM) or Ctrl-C."""
+    if isinstance(exc, Terminated):
+        return signal_outcome(signal.SIGTERM)
+    return signal_outcome(exc.signum if isinstance(exc, Stopped) else signal.SIGINT)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rlcap import api
 from rlcap.cli.options import command_options
-from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
+from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt, signal_outcome
 from rlcap.config import describe
 from rlcap.errors import Stopped
 from rlcap.train.checkpoint import check_world_size
@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         if isinstance(exc, Stopped) and exc.signum == FROM_LAUNCHER:
             return 0  # `rlcap train ... nproc=N` stopped its processes, and says so
-        how, code = ("terminated", 143) if isinstance(exc, Stopped) and exc.signum == signal.SIGTERM else \
-            ("interrupted", 130) if isinstance(exc, Stopped) else how_stopped(exc)
+        how, code = how_stopped(exc)
         if rank == 0:
             print(_stopped(args, cfg.out_dir, how), file=sys.stderr)
         return code
@@ -121,9 +120,9 @@ def _torchrun(nproc: int, args: argparse.Namespace, overrides: list[str], out_di
             signal.signal(signum, handler)
     if not received:
         return code
-    signum = received[0][0]
-    print(_stopped(args, out_dir, "terminated" if signum == signal.SIGTERM else "interrupted"), file=sys.stderr)
-    return 143 if signum == signal.SIGTERM else 130
+    how, code = signal_outcome(received[0][0])
+    print(_stopped(args, out_dir, how), file=sys.stderr)
+    return code
 
 
 def _signal_workers(launcher: int, signum: int) -> None:
