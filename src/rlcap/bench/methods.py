@@ -80,8 +80,9 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     data = [f"data.dataset={dataset}", f"data.features={feats}"]
     if max_train_images:
         data.append(f"data.max_train_images={max_train_images}")
+    policy = [f"model.path={(data_dir / bench.policy).resolve()}"] if bench.policy else []
     best = train_stages(benchmark, methods, out, data, configs, list(rl_overrides or []),
-                        list(xe_overrides or []), report)
+                        [*policy, *(xe_overrides or [])], report)
     known = methods_of(benchmark)
     checkpoints = {m: method_checkpoint(known[m], best) for m in methods}
     metrics = api.evaluation_metrics()

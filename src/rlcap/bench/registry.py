@@ -73,12 +73,47 @@ class Benchmark:
     # refuses (one line) a data folder that ``prepare`` would regenerate over, one generated with
     # other settings; run_benchmark skips it when asked to regenerate (``rlcap bench --regenerate``)
     check: Callable[[Path], None] | None = None
+    # a folder inside the data folder that ``prepare`` fills with a transformers captioner: the benchmark's policy,
+    # ``model.path`` of its XE stages (the others take their architecture from the checkpoint they start from)
+    policy: str = ""
 
 
 def _prepare_shapes(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
     from rlcap.demo import prepare_shapes
 
     return prepare_shapes(data_dir, image_size, report)
+
+
+# shapes-hf: the folder of its transformers captioner, inside the data folder
+HF_CAPTIONER = "captioner"
+
+
+def _prepare_shapes_hf(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+    """The shapes benchmark with a small GIT captioner as the policy (docs/MODELS.md): the pictures, the captioner
+    built from a small config with random weights and a wordpiece tokenizer trained on the training captions
+    (``rlcap hf-captioner``), and the store of its tower's tokens (``rlcap features --encoder hf:DIR``), each
+    reused when there. ``image_size`` does not apply: the captioner's image processor sizes the pictures."""
+    from rlcap.data.readers import read_dataset
+    from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes
+    from rlcap.encoders.extract import extract_features
+    from rlcap.models.hf_build import build_captioner
+    from rlcap.progress import progress
+
+    config = ShapesConfig()
+    report(f"[1/3] shapes data -> {data_dir}")
+    with progress(config.n_images, "shapes", unit="img") as bar:
+        dataset = generate_shapes(config, data_dir, progress=bar.update)
+    records = read_dataset(dataset)
+    captioner = data_dir / HF_CAPTIONER
+    report(f"[2/3] a small GIT captioner (random weights, tokenizer of the training captions) -> {captioner}")
+    if not (captioner / "config.json").is_file():
+        build_captioner("git", captioner, [c for r in records if r.split == "train" for c in r.captions], "small")
+    feats = data_dir / f"{HF_CAPTIONER}.h5"
+    report(f"[3/3] its tower's tokens -> {feats}")
+    images = {r.id: data_dir / r.filename for r in records}
+    with progress(len(images), "features", unit="img") as bar:
+        extract_features(images, feats, batch_size=64, progress=bar.update, encoder=f"hf:{captioner}")
+    return dataset, feats
 
 
 def _check_shapes(data_dir: Path) -> None:
@@ -206,6 +241,8 @@ VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
 BENCHMARKS: dict[str, Benchmark] = {
     "shapes": Benchmark(_prepare_shapes, "shapes", "synthetic coloured shapes (docs/SHAPES.md)",
                         check=_check_shapes),
+    "shapes-hf": Benchmark(_prepare_shapes_hf, "shapes-hf", "synthetic coloured shapes, a small transformers (GIT) "
+                           "captioner as the policy (docs/MODELS.md)", check=_check_shapes, policy=HF_CAPTIONER),
     "coco-concepts": Benchmark(_prepare_coco_concepts, "coco-concepts",
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)",
                                sample_temperature=0.5),

@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, str] = {
     "retrieval": "rlcap.cli.retrieval",
     "diagnose": "rlcap.cli.diagnose",
     "report": "rlcap.cli.report",
+    "hf-captioner": "rlcap.cli.hf_captioner",
 }
 
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,18 @@ def _import_transformers() -> Any:
     except ImportError as exc:
         raise RlcapError("a transformers encoder needs transformers: pip install 'rlcap[hf]'") from exc
     return transformers
+
+
+@contextmanager
+def no_bars(transformers: Any) -> Iterator[None]:
+    """transformers' progress bars (loading and saving weights: not rlcap's progress) off, as they were after."""
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def _digest(*chunks: bytes) -> str:
@@ -121,20 +134,16 @@ class HFImageEncoder:
         if not (self.folder / "config.json").is_file():
             raise RlcapError(f"{HF_PREFIX}{folder}: no config.json there; give a folder that save_pretrained "
                              "wrote (a model downloaded for transformers, or one you saved)")
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # (its loading bars are not rlcap's progress)
-        try:
-            config = transformers.AutoConfig.from_pretrained(self.folder, local_files_only=True)
-            architecture = (getattr(config, "architectures", None) or [None])[0]
-            cls = getattr(transformers, architecture, None) if architecture else None
-            model = (cls or transformers.AutoModel).from_pretrained(self.folder, local_files_only=True)
-            self.processor = transformers.AutoImageProcessor.from_pretrained(self.folder, local_files_only=True)
-        except (OSError, ValueError, KeyError) as exc:
-            raise RlcapError(f"cannot load a transformers model with its image processor from {self.folder}: "
-                             f"{str(exc).splitlines()[0]}") from None
-        finally:
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
+        with no_bars(transformers):
+            try:
+                config = transformers.AutoConfig.from_pretrained(self.folder, local_files_only=True)
+                architecture = (getattr(config, "architectures", None) or [None])[0]
+                cls = getattr(transformers, architecture, None) if architecture else None
+                model = (cls or transformers.AutoModel).from_pretrained(self.folder, local_files_only=True)
+                self.processor = transformers.AutoImageProcessor.from_pretrained(self.folder, local_files_only=True)
+            except (OSError, ValueError, KeyError) as exc:
+                raise RlcapError(f"cannot load a transformers model with its image processor from {self.folder}: "
+                                 f"{str(exc).splitlines()[0]}") from None
         self.device = torch.device(device)
         self.model = model.eval().requires_grad_(False).to(self.device)
         self.forward, self.tower_config = vision_forward(self.model)

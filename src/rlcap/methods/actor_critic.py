@@ -2,7 +2,8 @@
 
 Two parts: ``policy`` (the captioner, eq. 1-4, started from an XE checkpoint: eq. 8) and
 ``value`` (:class:`rlcap.models.ValueNetwork`, sec. 3.2.2; :class:`rlcap.models.AttValueNetwork` with
-``ac.value_features: att``), each with its own optimizer. Two
+``ac.value_features: att``; :class:`rlcap.models.HiddenValueNetwork` on the policy's own decoder states with
+``hidden``, the one for a transformers policy), each with its own optimizer. Two
 phases (sec. 3.3.2), the phase and its position kept in ``session.state`` so that a killed run
 resumes exactly:
 
@@ -31,8 +32,8 @@ from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS
 from rlcap.errors import ConfigError
-from rlcap.models import build_value_model
-from rlcap.models.value import VALUE_MODELS
+from rlcap.models import HiddenValueNetwork, build_value_model, hidden_size
+from rlcap.models.value import FROM_POLICY_STATE, VALUE_MODELS
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
@@ -60,9 +61,11 @@ class ActorCriticConfig:
     value_lr_decay_rate: float = help_field(0.9, "its decay factor ([Shi18 sec. 4.1]: 0.9)")
     value_pretrain_epochs: int = help_field(1, "epochs of value training on samples of the frozen XE policy "
                                                "before the joint phase ([Shi18 sec. 3.3.2]; the paper gives no number)")
-    value_features: str = help_field("fc", "what the value network reads of the image: fc (the pooled vector) or "
+    value_features: str = help_field("fc", "what the value network reads of the image: fc (the pooled vector), "
                                            "att (also attention over the region features, conditioned on its LSTM "
-                                           "state at each step, as an UpDown policy sees them)")
+                                           "state at each step, as an UpDown policy sees them) or hidden (the "
+                                           "policy's own decoder state, detached, under [Shi18]'s perceptron: for a "
+                                           "transformers policy, model.arch=hf)")
     lookahead: list[float] = help_field([], "after training, decode the validation split with lookahead "
                                             "inference at each of these lambdas (Fig. 1) and write lookahead.json "
                                             "beside the checkpoints ([]: skip; 1.0 is plain beam search)")
@@ -71,8 +74,12 @@ class ActorCriticConfig:
         check_lr("ac.value_lr", self.value_lr)
         check_min("ac.value_lr_decay_every", self.value_lr_decay_every, 0)
         check_min("ac.value_pretrain_epochs", self.value_pretrain_epochs, 0)
-        if self.value_features not in VALUE_MODELS:
-            raise ConfigError(f"ac.value_features: {self.value_features!r} is not one of {list(VALUE_MODELS)}")
+        if self.value_features not in (*VALUE_MODELS, FROM_POLICY_STATE):
+            raise ConfigError(f"ac.value_features: {self.value_features!r} is not one of "
+                              f"{[*VALUE_MODELS, FROM_POLICY_STATE]}")
+        if self.value_features == FROM_POLICY_STATE and self.lookahead:
+            raise ConfigError("ac.lookahead steps the value network word by word; ac.value_features=hidden has no state "
+                              "of its own to step: use fc or att, or ac.lookahead=[]")
         bad = [x for x in self.lookahead if not 0 <= x <= 1]
         if bad:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
@@ -108,6 +115,8 @@ def value_inputs(tokens: torch.Tensor) -> torch.Tensor:
 
 def critic(s: Session, batch: Batch, roll: Rollout) -> torch.Tensor:
     """v(s_t) of every step of the sampled captions: (B*n, T), with the value network's gradient."""
+    if roll.hidden is not None:  # ac.value_features=hidden: the policy's states, detached (no feedback loop)
+        return s.parts[VALUE].module(roll.hidden.detach())
     return s.parts[VALUE].module(batch.feats, value_inputs(roll.tokens), seq_per_img=s.cfg.rl.n_samples)
 
 
@@ -115,7 +124,7 @@ def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     cfg = s.cfg
     # 1. sample n captions per image from the frozen XE policy (no gradient reaches it)
     with torch.no_grad():
-        roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+        roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch)
@@ -134,7 +143,7 @@ def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
 def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     cfg = s.cfg
     # 1. sample n captions per image; their log-probabilities carry the policy's gradient
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch)
@@ -160,10 +169,19 @@ def pretrain_value(s: Session, reward: Reward) -> bool:
                           lambda batch: value_pretrain_step(s, batch, reward))
 
 
+def reads_policy(cfg: RunConfig) -> bool:
+    """Whether the value network reads the policy's decoder states (``ac.value_features: hidden``)."""
+    return cfg.ac.value_features == FROM_POLICY_STATE
+
+
 def train_actor_critic(cfg: RunConfig) -> TrainResult:
+    if reads_policy(cfg) and cfg.rl.sample_method != "sample":
+        raise ConfigError("ac.value_features=hidden reads the decoder states of sampled captions: rl.sample_method "
+                          "must be 'sample'")
     s = open_session(cfg, splits=("train", cfg.val.split))
     dims = feature_dims(s.data)
-    value_net = build_value_model(s.cfg.model, len(s.data.vocab), dims["fc"], dims["att"], cfg.ac.value_features)
+    value_net = (HiddenValueNetwork(hidden_size(s.model, s.cfg.model)) if reads_policy(cfg) else
+                 build_value_model(s.cfg.model, len(s.data.vocab), dims["fc"], dims["att"], cfg.ac.value_features))
     add_part(s, VALUE, value_net, value_optim(cfg))
     begin(s)
     with train_reward(s) as reward:

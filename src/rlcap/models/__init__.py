@@ -15,14 +15,15 @@ from rlcap.models.embedding import EmbeddingModel, EmbeddingModelConfig, ImageTe
 from rlcap.models.show_tell import ShowTell
 from rlcap.models.transformer import TransformerCaptioner
 from rlcap.models.updown import UpDown
-from rlcap.models.value import VALUE_MODELS, AttValueNetwork, ValueModel, ValueNetwork
+from rlcap.models.value import FROM_POLICY_STATE, VALUE_MODELS, AttValueNetwork, HiddenValueNetwork, ValueModel, ValueNetwork
 
 # arch name -> class; every class is built as cls(cfg, vocab_size, fc_dim, att_dim).
 def _hf_captioner(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
     """A transformers captioner from ``model.path`` (rlcap.models.hf_captioner), on its stored tower tokens."""
     from rlcap.models.hf_captioner import HFCaptioner
 
-    return HFCaptioner(cfg.path, vocab_size, att_dim)
+    return HFCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
+                       lora_alpha=cfg.lora_alpha)
 
 
 def model_vocab(cfg: ModelConfig) -> Any:
@@ -71,10 +72,19 @@ def new_model(cfg: ModelConfig, vocab, fc_dim: int, att_dim: int) -> nn.Module:
     return model
 
 
+def hidden_size(model: nn.Module, cfg: ModelConfig) -> int:
+    """The width of ``model.hidden(state)``: ``model.hidden_dim`` for rlcap's own captioners (the transformer's
+    d_model), the text decoder's width for a transformers captioner (which sets ``hidden_size``)."""
+    return int(getattr(model, "hidden_size", cfg.hidden_dim))
+
+
 def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int = 0,
                       features: str = "fc") -> ValueModel:
     """The value network V(image, partial caption) sized like the captioner, reading the image
     ``features`` (``ac.value_features``): ``fc`` the pooled vector, ``att`` also the regions (att_dim)."""
+    if features == FROM_POLICY_STATE:
+        raise ConfigError("ac.value_features=hidden reads the policy's decoder states as it samples: it has no state "
+                          "to step word by word, so lookahead decoding and value diagnostics need fc or att")
     if features not in VALUE_MODELS:
         raise ConfigError(f"ac.value_features: unknown {features!r}; expected one of {', '.join(VALUE_MODELS)}")
     if features == "att" and att_dim < 1:
@@ -83,6 +93,6 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: i
 
 
 __all__ = ["MODELS", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
-           "EmbeddingModelConfig", "Feats", "ImageTextEmbedder", "ModelConfig", "ShowTell", "TransformerCaptioner",
-           "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model", "expand_batch", "expand_memory",
+           "EmbeddingModelConfig", "Feats", "HiddenValueNetwork", "ImageTextEmbedder", "ModelConfig", "ShowTell", "TransformerCaptioner",
+           "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model", "expand_batch", "hidden_size", "expand_memory",
            "load_embedding_model", "model_vocab", "new_model", "select_batch"]

@@ -33,9 +33,19 @@ from torch import nn
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import TokenIds
 from rlcap.data.vocab import PAD
-from rlcap.encoders.hf import _import_transformers, vision_forward
+from rlcap.encoders.hf import _import_transformers, no_bars, vision_forward
 from rlcap.errors import RlcapError
 from rlcap.models.base import Tensors
+
+
+def is_transformers_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a folder ``save_pretrained`` wrote (a config.json naming its architecture), not an rlcap
+    checkpoint (whose config.json is a run's)."""
+    try:
+        config = json.loads((Path(path).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and bool(config.get("architectures"))
 
 
 class StoredTower(nn.Module):
@@ -70,8 +80,10 @@ def swap_tower(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
 class HFCaptioner(nn.Module):
     """The Captioner interface (:mod:`rlcap.models.base`) over a transformers captioner read from ``folder``."""
 
-    def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None):
-        """``vocab_size``, ``att_dim``: the run's text vocabulary and stored tokens, checked against the model's."""
+    def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
+                 train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0):
+        """``vocab_size``, ``att_dim``: the run's text vocabulary and stored tokens, checked against the model's;
+        ``train``: what trains (:meth:`_set_training`, ``model.train``)."""
         super().__init__()
         transformers = _import_transformers()
         self.folder = Path(folder).expanduser().resolve()
@@ -81,13 +93,8 @@ class HFCaptioner(nn.Module):
         except (OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise RlcapError(f"{self.folder}: not a transformers model folder with a config.json naming its "
                              f"architecture ({exc.__class__.__name__}: {exc})") from None
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()
-        try:
+        with no_bars(transformers):
             model = cls.from_pretrained(self.folder, local_files_only=True)
-        finally:
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
         if not model.can_generate():
             raise RlcapError(f"{self.folder}: a {architecture} writes no text; model.arch=hf takes a captioner "
                              "(VisionEncoderDecoder, BLIP, GIT)")
@@ -108,6 +115,32 @@ class HFCaptioner(nn.Module):
             raise RlcapError(f"model.path={self.folder} writes {self.vocab_size} tokens, but the run's vocabulary has "
                              f"{vocab_size}: an hf run reads text through the model's own tokenizer")
         self._probe()
+        self._set_training(train, lora_rank, lora_alpha)
+
+    def _set_training(self, train: str, rank: int, alpha: float) -> None:
+        """``all``: every weight but the tower (already out of the model); ``decoder``: the text decoder's layer
+        stack only (embeddings, output layer and the image projection as loaded); ``lora``: LoRA adapters of rank
+        ``rank`` (scale ``alpha / rank``) on the linear maps of that stack, through peft, and nothing else."""
+        self.train_mode = train
+        if train == "all":
+            return
+        layers = _layer_stack(self.decoder)
+        for param in self.model.parameters():
+            param.requires_grad_(False)
+        if train == "decoder":
+            for param in layers.parameters():
+                param.requires_grad_(True)
+            return
+        peft = _import_peft()
+        from transformers.pytorch_utils import Conv1D
+
+        names = {id(m): n for n, m in self.model.named_modules()}
+        maps = [m for m in layers.modules() if isinstance(m, (nn.Linear, Conv1D))]
+        config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=[names[id(m)] for m in maps],
+                                 fan_in_fan_out=any(isinstance(m, Conv1D) for m in maps))  # (GPT-2's are Conv1D)
+        peft.inject_adapter_in_model(config, self.model)
+        for name, param in self.model.named_parameters():
+            param.requires_grad_(".lora_" in name)
 
     def _probe(self) -> None:
         """How the model decodes (module docstring): through its own forward when that returns a cache, else its
@@ -116,14 +149,16 @@ class HFCaptioner(nn.Module):
         dummy = torch.zeros(1, 1, 2, self._tower_width(), device=device)
         start = torch.tensor([[self.ids.start]], device=device)
         with torch.no_grad():
-            out = self.model(pixel_values=dummy, use_cache=True, **{self.text_input: start})
+            out = self.model(pixel_values=dummy, use_cache=True, output_hidden_states=True, **{self.text_input: start})
             self.through_model = _cache(out) is not None
             if not self.through_model:
                 params = inspect.signature(self.decoder.forward).parameters
                 if "encoder_hidden_states" not in params:
                     raise RlcapError(f"{self.folder}: its forward keeps no key/value cache and its decoder reads no "
                                      "encoder_hidden_states: rlcap cannot decode it step by step")
-                out = self.decoder(input_ids=start, encoder_hidden_states=dummy[:, 0], use_cache=True)
+                out = self.decoder(input_ids=start, encoder_hidden_states=dummy[:, 0], use_cache=True,
+                                   output_hidden_states=True)
+        self.hidden_size = _last_hidden(out).shape[-1]  # what hidden(state) gives: a learned baseline's input width
         self_kv, cross_kv = _flatten(_cache(out))
         self.n_self, self.n_cross = len(self_kv), None if cross_kv is None else len(cross_kv)
         self.image_in_cache = self_kv[0].shape[2] > 1  # more than the one text token cached: an image prefix
@@ -145,18 +180,26 @@ class HFCaptioner(nn.Module):
         try:
             suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
             self.model.generation_config.suppress_tokens = suppress or None
-            self.model.save_pretrained(folder)
+            with no_bars(transformers):
+                self.model.save_pretrained(folder, state_dict=self._merged_state() if self.train_mode == "lora" else None)
         finally:
             setattr(parent, name, stored)
             tower.to("cpu")  # (kept aside on the CPU: the policy runs without it)
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()
-        try:
+        with no_bars(transformers):
             for auto in (transformers.AutoTokenizer, transformers.AutoImageProcessor):
                 auto.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)
-        finally:
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
+
+    def _merged_state(self) -> dict[str, torch.Tensor]:
+        """The model's weights with each LoRA adapter added into the weight it adapts, under transformers' names
+        (the layers themselves are left as they are, so that training goes on with the same numbers)."""
+        from peft.tuners.lora import LoraLayer
+
+        state = dict(self.model.state_dict())
+        for name, module in self.model.named_modules():
+            if isinstance(module, LoraLayer):
+                key = f"{name}.base_layer.weight"
+                state[key] = state[key] + module.get_delta_weight("default").to(state[key].dtype)
+        return {k.replace(".base_layer.", "."): v for k, v in state.items() if ".lora_" not in k}
 
     @property
     def decoder(self) -> nn.Module:
@@ -175,8 +218,30 @@ class HFCaptioner(nn.Module):
                 seen[where] = key
         return state
 
+    def adapt_weights(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Saved weights in this policy's own names: plain weights (an XE checkpoint that trained them all) under
+        the layers a LoRA policy adapts, its adapters as new (B = 0: the same function). LoRA weights are refused by
+        a policy without adapters: their hf/ export holds them merged."""
+        own = self.state_dict()
+        adapted, given = (any(".lora_" in k for k in keys) for keys in (own, state))
+        if given and not adapted:
+            raise RlcapError("these weights hold LoRA adapters (a model.train=lora run): a run that trains otherwise "
+                             "starts from the checkpoint's hf/ folder, where they are merged (init_from=RUN/best/hf)")
+        if not adapted or given:
+            return state
+        full = dict(state)
+        for key in own:
+            plain = key.replace(".base_layer.", ".")
+            if plain != key and plain in full:
+                full[key] = full.pop(plain)
+            elif ".lora_" in key:
+                full[key] = own[key]
+        return full
+
     def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True, assign: bool = False) -> Any:
-        """Weights saved by :meth:`state_dict`: a tied weight's other names take the one it was saved under."""
+        """Weights saved by :meth:`state_dict` (or plain ones, :meth:`adapt_weights`): a tied weight's other names
+        take the one it was saved under."""
+        state = self.adapt_weights(state)
         own = super().state_dict()
         full = dict(state)
         for key, tensor in own.items():
@@ -234,6 +299,23 @@ class HFCaptioner(nn.Module):
         out = self._run(self.ids.hf_ids(tokens), image, None, 0, attention=(tokens != PAD).long())
         logits = out.logits[:, -tokens.shape[1]:]  # (a prefix model returns the image positions' too)
         return self.ids.rlcap_logits(logits.float())
+
+
+def _layer_stack(decoder: nn.Module) -> nn.Module:
+    """The text decoder's stack of blocks: its list of modules that holds the most weights."""
+    stacks = [m for m in decoder.modules() if isinstance(m, nn.ModuleList)]
+    if not stacks:
+        raise RlcapError(f"{type(decoder).__name__}: no stack of layers found to train (model.train=decoder or lora)")
+    return max(stacks, key=lambda m: sum(p.numel() for p in m.parameters()))
+
+
+def _import_peft() -> Any:
+    try:
+        import peft
+    except ImportError:
+        raise RlcapError("model.train=lora needs peft: pip install 'rlcap[lora]' (peft installs beside torch 2.13 "
+                         "without another torch)") from None
+    return peft
 
 
 def _cache(out: Any) -> Any:

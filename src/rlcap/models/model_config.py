@@ -7,6 +7,10 @@ from dataclasses import asdict, dataclass, field
 from rlcap.errors import ConfigError
 
 ARCHS = ("fc", "updown", "transformer", "hrl", "hf")
+TRAINS = ("all", "decoder", "lora")  # model.train: what of a transformers captioner trains
+# how a run trains its captioner rather than what the captioner is: a run that starts from a checkpoint
+# (init_from) takes these from its own config when set there, the architecture from the checkpoint
+TRAINING_KEYS = ("train", "lora_rank", "lora_alpha")
 
 
 @dataclass
@@ -30,6 +34,12 @@ class ModelConfig:
     path: str = field(default="", metadata={"help": "hf: a transformers captioner's folder (VisionEncoderDecoder, BLIP, "
                                                     "GIT, as save_pretrained writes it): its text decoder is the policy, "
                                                     "its image tower read from `rlcap features --encoder hf:DIR`'s store"})
+    train: str = field(default="all", metadata={
+        "help": "hf: what trains: all (every weight but the frozen vision tower), decoder (the text decoder's layers; "
+                "its embeddings, output layer and image projection as loaded) or lora (LoRA adapters on those "
+                "layers' linear maps, through peft: pip install rlcap[lora])"})
+    lora_rank: int = field(default=8, metadata={"help": "hf, train=lora: the adapters' rank r"})
+    lora_alpha: float = field(default=16.0, metadata={"help": "hf, train=lora: the adapters' alpha (scale alpha/r)"})
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -39,6 +49,11 @@ class ModelConfig:
         for name, value in asdict(self).items():
             if name in positive and isinstance(value, int) and value < 1:
                 raise ConfigError(f"model.{name}: expected a positive integer, got {value}")
+        if self.train not in TRAINS:
+            raise ConfigError(f"model.train: {self.train!r} is not one of {', '.join(TRAINS)}")
+        if self.lora_rank < 1 or not self.lora_alpha > 0:
+            raise ConfigError(f"model.lora_rank and model.lora_alpha: expected positive, got {self.lora_rank} and "
+                              f"{self.lora_alpha}")
         if self.num_enc_layers < 0:
             raise ConfigError(f"model.num_enc_layers: expected >= 0, got {self.num_enc_layers}")
         if not 0.0 <= self.dropout < 1.0:

@@ -144,5 +144,25 @@ class AttValueNetwork(nn.Module):
         return value, (h[0], c[0], att, p_att2, att_bias)
 
 
+class HiddenValueNetwork(nn.Module):
+    """``values = net(hidden)``: the policy's decoder states (R, T, H), detached by the caller, -> (R, T), ``v(s_t)``
+    from the state word ``t`` is chosen from (``DecodeResult.hidden``), by [Shi18 sec. 4.1]'s three-layer perceptron
+    (``ac.value_features: hidden``). The value reads what the policy computed rather than an RNN of its own: for a
+    pretrained transformers policy, whose decoder sees the image through its own tower and subwords, that state is
+    the richest summary of (image, prefix) at hand. Nothing of its loss reaches the policy (the input is detached),
+    as with the other value networks. It has no state to step word by word: lookahead decoding (``ac.lookahead``)
+    needs ``fc`` or ``att``."""
+
+    def __init__(self, hidden_dim: int):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim),
+                                  nn.ReLU(), nn.Linear(hidden_dim, 1))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head(hidden).squeeze(-1).float()  # (R, T)
+
+
+# ac.value_features: hidden -> HiddenValueNetwork, on the policy's decoder states (built by its width)
+FROM_POLICY_STATE = "hidden"
 # ac.value_features -> the value network that reads them; each is built as cls(cfg, vocab_size, fc_dim, att_dim)
 VALUE_MODELS: dict[str, type[nn.Module]] = {"fc": ValueNetwork, "att": AttValueNetwork}

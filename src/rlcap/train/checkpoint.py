@@ -201,7 +201,10 @@ def _upgrade_trainer(trainer: dict[str, Any]) -> dict[str, Any]:
 def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], folder: str | Path, name: str) -> None:
     """``module.load_state_dict(weights)``, with one line naming the first difference when the
     checkpoint's weights of part ``name`` do not fit the model its config describes (a damaged
-    checkpoint, an edited config.json) instead of torch's list of every tensor."""
+    checkpoint, an edited config.json) instead of torch's list of every tensor. A module that names saved weights
+    its own way first (a LoRA policy from plain weights) has ``adapt_weights``."""
+    if hasattr(module, "adapt_weights"):
+        weights = module.adapt_weights(weights)
     own = module.state_dict()
     missing = [key for key in own if key not in weights]
     unexpected = [key for key in weights if key not in own]

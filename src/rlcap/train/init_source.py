@@ -1,4 +1,5 @@
-"""Whether a run's starting point fits its data, checked once the data is loaded.
+"""Where a run starts (``init_from``: a checkpoint, or a transformers captioner's folder) and whether that fits
+its data, checked once the data is loaded.
 
 ``init_from`` hands a run a checkpoint's weights and its vocabulary. Weights trained on other
 captions (a video checkpoint on shapes) or on features of another kind would train, and give a
@@ -11,16 +12,50 @@ always (its weights cannot take those features). A sequence-level (RL) loop star
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from pathlib import Path
 from typing import Any
 
+from rlcap.config import from_dict
 from rlcap.data.loader import CaptionData
 from rlcap.data.vocab import SPECIALS, Vocab
 from rlcap.errors import DataError
-from rlcap.train.checkpoint import Checkpoint
+from rlcap.models.hf_captioner import is_transformers_folder
+from rlcap.models.model_config import TRAINING_KEYS, ModelConfig
+from rlcap.train.checkpoint import Checkpoint, load_checkpoint
 from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
+
+
+def init_checkpoint(cfg: Any) -> Checkpoint | None:
+    """The checkpoint of ``cfg.init_from``; None for a transformers captioner's folder (an ``hf/`` export, a
+    downloaded captioner), which makes the run's model ``model.arch=hf`` with ``model.path`` there: its weights
+    and tokenizer start the run."""
+    if is_transformers_folder(cfg.init_from):
+        cfg.model = dataclasses.replace(cfg.model, arch="hf", path=str(Path(cfg.init_from).expanduser().resolve()))
+        log.info("init_from %s is a transformers captioner: model.arch=hf with model.path there", cfg.init_from)
+        return None
+    return load_checkpoint(cfg.init_from, with_trainer=False)
+
+
+def model_section(cfg: Any, source: Checkpoint, init: Checkpoint | None) -> ModelConfig:
+    """The model a run builds to load ``source``'s weights: that checkpoint's architecture (an RL run's config
+    names only init_from, and on resume the run's own checkpoint is the source); from ``init`` (init_from), how
+    to train it (model.train, LoRA's rank and alpha) is the run's own where its config sets it."""
+    taken = from_dict(ModelConfig, source.config["model"])
+    if init is None:
+        return taken
+    default = ModelConfig()
+    taken = dataclasses.replace(taken, **{k: getattr(cfg.model, k) for k in TRAINING_KEYS
+                                          if getattr(cfg.model, k) != getattr(default, k)})
+    # model keys a recipe or an override set (not the defaults) that are not used
+    unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items() if v not in (getattr(default, k), getattr(taken, k))]
+    if unused:
+        log.warning("%s are not used: a run with init_from takes the architecture of %s", ", ".join(unused),
+                    cfg.init_from)
+    return taken
 
 
 def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
@@ -32,8 +67,8 @@ def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
             log.warning("algorithm=%s starts from random weights (no init_from): it is meant to continue an XE "
                         "model; pass init_from=XE_RUN/best", cfg.algorithm)
         return
-    if init is None:  # resuming: the run's own checkpoint, checked when the run started
-        return
+    if init is None:  # resuming (the run's own checkpoint, checked when the run started), or from a transformers
+        return        # captioner's folder (model.arch=hf: the captioner checks the store it reads)
     _check_feature_sizes(cfg, init, data)
     _check_vocabulary(cfg, init, data)
 

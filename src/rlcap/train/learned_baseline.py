@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from rlcap.errors import ConfigError
+from rlcap.models import hidden_size
 from rlcap.models.baseline_mlp import BaselineMLP
 from rlcap.rewards import WeightedReward
 from rlcap.train.run_config import RunConfig
@@ -32,9 +33,9 @@ def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
         raise ConfigError(f"{cfg.algorithm} samples its captions: rl.sample_method must be 'sample', "
                           f"got {cfg.rl.sample_method!r}")
     s = open_session(cfg, splits=("train", cfg.val.split))
-    # Every captioner's hidden(state) has hidden_dim units (the transformer's d_model); the model
-    # section comes from the checkpoint the run starts from.
-    add_part(s, BASELINE, BaselineMLP(s.cfg.model.hidden_dim, width), replace(cfg.optim, lr=lr))
+    # hidden(state)'s width: hidden_dim for rlcap's captioners (the model section is the checkpoint's), the text
+    # decoder's for a transformers one
+    add_part(s, BASELINE, BaselineMLP(hidden_size(s.model, s.cfg.model), width), replace(cfg.optim, lr=lr))
     begin(s)
     with train_reward(s) as reward:
         stated = replace(cfg, rl=replace(cfg.rl, n_samples=samples))

@@ -18,7 +18,8 @@ class Rollout(NamedTuple):
     """n captions for each of B images, rows of one image adjacent.
 
     tokens, logprobs, mask, entropy: (B*n, T); logprobs and entropy carry gradient.
-    captions: B*n strings; reward_batch: their context; seconds: time spent generating.
+    captions: B*n strings; reward_batch: their context; seconds: time spent generating;
+    hidden: (B*n, T, H) the decoder state each word is chosen from, when asked (sampling only).
     """
 
     tokens: torch.Tensor
@@ -28,6 +29,7 @@ class Rollout(NamedTuple):
     captions: list[str]
     reward_batch: RewardBatch
     seconds: float
+    hidden: torch.Tensor | None = None
 
 
 def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.Tensor,
@@ -55,12 +57,15 @@ def reward_batch(batch: Batch, n: int) -> RewardBatch:
                        batch.feats, rows)
 
 
-def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decode: DecodeSettings) -> Rollout:
-    """Generate ``cfg.n_samples`` captions per image (by sampling, or as the beam's n-best)."""
+def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decode: DecodeSettings,
+            hidden: bool = False) -> Rollout:
+    """Generate ``cfg.n_samples`` captions per image (by sampling, or as the beam's n-best); ``hidden``: keep the
+    decoder state of each step (sampling only)."""
     start = time.perf_counter()
     n = cfg.n_samples
     if cfg.sample_method == "sample":
-        out: DecodeResult = sample(model, batch.feats, n=n, max_len=decode.max_len, temperature=decode.temperature)
+        out: DecodeResult = sample(model, batch.feats, n=n, max_len=decode.max_len, temperature=decode.temperature,
+                                   return_hidden=hidden)
         logprobs, ent = out.logprobs, out.entropy
     else:
         with torch.no_grad():
@@ -68,7 +73,8 @@ def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, d
         logprobs, ent = teacher_forced_logprobs(model, batch, out.tokens, n)
     captions = [vocab.decode(row.tolist()) for row in out.tokens]
     # both paths give 0 at padded positions (decoding's convention)
-    return Rollout(out.tokens, logprobs, out.mask, ent, captions, reward_batch(batch, n), time.perf_counter() - start)
+    return Rollout(out.tokens, logprobs, out.mask, ent, captions, reward_batch(batch, n), time.perf_counter() - start,
+                   out.hidden if hidden else None)
 
 
 @torch.no_grad()

@@ -333,6 +333,8 @@ READ_WHEN: dict[str, Callable[[RunConfig], bool]] = {
     "model.arch": lambda cfg: cfg.init_from is None,
     **{f"model.{k}": _archs("fc", "updown", "transformer", "hrl") for k in ("hidden_dim", "dropout")},  # rlcap's own
     "model.path": _archs("hf"),  # a transformers captioner's folder: its own sizes
+    "model.train": _archs("hf"),
+    **{f"model.{k}": lambda cfg: cfg.model.arch == "hf" and cfg.model.train == "lora" for k in ("lora_rank", "lora_alpha")},
     "model.embed_dim": _archs("fc", "updown", "hrl"),
     "model.att_hidden_dim": _archs("updown", "hrl"),
     **{f"model.{k}": _archs("transformer") for k in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},

@@ -26,17 +26,16 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from rlcap.config import from_dict, to_dict
+from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
-from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, last_checkpoint_line,
                                   load_checkpoint, load_weights, relative_data_paths, rng_state, save_checkpoint,
                                   set_rng_state)
 from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
-from rlcap.train.init_source import check_start
+from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
 from rlcap.train.logger import RunLogger, SilentLogger
 from rlcap.train.optimizer import build_optimizer
@@ -119,20 +118,10 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     if ranks.main and not resume and (out_dir / "config.json").is_file():
         log.info("%s holds no checkpoint yet: starting fresh", out_dir / "last")
     ckpt = load_checkpoint(out_dir / "last") if resume else None
-    init = load_checkpoint(cfg.init_from, with_trainer=False) if (cfg.init_from and not resume) else None
+    init = init_checkpoint(cfg) if (cfg.init_from and not resume) else None
     source = ckpt or init
     if source is not None:
-        # The model must be the one whose weights we load: take its architecture from that checkpoint
-        # (an RL run's config names only init_from, so on resume the run's own checkpoint is the source).
-        taken = from_dict(ModelConfig, source.config["model"])
-        if init is not None:  # model keys a recipe or an override set (not the defaults) that are not used
-            default = ModelConfig()
-            unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items() if v not in (getattr(default, k),
-                                                                                         getattr(taken, k))]
-            if unused:
-                log.warning("%s are not used: a run with init_from takes the architecture of %s", ", ".join(unused),
-                            cfg.init_from)
-        cfg.model = taken
+        cfg.model = model_section(cfg, source, init)
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else model_vocab(cfg.model))
     if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation

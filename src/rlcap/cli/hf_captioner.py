@@ -1,0 +1,45 @@
+"""``rlcap hf-captioner OUT --dataset DS``: a transformers captioner with random weights and a tokenizer trained on
+the dataset's training captions, saved as a downloaded one's folder (rlcap.models.hf_build), for `model.arch: hf`
+where no pretrained captioner can be had: the shapes-hf benchmark, bench_hf.py, trying the flow offline."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlcap.cli.options import int_range
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from rlcap.models.hf_build import FAMILIES, SIZES
+
+    parser = subparsers.add_parser(
+        "hf-captioner", help="build a transformers captioner folder from a small config (random weights)",
+        description="Build a VisionEncoderDecoder (ViT + GPT-2), BLIP or GIT captioner with random weights and a "
+                    "tokenizer trained on the dataset's training captions, saved as save_pretrained writes a "
+                    "downloaded model: a folder for model.arch=hf model.path=OUT. docs/MODELS.md.")
+    parser.add_argument("out", type=Path, help="the folder to write (must not hold a model already)")
+    parser.add_argument("--dataset", type=Path, required=True, help="the caption file whose training captions the "
+                                                                    "tokenizer learns")
+    parser.add_argument("--family", choices=FAMILIES, default="git")
+    parser.add_argument("--size", choices=list(SIZES), default="small")
+    parser.add_argument("--tokenizer", choices=["wordpiece", "word"], default="wordpiece")
+    parser.add_argument("--vocab-size", type=int_range(8), default=30522, help="most wordpiece tokens (default 30522)")
+    parser.add_argument("--seed", type=int_range(0), default=0)
+    parser.set_defaults(func=run)  # fmt: skip
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlcap.data.readers import read_dataset
+    from rlcap.errors import ConfigError
+    from rlcap.files import check_writable
+    from rlcap.models.hf_build import build_captioner
+
+    if (args.out / "config.json").exists():
+        raise ConfigError(f"{args.out} already holds a model (config.json): choose another folder")
+    check_writable(args.out, folder=True)
+    captions = [c for r in read_dataset(args.dataset) if r.split == "train" for c in r.captions]
+    build_captioner(args.family, args.out, captions, args.size, args.seed, args.tokenizer, args.vocab_size)
+    print(f"hf-captioner: {args.out} ({args.family}, {args.size}, tokenizer of {len(captions)} training captions)")
+    return 0
