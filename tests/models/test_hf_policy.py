@@ -49,6 +49,7 @@ def test_features_then_xe_then_scst_then_eval(captioned, kind, capsys):
     assert main(["train", "configs/shapes_scst.yaml", *overrides, f"init_from={xe / 'best'}", "rl.epochs=1",
                  "rl.batch_size=8", "rl.n_samples=2"]) == 0
     assert len(_losses(scst)) == 3
+    _exported_generate_writes_rlcap_greedy_captions(folder, dataset, scst / "best", capsys)  # the tuned folder
     capsys.readouterr()
     assert main(["eval", str(scst / "best"), "--beam-size", "2"]) == 0
     predictions = json.loads((scst / "best" / "eval_test" / "predictions.json").read_text())
@@ -78,3 +79,25 @@ def _exported_generate_writes_rlcap_greedy_captions(folder, dataset, best, capsy
     same = sum(ours[i] == theirs[i] for i in ours)
     assert len(ours) == 6 and same >= 0.9 * len(ours), (ours, theirs)
     capsys.readouterr()
+
+
+def test_hf_captioner_builds_a_folder_a_run_reads(captioned, capsys):
+    """`rlcap hf-captioner`: a captioner folder with random weights whose wordpiece tokenizer learnt the training
+    captions (every caption's words come back from its ids), refused over a folder that holds a model."""
+    from rlcap.data.readers import read_dataset
+    from rlcap.models import model_vocab
+    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.model_config import ModelConfig
+
+    folder, dataset = captioned
+    out = folder / "built"
+    assert main(["hf-captioner", str(out), "--dataset", str(dataset), "--family", "blip", "--size", "tiny"]) == 0
+    vocab = model_vocab(ModelConfig(arch="hf", path=str(out)))
+    captions = [c for r in read_dataset(dataset) if r.split == "train" for c in r.captions]
+    for caption in captions:
+        ids = vocab.encode(caption.lower().split())
+        assert vocab.decode(ids) == " ".join(caption.lower().split()), caption
+    assert HFCaptioner(out).vocab_size == len(vocab)
+    capsys.readouterr()
+    assert main(["hf-captioner", str(out), "--dataset", str(dataset)]) == 2
+    assert "already holds a model" in capsys.readouterr().err

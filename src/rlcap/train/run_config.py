@@ -179,7 +179,8 @@ class RunConfig:
                                       "--help-config algorithm=NAME lists its keys)")
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
     seed: int = help_field(1234, "random seed for initialisation, data order and sampling")
-    init_from: str | None = help_field(None, "start from the weights of this checkpoint folder")
+    init_from: str | None = help_field(None, "start from the weights of this checkpoint folder, or of a transformers "
+                                             "captioner's folder (model.arch=hf: a checkpoint's hf/, a download)")
     allow_init_mismatch: bool = help_field(False, "start from init_from even when its vocabulary lacks words of "
                                                   "this run's training captions or its features' image size differs "
                                                   "(the run keeps the checkpoint's vocabulary)")
