@@ -50,6 +50,12 @@ def test_features_then_xe_then_scst_then_eval(captioned, kind, capsys):
                  "rl.batch_size=8", "rl.n_samples=2"]) == 0
     assert len(_losses(scst)) == 3
     _exported_generate_writes_rlcap_greedy_captions(folder, dataset, scst / "best", capsys)  # the tuned folder
+    # ... which a run starts from as a downloaded captioner (QUICKSTART section 8)
+    again = folder / f"{kind}_from_hf"
+    overrides = [o for o in tiny_overrides(dataset, store, again) if not o.startswith("model.")]
+    assert main(["train", "configs/shapes_scst.yaml", *overrides, f"init_from={scst / 'best' / 'hf'}", "rl.epochs=1",
+                 "rl.batch_size=8", "rl.n_samples=2", "max_steps=1"]) == 0
+    assert json.loads((again / "config.json").read_text())["model"]["arch"] == "hf" and len(_losses(again)) == 1
     capsys.readouterr()
     assert main(["eval", str(scst / "best"), "--beam-size", "2"]) == 0
     predictions = json.loads((scst / "best" / "eval_test" / "predictions.json").read_text())
