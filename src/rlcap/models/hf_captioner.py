@@ -166,6 +166,9 @@ class HFCaptioner(nn.Module):
         params = inspect.signature(call).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"  # (transformers renames it in 5.x)
         self.positions = "position_ids" in params
+        # a decoding step needs the last position's logits only; without this a model with an image prefix (GIT)
+        # computes its output layer over every image token at the first step (as generate() avoids too)
+        self.keeps_logits = "logits_to_keep" in params
 
     def export_pretrained(self, folder: str | Path) -> None:
         """The policy as a transformers folder (``save_pretrained``: config, weights with the frozen tower back in
@@ -267,11 +270,14 @@ class HFCaptioner(nn.Module):
         return state[0]
 
     def _run(self, tokens: torch.Tensor, image: torch.Tensor, cache: Any, done: int,
-             attention: torch.Tensor | None = None) -> Any:
+             attention: torch.Tensor | None = None, last_only: bool = False) -> Any:
         """One forward over ``tokens`` (hf ids, (B, T)), the ``done`` text tokens before them in ``cache``: the
-        model's or its decoder's output. Text positions count text tokens only (an image prefix has none)."""
+        model's or its decoder's output (``last_only``: the last position's logits only). Text positions count
+        text tokens only (an image prefix has none)."""
         kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True, "output_hidden_states": True,
                                   "attention_mask": attention}
+        if last_only and self.keeps_logits:
+            kwargs["logits_to_keep"] = 1
         if self.positions:
             kwargs["position_ids"] = torch.arange(done, done + tokens.shape[1], device=tokens.device).expand_as(tokens)
         if not self.through_model:
@@ -287,7 +293,7 @@ class HFCaptioner(nn.Module):
             if state else None
         prefix = image.shape[1] if self.image_in_cache else 0
         done = state[1].shape[2] - prefix if state else 0  # text tokens read so far
-        out = self._run(self.ids.hf_ids(tokens)[:, None], image, cache, done)
+        out = self._run(self.ids.hf_ids(tokens)[:, None], image, cache, done, last_only=True)
         self_kv, cross_kv = _flatten(_cache(out))
         hidden = _last_hidden(out)[:, -1]  # (B, H)
         logprobs = torch.log_softmax(self.ids.rlcap_logits(out.logits[:, -1].float()), dim=-1)
