@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-decode bench-scst bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-report clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,15 @@ bench-demo: $(STAMP)
 # PREVIOUS=DIR: a checkout of the previous release, measured alternately for the side-by-side columns
 bench-scst: $(STAMP)
 	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS)) $(if $(REPEATS),--repeats $(REPEATS))
+
+# rlcap's sampling (5 captions an image) on a transformers captioner (model.arch=hf; GIT at small and base size, random
+# weights) against the same model's generate(), and one SCST step's split; the GPU section where CUDA is present
+bench-hf: $(STAMP)
+	$(PY) benchmarks/bench_hf.py
+
+# a small GIT trained by rlcap on shapes: XE, SCST, WTF-RL against TF (about 1.5 h on 2 cores)
+bench-shapes-hf: $(STAMP)
+	$(PY) benchmarks/bench_shapes_hf.py
 
 # One PG-SPIDEr update (K = 3 rollouts) next to one SCST step; rollout vs greedy throughput; reward dedupe
 bench-pg: $(STAMP)

@@ -54,7 +54,7 @@ def measure(arch: str, images: int, samples: int, steps: int, model: list[str] |
     for w in words:
         counts[w] = counts.get(w, 0) + 1
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", *sorted(counts, key=lambda w: -counts[w])[:2103]])
-    cfg = load_run_config(None, [f"model.arch={arch}", "model.dropout=0.5", f"rl.n_samples={samples}",
+    cfg = load_run_config(None, ["algorithm=scst", f"model.arch={arch}", "model.dropout=0.5", f"rl.n_samples={samples}",
                                         f"rl.batch_size={images}", "decode.max_len=16", "tensorboard=false",
                                         *(model or [])])
     session = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."))

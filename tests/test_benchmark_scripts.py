@@ -170,3 +170,38 @@ def test_bench_scale_processes_part_trains_each_layout(tmp_path, monkeypatch):
     assert "| xe | 200 samples/s | 500 samples/s | 2.50 |" in rows and "on 100 shapes images" in rows[2]
     assert "| scst | 128 samples/s | 320 samples/s | 2.50 |" in rows  # 40 images x 4 samples a step
     assert "UpDown at hidden 32, XE 50 images x 5 captions a step, SCST 40 images x 4 samples)" in rows[2]
+
+
+@pytest.mark.slow
+def test_bench_hf_runs_at_the_tiny_size(tmp_path):
+    """make bench-hf's script end to end on a tiny GIT captioner (tokenizer and CIDEr-D references from a
+    4-image caption file): one round of the three samplers and one SCST step, in a child process; the JSON
+    line holds every figure of the row, positive, both samplers' captions of at most 16 tokens; the document
+    gets the CPU table and, where CUDA is absent, the GPU section saying so."""
+    import torch
+
+    words = ["a dog runs on the grass", "two cats sleep on a red sofa", "a man rides a bike down the street",
+             "a plate of food on a wooden table"]
+    coco = tmp_path / "coco.json"
+    coco.write_text(json.dumps([{"image_id": 100 + i, "references": [w, " ".join(reversed(w.split()))]}
+                                for i, w in enumerate(words)]))
+    doc = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_hf.py"), "--configs", "tiny:2", "--gpu-configs",
+                           "tiny:2", "--repeats", "1", "--steps", "1", "--budget", "0", "--coco", str(coco),
+                           "--out", str(doc)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["family"] == "git" and list(result["cpu"]) == ["tiny_2x5"]
+    row = result["cpu"]["tiny_2x5"]
+    speeds = ("rlcap_samples_per_s", "generate_samples_per_s", "rlcap_grad_samples_per_s", "scst_samples_per_s",
+              "scst_sample_s", "scst_reward_s", "scst_backward_s", "peak_rss_mb")
+    assert all(row[k] > 0 for k in speeds), row
+    assert all(0 < row[k] <= 16 for k in ("rlcap_tokens_per_caption", "generate_tokens_per_caption")), row
+    text = doc.read_text()
+    assert "<!-- bench-hf:start -->" in text and "--configs tiny:2" in text
+    assert len([line for line in text.splitlines() if line.startswith("| tiny | 2 x 5 |")]) == 1
+    if torch.cuda.is_available():  # the GPU table: a row in fp32, one under bf16 autocast
+        assert all(f"| tiny | {p} | 2 x 5 |" in text for p in ("fp32", "bf16")) and list(result["cuda"]) == [
+            "tiny_2x5", "tiny_2x5_bf16"]
+    else:
+        assert "<!-- bench-hf-gpu:start -->\n### GPU\n\nNot run" in text

@@ -116,6 +116,7 @@ class HFCaptioner(nn.Module):
                              f"{vocab_size}: an hf run reads text through the model's own tokenizer")
         self._probe()
         self._set_training(train, lora_rank, lora_alpha)
+        self.train()  # (from_pretrained leaves the model in eval mode: its dropout follows this module's mode)
 
     def _set_training(self, train: str, rank: int, alpha: float) -> None:
         """``all``: every weight but the tower (already out of the model); ``decoder``: the text decoder's layer
@@ -349,12 +350,22 @@ def _flatten(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]
 
 
 def _rebuild(self_kv: Tensors, cross_kv: Tensors | None) -> Any:
-    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    """The model's cache holding these tensors as they are (no copy: its constructor's own update would concatenate
+    each onto an empty tensor, and autograd would keep both)."""
+    from transformers.cache_utils import EncoderDecoderCache
 
-    own = DynamicCache(ddp_cache_data=list(zip(self_kv[0::2], self_kv[1::2])))
-    if cross_kv is None:
-        return own
-    return EncoderDecoderCache(own, DynamicCache(ddp_cache_data=list(zip(cross_kv[0::2], cross_kv[1::2]))))
+    own = _holding(self_kv)
+    return own if cross_kv is None else EncoderDecoderCache(own, _holding(cross_kv))  # (cross-attention: computed)
+
+
+def _holding(kv: Tensors) -> Any:
+    """A DynamicCache whose layers hold the keys and values ``kv`` (k0, v0, k1, v1, ...)."""
+    from transformers.cache_utils import DynamicCache
+
+    cache = DynamicCache(ddp_cache_data=[(None, None)] * (len(kv) // 2))  # empty layers
+    for layer, keys, values in zip(cache.layers, kv[0::2], kv[1::2]):
+        layer.keys, layer.values, layer.device, layer.is_initialized = keys, values, keys.device, True
+    return cache
 
 
 def _last_hidden(out: Any) -> torch.Tensor:
