@@ -293,7 +293,7 @@ def describe(rows: list[dict], family: str) -> str:
 def reading(rows: list[dict]) -> str:
     ratios = [r["sampling"]["rlcap"]["samples_per_s"] / r["sampling"]["generate"]["samples_per_s"] for r in rows]
     met = all(x >= 1 for x in ratios)
-    return (f"Goal (issue 47): rlcap's sampling at least as fast as `generate` on the same model: "
+    return (f"Goal: rlcap's sampling at least as fast as `generate` on the same model: "
             f"**{'met' if met else 'not met'}** (rlcap / generate "
             f"{f'{min(ratios):.2f}x-{max(ratios):.2f}x' if len(ratios) > 1 else f'{ratios[0]:.2f}x'}).")
 

@@ -3,7 +3,7 @@
 Run with ``make bench-shapes-hf``: calls ``rlcap bench --benchmark shapes-hf --methods xe,scst,tf,wtf_rl``
 (the shapes data, a small GIT with random weights and a wordpiece tokenizer trained on the training captions,
 the store of its tower's tokens, then the stages; a folder trained before is reused) and writes its table, the
-two checks issue 47 asks for (SCST at least +3% CIDEr-D over XE; WTF-RL's T2I R@1 above TF's) and the first
+two checks its goals name (SCST at least +3% CIDEr-D over XE; WTF-RL's T2I R@1 above TF's) and the first
 test images' captions of each method into the bench-shapes-hf section of docs/BENCHMARKS.md. Prints a last
 line of JSON.
 """
