@@ -33,6 +33,12 @@ def captions_table(out: str, methods: list[str]) -> list[str]:
     return lines
 
 
+def words(out: str) -> dict[str, float]:
+    """Mean words of each method's beam captions on the test split (captions/METHOD.json)."""
+    said = {m: json.loads((REPO / out / "captions" / f"{m}.json").read_text())["captions"] for m in METHODS.split(",")}
+    return {m: sum(len(c.split()) for c in caps.values()) / len(caps) for m, caps in said.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench_shapes-hf", help="output folder of rlcap bench")
@@ -65,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         (REPO / args.out / "results.md").read_text().strip(), "",
         f"- SCST over XE, beam CIDEr-D: **{scst_gain:+.1%}** (goal: at least +3%).",
         f"- WTF-RL over TF, T2I R@1: **{t2i[''][0]:.1f} -> {t2i[''][1]:.1f}** (training retriever), "
-        f"**{t2i['judge '][0]:.1f} -> {t2i['judge '][1]:.1f}** (judge) (goal: up).", "",
+        f"**{t2i['judge '][0]:.1f} -> {t2i['judge '][1]:.1f}** (judge) (goal: up); its beam CIDEr-D over TF: "
+        f"**{m['wtf_rl']['beam']['CIDEr'] / m['tf']['beam']['CIDEr'] - 1:+.0%}**.",
+        "- Words a test caption (beam 3): " + ", ".join(f"{k} {v:.1f}" for k, v in words(args.out).items()) + ".", "",
         "The first test images' captions (beam 3):", "",
         *captions_table(args.out, METHODS.split(",")),
     ])
