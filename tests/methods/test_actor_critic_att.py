@@ -98,5 +98,13 @@ def test_diagnose_value_reports_r_squared_by_position(att_run):
 
 
 def test_unknown_value_features_fail_with_the_allowed_ones():
-    with pytest.raises(ConfigError, match=r"ac.value_features: 'regions' is not one of \['fc', 'att'\]"):
+    with pytest.raises(ConfigError, match=r"ac.value_features: 'regions' is not one of \['fc', 'att', 'hidden'\]"):
         api.load_run_config(None, ["algorithm=ac", "ac.value_features=regions"])
+
+
+def test_a_value_network_on_the_policys_state_cannot_step_lookahead():
+    """ac.value_features=hidden reads the policy's decoder states: no state of its own to step word by word."""
+    with pytest.raises(ConfigError, match="ac.lookahead steps the value network word by word"):
+        api.load_run_config(None, ["algorithm=ac", "ac.value_features=hidden", "ac.lookahead=[0.5]"])
+    assert api.load_run_config(None, ["algorithm=ac", "ac.value_features=hidden", "ac.lookahead=[]"]).ac.value_features \
+        == "hidden"
