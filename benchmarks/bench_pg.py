@@ -67,11 +67,12 @@ def coco() -> tuple[dict[str, list[str]], Vocab]:
     return refs, Vocab(["<pad>", "<bos>", "<eos>", "<unk>", *sorted(counts, key=lambda w: -counts[w])[:2103]])
 
 
+SHARED = ["model.arch=updown", "model.dropout=0.5", "rl.n_samples=5", "optim.lr=0.000000001",
+          f"rl.batch_size={IMAGES}", f"decode.max_len={MAX_LEN}", "tensorboard=false"]
+
+
 def session(vocab: Vocab) -> Session:
-    cfg = load_run_config(None, ["model.arch=updown", "model.dropout=0.5", "rl.n_samples=5",
-                                        "optim.lr=0.000000001",
-                                        f"rl.batch_size={IMAGES}", f"decode.max_len={MAX_LEN}", f"pg.rollouts={K}",
-                                        "scst.baseline=greedy", "tensorboard=false"])
+    cfg = load_run_config(None, ["algorithm=pg", *SHARED, f"pg.rollouts={K}"])
     s = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."))
     add_part(s, "policy", build_model(cfg.model, len(vocab), 2048, 2048), cfg.optim)
     add_part(s, BASELINE, BaselineMLP(cfg.model.hidden_dim, cfg.pg.baseline_hidden),
@@ -111,12 +112,14 @@ def peak(model: torch.nn.Module, feats: Feats) -> float:
 def updates(s: Session, batch: Batch, reward, steps: int) -> dict:
     """Median wall time of one PG update and one SCST step (after a warm-up each), with PG's split."""
     s.model.train()
+    # SCST's step reads its own section: the same parts under an SCST config (a run's config holds its method's)
+    scst = replace(s, cfg=load_run_config(None, ["algorithm=scst", *SHARED, "scst.baseline=greedy"]))
     pg_runs, scst_runs = [], []
     for i in range(steps + 1):
         stats, wall, cpu = timed(lambda: pg.pg_step(s, batch, reward))
         if i:
             pg_runs.append((wall, cpu, stats))
-        _, wall, cpu = timed(lambda: scst_step(s, batch, reward))
+        _, wall, cpu = timed(lambda: scst_step(scst, batch, reward))
         if i:
             scst_runs.append((wall, cpu))
     pg_runs.sort(key=lambda r: r[0])
