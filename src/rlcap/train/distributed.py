@@ -11,6 +11,7 @@ CPU, NCCL on CUDA. One process (no torchrun) is rank 0 of 1, and nothing here ch
 
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Any, NamedTuple
 
@@ -35,7 +36,17 @@ def join(device: torch.device) -> Ranks:
         return Ranks()
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # left to the interpreter's exit, the group's threads can be torn down still joinable: std::terminate,
+        # SIGABRT after a finished run (seen once under CI, a rank of a 2-process actor-critic run)
+        atexit.register(_leave)
     return Ranks(dist.get_rank(), dist.get_world_size())
+
+
+def _leave() -> None:
+    """Destroy the process group at exit (this process's side only: no collective, so a rank that failed
+    does not hold the others)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def launched_rank() -> int:
