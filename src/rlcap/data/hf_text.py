@@ -35,6 +35,8 @@ class TokenIds:
         self.to_hf = torch.tensor([-1 if special[k] is None else special[k] for k in (PAD, BOS, EOS, UNK)] + others)
         self.from_hf = {hf: rl for rl, hf in enumerate(self.to_hf.tolist()) if hf >= 0}  # (start = end: EOS)
         self.size = len(self.to_hf)  # rlcap's vocabulary size
+        self.lacks = bool((self.to_hf < 0).any())  # some of PAD/UNK without a token of the model's
+        self._on: dict[torch.device, torch.Tensor] = {}  # to_hf on each device it is used on (once, not every step)
 
     @classmethod
     def from_config(cls, config: Any, hf_size: int) -> "TokenIds":
@@ -51,16 +53,21 @@ class TokenIds:
                              "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
         return cls(start, end, text.pad_token_id, getattr(text, "unk_token_id", None), hf_size)
 
+    def _index(self, device: torch.device) -> torch.Tensor:
+        if device not in self._on:
+            self._on[device] = self.to_hf.to(device)
+        return self._on[device]
+
     def hf_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """rlcap ids -> the model's (a token it lacks becomes its end token: never a real input)."""
-        out = self.to_hf.to(ids.device)[ids]
-        return torch.where(out < 0, self.end, out)
+        out = self._index(ids.device)[ids]
+        return torch.where(out < 0, self.end, out) if self.lacks else out
 
     def rlcap_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """(..., V_hf) -> (..., V) in rlcap's order; -inf for a token the model lacks."""
-        index = self.to_hf.to(logits.device)
+        index = self._index(logits.device)
         out = logits.index_select(-1, index.clamp(min=0))
-        return out.masked_fill(index < 0, float("-inf"))
+        return out.masked_fill(index < 0, float("-inf")) if self.lacks else out
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "pad": self.pad, "unk": self.unk, "hf_size": self.hf_size}

@@ -15,9 +15,9 @@ from rlcap.models.embedding import EmbeddingModel, EmbeddingModelConfig, ImageTe
 from rlcap.models.show_tell import ShowTell
 from rlcap.models.transformer import TransformerCaptioner
 from rlcap.models.updown import UpDown
-from rlcap.models.value import FROM_POLICY_STATE, VALUE_MODELS, AttValueNetwork, HiddenValueNetwork, ValueModel, ValueNetwork
+from rlcap.models.value import (FROM_POLICY_STATE, VALUE_MODELS, AttValueNetwork, HiddenValueNetwork, ValueModel,
+                                ValueNetwork)
 
-# arch name -> class; every class is built as cls(cfg, vocab_size, fc_dim, att_dim).
 def _hf_captioner(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
     """A transformers captioner from ``model.path`` (rlcap.models.hf_captioner), on its stored tower tokens."""
     from rlcap.models.hf_captioner import HFCaptioner
@@ -36,6 +36,7 @@ def model_vocab(cfg: ModelConfig) -> Any:
     return TokenizerVocab.from_folder(cfg.path)
 
 
+# arch name -> class (or builder); every one is built as cls(cfg, vocab_size, fc_dim, att_dim).
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "fc": ShowTell,
     "updown": UpDown,
@@ -93,6 +94,7 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: i
 
 
 __all__ = ["MODELS", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
-           "EmbeddingModelConfig", "Feats", "HiddenValueNetwork", "ImageTextEmbedder", "ModelConfig", "ShowTell", "TransformerCaptioner",
-           "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model", "expand_batch", "hidden_size", "expand_memory",
-           "load_embedding_model", "model_vocab", "new_model", "select_batch"]
+           "EmbeddingModelConfig", "Feats", "HiddenValueNetwork", "ImageTextEmbedder", "ModelConfig", "ShowTell",
+           "TransformerCaptioner", "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model",
+           "expand_batch", "expand_memory", "hidden_size", "load_embedding_model", "model_vocab", "new_model",
+           "select_batch"]
