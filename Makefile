@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-report clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -117,6 +117,12 @@ bench-headroom: $(STAMP)
 # memory and step time against an in-memory store (docs/BENCHMARKS.md, "Scale")
 bench-scale: $(STAMP)
 	$(PY) benchmarks/bench_scale.py
+
+# SCST samples/s on one GPU (FC, UpDown, Transformer at self-critical.pytorch's sizes; 50, 250 and 1,000 images x 5
+# samples; fp32 and bf16), about 2 minutes on an H100; DATA=DIR: a self-critical.pytorch data/ folder (else generated
+# features and COCO val2014 captions). Without CUDA it says it was not run and writes nothing
+bench-gpu: $(STAMP)
+	$(PY) benchmarks/bench_gpu.py $(if $(DATA),--data $(DATA))
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

@@ -28,7 +28,9 @@ VOCAB = 9_487
 
 def step_flops(arch: str, batch: int, samples: int, max_len: int, greedy: bool) -> int:
     from rlcap.data.feats import Feats
-    from rlcap.decoding import greedy as greedy_decode
+    from rlcap.data.vocab import BOS
+    from rlcap.decoding import continue_decoding
+    from rlcap.models.base import expand_memory
     from rlcap.decoding.sampling import sample
     from rlcap.models import build_model
     from rlcap.models.model_config import ModelConfig
@@ -47,9 +49,12 @@ def step_flops(arch: str, batch: int, samples: int, max_len: int, greedy: bool) 
         loss = reinforce_loss(out.logprobs, out.mask.float(), torch.randn(batch * samples))
         loss.backward()
         if greedy:
+            # the greedy decode, without inference mode (FlopCounterMode's module hooks fail on inference tensors)
             with torch.no_grad():
                 model.eval()
-                greedy_decode(model, feats, max_len=max_len)
+                memory = expand_memory(model, model.encode(feats), 1)
+                word = torch.full((batch,), BOS, dtype=torch.long)
+                continue_decoding(model, memory, model.init_state(memory), word, max_len, method="greedy")
     return counter.get_total_flops()
 
 

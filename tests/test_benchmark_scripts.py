@@ -6,9 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name != "benchdoc.py")  # benchdoc: their shared helpers
+# benchdoc: the scripts' shared helpers; gpu_checks: gpu_check.py's comparisons (tests/test_gpu_check.py)
+HELPERS = ("benchdoc.py", "gpu_checks.py")
+SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
 
 
 def test_there_are_scripts():
@@ -78,15 +81,62 @@ def test_bench_pg_reading_is_computed_from_the_figures():
     assert "50% of all rollout rows" in text and "90% of those" in text and "costs 10% of its first" in text
 
 
-def test_gpu_check_runs_its_comparison_between_two_devices(tmp_path):
-    """Where CUDA is absent, the GPU check's comparison itself runs CPU against CPU: the same seed gives
-    the same losses (the check a CUDA machine makes against the CPU)."""
+def test_gpu_check_runs_its_comparisons_between_two_devices(tmp_path):
+    """Where CUDA is absent, the GPU check's comparisons themselves run CPU against CPU through the script:
+    every one passes, and the section names each with its difference and bound."""
     out = tmp_path / "BENCHMARKS.md"
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--steps", "3", "--devices", "cpu,cpu",
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--devices", "cpu,cpu", "--archs", "fc",
+                           "--images", "16", "--hidden", "32", "--xe-steps", "40", "--samples", "192",
                            "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    rows = [line for line in out.read_text().splitlines() if line.startswith(("| xe ", "| scst "))]
-    assert len(rows) == 2 and all(row.split("|")[3].strip() == "0.00e+00" for row in rows)
+    text = out.read_text()
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| fc |")]
+    results = [r[5].strip() for r in rows]  # the device reward's row: "not compared" until it can be imported
+    assert len(rows) == 10 and results[:8] + results[9:] == ["pass"] * 9 and results[8] in ("pass", "not compared")
+    assert f"{results.count('pass')} of {results.count('pass')} comparisons passed" in text
+    assert "Command: `python benchmarks/gpu_check.py --archs fc --devices cpu,cpu --images 16" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present: the script would run")
+def test_gpu_check_without_cuda_says_so_and_writes_nothing(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and not out.exists()
+    assert done.stdout.count("\n") == 1 and "no CUDA device" in done.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present: the script would run")
+def test_bench_gpu_without_cuda_says_it_was_not_run(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_gpu.py"), "--out", str(tmp_path / "B.md")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and not (tmp_path / "B.md").exists()
+    assert done.stdout.startswith("bench_gpu: not run: ") and "sees no CUDA device" in done.stdout
+
+
+@pytest.mark.slow
+def test_bench_gpu_rows_run_on_the_cpu_at_a_tiny_size(tmp_path):
+    """make bench-gpu's rows with --device cpu: XE, then timed SCST steps of each model in fp32 and bf16, every
+    figure of a row there and its section written where --out says."""
+    captions = {str(i): [f"a {c} dog runs on the {g}", f"the {c} dog is on the {g}", f"a dog near a {c} cat"]
+                for i, (c, g) in enumerate((c, g) for c in ("red", "brown", "black") for g in ("grass", "road"))}
+    (tmp_path / "captions.json").write_text(json.dumps(captions))
+    doc = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_gpu.py"), "--device", "cpu", "--hidden", "16",
+                           "--regions", "3", "--feat-dim", "8", "--images", "4", "--steps", "1", "--xe-steps", "2",
+                           "--captions", str(tmp_path / "captions.json"), "--out", str(doc)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout.splitlines()[-1])
+    assert [(r["arch"], r["precision"]) for r in rows] == [(a, p) for a in ("fc", "updown", "transformer")
+                                                           for p in ("fp32", "bf16")]
+    for r in rows:
+        assert r["images"] == 4 and r["peak_gpu_gb"] is None and r["reward"] == "CiderDReward", r
+        assert all(r[k] > 0 for k in ("samples_per_s", "sample_s", "reward_s", "backward_s", "gflop_per_step")), r
+        assert r["sample_s"] + r["reward_s"] + r["backward_s"] <= r["step_s"]
+    text = doc.read_text()
+    assert "no GPU: on the CPU (--device cpu)" in text and "the captions of captions.json, 17 words" in text
+    assert len([line for line in text.splitlines() if line.startswith("| transformer | 4 x 5 |")]) == 2
 
 
 @pytest.mark.slow

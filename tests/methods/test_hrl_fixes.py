@@ -86,9 +86,9 @@ def spy(monkeypatch):
         calls.append(("worker", dropout_on(model), kwargs.get("temperature")))
         return real_sample(model, feats, n, *args, **kwargs)
 
-    def decode(model, batch, max_len):
+    def decode(model, batch, max_len, exit_every):
         calls.append(("manager", dropout_on(model), None))
-        return real_decode(model, batch, max_len)
+        return real_decode(model, batch, max_len, exit_every)
 
     monkeypatch.setattr(hrl, "sample", sample)
     monkeypatch.setattr(hrl, "_greedy_segments", decode)

@@ -10,7 +10,10 @@ n rows, then image 1's, ...). Conventions shared by all of them:
   ``mask == (tokens != PAD)``.
 * ``logprobs`` and ``entropy`` are those of the model's own distribution (before temperature,
   top-k or top-p), 0 at padded positions. T is the number of steps run: decoding stops early
-  once every row has ended.
+  once every row has ended, checked every ``exit_every`` steps (1 on the CPU; 0, never, on a GPU,
+  where T is then ``max_len``); the columns after every row has ended hold PAD.
+* ``compile=True`` runs each step compiled by ``torch.compile`` (decoding/stepping.py); sampling
+  draws its uniform numbers for the whole decode before the first step.
 * ``prefix`` (R, P) long, optional: the first words of each row's caption (no BOS, PAD-padded on
   the right, so lengths may differ). Decoding continues after them; ``tokens`` is the whole
   caption and ``max_len`` counts the prefix. Prefix words count in ``mask`` but have logprob and
@@ -32,6 +35,8 @@ from rlcap.decoding.policy import banned_words, draw, entropy, filter_logits, wo
 from rlcap.decoding.result import DecodeResult
 from rlcap.decoding.rollouts import prefix_rollouts
 from rlcap.decoding.sampling import continue_decoding, greedy, sample
+from rlcap.decoding.stepping import resolve_compile, resolve_exit_every
 
-__all__ = ["DecodeResult", "banned_words", "beam_search", "continue_decoding", "decode",
-           "draw", "entropy", "filter_logits", "greedy", "lookahead_search", "prefix_rollouts", "sample", "word_logprobs"]
+__all__ = ["DecodeResult", "banned_words", "beam_search", "continue_decoding", "decode", "draw", "entropy",
+           "filter_logits", "greedy", "lookahead_search", "prefix_rollouts", "resolve_compile", "resolve_exit_every",
+           "sample", "word_logprobs"]

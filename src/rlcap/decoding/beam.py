@@ -1,19 +1,25 @@
-"""Beam search batched over images and beams, optionally from each image's prefix."""
+"""Beam search batched over images and beams, optionally from each image's prefix.
+
+Each step is :func:`beam_step`, a function of tensors that ``compile=True`` compiles; ``exit_every``
+says how often the loop checks whether every beam has ended (decoding/stepping.py).
+"""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.policy import banned_words, entropy, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
+from rlcap.decoding.stepping import resolve_exit_every, stepper
 from rlcap.errors import ConfigError
-from rlcap.models.base import Captioner, Feats, expand_memory, select_batch
+from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, select_batch
 
 
 def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, length_penalty: float = 0.0,
                 n_best: int = 1, prefix: torch.Tensor | None = None, return_hidden: bool = False,
-                no_repeat_ngram: int = 0) -> DecodeResult:
+                no_repeat_ngram: int = 0, exit_every: int | None = None, compile: bool = False) -> DecodeResult:
     """Beam search batched over images and beams: (B*n_best, T) rows, best first per image.
 
     One ``model.step`` per time step over all B*beam_size rows. Beams are ranked by their summed
@@ -29,6 +35,9 @@ def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, le
     ``no_repeat_ngram`` n > 0: a beam never writes an n-gram it already holds (the continuation that
     would repeat one is out of the search; the words' log-probabilities stay the model's), as
     ``no_repeat_ngram_size`` in Hugging Face's ``generate``. Forced prefix words are exempt.
+
+    ``exit_every`` and ``compile`` as in :func:`rlcap.decoding.sample`: with ``exit_every=0`` every
+    search runs ``max_len`` steps, the ended beams padded.
     """
     if not 1 <= n_best <= beam_size:
         raise ConfigError(f"beam_search: n_best must be in [1, beam_size={beam_size}], got {n_best}")
@@ -37,7 +46,7 @@ def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, le
     with torch.inference_mode():
         prefix = check_prefix(prefix, feats.fc.size(0), max_len, model.vocab_size)
         result = _beam_search(model, feats, beam_size, max_len, length_penalty, n_best, prefix, return_hidden,
-                              no_repeat_ngram)
+                              no_repeat_ngram, resolve_exit_every(exit_every, feats.fc.device), compile)
     return outside_inference(result)
 
 
@@ -59,58 +68,76 @@ def repeated_ngrams(tokens: torch.Tensor, n: int, vocab_size: int) -> torch.Tens
     return hits > 0
 
 
+def beam_step(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, scores: torch.Tensor,
+              done: torch.Tensor, ban: torch.Tensor, forced: torch.Tensor | None, repeats: torch.Tensor | None, *,
+              beams: int, k: int, prefix: bool, return_hidden: bool) -> tuple:
+    """One step of every beam: R = I * beams rows in, R' = I * min(k, beams * V) out.
+
+    ``scores`` (R,) summed logprobs; ``done`` (R,) bool: EOS already emitted; ``ban`` (V,): banned_words;
+    ``forced`` (R,): each beam's prefix word here, PAD where none (None: no prefix); ``repeats`` (R, V) bool:
+    words that would repeat an n-gram (None: allowed). ``prefix``: the search has one (a beam without a
+    caption, score -inf, then counts as ended). Returns (word, logprob, entropy (R',), hidden (R', H) or None,
+    src (R',) the beam each new one extends, scores (R',), done (R',), state).
+    """
+    step_lp, state = model.step(memory, state, word)  # (R, V)
+    v = step_lp.size(1)
+    step_lp = word_logprobs(step_lp, ban)  # (R, V) -inf at PAD and BOS, which are never generated
+    cand = (step_lp + scores[:, None]).masked_fill(done[:, None], float("-inf"))  # (R, V) every continuation's
+    if repeats is not None:  # score; an ended beam's only continuation is PAD, at no cost
+        cand = cand.masked_fill(repeats, float("-inf"))
+    cand[:, PAD] = torch.where(done, scores, float("-inf"))  # (cand is this step's own tensor)
+    silent = done  # (R,) rows whose next word has no logprob: ended, or forced
+    if forced is not None:
+        silent = done | (forced != PAD)
+        cand = _force(cand, forced, silent & ~done, scores)
+    images = cand.size(0) // beams
+    top, idx = cand.view(images, beams * v).topk(min(k, beams * v), dim=1)  # (I, k') over all beams' words
+    src = (idx // v + torch.arange(images, device=idx.device)[:, None] * beams).view(-1)  # (R',) row each extends
+    word = (idx % v).view(-1)  # (R',)
+    was_silent = silent.index_select(0, src)
+    word_lp = step_lp.view(images, beams * v).gather(1, idx).view(-1).masked_fill(was_silent, 0.0)  # (R',)
+    word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_silent, 0.0)  # (R',)
+    hidden = model.hidden(state).index_select(0, src) if return_hidden else None  # (R', H) chosen from
+    scores = top.view(-1)
+    done = done.index_select(0, src) | (word == EOS)
+    if prefix:  # a beam without a caption (score -inf, see beam_search) must not delay the end
+        done = done | (scores == float("-inf"))
+    return word, word_lp, word_ent, hidden, src, scores, done, select_batch(state, src)
+
+
 def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_penalty: float, n_best: int,
-                 prefix: torch.Tensor | None, return_hidden: bool, no_repeat_ngram: int = 0) -> DecodeResult:
+                 prefix: torch.Tensor | None, return_hidden: bool, no_repeat_ngram: int = 0, exit_every: int = 1,
+                 compile: bool = False) -> DecodeResult:
     """Beams per image grow 1 -> k over the first steps (all beams start identical, so the first
     step runs once per image); row r of the state belongs to image r // beams. While an image is in
     its prefix, only its first beam has a finite score; the others are dropped once it is free."""
-    b, device = feats.fc.size(0), feats.fc.device
+    b, device, v = feats.fc.size(0), feats.fc.device, model.vocab_size
     encoded = model.encode(feats)
     memory, state = encoded, model.init_state(encoded)
-    beams, forced_len = 1, 0 if prefix is None else prefix.size(1)
+    beams = 1
+    forced_cols = None if prefix is None else F.pad(prefix[:, :max_len], (0, max_len - min(max_len, prefix.size(1))),
+                                                    value=PAD)  # (B, max_len)
     word = torch.full((b,), BOS, dtype=torch.long, device=device)  # (R,) R = B * beams
     scores = torch.zeros(b, device=device)  # (R,) summed logprobs
     done = torch.zeros(b, dtype=torch.bool, device=device)  # (R,) EOS already emitted
-    ban = None
+    ban = banned_words(v, scores)  # (V,)
     hist: tuple[torch.Tensor, ...] = (torch.zeros(b, 0, dtype=torch.long, device=device),  # tokens, logprobs,
                                       torch.zeros(b, 0, device=device), torch.zeros(b, 0, device=device))  # entropy
     for p in range(max_len):
-        step_lp, state = model.step(memory, state, word)  # (R, V)
-        v = step_lp.size(1)
-        if ban is None:
-            ban = banned_words(v, step_lp)
-        step_lp = word_logprobs(step_lp, ban)  # (R, V) -inf at PAD and BOS, which are never generated
-        cand = step_lp + scores[:, None]  # (R, V) score of every continuation
-        if bool(done.any()):  # an ended beam's only continuation is PAD, at no cost
-            cand.masked_fill_(done[:, None], float("-inf"))
-        if no_repeat_ngram:
-            cand.masked_fill_(repeated_ngrams(hist[0], no_repeat_ngram, v), float("-inf"))
-        cand[:, PAD] = torch.where(done, scores, float("-inf"))
-        silent = done  # (R,) rows whose next word has no logprob: ended, or forced
-        if p < forced_len:
-            forced = prefix[:, p].repeat_interleave(beams)  # (R,)
-            silent = done | (forced != PAD)
-            cand = _force(cand, forced, silent & ~done, scores)
-        new_beams = min(k, beams * v)
-        top, idx = cand.view(b, beams * v).topk(new_beams, dim=1)  # (B, k') over all beams' words
-        src = (idx // v + torch.arange(b, device=device)[:, None] * beams).view(-1)  # (R',) row each beam extends
-        word = (idx % v).view(-1)  # (R',)
-        was_done = done.index_select(0, src)
-        was_silent = was_done if silent is done else silent.index_select(0, src)
-        word_lp = step_lp.view(b, beams * v).gather(1, idx).view(-1).masked_fill(was_silent, 0.0)  # (R',)
-        word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_silent, 0.0)  # (R',)
-        new = (word, word_lp, word_ent)
-        if return_hidden:  # the state this step's words were chosen from
-            new += (model.hidden(state).index_select(0, src),)  # (R', H)
-            hist += (new[3].new_zeros(b, 0, new[3].size(1)),) if p == 0 else ()
+        step = stepper(model, beam_step, compile, device, beams=beams, k=k, prefix=prefix is not None,
+                       return_hidden=return_hidden)
+        forced = None if forced_cols is None else forced_cols[:, p].repeat_interleave(beams, output_size=b * beams)
+        repeats = repeated_ngrams(hist[0], no_repeat_ngram, v) if no_repeat_ngram else None  # (R, V)
+        word, word_lp, word_ent, hidden, src, scores, done, state = step(model, memory, state, word, scores, done,
+                                                                         ban, forced, repeats)
+        new = (word, word_lp, word_ent) + ((hidden,) if return_hidden else ())
+        if return_hidden and p == 0:  # the state this step's words were chosen from
+            hist += (hidden.new_zeros(b, 0, hidden.size(1)),)
         hist = tuple(torch.cat([h.index_select(0, src), x[:, None]], 1) for h, x in zip(hist, new))  # (R', t+1)
-        state = select_batch(state, src)
-        if new_beams != beams:  # memory is never reordered: beams of an image share it
-            memory, beams = expand_memory(model, encoded, new_beams), new_beams
-        scores, done = top.view(-1), was_done | (word == EOS)
-        if prefix is not None:  # a beam without a caption (score -inf, see above) must not delay the end
-            done |= scores == float("-inf")
-        if bool(done.all()):
+        if min(k, beams * v) != beams:  # memory is never reordered: beams of an image share it
+            beams = min(k, beams * v)
+            memory = expand_memory(model, encoded, beams)
+        if exit_every and (p + 1) % exit_every == 0 and p + 1 < max_len and bool(done.all()):
             break
     return _best(hist, scores, b, beams, length_penalty, n_best)
 

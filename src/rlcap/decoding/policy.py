@@ -5,6 +5,7 @@ Pure tensor functions over one step's ``(R, V)`` log-probabilities, shared by ev
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -14,9 +15,8 @@ from rlcap.data.vocab import BOS, PAD
 
 def banned_words(vocab_size: int, like: torch.Tensor) -> torch.Tensor:
     """(V,) additive mask: -inf at PAD and BOS, which are never generated."""
-    ban = torch.zeros(vocab_size, dtype=like.dtype, device=like.device)
-    ban[[PAD, BOS]] = float("-inf")
-    return ban
+    words = torch.arange(vocab_size, device=like.device)  # (V,) made on the device: no copy from the host
+    return torch.where((words == PAD) | (words == BOS), float("-inf"), 0.0).to(like.dtype)
 
 
 def entropy(logprobs: torch.Tensor) -> torch.Tensor:
@@ -60,7 +60,8 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
     return logits
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None,
+         uniform: torch.Tensor | None = None) -> torch.Tensor:
     """One word per row, drawn in proportion to ``probs`` (R, V) (need not sum to 1) -> (R,).
 
     Inverse-CDF sampling: one uniform number per row, found in the row's cumulative sum. It draws
@@ -70,27 +71,50 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     ``searchsorted`` returning the first word whose cumulative sum reaches ``u``, a word of
     probability 0 (its sum equal to its predecessor's, or 0) can never be returned, and the index
     never passes the last word. The sums are in float64 so the draw is exact to float32's probabilities.
+
+    ``uniform`` (R,) float64 in [0, 1): the row's number, drawn beforehand (the decoders draw all of a
+    decode's numbers at once, :func:`uniforms`); None: drawn here from ``generator``.
     """
     cdf = probs.cumsum(dim=1, dtype=torch.float64)  # (R, V)
-    uniform = torch.rand(probs.size(0), 1, dtype=torch.float64, device=probs.device, generator=generator)  # [0, 1)
-    target = (1.0 - uniform) * cdf[:, -1:]  # (R, 1) in (0, total]
+    u = torch.rand(probs.size(0), 1, dtype=torch.float64, device=probs.device, generator=generator) \
+        if uniform is None else uniform[:, None]  # (R, 1) in [0, 1)
+    target = (1.0 - u) * cdf[:, -1:]  # (R, 1) in (0, total]
     return torch.searchsorted(cdf, target).squeeze(1)  # (R,) first word with cdf >= target
 
 
-Chooser = Callable[[torch.Tensor], torch.Tensor]  # (R, V) policy log-probabilities -> (R,) words
+def uniforms(steps: int, rows: int, device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Every uniform number a decode of ``steps`` steps over ``rows`` rows draws words with: (steps, R)
+    float64 in [0, 1), row p for step p. Drawn at once before the loop, so that a step is a pure function
+    of its inputs (a compiled step draws nothing: inductor's random numbers differ from eager's) and the
+    compiled and eager decoders read the same numbers. On the CPU, row p holds the numbers that one draw
+    per step would give at step p (a decode that stops early has drawn the later rows too)."""
+    return torch.rand(steps, rows, dtype=torch.float64, device=device, generator=generator)
 
 
-def most_likely(logprobs: torch.Tensor) -> torch.Tensor:
-    """Greedy choice: (R, V) -> (R,) the most likely word of each row."""
+Chooser = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
+"""(R, V) policy log-probabilities and (R,) uniform numbers (None for a choice that draws none) -> (R,) words."""
+
+
+def most_likely(logprobs: torch.Tensor, uniform: torch.Tensor | None = None) -> torch.Tensor:
+    """Greedy choice: (R, V) -> (R,) the most likely word of each row; ``uniform`` is not read."""
     return logprobs.argmax(dim=1)
 
 
-def sampler(temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-            generator: torch.Generator | None = None) -> Chooser:
-    """A chooser that draws from the tempered, top-k / top-p filtered policy: (R, V) -> (R,)."""
+@dataclass(frozen=True)
+class Sampler:
+    """A chooser that draws from the tempered, top-k / top-p filtered policy: (R, V), (R,) -> (R,).
 
-    def choose(logprobs: torch.Tensor) -> torch.Tensor:
-        probs = filter_logits(logprobs / temperature, top_k, top_p).softmax(dim=-1)  # (R, V)
-        return draw(probs, generator)  # (R,)
+    A frozen value (equal settings compare equal), so that a compiled step is keyed by its settings."""
 
-    return choose
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __call__(self, logprobs: torch.Tensor, uniform: torch.Tensor | None) -> torch.Tensor:
+        probs = filter_logits(logprobs / self.temperature, self.top_k, self.top_p).softmax(dim=-1)  # (R, V)
+        return draw(probs, uniform=uniform)  # (R,)
+
+
+def sampler(temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Sampler:
+    """A :class:`Sampler` with these settings."""
+    return Sampler(float(temperature), int(top_k), float(top_p))

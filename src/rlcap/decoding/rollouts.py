@@ -28,14 +28,16 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import Chooser, banned_words, entropy, sampler, word_logprobs
+from rlcap.decoding.policy import Chooser, banned_words, entropy, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, cut_after_eos, zero_pads
+from rlcap.decoding.stepping import resolve_exit_every
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, same_kind, select_batch
 
 
 def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int, max_len: int,
                     temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-                    generator: torch.Generator | None = None, return_hidden: bool = False) -> DecodeResult:
+                    generator: torch.Generator | None = None, return_hidden: bool = False,
+                    exit_every: int | None = None) -> DecodeResult:
     """K sampled completions of each prefix ``tokens[b, :t]``, t = 1..T, of one caption per image.
 
     tokens (B, T): image b's caption (a decoder's output: cut at EOS, PAD-padded), T <= max_len.
@@ -48,8 +50,9 @@ def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int
     identical rows: Q of the finished caption is its own reward. ``hidden`` (with ``return_hidden``)
     has the state every word was chosen from, prefix words included (from the teacher forcing).
 
-    Sampling is as in ``sample`` (temperature, top-k, top-p, generator); autograd follows the
-    caller's mode. Rollouts usually only feed a reward: call it under ``torch.no_grad()``.
+    Sampling is as in ``sample`` (temperature, top-k, top-p, generator, ``exit_every``); autograd
+    follows the caller's mode. Rollouts usually only feed a reward: call it under ``torch.no_grad()``.
+    Which prefixes to roll out is read on the host once per call (their number sets the batch).
     """
     b, t_max = tokens.shape
     if tokens.dtype != torch.long or b != feats.fc.size(0) or t_max > max_len or k < 1:
@@ -65,8 +68,11 @@ def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int
     encoded = model.encode(feats)
     starts = _teacher_force(model, encoded, tokens, positions, return_hidden)
     # 2. sample on from every prefix, groups joining at their first free position
-    steps = _sample_on(model, select_batch(encoded, group_b), starts, group_b, group_t.tolist(), k, max_len,
-                       sampler(temperature, top_k, top_p, generator), return_hidden)
+    joins = group_t.tolist()  # ascending
+    draws = uniforms(max_len - joins[0] if joins else 0, len(joins) * k, tokens.device, generator)  # (S, G*K)
+    steps = _sample_on(model, select_batch(encoded, group_b), starts, group_b, joins, k, max_len,
+                       sampler(temperature, top_k, top_p), draws, return_hidden,
+                       resolve_exit_every(exit_every, tokens.device))
     # 3. full captions in (b, t, j) order
     forced_hidden = torch.stack([h for _, _, h in starts[:t_max]], 1) if return_hidden else None  # (B, T, H)
     return _assemble(tokens, k, steps, row_of, forced_hidden)
@@ -109,9 +115,12 @@ class _Step(NamedTuple):
 
 def _sample_on(model: Captioner, group_memory: Tensors, starts: list[tuple[Tensors, torch.Tensor, torch.Tensor | None]],
                group_b: torch.Tensor, joins: list[int], k: int, max_len: int, choose: Chooser,
-               return_hidden: bool) -> list[_Step]:
+               uniform: torch.Tensor, return_hidden: bool, exit_every: int) -> list[_Step]:
     """Lockstep sampling by position; the K rows of group g join at position ``joins[g]`` (ascending)
-    from ``starts[joins[g]]`` of image ``group_b[g]``. Row order: group by group, K rows each."""
+    from ``starts[joins[g]]`` of image ``group_b[g]``. Row order: group by group, K rows each.
+    ``uniform`` (max_len - joins[0], G*K): row s holds the numbers of the rows in the batch at position
+    joins[0] + s (the first n of them for n rows).
+    Once every group has joined, stops when every row has ended, checked every ``exit_every`` steps."""
     steps: list[_Step] = []
     if not joins:
         return steps
@@ -121,7 +130,7 @@ def _sample_on(model: Captioner, group_memory: Tensors, starts: list[tuple[Tenso
     for p in range(joins[0], max_len):
         end = bisect_right(joins, p)  # groups in the batch from this position on
         if end > active:  # 2a. new groups join: copy their prefix's state K times
-            idx = group_b[active:end].repeat_interleave(k)  # (n_new,) image of each new row
+            idx = group_b[active:end].repeat_interleave(k, output_size=(end - active) * k)  # (n_new,) their images
             start_state, start_lp, start_hid = starts[p]
             joining = select_batch(start_state, idx)
             state = same_kind(joining, [torch.cat(pair) for pair in zip(state, joining)]) if state else joining
@@ -131,12 +140,13 @@ def _sample_on(model: Captioner, group_memory: Tensors, starts: list[tuple[Tenso
             memory = expand_memory(model, tuple(m[:end] for m in group_memory), k)
             active = end
         with torch.no_grad():  # 2b. choose, as _steps does
-            word = choose(lp.detach()).masked_fill(done, PAD)  # (n,)
+            word = choose(lp.detach(), uniform[p - joins[0], :done.numel()]).masked_fill(done, PAD)  # (n,)
         alive = ~done
         steps.append(_Step(p, word, torch.where(alive, lp.gather(1, word[:, None]).squeeze(1), 0.0),
                            torch.where(alive, entropy(lp), 0.0), hid))
         done = done | (word == EOS)
-        if p + 1 == max_len or (bool(done.all()) and active == len(joins)):
+        if p + 1 == max_len or (active == len(joins) and exit_every and (p + 1) % exit_every == 0
+                                and bool(done.all())):
             break
         step_lp, state = model.step(memory, state, word)  # 2c. read the word: (n, V)
         if ban is None:
@@ -159,8 +169,9 @@ def _assemble(tokens: torch.Tensor, k: int, steps: list[_Step], row_of: torch.Te
     b, t_max = tokens.shape
     width = max(t_max, steps[-1].position + 1) if steps else t_max
     device = tokens.device
-    row_b = torch.arange(b, device=device).repeat_interleave(t_max * k)  # (R,) image of each row
-    row_t = torch.arange(1, t_max + 1, device=device).repeat_interleave(k).repeat(b)  # (R,) prefix length
+    row_b = torch.arange(b, device=device).repeat_interleave(t_max * k, output_size=b * t_max * k)  # (R,) its image
+    per_image = torch.arange(1, t_max + 1, device=device).repeat_interleave(k, output_size=t_max * k)  # (T*K,)
+    row_t = per_image.repeat(b)  # (R,) prefix length
     in_prefix = torch.arange(width, device=device) < row_t[:, None]  # (R, W)
     out = torch.where(in_prefix, F.pad(tokens, (0, width - t_max), value=PAD)[row_b], PAD)  # (R, W)
     dtype = steps[0].logprobs.dtype if steps else torch.get_default_dtype()

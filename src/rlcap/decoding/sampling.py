@@ -2,16 +2,22 @@
 
 All rows advance in lockstep (row r's position p at step p), which every model supports, the
 transformer's key/value cache included. A prefix is forced in that same loop: at step p, a row
-whose prefix has a word at p takes it instead of choosing.
+whose prefix has a word at p takes it instead of choosing. Each step is :func:`lockstep_step`, a
+function of tensors that ``compile=True`` compiles; ``exit_every`` says how often the loop checks
+whether every row has ended (decoding/stepping.py).
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
+import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, sampler, word_logprobs
+from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
+from rlcap.decoding.stepping import resolve_exit_every, stepper
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory
 from rlcap.models.linear import weight_grads_once
@@ -19,44 +25,66 @@ from rlcap.models.linear import weight_grads_once
 CONTINUE_METHODS = ("greedy", "sample")
 
 
+def lockstep_step(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, done: torch.Tensor,
+                  ban: torch.Tensor, uniform: torch.Tensor | None, forced: torch.Tensor | None, *, choose: Chooser,
+                  return_hidden: bool) -> tuple:
+    """One word for each of R rows -> (word (R,), state, done (R,), logprob (R,), entropy (R,), hidden (R, H) or None).
+
+    ``word`` (R,): what the step reads; ``done`` (R,) bool: rows already ended (they emit PAD); ``ban`` (V,):
+    :func:`banned_words`; ``uniform`` (R,) float64: the step's numbers for ``choose`` (None: it draws none);
+    ``forced`` (R,): the prefix's word at this position, PAD where there is none (None: no prefix). A forced
+    word counts in the mask but gets logprob and entropy 0.
+    """
+    step_lp, state = model.step(memory, state, word)  # (R, V)
+    step_lp = word_logprobs(step_lp, ban)  # (R, V) what is sampled from, and differentiated
+    hidden = model.hidden(state) if return_hidden else None  # (R, H) what this step's word is chosen from
+    chosen = choose(step_lp.detach(), uniform)  # (R,)
+    counts = ~done  # (R,) rows whose word here is generated (not PAD, not forced)
+    if forced is not None:
+        forcing = forced != PAD  # (R,)
+        chosen = torch.where(forcing, forced, chosen)
+        counts = counts & ~forcing
+    word = chosen.masked_fill(done, PAD)
+    logprob = torch.where(counts, step_lp.gather(1, word[:, None]).squeeze(1), 0.0)  # (R,)
+    return word, state, done | (word == EOS), logprob, torch.where(counts, entropy(step_lp), 0.0), hidden
+
+
 def _steps(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
-           done: torch.Tensor, prefix: torch.Tensor | None = None, return_hidden: bool = False) -> DecodeResult:
+           done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool, uniform: torch.Tensor | None,
+           exit_every: int, compile: bool) -> DecodeResult:
     """Up to ``steps`` words for R rows from ``state``; the first step reads ``word`` (R,).
 
     ``done`` (R,): rows already ended (they emit PAD). ``prefix`` (R, P): forced words, PAD-padded;
-    forced positions count in ``mask`` but get logprob and entropy 0. Stops once every row has ended.
+    forced positions count in ``mask`` but get logprob and entropy 0. ``uniform`` (steps, R): the
+    chooser's numbers. Every ``exit_every`` steps (0: never), stops if every row has ended.
     """
+    if compile:  # (weight_grads_once keeps Python state for the backward pass, which a compiled step cannot)
+        return _lockstep(model, memory, state, word, steps, choose, done, prefix, return_hidden, uniform,
+                         exit_every, compile)
     with weight_grads_once(model):  # with autograd: one weight-gradient product per layer, not one per word
-        return _lockstep(model, memory, state, word, steps, choose, done, prefix, return_hidden)
+        return _lockstep(model, memory, state, word, steps, choose, done, prefix, return_hidden, uniform,
+                         exit_every, compile)
 
 
 def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
-              done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool) -> DecodeResult:
-    forced_len = 0 if prefix is None else prefix.size(1)
-    ban = None
-    tokens, logprobs, entropies, hiddens = [], [], [], []
+              done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool, uniform: torch.Tensor | None,
+              exit_every: int, compile: bool, on_step: Callable[[], None] | None = None) -> DecodeResult:
+    """:func:`_steps`'s loop; ``on_step`` is called after each step (a dropout tape's ``end_step``)."""
+    step = stepper(model, lockstep_step, compile, word.device, choose=choose, return_hidden=return_hidden)
+    ban = banned_words(model.vocab_size, torch.empty(0, device=word.device))  # (V,)
+    forced = None if prefix is None else F.pad(prefix[:, :steps], (0, steps - min(steps, prefix.size(1))),
+                                               value=PAD)  # (R, steps)
+    columns = []  # (word, logprob, entropy, hidden) of each step
     for p in range(steps):
-        step_lp, state = model.step(memory, state, word)  # (R, V)
-        if ban is None:
-            ban = banned_words(step_lp.size(1), step_lp)
-        step_lp = word_logprobs(step_lp, ban)  # (R, V) what is sampled from, and differentiated
-        if return_hidden:
-            hiddens.append(model.hidden(state))  # (R, H) what this step's word is chosen from
-        with torch.no_grad():
-            word = choose(step_lp.detach())  # (R,)
-        counts = ~done  # (R,) rows whose word here is generated (not PAD, not forced)
-        if p < forced_len:
-            forcing = prefix[:, p] != PAD  # (R,)
-            word = torch.where(forcing, prefix[:, p], word)
-            counts = counts & ~forcing
-        word = word.masked_fill(done, PAD)
-        logprobs.append(torch.where(counts, step_lp.gather(1, word[:, None]).squeeze(1), 0.0))  # (R,)
-        entropies.append(torch.where(counts, entropy(step_lp), 0.0))  # (R,)
-        tokens.append(word)
-        done = done | (word == EOS)
-        if bool(done.all()):
+        word, state, done, *kept = step(model, memory, state, word, done, ban, None if uniform is None else uniform[p],
+                                        None if forced is None else forced[:, p])
+        columns.append((word, *kept))
+        if on_step is not None:
+            on_step()
+        if exit_every and (p + 1) % exit_every == 0 and p + 1 < steps and bool(done.all()):
             break
-    tokens_t, logprobs_t = torch.stack(tokens, 1), torch.stack(logprobs, 1)  # (R, T)
+    words, logprobs, entropies, hiddens = zip(*columns)
+    tokens_t, logprobs_t = torch.stack(words, 1), torch.stack(logprobs, 1)  # (R, T)
     mask = tokens_t != PAD
     hidden = zero_pads(torch.stack(hiddens, 1), mask) if return_hidden else None  # (R, T, H)
     return DecodeResult(tokens_t, logprobs_t, mask, logprobs_t.sum(1), torch.stack(entropies, 1), hidden)
@@ -65,76 +93,95 @@ def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Ten
 def continue_decoding(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, max_steps: int,
                       method: str = "sample", temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                       generator: torch.Generator | None = None, done: torch.Tensor | None = None,
-                      return_hidden: bool = False) -> DecodeResult:
+                      return_hidden: bool = False, exit_every: int | None = None,
+                      compile: bool = False) -> DecodeResult:
     """Decode up to ``max_steps`` more words for R rows from a given model state (lower level than ``sample``).
 
     ``memory``: the model's memory for the R rows (``expand_memory(model, model.encode(feats), n)``);
     ``state``: the model's state before reading ``word`` (R,), each row's last word so far (BOS at
     the start), which the first step reads; ``done`` (R,) bool: rows already ended (they give PAD).
-    ``method``: ``greedy`` or ``sample`` (temperature, top-k, top-p and generator as in ``sample``).
-    Returns the continuation only, (R, S) with S <= max_steps, positions counted from the first
-    new word. Autograd follows the caller's mode, as in ``sample``.
+    ``method``: ``greedy`` or ``sample`` (temperature, top-k, top-p, generator, ``exit_every`` and
+    ``compile`` as in ``sample``). Returns the continuation only, (R, S) with S <= max_steps, positions
+    counted from the first new word. Autograd follows the caller's mode, as in ``sample``.
     """
     if method not in CONTINUE_METHODS:
         raise ConfigError(f"continue_decoding: unknown method {method!r}; "
                           f"expected one of {', '.join(CONTINUE_METHODS)}")
     if max_steps < 1:
         raise ConfigError(f"continue_decoding: max_steps must be >= 1, got {max_steps}")
-    choose = most_likely if method == "greedy" else sampler(temperature, top_k, top_p, generator)
+    greedy_choice = method == "greedy"
+    choose = most_likely if greedy_choice else sampler(temperature, top_k, top_p)
+    uniform = None if greedy_choice else uniforms(max_steps, word.size(0), word.device, generator)  # (S, R)
     done = torch.zeros_like(word, dtype=torch.bool) if done is None else done
-    return _steps(model, memory, state, word, max_steps, choose, done, return_hidden=return_hidden)
+    return _steps(model, memory, state, word, max_steps, choose, done, None, return_hidden, uniform,
+                  resolve_exit_every(exit_every, word.device), compile)
 
 
-def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, choose: Chooser,
-             prefix: torch.Tensor | None, return_hidden: bool) -> DecodeResult:
+def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, choose: Chooser, prefix: torch.Tensor | None,
+             return_hidden: bool, uniform: torch.Tensor | None, exit_every: int | None, compile: bool) -> DecodeResult:
     """Left-to-right decoding of n rows per image from BOS, forcing ``prefix`` (B*n, P) if given."""
-    rows = feats.fc.size(0) * n
+    rows, device = feats.fc.size(0) * n, feats.fc.device
     prefix = check_prefix(prefix, rows, max_len, model.vocab_size)
+    exit_every = resolve_exit_every(exit_every, device)
     memory = expand_memory(model, model.encode(feats), n)
-    word = torch.full((rows,), BOS, dtype=torch.long, device=feats.fc.device)  # (R,)
-    done = torch.zeros(rows, dtype=torch.bool, device=word.device)  # (R,) EOS already emitted
+    word = torch.full((rows,), BOS, dtype=torch.long, device=device)  # (R,)
+    done = torch.zeros(rows, dtype=torch.bool, device=device)  # (R,) EOS already emitted
     if getattr(model, "scores_decoded", False) and torch.is_grad_enabled() and prefix is None and not return_hidden:
-        return _decode_then_score(model, memory, word, max_len, choose, done)
-    return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden)
+        return _decode_then_score(model, memory, word, max_len, choose, done, uniform, exit_every, compile)
+    return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden,
+                  uniform, exit_every, compile)
 
 
 def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
-                       done: torch.Tensor) -> DecodeResult:
+                       done: torch.Tensor, uniform: torch.Tensor | None, exit_every: int,
+                       compile: bool) -> DecodeResult:
     """What :func:`_steps` returns with autograd, for a model that can score whole sequences
     (``scores_decoded``: the transformer): the words are decoded without autograd, their dropout
     masks recorded, then one teacher-forced pass under those masks gives the differentiable
     log-probabilities and entropies, equal to the word-by-word ones up to float rounding."""
     fixed = tuple(t.detach() for t in memory)
     with torch.no_grad(), model.record_dropout() as tape:
-        out = _lockstep(model, fixed, model.init_state(fixed), word, steps, choose, done, None, False)
+        out = _lockstep(model, fixed, model.init_state(fixed), word, steps, choose, done, None, False, uniform,
+                        exit_every, compile, tape.end_step)
     inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
     step_lp = model.score_decoded(memory, inputs, tape)  # (R, T, V)
-    lp = word_logprobs(step_lp, banned_words(step_lp.size(-1), step_lp))  # as _lockstep, per step
+    lp = word_logprobs(step_lp, banned_words(step_lp.size(-1), step_lp))  # as lockstep_step, per step
     logprobs = torch.where(out.mask, lp.gather(2, out.tokens[..., None]).squeeze(2), 0.0)  # (R, T)
     entropies = torch.where(out.mask, entropy(lp.flatten(0, 1)).view_as(logprobs), 0.0)  # (R, T)
     return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies)
 
 
 def greedy(model: Captioner, feats: Feats, max_len: int, prefix: torch.Tensor | None = None,
-           return_hidden: bool = False) -> DecodeResult:
+           return_hidden: bool = False, exit_every: int | None = None, compile: bool = False) -> DecodeResult:
     """The most likely word at each step: (B, T) rows. Runs without autograd.
 
     ``prefix`` (B, P): each caption's first words (PAD-padded on the right, no BOS); decoding
     continues after them and ``tokens`` holds the whole caption (see :mod:`rlcap.decoding`).
+    ``exit_every`` and ``compile`` as in :func:`sample`.
     """
     with torch.inference_mode():
-        result = _rollout(model, feats, 1, max_len, most_likely, prefix, return_hidden)
+        result = _rollout(model, feats, 1, max_len, most_likely, prefix, return_hidden, None, exit_every, compile)
     return outside_inference(result)
 
 
 def sample(model: Captioner, feats: Feats, n: int, max_len: int, temperature: float = 1.0,
            top_k: int = 0, top_p: float = 1.0, generator: torch.Generator | None = None,
-           prefix: torch.Tensor | None = None, return_hidden: bool = False) -> DecodeResult:
+           prefix: torch.Tensor | None = None, return_hidden: bool = False, exit_every: int | None = None,
+           compile: bool = False) -> DecodeResult:
     """n sampled captions per image, (B*n, T) rows, samples of one image adjacent.
 
     Autograd follows the caller's mode: with gradients enabled, ``logprobs``, ``entropy`` and
     ``hidden`` are differentiable (for policy gradients and learned baselines). Temperature, top-k
     and top-p change only how words are drawn; the returned log-probabilities are the model's own.
-    ``prefix`` (B*n, P): each row's first words, forced (see :mod:`rlcap.decoding`).
+    ``prefix`` (B*n, P): each row's first words, forced (see :mod:`rlcap.decoding`). The words are
+    drawn with ``max_len`` uniform numbers per row, all taken from ``generator`` (or torch's global
+    generator) before the first step.
+
+    ``exit_every``: check whether every row has ended once every this many steps and stop if so; 0:
+    never check (T = max_len, the ended rows padded); None: 1 on the CPU, 0 on a GPU, where each check
+    waits for the device. ``compile``: run each step compiled by ``torch.compile`` (the same words and,
+    up to float rounding, log-probabilities and gradients as eager, from the same seed).
     """
-    return _rollout(model, feats, n, max_len, sampler(temperature, top_k, top_p, generator), prefix, return_hidden)
+    draws = uniforms(max_len, feats.fc.size(0) * n, feats.fc.device, generator)  # (max_len, B*n)
+    return _rollout(model, feats, n, max_len, sampler(temperature, top_k, top_p), prefix, return_hidden, draws,
+                    exit_every, compile)

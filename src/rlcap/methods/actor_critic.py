@@ -39,6 +39,7 @@ from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.train.run_config import OptimConfig, RunConfig, check_lr, check_min
 from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
+from rlcap.train.step_stats import Stat
 from rlcap.train.sequence import conventions, pretrain_phase, train_reward
 from rlcap.train.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
@@ -86,13 +87,13 @@ class ActorCriticConfig:
 
 
 class AcStats(NamedTuple):
-    loss: float          # policy loss + value loss (the policy's is 0 in value pretraining)
-    policy_loss: float
-    value_loss: float
-    reward: float        # mean R
-    value: float         # mean v(s_t) over the valid steps
-    advantage: float     # mean R - v(s_t) over the valid steps
-    length: float
+    loss: Stat           # policy loss + value loss (the policy's is 0 in value pretraining)
+    policy_loss: Stat
+    value_loss: Stat
+    reward: Stat         # mean R
+    value: Stat          # mean v(s_t) over the valid steps
+    advantage: Stat      # mean R - v(s_t) over the valid steps
+    length: Stat
     phase: float         # 1: value pretraining, 2: joint
     sample_s: float
     reward_s: float
@@ -135,9 +136,9 @@ def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     v_loss = value_loss(values, rewards, roll.mask)
     optimizer_step(s, v_loss * word_share(roll.mask, s.ranks), part=VALUE)
     adv = value_advantages(rewards, values, roll.mask)
-    return AcStats(v_loss.item(), 0.0, v_loss.item(), float(rewards.mean()),
-                   float(masked_mean(values.detach(), roll.mask)), float(masked_mean(adv, roll.mask)),
-                   float(caption_lengths(roll.tokens).mean()), 1.0, roll.seconds, reward_s, time.perf_counter() - t0)
+    return AcStats(v_loss.detach(), 0.0, v_loss.detach(), rewards.mean(),
+                   masked_mean(values.detach(), roll.mask), masked_mean(adv, roll.mask),
+                   caption_lengths(roll.tokens).mean(), 1.0, roll.seconds, reward_s, time.perf_counter() - t0)
 
 
 def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
@@ -158,9 +159,9 @@ def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     # 5. eq. 9 / 11: the value network's squared error to R, and its own step (the policy is not in its graph)
     v_loss = value_loss(values, rewards, roll.mask)
     optimizer_step(s, v_loss * word_share(roll.mask, s.ranks), part=VALUE)
-    return AcStats(p_loss.item() + v_loss.item(), p_loss.item(), v_loss.item(), float(rewards.mean()),
-                   float(masked_mean(values.detach(), roll.mask)), float(masked_mean(adv, roll.mask)),
-                   float(caption_lengths(roll.tokens).mean()), 2.0, roll.seconds, reward_s, time.perf_counter() - t0)
+    return AcStats((p_loss + v_loss).detach(), p_loss.detach(), v_loss.detach(), rewards.mean(),
+                   masked_mean(values.detach(), roll.mask), masked_mean(adv, roll.mask),
+                   caption_lengths(roll.tokens).mean(), 2.0, roll.seconds, reward_s, time.perf_counter() - t0)
 
 
 def pretrain_value(s: Session, reward: Reward) -> bool:

@@ -101,6 +101,6 @@ def train_critic(cfg: RunConfig) -> TrainResult:
         mask[:, 0] = False  # BOS ends nothing
         loss = critic_loss(logits, targets[batch], mask)  # eq. 10
         optimizer_step(s, loss, part=CRITIC)
-        if finish_step(s, {"loss": loss.item()}):
+        if finish_step(s, {"loss": loss.detach()}):
             break
     return finish_run(s)

@@ -91,7 +91,7 @@ def section(cfg: RunConfig) -> EmbeddingConfig:
     return getattr(cfg, cfg.algorithm)
 
 
-def embedding_step(s: Session, batch: Batch) -> float:
+def embedding_step(s: Session, batch: Batch) -> torch.Tensor:
     cfg = section(s.cfg)
     model = s.parts[EMBEDDING].module
     # 1. embed the B images and their B captions (one each) into the joint space
@@ -105,7 +105,7 @@ def embedding_step(s: Session, batch: Batch) -> float:
         loss = ranking_loss(images, texts, cfg.margin, same)
     # 3. a step of the embedding's optimizer
     optimizer_step(s, loss, part=EMBEDDING)
-    return loss.item()
+    return loss.detach()
 
 
 @torch.no_grad()

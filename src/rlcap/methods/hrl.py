@@ -39,13 +39,15 @@ from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import banned_words, sample, word_logprobs
 from rlcap.errors import ConfigError
+from rlcap.host_sync import on_host, to_device, to_host
 from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.train.run_config import RunConfig, check_lr, check_min
-from rlcap.train.rollout import caption_lengths, reward_batch
+from rlcap.train.rollout import caption_lengths, decoding, reward_batch
 from rlcap.train.sequence import train_reward
+from rlcap.train.step_stats import Stat
 from rlcap.train.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
@@ -103,11 +105,11 @@ class Baselines(nn.Module):
 
 
 class HrlStats(NamedTuple):
-    loss: float
-    baseline_loss: float
-    reward: float  # mean score of the captions by hrl.prefix_metric (the sum of their delta rewards)
-    segments: float  # mean segments per caption
-    length: float
+    loss: Stat
+    baseline_loss: Stat
+    reward: Stat  # mean score of the captions by hrl.prefix_metric (the sum of their delta rewards)
+    segments: Stat  # mean segments per caption
+    length: Stat
     phase: float  # 1: worker, 2: manager
     seconds: float
 
@@ -125,6 +127,12 @@ def prefix_reward(s: Session, run_reward: Reward) -> Reward:
 def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
     """The prefix metric (:func:`prefix_reward`) of every prefix of every caption: tokens (B, T) -> (B, T),
     one reward call. At EOS the finished caption is scored again (its delta is 0); padding is not scored (0)."""
+    host_tokens = to_host(tokens)  # one transfer; the metric is CPU code
+    with on_host():
+        return to_device(_prefix_scores_on_host(reward, vocab, host_tokens, batch), tokens.device)
+
+
+def _prefix_scores_on_host(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
     rows, captions, ids, refs = [], [], [], []
     for i, row in enumerate(tokens.tolist()):
         words: list[str] = []
@@ -138,7 +146,7 @@ def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatc
             ids.append(batch.image_ids[i])
             refs.append(batch.refs[i])
     values = reward(captions, RewardBatch(ids, refs)).tolist() if captions else []
-    out = torch.zeros(tokens.shape, device=tokens.device)
+    out = torch.zeros(tokens.shape)  # cpu: filled on the host, copied to the device once
     for (i, t), v in zip(rows, values):
         out[i, t] = v
     return out
@@ -159,7 +167,8 @@ def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     model.train(cfg.rl.rollout_dropout)  # the mode every loop samples in (a manager phase decodes in eval mode)
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
-    out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True)
+    out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True,
+                 **decoding(cfg.decode, s.device))
     # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
     rb = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
@@ -170,11 +179,11 @@ def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     optimizer_step(s, loss * word_share(out.mask, s.ranks), frozen=manager_params(model))  # the manager frozen (line 9)
     b_loss = masked_mean((b - returns) ** 2, out.mask)
     optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINES)
-    return HrlStats(loss.item(), b_loss.item(), float(f.sum(1).mean()), 0.0,
-                    float(caption_lengths(out.tokens).mean()), 1.0, time.perf_counter() - start)
+    return HrlStats(loss.detach(), b_loss.detach(), f.sum(1).mean(), 0.0,
+                    caption_lengths(out.tokens).mean(), 1.0, time.perf_counter() - start)
 
 
-def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
+def greedy_segments(model: nn.Module, batch: Batch, max_len: int, exit_every: int = 1):
     """The worker decodes greedily under the manager's (noisy) goals. -> tokens (B, T), log pi of each
     word (with gradient), segment starts (B, T) bool and h^M at each step (B, T, M).
 
@@ -187,13 +196,13 @@ def greedy_segments(model: nn.Module, batch: Batch, max_len: int):
     for m in dropouts:
         m.eval()
     try:
-        return _greedy_segments(model, batch, max_len)
+        return _greedy_segments(model, batch, max_len, exit_every)
     finally:
         for m, mode in zip(dropouts, modes):
             m.train(mode)
 
 
-def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
+def _greedy_segments(model: nn.Module, batch: Batch, max_len: int, exit_every: int):
     """:func:`greedy_segments` in the model's current mode.
 
     Eq. 21 credits a goal with its own segment's words: where the critic (frozen, deterministic)
@@ -204,7 +213,7 @@ def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
     done = torch.zeros_like(word, dtype=torch.bool)
     tokens, logprobs, starts, h_m = [], [], [], []
     ban = None
-    for _ in range(max_len):
+    for p in range(max_len):
         step_lp, state = model.step(memory, state, word)
         ban = banned_words(step_lp.size(1), step_lp) if ban is None else ban
         step_lp = word_logprobs(step_lp, ban)  # the policy decoding draws from: PAD and BOS never written
@@ -214,7 +223,7 @@ def _greedy_segments(model: nn.Module, batch: Batch, max_len: int):
         logprobs.append(torch.where(done, 0.0, step_lp.gather(1, word.clamp(min=0)[:, None]).squeeze(1)))
         tokens.append(word)
         done = done | (word == EOS)
-        if bool(done.all()):
+        if exit_every and (p + 1) % exit_every == 0 and bool(done.all()):  # (decode.exit_every: 0 on a GPU)
             break
         with torch.no_grad():
             ends = model.critic.step(state.h_i, word)[0] > 0  # (B,) the next step starts a segment
@@ -228,7 +237,8 @@ def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     cfg, model, start = s.cfg, s.model, time.perf_counter()
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
     # 1. greedy decoding (eval mode) by the frozen worker under the manager's explored goals (line 13)
-    tokens, logprobs, starts, h_m = greedy_segments(model, batch, cfg.decode.max_len)
+    tokens, logprobs, starts, h_m = greedy_segments(model, batch, cfg.decode.max_len,
+                                                    decoding(cfg.decode, s.device)["exit_every"])
     mask = tokens != PAD
     # 2. eq. 25: delta rewards summed per segment, discounted over segments
     f = delta_rewards(prefix_scores(reward, s.data.vocab, tokens, reward_batch(batch, 1)), mask)
@@ -241,8 +251,8 @@ def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     b_loss = masked_mean((b - returns) ** 2, mask)
     optimizer_step(s, b_loss * word_share(mask, s.ranks), part=BASELINES)
     model.goal_noise = 0.0
-    return HrlStats(loss.item(), b_loss.item(), float(f.sum(1).mean()), float(starts.sum(1).float().mean()),
-                    float(caption_lengths(tokens).mean()), 2.0, time.perf_counter() - start)
+    return HrlStats(loss.detach(), b_loss.detach(), f.sum(1).mean(), starts.sum(1).float().mean(),
+                    caption_lengths(tokens).mean(), 2.0, time.perf_counter() - start)
 
 
 def train_hrl(cfg: RunConfig) -> TrainResult:

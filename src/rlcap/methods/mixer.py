@@ -25,10 +25,11 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
+from rlcap.train.step_stats import Stat
 from rlcap.train.distributed import word_share
 from rlcap.train.run_config import RunConfig, check_lr, check_min
 from rlcap.train.learned_baseline import BASELINE, baseline_run
-from rlcap.train.rollout import caption_lengths, reward_batch
+from rlcap.train.rollout import caption_lengths, decode_captions, decoding, reward_batch
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 from rlcap.train.unique_scores import score_unique
@@ -54,16 +55,16 @@ class MixerConfig:
 
 
 class MixerStats(NamedTuple):
-    loss: float  # XE and REINFORCE terms, one per word
-    xe_loss: float
-    rl_loss: float
+    loss: Stat  # XE and REINFORCE terms, one per word
+    xe_loss: Stat
+    rl_loss: Stat
     prefix_len: float  # M
     rl_words: float  # share of the words trained by REINFORCE
-    reward: float
-    baseline: float
-    advantage: float  # mean over the REINFORCE words
-    baseline_loss: float
-    length: float
+    reward: Stat
+    baseline: Stat
+    advantage: Stat  # mean over the REINFORCE words
+    baseline_loss: Stat
+    length: Stat
     sample_s: float
     reward_s: float
     backward_s: float
@@ -76,11 +77,12 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
     t0 = time.perf_counter()
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
     out = sample(s.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
+                 **decoding(cfg.decode, s.device),
                  prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
     xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
     # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
-    captions = [s.data.vocab.decode(row.tolist()) for row in out.tokens]
+    captions = decode_captions(s.data.vocab, out.tokens)
     scored = score_unique(reward, captions, reward_batch(batch, n))
     rewards = scored.rewards  # (B*n,)
     # 3. the baseline (Ranzato: a regressor of the reward on the hidden state), advantages r - b_t
@@ -101,9 +103,9 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
     b_loss = value_loss(base, rewards, out.mask)  # every valid step's state regresses the caption's reward
     optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINE)
     backward_s = time.perf_counter() - t0
-    return MixerStats(loss.item(), xe.item(), rl.item(), float(m), n_rl / max(n_xe + n_rl, 1.0),
-                      float(rewards.mean()), masked_mean(base.detach(), out.mask).item(),
-                      masked_mean(adv, rl_mask).item(), b_loss.item(), float(caption_lengths(out.tokens).mean()),
+    return MixerStats(loss.detach(), xe.detach(), rl.detach(), float(m), n_rl / max(n_xe + n_rl, 1.0),
+                      rewards.mean(), masked_mean(base.detach(), out.mask),
+                      masked_mean(adv, rl_mask), b_loss.detach(), caption_lengths(out.tokens).mean(),
                       sample_s, scored.seconds, backward_s)
 
 

@@ -25,9 +25,10 @@ from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
 from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
+from rlcap.train.step_stats import Stat
 from rlcap.train.run_config import RunConfig, check_lr, check_min
 from rlcap.train.learned_baseline import BASELINE, baseline_run
-from rlcap.train.rollout import caption_lengths
+from rlcap.train.rollout import caption_lengths, decode_captions, decoding
 from rlcap.train.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
@@ -51,14 +52,14 @@ class PgConfig:
 
 
 class PgStats(NamedTuple):
-    loss: float  # the policy's loss
-    reward: float  # mean reward of the sampled captions
-    q: float  # mean Q over the sampled words
-    baseline: float  # mean B_phi over the sampled words
-    advantage: float  # mean Q - B
-    baseline_loss: float  # L_phi
-    entropy: float
-    length: float
+    loss: Stat  # the policy's loss
+    reward: Stat  # mean reward of the sampled captions
+    q: Stat  # mean Q over the sampled words
+    baseline: Stat  # mean B_phi over the sampled words
+    advantage: Stat  # mean Q - B
+    baseline_loss: Stat  # L_phi
+    entropy: Stat
+    length: Stat
     scored: float  # unique (caption, image) pairs scored / rollout rows
     sample_s: float
     rollout_s: float
@@ -89,8 +90,9 @@ def rollout_rewards(reward: Reward, vocab: Vocab, sampled: DecodeResult, rolls: 
     need = needed_rollouts(sampled.mask)  # (R, T)
     rows = need[:, :, None].expand(r, t, k).reshape(-1).nonzero().squeeze(1)  # (N,) rollout rows to score
     owner = rows // (t * k)  # (N,) the sampled caption each belongs to
-    captions = [vocab.decode(row.tolist()) for row in rolls.tokens[rows]]
-    captions += [vocab.decode(row.tolist()) for row in sampled.tokens]
+    width = max(rolls.tokens.size(1), t)
+    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.size(1)))  # noqa: E731 (PAD is 0)
+    captions = decode_captions(vocab, torch.cat([pad(rolls.tokens[rows]), pad(sampled.tokens)]))  # one transfer
     every = torch.cat([owner, torch.arange(r, device=owner.device)])  # (N + R,) sampled caption of every scored string
     feats_row = context.feats_index if context.feats_index is not None else torch.arange(r, device=owner.device)
     batch = RewardBatch([context.image_ids[i] for i in every.tolist()], [context.refs[i] for i in every.tolist()],
@@ -114,7 +116,7 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
     cfg, pg = s.cfg, s.cfg.pg
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
-    out = sample(s.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len,
+    out = sample(s.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len, **decoding(cfg.decode, s.device),
                  temperature=cfg.decode.temperature, return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
@@ -122,7 +124,8 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
     feats, context = sample_context(batch, pg.samples)
     with torch.no_grad():
         rolls = prefix_rollouts(s.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
-                                temperature=cfg.decode.temperature)  # R*T*K rows, ordered (r, t, k)
+                                temperature=cfg.decode.temperature,
+                                exit_every=decoding(cfg.decode, s.device)["exit_every"])  # R*T*K rows, ordered (r, t, k)
     rollout_s = time.perf_counter() - t0
     # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
     #    the caption's own reward at its last word ([Liu17], the Monte-Carlo estimate of Q)
@@ -139,9 +142,9 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
     optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINE)
     backward_s = time.perf_counter() - t0
     valid = out.mask
-    return PgStats(loss.item(), float(scored.final.mean()), masked_mean(q, valid).item(),
-                   masked_mean(base.detach(), valid).item(), masked_mean(adv, valid).item(), b_loss.item(),
-                   entropy_bonus(out.entropy.detach(), valid).item(), float(caption_lengths(out.tokens).mean()),
+    return PgStats(loss.detach(), scored.final.mean(), masked_mean(q, valid),
+                   masked_mean(base.detach(), valid), masked_mean(adv, valid), b_loss.detach(),
+                   entropy_bonus(out.entropy.detach(), valid), caption_lengths(out.tokens).mean(),
                    scored.scores.unique / max(1, len(scored.scores.rewards)), sample_s, rollout_s,
                    scored.scores.seconds, backward_s)
 

@@ -23,7 +23,7 @@ from rlcap.rl.baselines import (RunningMean, advantages, greedy_baseline, leave_
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
-from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.train.sequence import StepStats, greedy_rewards, needs_text, rl_run
 from rlcap.train.distributed import global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
@@ -72,11 +72,11 @@ def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torc
 
 def scst_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     cfg = s.cfg
-    # 1. generate n captions per image (policy in training mode)
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    # 1. generate n captions per image (policy in training mode); their words only for a reward that reads them
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
     # 2. rewards of the samples
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch)              # (B*n,)
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
     # 3. baseline and advantages (the greedy baseline decodes once more, counted as reward time)
     baseline = scst_baseline(s, cfg.scst, batch, rewards, reward)          # (B*n,)
     adv = advantages(rewards, baseline)                                    # (B*n,)
@@ -86,8 +86,9 @@ def scst_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     loss = reinforce_loss(roll.logprobs, roll.mask, adv)
     optimizer_step(s, loss * word_share(roll.mask, s.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)                 # logged only
-    return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent.item(),
-                     float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
+    # the statistics stay on the device until a line is logged (rlcap.train.step_stats)
+    return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent,
+                     caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
 
 
 def train_scst(cfg: RunConfig) -> TrainResult:

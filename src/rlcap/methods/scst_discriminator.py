@@ -62,8 +62,8 @@ def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -
     r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
     loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
     optimizer_step(s, loss * word_share(roll.mask, s.ranks))
-    return WtfStats(loss.item(), d_loss, d_acc, float(r_samples.mean()), float(r[b * n + b:].mean()),
-                    float(sim[:b * n].mean()), float(p_human[:b * n].mean()), float(caption_lengths(roll.tokens).mean()),
+    return WtfStats(loss.detach(), d_loss, d_acc, r_samples.mean(), r[b * n + b:].mean(),
+                    sim[:b * n].mean(), p_human[:b * n].mean(), caption_lengths(roll.tokens).mean(),
                     2.0, time.perf_counter() - start)
 
 

@@ -20,7 +20,7 @@ from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.train.run_config import RunConfig
 from rlcap.train.rollout import caption_lengths, rollout, score
-from rlcap.train.sequence import StepStats, rl_run
+from rlcap.train.sequence import StepStats, needs_text, rl_run
 from rlcap.train.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
@@ -41,10 +41,10 @@ class SllMeConfig(ScstConfig):
 def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     cfg, me = s.cfg, s.cfg.sll_me
     # 1. sample n captions per image; their log-probabilities and per-step entropies carry gradient
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
     # 2. score the samples, and 3. subtract SCST's baseline
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch)              # (B*n,)
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
     baseline = scst_baseline(s, me, batch, rewards, reward)                # (B*n,)
     adv = advantages(rewards, baseline)                                    # (B*n,)
     reward_s = time.perf_counter() - t0
@@ -53,8 +53,8 @@ def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     ent = entropy_bonus(roll.entropy, roll.mask)
     loss = reinforce_loss(roll.logprobs, roll.mask, adv) - me.entropy_weight * ent
     optimizer_step(s, loss * word_share(roll.mask, s.ranks))
-    return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent.item(),
-                     float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
+    return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent.detach(),
+                     caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
 
 
 def train_sll_me(cfg: RunConfig) -> TrainResult:

@@ -68,9 +68,9 @@ def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     t0 = time.perf_counter()
     loss = sle_loss(roll.logprobs, roll.mask, rewards, baseline, distances, alpha)
     optimizer_step(s, loss * word_share(roll.mask, s.ranks))
-    ent = float(entropy_bonus(roll.entropy.detach(), roll.mask))
-    return StepStats(loss.item(), float(rewards.mean()), float(baseline.mean()), float(adv.mean()), ent,
-                     float(caption_lengths(roll.tokens).mean()), roll.seconds, reward_s, time.perf_counter() - t0)
+    ent = entropy_bonus(roll.entropy.detach(), roll.mask)
+    return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent,
+                     caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
 
 
 def train_sll_sle(cfg: RunConfig) -> TrainResult:

@@ -49,8 +49,9 @@ from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_ban
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
+from rlcap.train.step_stats import Stat
 from rlcap.train.run_config import OptimConfig, RunConfig, check_lr, check_min
-from rlcap.train.rollout import caption_lengths, teacher_forced_logprobs
+from rlcap.train.rollout import caption_lengths, decode_captions, decoding, teacher_forced_logprobs
 from rlcap.train.sequence import pretrain_phase
 from rlcap.train.distributed import count_share, global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
@@ -127,14 +128,14 @@ class WtfRlConfig(DiscriminatorRewardConfig):
 
 
 class WtfStats(NamedTuple):
-    loss: float              # the policy's eq. 3 loss (0 in pretraining)
-    discriminator_loss: float
-    discriminator_acc: float  # share of x_gt and x_bs the discriminator classifies right, before its step
-    reward_bs: float         # mean r(x_bs)
-    reward_gt: float         # mean weight of x_gt (r(x_gt), or its positive part: wtf_rl.gt_weight)
-    sim_bs: float            # mean r_sim(x_bs)
-    p_human_bs: float        # mean p_D(x_bs)
-    length: float            # mean words of x_bs
+    loss: Stat              # the policy's eq. 3 loss (0 in pretraining)
+    discriminator_loss: Stat
+    discriminator_acc: Stat  # share of x_gt and x_bs the discriminator classifies right, before its step
+    reward_bs: Stat         # mean r(x_bs)
+    reward_gt: Stat         # mean weight of x_gt (r(x_gt), or its positive part: wtf_rl.gt_weight)
+    sim_bs: Stat            # mean r_sim(x_bs)
+    p_human_bs: Stat        # mean p_D(x_bs)
+    length: Stat            # mean words of x_bs
     phase: float             # 1: discriminator pretraining, 2: the loop
     seconds: float
 
@@ -156,30 +157,33 @@ def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajecto
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        gs = greedy(model, batch.feats, cfg.decode.max_len).tokens
+        options = decoding(cfg.decode, s.device)
+        gs = greedy(model, batch.feats, cfg.decode.max_len, **options).tokens
         bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty,
-                          no_repeat_ngram=cfg.decode.no_repeat_ngram).tokens
+                          no_repeat_ngram=cfg.decode.no_repeat_ngram, **options).tokens
               if beam else gs)
     model.train(was_training)
     gt = batch.tokens[:, 1:]  # (B*S, T+1): drop BOS
     per_image = gt.size(0) // len(batch.ids)
     ids = list(batch.ids)
-    captions = [vocab.decode(row.tolist()) for rows in (bs, gs, gt) for row in rows]
+    width = max(rows.size(1) for rows in (bs, gs, gt))
+    captions = decode_captions(vocab, torch.cat([torch.nn.functional.pad(rows, (0, width - rows.size(1)))
+                                                 for rows in (bs, gs, gt)]))  # one transfer for the three
     return Trajectories(bs, gs, gt, captions, ids + ids + [i for i in ids for _ in range(per_image)])
 
 
 def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b: int,
-                       human_from: int | None = None) -> tuple[float, float]:
+                       human_from: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the discriminator on the ground truth (rows ``human_from``:, default 2b:) against
     the generated captions (rows :b); (loss, accuracy before the step)."""
     d = s.parts[DISCRIMINATOR].module
     texts, images = texts.to(s.device), images.to(s.device)  # the retriever's embeddings come on the CPU
     h = 2 * b if human_from is None else human_from
     human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
-    accuracy = float(torch.cat([human > 0, generated < 0]).float().mean())
+    accuracy = torch.cat([human > 0, generated < 0]).float().mean()
     loss = discriminator_loss(human, generated)
     optimizer_step(s, loss * count_share(torch.tensor(float(b), device=s.device), s.ranks), part=DISCRIMINATOR)
-    return loss.item(), accuracy
+    return loss.detach(), accuracy
 
 
 def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) -> dict[str, torch.Tensor]:
@@ -200,7 +204,7 @@ def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) ->
     with torch.no_grad():
         # cpu: row indices of the split's data
         feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(s.device)
-        tokens = greedy(model, feats, s.cfg.decode.max_len).tokens
+        tokens = greedy(model, feats, s.cfg.decode.max_len, **decoding(s.cfg.decode, s.device)).tokens
     model.train(was_training)
     embedded = reward.retriever.embed_captions([s.data.vocab.decode(row.tolist()) for row in tokens])  # (K, D)
     return {i: embedded[j:j + 1] for j, i in enumerate(ids)}
@@ -235,8 +239,8 @@ def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
         terms.append((lp, traj.gt != PAD, r_gt))
     loss = eq3_loss(terms)
     optimizer_step(s, loss * word_share(torch.cat([m.flatten() for _, m, _ in terms]), s.ranks))
-    return WtfStats(loss.item(), d_loss, d_acc, float(r_bs.mean()), float(r_gt.mean()), float(sim[:b].mean()),
-                    float(p_human[:b].mean()), float(caption_lengths(traj.bs).mean()), 2.0, time.perf_counter() - start)
+    return WtfStats(loss.detach(), d_loss, d_acc, r_bs.mean(), r_gt.mean(), sim[:b].mean(),
+                    p_human[:b].mean(), caption_lengths(traj.bs).mean(), 2.0, time.perf_counter() - start)
 
 
 def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
@@ -276,7 +280,7 @@ def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats
     traj = decode_trajectories(s, batch)
     texts = reward.retriever.embed_captions(traj.captions)
     d_loss, d_acc = discriminator_step(s, texts, reward.image_embeddings(traj.image_ids), len(batch.ids))
-    return WtfStats(0.0, d_loss, d_acc, 0.0, 0.0, 0.0, 0.0, float(caption_lengths(traj.bs).mean()), 1.0,
+    return WtfStats(0.0, d_loss, d_acc, 0.0, 0.0, 0.0, 0.0, caption_lengths(traj.bs).mean(), 1.0,
                     time.perf_counter() - start)
 
 

@@ -30,8 +30,9 @@ class XEConfig:
             raise ConfigError(f"xe.label_smoothing: expected a number in [0, 1), got {self.label_smoothing}")
 
 
-def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> float:
-    """One teacher-forced update on captions ``tokens`` (B*S, T+2) of images ``feats`` (B)."""
+def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tensor:
+    """One teacher-forced update on captions ``tokens`` (B*S, T+2) of images ``feats`` (B); the loss, a 0-d tensor
+    left on the device (read at log lines only)."""
     s = session
     seq_per_img = tokens.shape[0] // feats.fc.shape[0]
     inputs, targets = tokens[:, :-1], tokens[:, 1:]                  # (N, T+1) each
@@ -42,7 +43,7 @@ def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> float:
     # the averaged gradients are the whole batch's (one process: a factor of exactly 1)
     share = word_share(mask, s.ranks)
     optimizer_step(s, loss * share)
-    return float(total((loss * share).detach(), s.ranks) / s.ranks.world)
+    return total((loss * share).detach(), s.ranks) / s.ranks.world
 
 
 def train_xe(cfg: RunConfig) -> TrainResult:

@@ -38,7 +38,8 @@ Tensors = tuple[torch.Tensor, ...]
 
 def expand_batch(tensors: Tensors, n: int) -> Tensors:
     """Repeat each row n times, keeping one image's rows adjacent: (B, ...) -> (B*n, ...)."""
-    return tuple(t.repeat_interleave(n, dim=0) for t in tensors)
+    # output_size given: without it repeat_interleave reads the size from the device (a host synchronisation)
+    return tuple(t.repeat_interleave(n, dim=0, output_size=t.size(0) * n) for t in tensors)
 
 
 def expand_memory(model: object, memory: Tensors, n: int) -> Tensors:

@@ -26,6 +26,7 @@ from rlcap.data.feats import Feats
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.metrics import tokenize
+from rlcap.host_sync import device_check
 from rlcap.models.lstm import LSTM
 
 EMBEDDING = "embedding"  # the part name of the model in a checkpoint
@@ -70,8 +71,8 @@ class EmbeddingModel(nn.Module):
         """Captions ``tokens`` (N, T), word ids PAD-padded on the right (with BOS and EOS as the data
         gives them) -> (N, D), unit length: the map of the RNN's state after the last word."""
         lengths = (tokens != PAD).sum(1)  # (N,)
-        if bool((lengths == 0).any()):
-            raise ValueError("embed_texts: a caption row holds no token (give at least BOS and EOS)")
+        message = "embed_texts: a caption row holds no token (give at least BOS and EOS)"
+        device_check((lengths == 0).any(), lambda: ValueError(message), message)
         out, _ = self.rnn(self.embed(tokens))  # (N, T, H); padding comes after, so it does not reach the last state
         last = out.gather(1, (lengths - 1)[:, None, None].expand(-1, 1, out.size(2))).squeeze(1)  # (N, H)
         return F.normalize(self.text_map(last).float(), dim=1)

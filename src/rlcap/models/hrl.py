@@ -35,6 +35,7 @@ from torch import nn
 
 from rlcap.data.vocab import Vocab
 from rlcap.errors import RlcapError
+from rlcap.host_sync import to_host
 from rlcap.models.base import Feats, Tensors
 from rlcap.models.model_config import ModelConfig
 
@@ -132,7 +133,9 @@ class HRLCaptioner(nn.Module):
     def encode(self, feats: Feats) -> Tensors:
         x = self.frame_proj(feats.att)  # (B, N, e)
         mask = feats.att_mask
-        lengths = mask.sum(1).clamp(min=1).cpu()
+        # packed sequences take their lengths on the host: one read, and packing copies its order back (each
+        # encode waits for the device: the frame encoder's cost; counted in tests/train/test_host_syncs.py)
+        lengths = to_host(mask.sum(1).clamp(min=1))
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         low, _ = self.low(packed)
         low, _ = nn.utils.rnn.pad_packed_sequence(low, batch_first=True, total_length=x.size(1))  # (B, N, h)

@@ -26,7 +26,10 @@ _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_l
 
 
 def _use_onednn(x: torch.Tensor) -> bool:
-    return _ONEDNN and not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype == torch.float32
+    """Not inside ``torch.compile`` (a compiled decoding step): inductor picks its own kernels, and fails
+    on this operator with a weight that is not a constant of the graph."""
+    return _ONEDNN and not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype == torch.float32 \
+        and not torch.compiler.is_compiling()
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

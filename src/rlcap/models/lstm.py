@@ -41,6 +41,8 @@ class WordGates(nn.Module):
     In evaluation (no dropout, no autograd) the projection depends on the word alone, so it is
     read from a (V, 4H) table instead of being multiplied out at every decoding step. The table is
     rebuilt whenever a parameter changes (new storage or in-place update, e.g. an optimizer step).
+    A step compiled by ``torch.compile`` multiplies it out: whether the table is current is a question
+    about the parameters' storage, which a graph cannot ask.
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, gate_dim: int, dropout: float, bias: bool = True):
@@ -52,7 +54,7 @@ class WordGates(nn.Module):
         self._table_key: tuple[tuple[int, int], ...] = ()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        if self.training or torch.is_grad_enabled():
+        if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
             return self.proj(self.drop(self.embed(tokens)))  # (..., 4H)
         return F.embedding(tokens, self._gate_table())  # (..., 4H)
 

@@ -70,25 +70,35 @@ class DropoutTape:
     (``cross``) and the feed-forward output (``seq``). Step t's masks are a slice of the pass's:
     position t of a (R, T, d) ``seq`` mask; row t, keys 0..t of the (R, h, T, T) ``self`` weights
     (the causal mask zeroes the rest); rows j*T + t of the (I, h, n*T, S) ``cross`` weights.
+
+    A decoder calls :meth:`end_step` after each step: the step's masks go to a list of their own, so that a
+    step compiled by ``torch.compile`` finds the same (empty) list every time and its graph is reused.
     """
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, torch.Tensor]] = []
+        self.calls: list[tuple[str, torch.Tensor]] = []  # the ended steps'
+        self.step: list[tuple[str, torch.Tensor]] = []  # the current step's
         self.replay: list[torch.Tensor] | None = None
 
     def keep(self, x: torch.Tensor, p: float, kind: str) -> torch.Tensor:
         """The keep mask (1.0 kept, 0.0 dropped) for this call: drawn and kept, or the next laid-out one."""
         if self.replay is None:
             mask = torch.rand_like(x).ge_(p)
-            self.calls.append((kind, mask))
+            self.step.append((kind, mask))
             return mask
         if not self.replay or self.replay[0].shape != x.shape:
             raise RuntimeError(f"dropout replay: expected a mask for {kind} of shape {tuple(x.shape)}, "
                                f"the tape holds {tuple(self.replay[0].shape) if self.replay else 'none'}")
         return self.replay.pop(0)
 
+    def end_step(self) -> None:
+        """The masks kept since the last call are one step's."""
+        self.calls.extend(self.step)
+        self.step = []
+
     def lay_out(self, steps: int) -> list[torch.Tensor]:
         """The masks of ``steps`` recorded steps as the whole-sequence pass calls for them."""
+        self.end_step()
         if len(self.calls) % steps:
             raise RuntimeError(f"dropout tape: {len(self.calls)} calls do not split into {steps} steps")
         per_step = len(self.calls) // steps
@@ -265,7 +275,7 @@ class TransformerCaptioner(nn.Module):
 
     def expand_memory(self, memory: Tensors, n: int) -> Tensors:
         """n rows per image: ``att_mask`` is repeated, the keys and values stay once per image."""
-        return (memory[0].repeat_interleave(n, dim=0), *memory[1:])
+        return (memory[0].repeat_interleave(n, dim=0, output_size=memory[0].size(0) * n), *memory[1:])
 
     def init_state(self, memory: Tensors) -> Tensors:
         rows, d = memory[0].size(0), self.ln_f.normalized_shape[0]

@@ -64,7 +64,7 @@ class UpDown(nn.Module):
     def expand_memory(self, memory: Tensors, n: int) -> Tensors:
         """n rows per image: the gate term is repeated, the regions stay once per image (I = B / n)."""
         fc_gates, att, p_att2, att_bias = memory
-        return fc_gates.repeat_interleave(n, dim=0), att, p_att2, att_bias
+        return fc_gates.repeat_interleave(n, dim=0, output_size=fc_gates.size(0) * n), att, p_att2, att_bias
 
     def init_state(self, memory: Tensors) -> Tensors:
         fc_gates = memory[0]

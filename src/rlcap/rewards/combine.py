@@ -9,6 +9,7 @@ from typing import Literal, Protocol, runtime_checkable
 import torch
 
 from rlcap.errors import RlcapError
+from rlcap.host_sync import on_host, to_device
 from rlcap.rewards.batch import Reward, RewardBatch, check_batch
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,14 @@ class Closeable(Protocol):
     """A reward that holds a helper process (METEOR) and must be closed."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class TokenReward(Protocol):
+    """A reward that also scores the token ids themselves, on their device (the CIDEr-D of
+    ``reward.device``): ``score_tokens(tokens (N, T), image_ids) -> (N,)``, no decoded text needed."""
+
+    def score_tokens(self, tokens: torch.Tensor, image_ids: list[str]) -> torch.Tensor: ...
 
 
 class NonFiniteRewardError(RlcapError):
@@ -41,6 +50,16 @@ def check_finite(name: str, scores: torch.Tensor, captions: list[str], batch: Re
         raise RlcapError(f"reward {name!r} returned {shape}; expected a tensor of shape ({len(captions)},), "
                          "one score per caption")
     scores = scores.detach().float()
+    if scores.device.type != "cpu":
+        # scores left on the device are not read on the host here: NaN or inf becomes 0 under "zero", and
+        # under "raise" it makes the loss non-finite, which stops the run at the next log line (rlcap.train.step_stats)
+        return torch.nan_to_num(scores, nan=0.0, posinf=0.0, neginf=0.0) if nonfinite == "zero" else scores
+    with on_host():  # a CPU reward's scores: reading them waits for no device
+        return _checked_on_host(name, scores, captions, batch, nonfinite)
+
+
+def _checked_on_host(name: str, scores: torch.Tensor, captions: list[str], batch: RewardBatch,
+                     nonfinite: NonFinite) -> torch.Tensor:
     bad = (~torch.isfinite(scores)).nonzero().flatten().tolist()
     if not bad:
         return scores
@@ -75,21 +94,43 @@ class WeightedReward:
         self.weights = dict(weights)
         self.nonfinite: NonFinite = nonfinite
 
-    def components(self, captions: list[str], batch: RewardBatch) -> dict[str, torch.Tensor]:
-        """Each reward's unweighted (len(captions),) scores, checked; for logging."""
-        check_batch(captions, batch)
-        return {name: check_finite(name, fn(captions, batch), captions, batch, self.nonfinite)
-                for name, fn in self.rewards.items()}
+    def components(self, captions: list[str] | None, batch: RewardBatch,
+                   tokens: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Each reward's unweighted (N,) scores, checked; for logging. With ``tokens`` (N, T), a
+        :class:`TokenReward` scores them on their device (``captions`` may then be None when every
+        reward is one)."""
+        n = len(captions) if captions is not None else len(batch.image_ids)
+        if captions is not None:
+            check_batch(captions, batch)
+        parts = {}
+        for name, fn in self.rewards.items():
+            if tokens is not None and isinstance(fn, TokenReward):
+                values = fn.score_tokens(tokens, batch.image_ids)
+            elif captions is None:
+                raise RlcapError(f"reward {name!r} scores text, and no captions were given")
+            else:
+                values = fn(captions, batch)
+            parts[name] = check_finite(name, values, captions or [""] * n, batch, self.nonfinite)
+        return parts
 
-    def combine(self, parts: dict[str, torch.Tensor], n: int) -> torch.Tensor:
-        """The weighted sum of :meth:`components` output: (n,)."""
-        total = torch.zeros(n)  # cpu: rewards are gathered on the CPU; train.rollout.score moves them once
+    def needs_text(self) -> bool:
+        """Whether some reward scores decoded captions (else token ids on the device are enough)."""
+        return not all(isinstance(fn, TokenReward) for fn in self.rewards.values())
+
+    def combine(self, parts: dict[str, torch.Tensor], n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        """The weighted sum of :meth:`components` output: (n,) on ``device`` (host scores are copied
+        there without waiting: rlcap.host_sync.to_device)."""
+        total = torch.zeros(n, device=device)
         for name, scores in parts.items():
-            total = total + self.weights[name] * scores.cpu()
+            total = total + self.weights[name] * to_device(scores, device)
         return total
 
-    def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
-        return self.combine(self.components(captions, batch), len(captions))
+    def __call__(self, captions: list[str] | None, batch: RewardBatch,
+                 tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """The weighted sum (N,), on the device of ``batch.feats`` (the CPU when it has none)."""
+        device = batch.feats.fc.device if batch.feats is not None else "cpu"
+        n = len(captions) if captions is not None else len(batch.image_ids)
+        return self.combine(self.components(captions, batch, tokens), n, device)
 
     def close(self) -> None:
         """Stop any helper process a component holds (METEOR)."""

@@ -33,7 +33,7 @@ class EmbeddingReward:
             raise ValueError("the embedding reward needs the images' features: the reward batch has none")
         images = self.model.embed_images(feats.to(self.device))  # (N, D)
         texts = self.model.embed_texts(encode_captions(captions, self.vocab).to(self.device))  # (N, D)
-        return cosine_reward(images, texts).cpu()
+        return cosine_reward(images, texts)  # (N,) on the device: the weighted sum copies host scores there
 
 
 def make_embedding(ctx: RewardContext) -> EmbeddingReward:

@@ -17,6 +17,9 @@ def _field(default, help: str):
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+REWARD_DEVICES = ("auto", "cpu", "cuda")
+
+
 @dataclasses.dataclass
 class RewardConfig:
     """The sequence-level reward: a weighted sum of named rewards (TRL's ``reward_weights``)."""
@@ -44,6 +47,13 @@ class RewardConfig:
         None,
         "directory where the CIDEr-D document frequencies of the training references are cached "
         "(None: computed in memory at start-up, not saved)",
+    )
+
+    device: str = _field(
+        "auto",
+        "where CIDEr-D and plain CIDEr are computed: auto (on the run's device when it is a GPU: the sampled "
+        "token ids are scored there and never go to the host; the CPU scorer otherwise), cpu, or cuda. "
+        "The values are the same (docs/RL.md); the other metrics need words and stay on the CPU",
     )
 
     paths: dict[str, str] = _field(
@@ -82,6 +92,8 @@ class RewardConfig:
             raise ConfigError(f"reward.hard_negatives: expected an integer >= 0, got {self.hard_negatives}")
         if self.negative_captions < 0:
             raise ConfigError(f"reward.negative_captions: expected an integer >= 0, got {self.negative_captions}")
+        if self.device not in REWARD_DEVICES:
+            raise ConfigError(f"reward.device: {self.device!r} is not one of {list(REWARD_DEVICES)}")
         if self.nonfinite not in ("raise", "zero"):
             raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
 

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.devices import full_precision
+from rlcap.host_sync import device_check
 
 CLIP_S_WEIGHT = 2.5  # Hessel et al. 2021: rescales CLIP-S to about [0, 1] on COCO
 
@@ -58,8 +59,8 @@ def _check_pools(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor)
                          f"{tuple(texts.shape)} and {tuple(images.shape)}")
     if owner.shape != (texts.size(0),):
         raise ValueError(f"contrastive reward: owner must be ({texts.size(0)},), got {tuple(owner.shape)}")
-    if texts.size(0) and (int(owner.min()) < 0 or int(owner.max()) >= images.size(0)):
-        raise ValueError("contrastive reward: owner holds a row outside the image pool")
+    message = "contrastive reward: owner holds a row outside the image pool"
+    device_check(((owner < 0) | (owner >= images.size(0))).any(), lambda: ValueError(message), message)
 
 
 def _decoupled(positive: torch.Tensor, scores: torch.Tensor, leave_out: torch.Tensor, tau: float) -> torch.Tensor:
@@ -87,7 +88,7 @@ def t2i_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor, t
     with full_precision(texts):  # (N, M) s(x_n, i) for every image i of the pool
         sim = texts.float() @ images.float().T
     positive = sim.gather(1, owner[:, None]).squeeze(1)  # (N,)
-    own = F.one_hot(owner, images.size(0)).bool()  # (N, M)
+    own = owner[:, None] == torch.arange(images.size(0), device=owner.device)  # (N, M) (one_hot reads the values)
     return _decoupled(positive, sim, own, tau)
 
 

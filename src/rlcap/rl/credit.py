@@ -37,6 +37,8 @@ from typing import NamedTuple
 
 import torch
 
+from rlcap.host_sync import device_check
+
 
 def _valid_steps(name: str, mask: torch.Tensor) -> torch.Tensor:
     """(B, T) bool of valid steps; raises unless every row is valid steps then padding."""
@@ -44,10 +46,13 @@ def _valid_steps(name: str, mask: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"{name}: expected mask of shape (B, T), got {tuple(mask.shape)}")
     valid = mask != 0
     holes = valid[:, 1:] & ~valid[:, :-1]  # a valid step after padding
-    if holes.any():
+
+    def error() -> ValueError:
         row = int(holes.any(dim=1).nonzero()[0])
-        raise ValueError(f"{name}: each mask row must be valid steps followed by padding (1 1 0 0); "
-                         f"row {row} is {valid[row].int().tolist()}")
+        return ValueError(f"{name}: each mask row must be valid steps followed by padding (1 1 0 0); "
+                          f"row {row} is {valid[row].int().tolist()}")
+
+    device_check(holes.any(), error, f"{name}: each mask row must be valid steps followed by padding")
     return valid
 
 

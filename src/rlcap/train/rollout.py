@@ -9,8 +9,11 @@ import torch
 
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
-from rlcap.decoding import DecodeResult, banned_words, beam_search, entropy, greedy, sample, word_logprobs
+from rlcap.decoding import (DecodeResult, banned_words, beam_search, entropy, greedy, resolve_compile,
+                            resolve_exit_every, sample, word_logprobs)
+from rlcap.host_sync import on_host, to_device, to_host
 from rlcap.rewards import Reward, RewardBatch
+from rlcap.rewards.combine import WeightedReward
 from rlcap.train.run_config import DecodeSettings, RLConfig
 
 
@@ -18,7 +21,7 @@ class Rollout(NamedTuple):
     """n captions for each of B images, rows of one image adjacent.
 
     tokens, logprobs, mask, entropy: (B*n, T); logprobs and entropy carry gradient.
-    captions: B*n strings; reward_batch: their context; seconds: time spent generating;
+    captions: B*n strings (None when not asked for: a reward that scores the tokens needs none); reward_batch: their context; seconds: time spent generating;
     hidden: (B*n, T, H) the decoder state each word is chosen from, when asked (sampling only).
     """
 
@@ -26,7 +29,7 @@ class Rollout(NamedTuple):
     logprobs: torch.Tensor
     mask: torch.Tensor
     entropy: torch.Tensor
-    captions: list[str]
+    captions: list[str] | None
     reward_batch: RewardBatch
     seconds: float
     hidden: torch.Tensor | None = None
@@ -58,43 +61,67 @@ def reward_batch(batch: Batch, n: int) -> RewardBatch:
 
 
 def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decode: DecodeSettings,
-            hidden: bool = False) -> Rollout:
+            hidden: bool = False, text: bool = True) -> Rollout:
     """Generate ``cfg.n_samples`` captions per image (by sampling, or as the beam's n-best); ``hidden``: keep the
-    decoder state of each step (sampling only)."""
+    decoder state of each step (sampling only); ``text``: decode the captions' words (one transfer of the
+    tokens to the host: :func:`decode_captions`)."""
     start = time.perf_counter()
     n = cfg.n_samples
     if cfg.sample_method == "sample":
         out: DecodeResult = sample(model, batch.feats, n=n, max_len=decode.max_len, temperature=decode.temperature,
-                                   return_hidden=hidden)
+                                   return_hidden=hidden, **decoding(decode, batch.feats.fc.device))
         logprobs, ent = out.logprobs, out.entropy
     else:
         with torch.no_grad():
-            out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=decode.max_len, n_best=n)
+            out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=decode.max_len, n_best=n,
+                              **decoding(decode, batch.feats.fc.device))
         logprobs, ent = teacher_forced_logprobs(model, batch, out.tokens, n)
-    captions = [vocab.decode(row.tolist()) for row in out.tokens]
+    captions = decode_captions(vocab, out.tokens) if text else None
     # both paths give 0 at padded positions (decoding's convention)
     return Rollout(out.tokens, logprobs, out.mask, ent, captions, reward_batch(batch, n), time.perf_counter() - start,
                    out.hidden if hidden else None)
 
 
+def decoding(decode: DecodeSettings, device: torch.device) -> dict:
+    """The decoders' ``exit_every`` and ``compile`` for ``decode``'s settings on ``device`` (auto resolved)."""
+    return {"exit_every": resolve_exit_every(decode.exit_every, device), "compile": resolve_compile(decode.compile, device)}
+
+
 @torch.no_grad()
-def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, max_len: int) -> list[str]:
-    """The greedy caption of each image, decoded in eval mode (the self-critical baseline)."""
+def greedy_tokens(model: torch.nn.Module, batch: Batch, decode: DecodeSettings) -> torch.Tensor:
+    """The greedy caption of each image (B, T), decoded in eval mode (the self-critical baseline)."""
     was_training = model.training
     model.eval()
-    out = greedy(model, batch.feats, max_len=max_len)
+    out = greedy(model, batch.feats, max_len=decode.max_len, **decoding(decode, batch.feats.fc.device))
     model.train(was_training)
-    return [vocab.decode(row.tolist()) for row in out.tokens]
+    return out.tokens
 
 
-def score(reward: Reward, captions: list[str], reward_batch: RewardBatch) -> torch.Tensor:
-    """Rewards as a float tensor (B*n,), checked for shape, on the device of the batch's features
-    (metric rewards are CPU code: one transfer per call)."""
-    values = reward(captions, reward_batch)
-    if values.shape != (len(captions),):
-        raise ValueError(f"reward returned shape {tuple(values.shape)} for {len(captions)} captions")
+def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, decode: DecodeSettings) -> list[str]:
+    """The words of :func:`greedy_tokens`."""
+    return decode_captions(vocab, greedy_tokens(model, batch, decode))
+
+
+def decode_captions(vocab: Vocab, tokens: torch.Tensor) -> list[str]:
+    """The words of token rows (N, T), in one transfer to the host for them all (one synchronisation
+    on a GPU, where a transfer per row would be one each: rlcap.host_sync)."""
+    rows = to_host(tokens)
+    with on_host():
+        return [vocab.decode(row) for row in rows.tolist()]
+
+
+def score(reward: Reward, captions: list[str] | None, reward_batch: RewardBatch,
+          tokens: torch.Tensor | None = None) -> torch.Tensor:
+    """Rewards as a float tensor (N,), checked for shape, on the device of the batch's features.
+    ``tokens`` (N, T): the captions' ids, which a reward computed on the device scores instead of their
+    words (``captions`` may then be None); metric rewards are CPU code, their scores copied back once."""
+    n = len(captions) if captions is not None else len(reward_batch.image_ids)
+    values = reward(captions, reward_batch, tokens) if isinstance(reward, WeightedReward) else reward(captions,
+                                                                                                        reward_batch)
+    if values.shape != (n,):
+        raise ValueError(f"reward returned shape {tuple(values.shape)} for {n} captions")
     device = reward_batch.feats.fc.device if reward_batch.feats is not None else values.device
-    return values.float().to(device)
+    return to_device(values.float(), device)
 
 
 def caption_lengths(tokens: torch.Tensor) -> torch.Tensor:

@@ -86,8 +86,17 @@ class DecodeSettings:
     length_penalty: float = help_field(0.0, "beam search ranks by sum logprob / length**this (0: off)")
     no_repeat_ngram: int = help_field(0, "beam search never repeats an n-gram of this many words (0: off); "
                                          "[Chaffin24]'s trajectories too")
+    compile: bool | str = help_field(
+        "auto", "run each decoding step compiled by torch.compile, with CUDA graphs on CUDA: auto (on CUDA only), "
+                "true or false; each kind of decode compiles on first use (seconds to a minute)")
+    exit_every: int = help_field(
+        -1, "check whether every caption has ended once every this many words and stop if so; 0: never (every "
+            "decode runs max_len steps, which keeps a GPU from waiting on the check); -1: auto (1 on the CPU, 0 on CUDA)")
 
     def validate(self) -> None:
+        if self.compile not in ("auto", True, False):
+            raise ConfigError(f"decode.compile: expected auto, true or false, got {self.compile!r}")
+        check_min("decode.exit_every", self.exit_every, -1)
         check_min("decode.max_len", self.max_len, 1)
         check_min("decode.no_repeat_ngram", self.no_repeat_ngram, 0)
         check_min("decode.beam_size", self.beam_size, 1)

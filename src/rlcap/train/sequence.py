@@ -12,17 +12,20 @@ import torch
 from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
 from rlcap.train.run_config import RunConfig
-from rlcap.train.rollout import greedy_captions, score
+from rlcap.train.rollout import decode_captions, greedy_tokens, score
 from rlcap.train.session import Session, feature_dims, finish_step, start_session, train_batches
 
 
 class StepStats(NamedTuple):
-    loss: float
-    reward: float
-    baseline: float
-    advantage: float
-    entropy: float
-    length: float
+    """A sequence-level step's statistics: 0-d tensors where computed on the device (read once per log
+    line: rlcap.train.step_stats), the seconds as host numbers."""
+
+    loss: float | torch.Tensor
+    reward: float | torch.Tensor
+    baseline: float | torch.Tensor
+    advantage: float | torch.Tensor
+    entropy: float | torch.Tensor
+    length: float | torch.Tensor
     sample_s: float
     reward_s: float
     backward_s: float
@@ -57,10 +60,17 @@ def rl_run(cfg: RunConfig, baseline: str, settings: str = "") -> Iterator[tuple[
         yield s, reward
 
 
+def needs_text(reward: Reward) -> bool:
+    """Whether scoring needs the captions' words (a reward on the device scores the tokens themselves)."""
+    return not isinstance(reward, WeightedReward) or reward.needs_text()
+
+
 def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tensor:
-    """Reward of each image's greedy caption (the self-critical baseline of Rennie et al. 2017): (B,)."""
-    captions = greedy_captions(session.model, batch, session.data.vocab, session.cfg.decode.max_len)
-    return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats))
+    """Reward of each image's greedy caption (the self-critical baseline of Rennie et al. 2017): (B,).
+    Its words are decoded only for a reward that reads them (:meth:`WeightedReward.needs_text`)."""
+    tokens = greedy_tokens(session.model, batch, session.cfg.decode)
+    captions = decode_captions(session.data.vocab, tokens) if needs_text(reward) else None
+    return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats), tokens)
 
 
 def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any]) -> bool:

@@ -38,6 +38,7 @@ from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_l
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
 from rlcap.train.logger import RunLogger, SilentLogger
+from rlcap.train.step_stats import LossWatch, Stats, check_finite_loss, diverged, read_stats
 from rlcap.train.optimizer import build_optimizer
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
@@ -81,6 +82,7 @@ class Session:
     device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
     ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
     phase: str | None = None  # the pretraining phase running (its state key, :func:`train_batches`), or None
+    watch: LossWatch = field(default_factory=LossWatch)  # the first non-finite loss, read at log lines and saves
 
     @property
     def model(self) -> torch.nn.Module:
@@ -236,6 +238,7 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
     """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
     s = session
+    check_finite_loss(s)  # never a checkpoint of the weights a non-finite loss broke
     rng_of_ranks = gathered(rng_state(), s.ranks)  # every rank's generators (a collective: all ranks save)
     if not s.ranks.main:  # rank 0 writes the run's checkpoints
         return s.out_dir / name
@@ -311,20 +314,25 @@ def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: i
     s.phase = None
 
 
-def finish_step(session: Session, values: dict[str, float]) -> bool:
-    """Count a step, log it and checkpoint as configured; True once ``max_steps`` is reached."""
+def finish_step(session: Session, values: Stats) -> bool:
+    """Count a step, log it and checkpoint as configured; True once ``max_steps`` is reached.
+
+    ``values``: the step's statistics, host numbers or 0-d tensors left on the device; they are read
+    only when a line is logged (rlcap.train.step_stats), so a step that logs nothing reads nothing."""
     s, p, cfg = session, session.progress, session.cfg
-    if not math.isfinite(values["loss"]):
-        raise diverged(s, values["loss"])
+    s.watch.update(values["loss"], p.step + 1)
     run_started(s)
     count = s.state[s.phase] if s.phase else vars(p)  # the epoch's steps: a pretraining phase's, or the run's
     p.step += 1
     count["step_in_epoch"] += 1  # before a checkpoint below, which saves it
     if p.step % cfg.log_every == 0 or count["step_in_epoch"] == 1:
+        read, bad = read_stats(values, s.watch)
+        if bad is not None:
+            raise diverged(s, *bad)
         lr = next(part.optimizer for part in s.parts.values() if part.optimizer is not None).param_groups[0]["lr"]
-        s.logger.write(p.step, "train", {**values, "lr": lr, "epoch": p.epoch})
+        s.logger.write(p.step, "train", {**read, "lr": lr, "epoch": p.epoch})
         log.info("step %d (epoch %d): %s", p.step, p.epoch + 1,
-                 ", ".join(f"{k} {v:.4g}" for k, v in values.items() if not k.endswith("_s")))
+                 ", ".join(f"{k} {v:.4g}" for k, v in read.items() if not k.endswith("_s")))
     if cfg.save_every and p.step % cfg.save_every == 0:
         save(s, "last")
     if cfg.max_steps and p.step >= cfg.max_steps:
@@ -336,18 +344,10 @@ def finish_step(session: Session, values: dict[str, float]) -> bool:
     return False
 
 
-def diverged(session: Session, loss: float) -> RlcapError:
-    """The one line a run that diverged stops with: the step, the loss, its checkpoint, what to try."""
-    optim = session.cfg.optim
-    return RlcapError(f"the {session.cfg.algorithm} loss became {loss} at step {session.progress.step + 1}: the run "
-                      f"diverged and stops; {last_checkpoint_line(session.out_dir)}. Try a lower optim.lr (this run: "
-                      f"{optim.lr:g}) or optim.grad_clip (this run: {optim.grad_clip:g}, 0: none), then the same "
-                      "command with resume=true continues from that checkpoint")
-
-
 def finish_run(session: Session) -> TrainResult:
     """Close the log; the run stopped early when its epochs are not all done."""
     run_started(session)  # (a run with no step left: its settings are recorded all the same)
+    check_finite_loss(session)
     session.logger.close()
     p = session.progress
     return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < session.cfg.epochs, p.best_metric)
