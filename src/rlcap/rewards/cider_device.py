@@ -2,7 +2,7 @@
 
 :class:`CiderDDeviceReward` gives the scores of :class:`rlcap.rewards.metric_rewards.CiderDReward` on
 the strings ``vocab.decode(ids)``, without making those strings: the references' tables live on the
-device (:class:`rlcap.metrics.cider_torch.CiderDTensors`) and the token ids are turned into the
+device (:class:`rlcap.rewards.cider_tensors.CiderDTensors`) and the token ids are turned into the
 scorer's words there, by tables built once from the vocabulary (:class:`CaptionWords`).
 
 Reproducing decode + tokenize on ids, word by word (:func:`caption_words`):
@@ -36,7 +36,7 @@ import torch
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
 from rlcap.errors import ConfigError, DataError
 from rlcap.host_sync import to_device
-from rlcap.metrics.cider_torch import CiderDTensors
+from rlcap.rewards.cider_tensors import CiderDTensors
 from rlcap.metrics.tokenize import tokenize
 from rlcap.rewards.batch import EOS_TOKEN, RewardBatch, TrainRefs
 from rlcap.rewards.metric_rewards import CiderDReward
