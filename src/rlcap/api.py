@@ -222,7 +222,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
     predictions = decode_split(model, data.splits[split], vocab, dec.beam_size, dec.max_len, batch_size,
                                progress=progress, length_penalty=dec.length_penalty,
-                               no_repeat_ngram=dec.no_repeat_ngram)
+                               no_repeat_ngram=dec.no_repeat_ngram, compile=dec.compile, exit_every=dec.exit_every)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",

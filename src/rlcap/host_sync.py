@@ -49,7 +49,7 @@ class SyncCount:
 
     def add(self, kind: str) -> None:
         self.by_kind[kind] += 1
-        frames = [f for f in traceback.extract_stack()[:-3] if "host_sync.py" not in f.filename
+        frames = [f for f in traceback.extract_stack()[:-1] if "host_sync.py" not in f.filename
                   and "torch/" not in f.filename]
         self.sites.append(f"{kind} at " + " < ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}"
                                                       for f in reversed(frames[-4:])))

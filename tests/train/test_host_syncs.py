@@ -13,7 +13,7 @@ import torch
 
 import rlcap.methods
 from rlcap import api
-from rlcap.errors import RlcapError
+from rlcap.errors import ConfigError, RlcapError
 from rlcap.host_sync import count_host_syncs, on_host, optimizer_host_state, to_device, to_host
 from rlcap.train import session as session_module
 from rlcap.train.checkpoint import load_checkpoint
@@ -226,7 +226,6 @@ def test_with_the_reward_on_the_device_an_scst_step_makes_none(xe_runs, tmp_path
 
 
 def test_the_reward_device_setting_is_resolved_against_the_runs_device():
-    from rlcap.errors import ConfigError
     from rlcap.rewards.context import RewardContext
 
     assert RewardContext({}, device="cpu").cider_device() == "cpu"
@@ -234,3 +233,24 @@ def test_the_reward_device_setting_is_resolved_against_the_runs_device():
     assert RewardContext({}, device="cuda", metric_device="cpu").cider_device() == "cpu"
     with pytest.raises(ConfigError, match="reward.device=cuda: the run's device is cpu"):
         RewardContext({}, device="cpu", metric_device="cuda").cider_device()
+
+
+def test_a_split_is_decoded_with_one_transfer_a_batch(xe_runs):
+    """Validation and `rlcap eval`: the captions of a batch go to the host at once (before: one read a caption),
+    and with decode.exit_every=0 nothing else is read, greedy or beam."""
+    from rlcap.data.loader import DataConfig, load_data
+    from rlcap.train.checkpoint import load_model
+    from rlcap.train.decode_split import decode_split
+
+    dataset, feats, runs = xe_runs
+    model, vocab, _ = load_model(runs["updown"])
+    split = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1), ("train",),
+                      vocab=vocab).splits["train"]  # 24 images: 3 batches of 10
+    for beam in (1, 3):
+        with count_host_syncs() as n:
+            predictions = decode_split(model, split, vocab, beam, 6, batch_size=10, exit_every=0)
+        assert len(predictions) == 24 and n.by_kind["to_host"] == 3, str(n)
+        # the rest: the batches' image rows, host data of the loader (its features then copied to the device)
+        assert all(site.startswith("to_host") or "loader.py" in site.split(" < ")[0] for site in n.sites), str(n)
+    with pytest.raises(ConfigError, match="exit_every: expected -1"):
+        decode_split(model, split, vocab, 1, 6, exit_every=-2)

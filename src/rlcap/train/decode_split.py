@@ -11,8 +11,9 @@ import torch
 
 from rlcap.data.loader import DATA_PATHS, DataConfig, SplitData
 from rlcap.data.vocab import Vocab
-from rlcap.decoding import beam_search, greedy
+from rlcap.decoding import beam_search, greedy, resolve_compile, resolve_exit_every
 from rlcap.devices import model_device
+from rlcap.host_sync import on_host, to_host
 from rlcap.progress import track
 from rlcap.train.distributed import Ranks, gathered
 
@@ -26,16 +27,20 @@ class Evaluation(NamedTuple):
 @torch.inference_mode()
 def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
                  batch_size: int = 100, limit: int = 0, progress: bool = False,
-                 length_penalty: float = 0.0, no_repeat_ngram: int = 0, ranks: Ranks = Ranks()) -> dict[str, str]:
+                 length_penalty: float = 0.0, no_repeat_ngram: int = 0, ranks: Ranks = Ranks(),
+                 compile: bool | str = False, exit_every: int | None = None) -> dict[str, str]:
     """Caption every image of ``split`` (greedy when beam_size is 1, else beam search ranked by
     log-probability / length ** ``length_penalty``, never repeating an n-gram of ``no_repeat_ngram``
-    words when that is above 0). ``progress``: a bar on a terminal, else log lines.
+    words when that is above 0). ``progress``: a bar on a terminal, else log lines. ``compile``: the
+    decoders' compiled steps (``decode.compile``: auto, true or false; auto compiles on CUDA only);
+    ``exit_every``: how often a decode checks that every caption has ended (None: auto, 0: never).
 
     ``ranks`` (under torchrun): each rank decodes every ``world``-th batch and every rank gets all the
     captions, in the split's order; the batches are those of one process, so are the captions."""
     was_training = model.training
     model.eval()
     device = model_device(model)
+    compiled, exit_every = resolve_compile(compile, device), resolve_exit_every(exit_every, device)
     predictions: dict[str, str] = {}
     batches = split.eval_batches(batch_size, limit)
     total = (min(limit, len(split)) if limit > 0 else len(split) + batch_size - 1) // batch_size
@@ -44,12 +49,13 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
             continue  # another rank's batch
         feats = batch.feats.to(device)
         if beam_size <= 1:
-            out = greedy(model, feats, max_len=max_len)
+            out = greedy(model, feats, max_len=max_len, compile=compiled, exit_every=exit_every)
         else:
             out = beam_search(model, feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
-                              no_repeat_ngram=no_repeat_ngram)
-        for image_id, row in zip(batch.ids, out.tokens):
-            predictions[image_id] = vocab.decode(row.tolist())
+                              no_repeat_ngram=no_repeat_ngram, compile=compiled, exit_every=exit_every)
+        rows = to_host(out.tokens)  # one transfer a batch (not one a caption)
+        with on_host():
+            predictions.update((image_id, vocab.decode(row)) for image_id, row in zip(batch.ids, rows.tolist()))
     model.train(was_training)
     if ranks.world > 1:
         merged = {i: c for part in gathered(predictions, ranks) for i, c in part.items()}

@@ -56,7 +56,8 @@ def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeS
     split = data.splits[v.split]
     predictions = decode_split(model, split, data.vocab, d.beam_size, d.max_len, batch_size=v.batch_size,
                                limit=v.max_images, length_penalty=d.length_penalty,
-                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks)
+                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks, compile=d.compile,
+                               exit_every=d.exit_every)
     if not ranks.main:
         return None
     return validation_scores(lambda names: dict(score_predictions(split, predictions, names).corpus), v.metric)
