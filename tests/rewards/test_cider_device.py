@@ -16,6 +16,7 @@ from rlcap.host_sync import count_host_syncs
 from rlcap.metrics.tokenize import tokenize
 from rlcap.rewards.batch import RewardBatch, with_eos
 from rlcap.rewards.cider_device import CiderDDeviceReward, caption_words
+from rlcap.rewards.combine import TokenReward
 
 # Two training images; document frequencies: "a" in both (idf 0), "dog", "cat" in one (idf ln 2).
 TRAIN_REFS = {"1": ["A dog."], "2": ["a cat"]}
@@ -164,6 +165,6 @@ def test_bad_input_is_named(vocab):
 
 def test_is_also_an_ordinary_reward_on_strings(vocab):
     reward = CiderDDeviceReward(TRAIN_REFS, vocab, eos_counts=False)
-    assert reward.scores_tokens is True
+    assert isinstance(reward, TokenReward)  # the weighted sum hands it token ids (score_tokens)
     out = reward(["A dog.", "a"], RewardBatch(["1", "1"], [["a dog"], ["a dog"]]))
     torch.testing.assert_close(out, torch.tensor([5.0, 0.0]))

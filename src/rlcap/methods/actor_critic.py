@@ -128,7 +128,7 @@ def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
         roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch)
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
     reward_s = time.perf_counter() - t0
     # 3. eq. 9: regress v(s_t) on R at every step of each caption; a step of the value network
     t0 = time.perf_counter()
@@ -147,7 +147,7 @@ def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
     roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch)
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
     reward_s = time.perf_counter() - t0
     # 3. the critic: v(s_t) for every step (B*n, T)
     t0 = time.perf_counter()

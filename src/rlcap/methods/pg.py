@@ -90,9 +90,7 @@ def rollout_rewards(reward: Reward, vocab: Vocab, sampled: DecodeResult, rolls: 
     need = needed_rollouts(sampled.mask)  # (R, T)
     rows = need[:, :, None].expand(r, t, k).reshape(-1).nonzero().squeeze(1)  # (N,) rollout rows to score
     owner = rows // (t * k)  # (N,) the sampled caption each belongs to
-    width = max(rolls.tokens.size(1), t)
-    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.size(1)))  # noqa: E731 (PAD is 0)
-    captions = decode_captions(vocab, torch.cat([pad(rolls.tokens[rows]), pad(sampled.tokens)]))  # one transfer
+    captions = decode_captions(vocab, rolls.tokens[rows], sampled.tokens)  # one transfer for both
     every = torch.cat([owner, torch.arange(r, device=owner.device)])  # (N + R,) sampled caption of every scored string
     feats_row = context.feats_index if context.feats_index is not None else torch.arange(r, device=owner.device)
     batch = RewardBatch([context.image_ids[i] for i in every.tolist()], [context.refs[i] for i in every.tolist()],

@@ -55,7 +55,7 @@ def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch)                       # (B*s,)
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)          # (B*s,)
     if cfg.sll_sle.baseline == "greedy":
         baseline = greedy_baseline(greedy_rewards(s, batch, reward), n)             # (B*s,)
     else:

@@ -166,9 +166,7 @@ def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajecto
     gt = batch.tokens[:, 1:]  # (B*S, T+1): drop BOS
     per_image = gt.size(0) // len(batch.ids)
     ids = list(batch.ids)
-    width = max(rows.size(1) for rows in (bs, gs, gt))
-    captions = decode_captions(vocab, torch.cat([torch.nn.functional.pad(rows, (0, width - rows.size(1)))
-                                                 for rows in (bs, gs, gt)]))  # one transfer for the three
+    captions = decode_captions(vocab, bs, gs, gt)  # one transfer for the three
     return Trajectories(bs, gs, gt, captions, ids + ids + [i for i in ids for _ in range(per_image)])
 
 

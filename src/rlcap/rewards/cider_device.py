@@ -165,8 +165,6 @@ class CiderDDeviceReward:
     with the CPU scorer, so that it is also an ordinary reward. ``plain``: plain CIDEr.
     """
 
-    scores_tokens = True  # the training code may hand it token ids (score_tokens)
-
     def __init__(self, train_refs: TrainRefs, vocab: Vocab, eos_counts: bool, cache: Path | None = None,
                  plain: bool = False, device: torch.device | str = "cpu"):
         if not isinstance(vocab, Vocab):

@@ -13,9 +13,9 @@ from rlcap.data.loader import DATA_PATHS, DataConfig, SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import beam_search, greedy, resolve_compile, resolve_exit_every
 from rlcap.devices import model_device
-from rlcap.host_sync import on_host, to_host
 from rlcap.progress import track
 from rlcap.train.distributed import Ranks, gathered
+from rlcap.train.rollout import decode_captions
 
 
 class Evaluation(NamedTuple):
@@ -53,9 +53,7 @@ def decode_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_si
         else:
             out = beam_search(model, feats, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
                               no_repeat_ngram=no_repeat_ngram, compile=compiled, exit_every=exit_every)
-        rows = to_host(out.tokens)  # one transfer a batch (not one a caption)
-        with on_host():
-            predictions.update((image_id, vocab.decode(row)) for image_id, row in zip(batch.ids, rows.tolist()))
+        predictions.update(zip(batch.ids, decode_captions(vocab, out.tokens)))  # one transfer a batch, not a caption
     model.train(was_training)
     if ranks.world > 1:
         merged = {i: c for part in gathered(predictions, ranks) for i, c in part.items()}

@@ -102,10 +102,12 @@ def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, decode: 
     return decode_captions(vocab, greedy_tokens(model, batch, decode))
 
 
-def decode_captions(vocab: Vocab, tokens: torch.Tensor) -> list[str]:
-    """The words of token rows (N, T), in one transfer to the host for them all (one synchronisation
-    on a GPU, where a transfer per row would be one each: rlcap.host_sync)."""
-    rows = to_host(tokens)
+def decode_captions(vocab: Vocab, *tokens: torch.Tensor) -> list[str]:
+    """The words of token rows (N, T), of one or several such tensors (their rows in turn, widths may
+    differ), in one transfer to the host for them all (one synchronisation on a GPU, where a transfer
+    per row would be one each: rlcap.host_sync)."""
+    width = max(t.size(1) for t in tokens)
+    rows = to_host(torch.cat([torch.nn.functional.pad(t, (0, width - t.size(1)), value=PAD) for t in tokens]))
     with on_host():
         return [vocab.decode(row) for row in rows.tolist()]
 
