@@ -28,8 +28,8 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     from rlcap.data.loader import load_data
     from rlcap.metrics.retrieval import expected_ranks
     from rlcap.models.retriever import load_retriever
-    from rlcap.train.run_config import load_run_config
-    from rlcap.train.decode_split import decode_split
+    from rlcap.methods import load_run_config
+    from rlcap.decoding.split import decode_split
     from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(REPO / out / "wtf_rl" / "last")  # the checkpoint the table judges
@@ -56,7 +56,7 @@ def human_row(out: str, benchmark_data: list[str]) -> dict[str, float]:
     from rlcap.bench.distinct import distinct_row, load_judges
     from rlcap.data.loader import load_data
     from rlcap.train.checkpoint import load_model
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
 
     _, vocab, _ = load_model(REPO / out / "xe" / "best")
     test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]

@@ -84,7 +84,7 @@ class DeviceClock:
 @contextmanager
 def device_clock(device: torch.device) -> Iterator[DeviceClock]:
     import rlcap.methods.scst as scst
-    import rlcap.train.rollout as rollout
+    import rlcap.methods.samples as rollout
 
     clock, modules = DeviceClock(device), (scst, rollout)
     saved = [m.time for m in modules]
@@ -175,7 +175,7 @@ def folder_data(folder: Path, out: Path, images: int) -> Data:
 
 
 def run_config(arch: str, images: int, precision: str, device: torch.device, hidden: int):
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
 
     model = {"model.arch": arch, "model.embed_dim": hidden, "model.hidden_dim": hidden,
              "model.att_hidden_dim": hidden, "model.ff_dim": 4 * hidden, "model.dropout": 0.5,
@@ -245,7 +245,7 @@ def measure_row(arch: str, model: torch.nn.Module, xe: dict, data: Data, reward,
                               "sample_words": float(stats.length)})
         if clock.reads < 4:
             raise RuntimeError("scst_step no longer reads time.perf_counter in rlcap.methods.scst and "
-                               "rlcap.train.rollout: bench_gpu's DeviceClock must follow where it now times its parts")
+                               "rlcap.methods.samples: bench_gpu's DeviceClock must follow where it now times its parts")
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         with flop_counter() as counter:
             scst_step(session, batch, reward)

@@ -117,7 +117,7 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
     from rlcap.methods.scst import scst_step
     from rlcap.models import build_model, model_vocab
     from rlcap.rewards import build_reward
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
     from rlcap.train.session import Progress, Session, add_part
 
     if device == "cpu":

@@ -26,7 +26,7 @@ def reference_rows(out: str, xe_cider: float) -> list[str]:
     from rlcap.data.loader import load_data
     from rlcap.metrics import score_captions
     from rlcap.reference_captioners import nearest_neighbour_predictions, template_predictions
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
 
     cfg = json.loads((REPO / out / "xe" / "config.json").read_text())["data"]
     cfg.update({k: str(REPO / cfg[k]) for k in ("dataset", "features")})  # recipes' paths are from the repository

@@ -44,12 +44,12 @@ from rlcap.models import build_model  # noqa: E402
 from rlcap.models.baseline_mlp import BaselineMLP  # noqa: E402
 from rlcap.rewards import RewardBatch, RewardConfig, build_reward  # noqa: E402
 from rlcap.methods import pg  # noqa: E402
-from rlcap.train.run_config import load_run_config  # noqa: E402
-from rlcap.train.learned_baseline import BASELINE  # noqa: E402
-from rlcap.train.rollout import caption_lengths  # noqa: E402
+from rlcap.methods import load_run_config  # noqa: E402
+from rlcap.methods.learned_baseline import BASELINE  # noqa: E402
+from rlcap.methods.samples import caption_lengths  # noqa: E402
 from rlcap.methods.scst import scst_step  # noqa: E402
 from rlcap.train.session import Progress, Session, add_part  # noqa: E402
-from rlcap.train.unique_scores import score_unique  # noqa: E402
+from rlcap.rewards.unique import score_unique  # noqa: E402
 
 COCO = REPO / ".." / "shared" / "data" / "coco" / "human_agreement_5k.json"
 IMAGES, K, MAX_LEN, REGIONS = 50, 3, 16, 36

@@ -41,7 +41,7 @@ def measure(arch: str, images: int, samples: int, steps: int, model: list[str] |
     from rlcap.models import build_model
     from rlcap.data.feats import Feats
     from rlcap.rewards import build_reward
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
     from rlcap.methods.scst import scst_step
     from rlcap.train.session import Progress, Session, add_part
 

@@ -27,7 +27,7 @@ def annotator_rewards(bench: Path, dataset: Path, features: Path, tau: float, ba
     from rlcap.models.retriever import load_retriever
     from rlcap.rewards.image_bank import build_image_bank
     from rlcap.rewards.retrieval import RetrievalReward
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
     from rlcap.train.checkpoint import load_model
 
     model, vocab, _ = load_model(bench / "xe" / "best")

@@ -28,8 +28,8 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
     from rlcap.bench.distinct import distinct_row, load_judges
     from rlcap.data.loader import load_data
     from rlcap.metrics import score_captions
-    from rlcap.train.run_config import load_run_config
-    from rlcap.train.decode_split import decode_split
+    from rlcap.methods import load_run_config
+    from rlcap.decoding.split import decode_split
     from rlcap.train.checkpoint import load_model
 
     rows: dict[str, dict[str, float]] = {}

@@ -54,7 +54,7 @@ from rlcap.models.model_config import ModelConfig
 from rlcap.rewards import CiderDReward, RewardBatch
 from rlcap.rewards.cider_device import CiderDDeviceReward
 from rlcap.rl.losses import reinforce_loss, xe_loss
-from rlcap.train.rollout import teacher_forced_logprobs
+from rlcap.methods.samples import teacher_forced_logprobs
 
 ARCHS = ("fc", "updown", "transformer")
 TOLERANCES = {"logprob": 1e-4, "loss": 1e-5, "grad": 1e-4, "reward": 1e-4, "confidence": 0.999}

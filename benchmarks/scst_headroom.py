@@ -7,7 +7,7 @@ written from the true scene ("a red star", "a big red star"), what perfect perce
 salient object would score. Writes the scst-headroom section of docs/BENCHMARKS.md.
 
     python benchmarks/scst_headroom.py --run xe=runs/bench_shapes/xe/best --run scst=runs/bench_shapes/scst/best
-    make bench-headroom   # the runs of docs/BENCHMARKS.md (measurement history), trained when missing
+    make bench-headroom   # the runs of docs/notes/2026-11-21-shapes-rl-recipes.md, trained when missing
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.data.synthetic.agreement import salient_object_accuracy, salient_template
     from rlcap.data.synthetic.captions import SIZE_WORDS
     from rlcap.metrics import score_captions
-    from rlcap.train.decode_split import decode_split
+    from rlcap.decoding.split import decode_split
     from rlcap.train.checkpoint import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

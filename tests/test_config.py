@@ -4,7 +4,8 @@ import pytest
 
 from rlcap.config import apply_overrides, describe
 from rlcap.errors import ConfigError
-from rlcap.train.run_config import RunConfig, load_run_config
+from rlcap.methods import load_run_config
+from rlcap.run_config import RunConfig
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
@@ -86,7 +87,7 @@ def test_every_field_has_help():
 def test_threads_auto_shares_the_cores_among_torchrun_processes(monkeypatch):
     import os
 
-    from rlcap.train.run_config import cpu_threads
+    from rlcap.run_config import cpu_threads
 
     cores = len(os.sched_getaffinity(0))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)

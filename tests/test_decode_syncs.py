@@ -21,7 +21,7 @@ from rlcap.decoding import stepping
 from rlcap.errors import ConfigError
 from rlcap.host_sync import count_host_syncs
 from rlcap.models import Feats, ModelConfig, build_model, expand_memory
-from rlcap.train.run_config import DecodeSettings, load_run_config
+from rlcap.methods import load_run_config
 
 ARCHS = ("fc", "updown", "transformer")
 
@@ -119,12 +119,17 @@ def test_exit_every_and_compile_settings():
         resolve_exit_every(-2, "cpu")
     with pytest.raises(ConfigError, match="compile"):
         resolve_compile("yes", "cpu")
-    for bad in ({"exit_every": -2}, {"compile": "yes"}):
-        with pytest.raises(ConfigError, match="decode."):
-            DecodeSettings(**bad).validate()
-    decode = load_run_config(None, ["decode.compile=true", "decode.exit_every=0"]).decode
-    assert decode.compile is True and decode.exit_every == 0
-    assert load_run_config(None, []).decode.compile == "auto"
+
+
+
+def test_the_environment_makes_a_cpu_decode_run_as_on_a_gpu(monkeypatch):
+    """No run setting chooses either (auto is right on every device); the tests and benchmarks force them."""
+    monkeypatch.setenv("RLCAP_DECODE_EXIT_EVERY", "0")
+    monkeypatch.setenv("RLCAP_DECODE_COMPILE", "true")
+    assert resolve_exit_every(None, "cpu") == 0 and resolve_exit_every(2, "cpu") == 2
+    assert resolve_compile("auto", "cpu") is True and resolve_compile(False, "cpu") is False
+    with pytest.raises(ConfigError, match="unknown config key decode.compile"):
+        load_run_config(None, ["decode.compile=true"])
 
 
 # --- compiled steps ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from rlcap.data.feats import Feats
 from rlcap.data.loader import Batch
 from rlcap.devices import model_device, resolve_device
 from rlcap.errors import ConfigError
-from rlcap.train.run_config import load_run_config
+from rlcap.methods import load_run_config
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rlcap"
 FACTORY = re.compile(r"torch\.(zeros|ones|full|arange|tensor|empty|rand|randn|randint|randperm|eye|linspace)\(")

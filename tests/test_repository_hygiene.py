@@ -36,3 +36,16 @@ def test_no_module_in_src_over_400_lines():
     long = {str(p.relative_to(REPO)): n for p in (REPO / "src").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}
+
+
+def test_train_is_an_engine_of_at_most_eight_modules():
+    """train/ holds the engine (session, optimizer step, checkpoints, run folder, logs, validation); a method's
+    helpers live beside the methods, evaluation in eval/."""
+    modules = sorted(p.name for p in (REPO / "src" / "rlcap" / "train").glob("*.py"))
+    assert len(modules) <= 8, modules
+
+
+def test_no_run_config_is_assembled_at_run_time():
+    """Each method's run config is a class written in its file, never one made by make_dataclass."""
+    assert [str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py")
+            if "make_dataclass" in p.read_text(encoding="utf-8")] == []

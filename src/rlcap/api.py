@@ -9,20 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from rlcap.devices import resolve_device
-from rlcap.train.run_config import RunConfig
-from rlcap.train.run_config import load_run_config as _load_run_config
+from rlcap.methods import load_run_config as _load_run_config
+from rlcap.run_config import RunConfig
 
 log = logging.getLogger(__name__)
 
 
 def load_run_config(path: str | Path | None, overrides: list[str] | None = None, shared: bool = False) -> RunConfig:
     """A recipe and ``key=value`` overrides as the run config of its method
-    (:func:`rlcap.train.run_config.load_run_config`)."""
+    (:func:`rlcap.methods.registry.load_run_config`)."""
     return _load_run_config(path, overrides, shared)
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
-    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.train.registry.METHODS`) in ``cfg.out_dir``.
+    """Run the loop named by ``cfg.algorithm`` (:data:`rlcap.methods.registry.METHODS`) in ``cfg.out_dir``.
 
     A folder that holds a run with the same settings continues it; one with other settings is refused,
     unless ``resume`` (continue it, applying the settings a run may change) or ``overwrite`` (replace
@@ -32,11 +32,11 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
     that the folder can be written, and released however the training ends."""
     from rlcap.devices import autocast
     from rlcap.locks import hold_run_folder
-    from rlcap.train.distributed import launched_rank
-    from rlcap.train.registry import trainer
+    from rlcap.distributed import launched_rank
+    from rlcap.methods import method
     from rlcap.train.run_folder import abandon_start, open_run_folder
 
-    loop = trainer(cfg.algorithm)
+    loop = method(cfg.algorithm).train
     main = launched_rank() == 0  # under torchrun, rank 0 holds the run folder and cleans it up
     device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     with hold_run_folder(cfg.out_dir) if main else contextlib.nullcontext():
@@ -87,9 +87,11 @@ def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, ma
     import dataclasses
 
     from rlcap.config import from_dict
-    from rlcap.train.run_config import DecodeSettings
+    from rlcap.run_config import DecodeSettings
 
-    own = from_dict(DecodeSettings, dict(config.get("decode", {})))
+    # (a setting a later release removed is left out: the decoders choose it by device)
+    known = {field.name for field in dataclasses.fields(DecodeSettings)}
+    own = from_dict(DecodeSettings, {k: v for k, v in config.get("decode", {}).items() if k in known})
     given = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
              "no_repeat_ngram": no_repeat_ngram}
     return from_dict(DecodeSettings, {**dataclasses.asdict(own), **{k: v for k, v in given.items() if v is not None}})
@@ -201,7 +203,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
 
     from rlcap.data.loader import load_data
     from rlcap.files import check_writable
-    from rlcap.train.decode_split import decode_split, evaluation_record, score_predictions
+    from rlcap.decoding.split import decode_split
+    from rlcap.train.validation import evaluation_record, score_predictions
     from rlcap.train.checkpoint import load_model
 
     if out_dir is not None:
@@ -222,7 +225,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
     predictions = decode_split(model, data.splits[split], vocab, dec.beam_size, dec.max_len, batch_size,
                                progress=progress, length_penalty=dec.length_penalty,
-                               no_repeat_ngram=dec.no_repeat_ngram, compile=dec.compile, exit_every=dec.exit_every)
+                               no_repeat_ngram=dec.no_repeat_ngram)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
@@ -250,10 +253,10 @@ def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", 
     """CIDEr-D of ``split`` decoded by lookahead inference ([Shi18], Fig. 1) at each lambda, with an
     actor-critic checkpoint (policy and value network); the best lambda is the one to use.
 
-    Returns :class:`rlcap.methods.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
+    Returns :class:`rlcap.eval.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
     from rlcap.data.loader import load_data
     from rlcap.files import check_writable
-    from rlcap.methods.lookahead import load_actor_critic, lookahead_scores, write_choice
+    from rlcap.eval.lookahead import load_actor_critic, lookahead_scores, write_choice
 
     if out_dir is not None:
         check_writable(out_dir, folder=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from rlcap import api
 from rlcap.files import check_writable
-from rlcap.train.run_config import load_run_config
+from rlcap.methods import load_run_config
 
 if TYPE_CHECKING:
     from rlcap.data.synthetic.shapes import ShapesConfig

@@ -80,7 +80,7 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     from rlcap.bench.rows import caption_sets, method_row
     from rlcap.bench.registry import BENCHMARKS
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.train.decode_split import decode_split
+    from rlcap.decoding.split import decode_split
     from rlcap.train.checkpoint import load_model
 
     dataset, feats = tiny_data

@@ -6,7 +6,7 @@ import yaml
 
 from rlcap.bench.registry import BENCHMARKS, METHODS, XE, Benchmark, Method, Stage
 from rlcap.cli import main
-from rlcap.train import registry
+from rlcap.methods import registry
 from tests.methods.toy_method import TOY  # REINFORCE with a constant baseline, a method from outside src/
 from tests.tiny import make_tiny_dataset, tiny_overrides
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from rlcap.bench.methods import run_benchmark
 from rlcap.bench.registry import methods_of, stages_of
 from rlcap.bench.report import video_markdown
-from rlcap.train.run_config import load_run_config
+from rlcap.methods import load_run_config
 from tests.tiny import make_tiny_clips, tiny_overrides
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

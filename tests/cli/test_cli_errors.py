@@ -70,7 +70,7 @@ def test_caption_missing_and_corrupt_images(capsys, encoder_ckpt, tmp_path):
 
 
 def test_eval_length_penalty_reaches_the_beam_search(capsys, trained, tmp_path, monkeypatch):
-    import rlcap.train.decode_split as evaluate
+    import rlcap.decoding.split as evaluate
 
     seen = []
 

@@ -113,7 +113,7 @@ def test_train_overrides_anywhere():
 def test_command_options_are_told_from_the_runs_settings():
     """resume=, overwrite= and nproc= are what rlcap train does, not settings of the run: taken out of
     the overrides (the last of each wins), checked, and the rest left in their order."""
-    from rlcap.cli.options import CommandOptions, command_options
+    from rlcap.command_options import CommandOptions, command_options
     from rlcap.errors import ConfigError
 
     options, rest = command_options(["optim.lr=0.1", "resume=true", "nproc=2", "resume=False", "overwrite=TRUE",
@@ -130,7 +130,7 @@ def test_command_options_are_told_from_the_runs_settings():
 def test_a_command_option_in_a_recipe_says_where_it_belongs(tmp_path, capsys):
     """A recipe (or an api override) holding resume is refused with where resume goes instead."""
     from rlcap.errors import ConfigError
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
 
     recipe = tmp_path / "old.yaml"
     recipe.write_text("algorithm: xe\nresume: true\n")
@@ -143,12 +143,3 @@ def test_a_command_option_in_a_recipe_says_where_it_belongs(tmp_path, capsys):
     assert main(["train", "--help-config", "algorithm=xe", "resume=true"]) == 0  # the option is not a key
     out = capsys.readouterr().out
     assert "\nresume " not in out and "options of the command, not settings of the run: resume=... continue" in out
-
-
-def test_the_cli_and_the_config_name_the_same_command_options():
-    """CommandOptions (the CLI's, light to import) and run_config.COMMAND_OPTIONS (the library's refusal and
-    the docs) name the same options."""
-    from rlcap.cli.options import CommandOptions
-    from rlcap.train.run_config import COMMAND_OPTIONS
-
-    assert sorted(CommandOptions._fields) == sorted(COMMAND_OPTIONS)

@@ -45,7 +45,7 @@ def test_train(trained, tmp_path, capsys):
 
 @read_only_mount
 def test_eval_before_decoding(trained, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("rlcap.train.decode_split.decode_split", _not_called)
+    monkeypatch.setattr("rlcap.train.validation.decode_split", _not_called)
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
         assert main(["eval", str(trained[2]), "--out", str(ro / "ev")]) == 2
     assert _last_line(capsys) == f"rlcap eval: error: cannot write {ro / 'ev'}: read-only file system"

@@ -15,7 +15,7 @@ from rlcap.models import AttValueNetwork
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.diagnose.value_samples import diagnose_value
 from rlcap.train.logger import read_log
-from rlcap.methods.lookahead import load_actor_critic
+from rlcap.eval.lookahead import load_actor_critic
 from tests.tiny import tiny_overrides
 from tests.methods.test_actor_critic import ac_settings, runs  # noqa: F401 (runs is the fixture)
 

@@ -23,7 +23,7 @@ import pytest
 
 from rlcap import api
 from rlcap.train.logger import read_log
-from rlcap.train.registry import METHODS
+from rlcap.methods.registry import METHODS
 from tests.methods.same_losses import CONFIGS
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from rlcap import api
 from rlcap.cli import main
 from rlcap.errors import ConfigError
-from rlcap.train import registry
+from rlcap.methods import registry
 from tests.methods import toy_method
 from tests.train.killing import EMPTY, REPO, train_losses, wait_for_step
 from tests.tiny import tiny_xe_run
@@ -73,7 +73,7 @@ def test_a_method_from_a_test_file_trains_and_resumes_after_sigkill(xe, tmp_path
 
 
 def test_a_run_parses_only_its_methods_sections(caplog):
-    with caplog.at_level(logging.WARNING, logger="rlcap.train.run_config"):
+    with caplog.at_level(logging.WARNING, logger="rlcap.methods.registry"):
         cfg = api.load_run_config(None, ["algorithm=scst", "xe.epochs=3", "hrl.gamma=0.5", "scst.baseline=none"])
     assert cfg.scst.baseline == "none" and not hasattr(cfg, "hrl") and not hasattr(cfg, "xe")
     assert [r.getMessage() for r in caplog.records] == ["algorithm=scst does not read the sections hrl, xe (left out)"]
@@ -86,9 +86,9 @@ def test_a_run_parses_only_its_methods_sections(caplog):
 
 
 def test_keys_a_method_never_reads_are_named_and_not_listed(caplog, capsys):
-    """Method.skips: a shared key the loop never reads is named in a warning when set, and --help-config leaves
+    """RunConfig.UNREAD: a shared key the loop never reads is named in a warning when set, and --help-config leaves
     it out (the embedding builds no captioner, the critic only embed_dim and hidden_dim; xe samples nothing)."""
-    with caplog.at_level(logging.WARNING, logger="rlcap.train.run_config"):
+    with caplog.at_level(logging.WARNING, logger="rlcap.methods.registry"):
         api.load_run_config(None, ["algorithm=xe", "decode.temperature=0.5", "decode.beam_size=2"])
         api.load_run_config(None, ["algorithm=xe", "decode.temperature=0.5"], shared=True)  # bench --rl: silent
         for recipe in sorted((REPO / "configs").glob("*.yaml")):  # no recipe sets a key its method never reads
@@ -127,7 +127,7 @@ def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
     scst = _listed(capsys, "algorithm=scst")  # a run from an XE checkpoint: its architecture and vocabulary
     assert not [k for k in scst if k.startswith("model.")] and "data.min_count" not in scst
     assert "allow_init_mismatch" in scst and "reward.retrieval_tau" not in scst and "reward.paths" not in scst
-    assert len(scst) == 48  # of 73: not the model's 12 nor min_count, the retrieval keys, the captions' cut, the decay
+    assert len(scst) == 45  # of 70: not the model's 12 nor min_count, the retrieval keys, the captions' cut, the decay
     assert not {"data.seq_per_img", "data.max_len", "scst.running_mean_decay"} & set(scst)
     assert main(["train", "--help-config", "algorithm=scst"]) == 0
     assert ("without init_from (from random weights) it also reads data.min_count, model.arch, model.embed_dim, "
@@ -148,6 +148,6 @@ def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
 
 def test_overrides_shared_by_several_runs_are_left_out_quietly(caplog):
     """rlcap demo and rlcap bench give one list to several runs: what a run does not read is no warning."""
-    with caplog.at_level(logging.WARNING, logger="rlcap.train.run_config"):
+    with caplog.at_level(logging.WARNING, logger="rlcap.methods.registry"):
         cfg = api.load_run_config(None, ["xe.epochs=3", "rl.epochs=2"], shared=True)
     assert cfg.xe.epochs == 3 and not hasattr(cfg, "rl") and caplog.records == []

@@ -14,9 +14,9 @@ from rlcap.models import Feats, ModelConfig, build_model
 from rlcap.rewards import RewardBatch
 from rlcap.rl.credit import mc_q_estimates
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.learned_baseline import BASELINE, baseline_run
+from rlcap.methods.learned_baseline import BASELINE, baseline_run
 from rlcap.train.logger import read_log
-from rlcap.train.unique_scores import score_unique, unique_pairs
+from rlcap.rewards.unique import score_unique, unique_pairs
 from tests.tiny import tiny_overrides
 
 VOCAB = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c"])
@@ -205,7 +205,7 @@ def test_bench_methods_train_from_xe_with_their_recipe(method, algorithm, reward
     from pathlib import Path
 
     from rlcap.bench.registry import METHODS
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
 
     xe, stage = METHODS[method].stages
     assert xe.name == "xe" and stage.init_from == "xe"

@@ -83,7 +83,7 @@ def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_pa
     """A policy that ends every caption at once (EOS first): rewards 0, finite loss, no crash."""
     from rlcap.data.vocab import EOS
     from rlcap.methods.scst import scst_step
-    from rlcap.train.sequence import train_reward
+    from rlcap.methods.sequence import train_reward
     from rlcap.train.session import start_session
 
     dataset, feats, init = xe_checkpoint

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from rlcap.config import help_field
 from rlcap.errors import ConfigError
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train import registry
-from rlcap.train.rollout import rollout, score
-from rlcap.train.sequence import train_reward
+from rlcap.methods.registry import METHODS, Method
+from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.methods.samples import rollout
+from rlcap.rewards.combine import score
+from rlcap.methods.sequence import train_reward
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import finish_run, finish_step, start_session, train_batches
 
@@ -26,7 +28,15 @@ class ToyConfig:
             raise ConfigError(f"toy.baseline: expected >= 0, got {self.baseline}")
 
 
-def train_toy(cfg):
+@dataclass
+class ToyRunConfig(SequenceRunConfig):
+    """``algorithm: toy``: the shared sections, ``rl`` and ``reward``, and the method's own ``toy:``."""
+
+    algorithm: str = algorithm_field("toy")
+    toy: ToyConfig = help_field(ToyConfig, "REINFORCE with a constant baseline (a test's own method)")
+
+
+def train_toy(cfg: ToyRunConfig):
     s = start_session(cfg, ("train", cfg.val.split))
     with train_reward(s) as reward:
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
@@ -39,11 +49,12 @@ def train_toy(cfg):
     return finish_run(s)
 
 
-TOY = registry.Method(train_toy, ToyConfig, help="REINFORCE with a constant baseline (a test's own method)")
+TOY = Method("toy", train_toy, ToyRunConfig, "REINFORCE with a constant baseline (a test's own method)")
 
 
 def register() -> None:
-    registry.METHODS["toy"] = TOY
+    """``register(TOY)`` is what a method's file does when it is imported; the tests add and remove it."""
+    METHODS["toy"] = TOY
 
 
 if __name__ == "__main__":  # python -m tests.methods.toy_method train RECIPE key=value ...: rlcap with the toy method

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlcap.data.feats import Feats
-from rlcap.data.vocab import BOS, EOS, PAD
+from rlcap.data.vocab import BOS, EOS
 from rlcap.decoding import greedy
 from rlcap.encoders.hf import vision_forward
 from tests.encoders.hf_models import save_tiny

@@ -19,7 +19,7 @@ from rlcap.errors import RlcapError
 from rlcap.rewards.image_bank import build_image_bank
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
-from rlcap.train.registry import METHODS
+from rlcap.methods.registry import METHODS
 from tests.methods.same_losses import CONFIGS, SMALL_EMBEDDING
 from tests.models.hf_captioners import save_captioner
 from tests.report.conftest import add_pictures
@@ -142,7 +142,7 @@ def test_what_model_train_trains(family, tmp_path):
                                                      "model.train": "decoder"})))
     # ... which a run starts from as from any transformers folder, with the same numbers
     from rlcap.train.checkpoint import load_model
-    from rlcap.train.run_config import load_run_config
+    from rlcap.methods import load_run_config
     from rlcap.train.session import open_session
 
     cfg = load_run_config(str(CONFIGS / "shapes_scst.yaml"), tiny_overrides(

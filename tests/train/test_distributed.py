@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from rlcap.data.feats import Feats
 from rlcap.data.loader import Batch
-from rlcap.train.distributed import Ranks, shard_rows
+from rlcap.distributed import Ranks, shard_rows
 from tests.train.killing import EMPTY, REPO
 from tests.tiny import make_tiny_dataset, tiny_overrides
 

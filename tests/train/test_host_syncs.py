@@ -110,6 +110,8 @@ def counting_steps(monkeypatch) -> list:
 
 @pytest.fixture
 def step_counts(monkeypatch):
+    """The host synchronisations of every step, decoding as on a GPU (no early-exit check: rlcap.decoding.stepping)."""
+    monkeypatch.setenv("RLCAP_DECODE_EXIT_EVERY", "0")
     yield from counting_steps(monkeypatch)
 
 
@@ -133,7 +135,7 @@ def test_an_scst_step_makes_at_most_two_host_synchronisations(xe_runs, tmp_path,
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "scst", arch=arch, algorithm="scst",
                                                        init_from=runs[arch], **{
                                                            "rl.epochs": 1, "rl.batch_size": 4, "max_steps": 4,
-                                                           "log_every": 1000, "decode.exit_every": 0})))
+                                                           "log_every": 1000})))
     later = [n for _, n in step_counts]  # steps 2-4 (the first, with its log line, precedes the first count)
     assert len(later) == 3
     for n in later:
@@ -196,7 +198,7 @@ BUDGETS = {
 def test_every_methods_step_stays_within_its_budget(tmp_path, step_counts):
     from tests.methods.same_losses import run_recipes
 
-    run_recipes(tmp_path, log_every=1000, **{"decode.exit_every": 0})
+    run_recipes(tmp_path, log_every=1000)
     windows: dict = {}
     for name, n in step_counts:
         windows.setdefault(name, []).append(n)
@@ -207,7 +209,7 @@ def test_every_methods_step_stays_within_its_budget(tmp_path, step_counts):
 
 
 def test_with_the_reward_on_the_device_an_scst_step_makes_none(xe_runs, tmp_path, step_counts, monkeypatch):
-    """CIDEr-D scored from the token ids (reward.device on a GPU; here its tensor code on the CPU): nothing goes to
+    """CIDEr-D scored from the token ids (as on a GPU; here its tensor code on the CPU): nothing goes to
     the host, the greedy baseline's captions included."""
     from rlcap.rewards import registry
     from rlcap.rewards.cider_device import CiderDDeviceReward
@@ -219,7 +221,7 @@ def test_with_the_reward_on_the_device_an_scst_step_makes_none(xe_runs, tmp_path
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "scst", arch="updown",
                                                        algorithm="scst", init_from=runs["updown"], **{
                                                            "rl.epochs": 1, "rl.batch_size": 4, "max_steps": 3,
-                                                           "log_every": 1000, "decode.exit_every": 0})))
+                                                           "log_every": 1000})))
     assert len(step_counts) == 2
     for _, n in step_counts:
         assert n.total == 0, str(n)
@@ -231,16 +233,16 @@ def test_the_reward_device_setting_is_resolved_against_the_runs_device():
     assert RewardContext({}, device="cpu").cider_device() == "cpu"
     assert RewardContext({}, device="cuda:1").cider_device() == "cuda:1"
     assert RewardContext({}, device="cuda", metric_device="cpu").cider_device() == "cpu"
-    with pytest.raises(ConfigError, match="reward.device=cuda: the run's device is cpu"):
+    with pytest.raises(ConfigError, match="metric_device=cuda: the run's device is cpu"):
         RewardContext({}, device="cpu", metric_device="cuda").cider_device()
 
 
 def test_a_split_is_decoded_with_one_transfer_a_batch(xe_runs):
     """Validation and `rlcap eval`: the captions of a batch go to the host at once (before: one read a caption),
-    and with decode.exit_every=0 nothing else is read, greedy or beam."""
+    and with no early-exit check (as on a GPU) nothing else is read, greedy or beam."""
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.train.checkpoint import load_model
-    from rlcap.train.decode_split import decode_split
+    from rlcap.decoding.split import decode_split
 
     dataset, feats, runs = xe_runs
     model, vocab, _ = load_model(runs["updown"])

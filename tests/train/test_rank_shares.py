@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from rlcap.train.distributed import Ranks, global_mean, word_share
+from rlcap.distributed import Ranks, global_mean, word_share
 
 # rank r's words: (logprob-like values, mask); rank 0 has 5 words, rank 1 has 2
 VALUES = [torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]]), torch.tensor([[6.0, 7.0, 0.0]])]

@@ -6,8 +6,8 @@ import torch
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import EOS, SPECIALS, Vocab
 from rlcap.models import Feats, ModelConfig, build_model
-from rlcap.train.run_config import DecodeSettings, RLConfig
-from rlcap.train.rollout import rollout
+from rlcap.run_config import DecodeSettings, RLConfig
+from rlcap.methods.samples import rollout
 
 
 @pytest.mark.parametrize("method", ["sample", "beam"])

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rlcap.errors import ConfigError
-from rlcap.train.distributed import Ranks
-from rlcap.train.run_config import OptimConfig
+from rlcap.distributed import Ranks
+from rlcap.run_config import OptimConfig
 from rlcap.train.optimizer import optimizer_step
-from rlcap.train.session import Part
+from rlcap.train.optimizer import Part
 
 
 def _step(mode: str, clip: float) -> list[float]:

@@ -9,11 +9,10 @@ import torch
 from rlcap import api
 from rlcap.cli import main
 from rlcap.errors import ConfigError, RlcapError
-from rlcap.rewards import RewardConfig
 from rlcap.train import validation as train_evaluate
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.run_config import RunConfig, ValConfig, auto_val_metric
-from rlcap.train.decode_split import Evaluation
+from rlcap.run_config import RunConfig, ValConfig, auto_val_metric
+from rlcap.train.validation import Evaluation
 from rlcap.train.logger import read_log
 from rlcap.train.validation import validation_scores
 from tests.tiny import tiny_overrides
@@ -30,7 +29,9 @@ from tests.tiny import tiny_overrides
     ("embedding", {"cider_d": 1.0}, "CIDEr"),
 ])
 def test_auto_is_the_metric_the_reward_optimises(algorithm, weights, expected):
-    assert auto_val_metric(algorithm, RewardConfig(weights=weights)) == expected
+    cfg = api.load_run_config(None, [f"algorithm={algorithm}", f"reward.weights={weights}"], shared=True)
+    assert cfg.val.metric == expected
+    assert auto_val_metric(cfg.learned_reward) == expected
 
 
 def test_auto_is_resolved_when_the_config_is_built():

@@ -16,7 +16,7 @@ from rlcap import api
 from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
 from rlcap.files import check_writable
 from rlcap.recipes import find_recipes
-from rlcap.train.run_config import load_run_config
+from rlcap.methods import load_run_config
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
     ``xe_overrides`` apply to the stages whose recipe trains with algorithm ``xe``, ``rl_overrides``
     to every other stage (the budget of the methods compared); an override of a section reaches the
     stages whose method reads that section (``mixer.start`` the MIXER stage, ``rl.epochs`` the
-    sequence-level ones: :func:`rlcap.train.run_config.load_run_config`)."""
+    sequence-level ones: :func:`rlcap.run_config.load_run_config`)."""
     recipes = BENCHMARKS[benchmark].recipes
     best: dict[str, Path] = {}
     for stage in stages_of(methods, benchmark):
@@ -174,7 +174,7 @@ def reference_rows(data: list[str], vocab: Any, metrics: list[str], out: Path) -
     captioner reads concept features only some datasets have) on the test split: name -> corpus scores; its
     captions and per-image scores to captions/NAME.json."""
     from rlcap.data.loader import load_data
-    from rlcap.train.decode_split import score_predictions
+    from rlcap.train.validation import score_predictions
 
     splits = load_data(load_run_config(None, data).data, ("train", "test"), vocab=vocab).splits
     rows = {}
@@ -198,7 +198,7 @@ def _lookahead_beam(checkpoint: Path, test: Any, max_len: int) -> tuple[dict[str
     """The test captions of an ``ac`` checkpoint by lookahead inference at the lambda its run chose on
     validation (the run folder's lookahead.json), with the table's beam size 3, as
     :func:`rlcap.bench.rows.method_row` decodes every other method."""
-    from rlcap.methods.lookahead import load_actor_critic, lookahead_predictions, read_choice
+    from rlcap.eval.lookahead import load_actor_critic, lookahead_predictions, read_choice
 
     chosen = read_choice(checkpoint.parent)
     policy, value_net, vocab, config = load_actor_critic(checkpoint)

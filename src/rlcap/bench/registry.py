@@ -6,7 +6,7 @@ of the same name are trained once per benchmark run and shared (every method's X
 The last stage's best checkpoint is the method's model in the table.
 
 Adding a method is an entry in :data:`METHODS` plus its recipe (and, for a new algorithm, its
-loop in :data:`rlcap.train.registry.TRAINERS`); adding a benchmark is an entry in
+loop in :data:`rlcap.methods.registry.TRAINERS`); adding a benchmark is an entry in
 :data:`BENCHMARKS`. See docs/ARCHITECTURE.md.
 """
 

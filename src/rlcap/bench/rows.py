@@ -65,7 +65,8 @@ def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: 
     captions (``"captions"``), their per-image scores (``"per_image"``) and, with judges, their retrieval ranks
     (``"ranks"``), for ``rlcap report``'s gallery."""
     from rlcap.bench.distinct import distinct_row
-    from rlcap.train.decode_split import decode_split, score_predictions
+    from rlcap.decoding.split import decode_split
+    from rlcap.train.validation import score_predictions
 
     if predictions is None:
         predictions = decode_split(model, split, vocab, 3, max_len)

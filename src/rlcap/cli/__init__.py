@@ -91,7 +91,7 @@ def _launched_rank() -> int:
     """torchrun's rank of this process (0 without torchrun), without importing torch when there is none."""
     if "RANK" not in os.environ:
         return 0
-    from rlcap.train.distributed import launched_rank
+    from rlcap.distributed import launched_rank
 
     return launched_rank()
 

@@ -8,7 +8,7 @@ argument errors as one line.
   argparse stops filling positionals at the first option.
 * An argument error is one line (``PROG: error: MESSAGE (see PROG --help)``), not the usage text.
 * ``rlcap train``'s options given as overrides (``resume=true``, ``overwrite=true``, ``nproc=N``) are
-  told from the run's settings by :func:`command_options`.
+  told from the run's settings by :func:`rlcap.command_options.command_options`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
-from rlcap.errors import ConfigError
 
 
 def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -129,34 +127,3 @@ def add_data_folder_arguments(p: argparse.ArgumentParser, data_default: str | No
     p.add_argument("--configs", default=None,
                    help=f"{configs_help} (default: configs/ of the rlcap checkout the package runs from, else "
                         "./configs)")
-
-
-class CommandOptions(NamedTuple):
-    """What ``rlcap train`` does, given among the overrides but not settings of the run (no config.json holds them)."""
-
-    nproc: int = 1           # processes to start with torchrun
-    resume: bool = False     # continue the run in out_dir, applying changed settings (api.train)
-    overwrite: bool = False  # replace the run in out_dir (api.train)
-
-
-def command_options(overrides: list[str]) -> tuple[CommandOptions, list[str]]:
-    """``nproc=N``, ``resume=BOOL`` and ``overwrite=BOOL`` among the overrides (the last of each wins),
-    and the other overrides: the run's settings."""
-    given: dict[str, str] = {}
-    rest = []
-    for override in overrides:
-        key, sep, value = override.partition("=")
-        if sep and key in CommandOptions._fields:
-            given[key] = value
-        else:
-            rest.append(override)
-    nproc = given.get("nproc", "1")
-    if not nproc.isdigit() or int(nproc) < 1:
-        raise ConfigError(f"nproc: expected a whole number of processes >= 1, got {nproc!r}")
-    flags = {}
-    for key in ("resume", "overwrite"):
-        value = given.get(key, "false").lower()
-        if value not in ("true", "false"):
-            raise ConfigError(f"{key}: expected true or false, got {given[key]!r}")
-        flags[key] = value == "true"
-    return CommandOptions(int(nproc), **flags), rest

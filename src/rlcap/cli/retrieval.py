@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from rlcap import api
-from rlcap.cli.options import COUNT, command_options, int_range
+from rlcap.cli.options import COUNT, int_range
+from rlcap.command_options import command_options
 from rlcap.devices import resolve_device
 from rlcap.errors import ConfigError
 

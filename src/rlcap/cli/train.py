@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlcap import api
-from rlcap.cli.options import command_options
+from rlcap.command_options import OPTION_HELP, command_options
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt, signal_outcome
 from rlcap.config import describe
 from rlcap.errors import Stopped
 from rlcap.train.checkpoint import check_world_size
-from rlcap.train.distributed import launched_rank, stop_at_step_boundary
-from rlcap.train.run_config import metric_label, run_config_class
+from rlcap.distributed import launched_rank, stop_at_step_boundary
+from rlcap.run_config import metric_label
 
 if TYPE_CHECKING:
     from rlcap.train.session import TrainResult
@@ -157,8 +157,7 @@ def _help_config(args: argparse.Namespace) -> int:
     """The keys of the method a recipe or ``algorithm=NAME`` names: the shared ones and its own. A method
     that continues an XE model is shown as it runs, with ``init_from`` (the checkpoint then gives the
     architecture and the vocabulary)."""
-    from rlcap.train.registry import METHODS
-    from rlcap.train.run_config import COMMAND_OPTIONS, as_meant, load_run_config, read_by
+    from rlcap.methods import METHODS, load_run_config
 
     recipe, overrides = args.config, list(args.overrides)
     if recipe is not None and "=" in recipe and not Path(recipe).exists():  # `--help-config algorithm=scst`
@@ -168,22 +167,22 @@ def _help_config(args: argparse.Namespace) -> int:
     algorithm = cfg.algorithm
     method = METHODS[algorithm]
     print(f"algorithm={algorithm}: {method.help}" if method.help else f"algorithm={algorithm}")
-    view = as_meant(cfg)
-    rows = describe(run_config_class(algorithm))
-    shown = [row for row in rows if read_by(view, row[0])]
+    view = cfg.as_meant()
+    rows = describe(method.config)
+    shown = [row for row in rows if view.reads(row[0])]
     for key, default, text in shown:
         print(f"{key:28s} {default:24s} {text}")
     print(f"\n{len(shown)} keys", end="")
     if view is not cfg:
-        scratch = [row[0] for row in rows if row not in shown and read_by(cfg, row[0])]
+        scratch = [row[0] for row in rows if row not in shown and cfg.reads(row[0])]
         print(f", for a run from an XE checkpoint (init_from), as {algorithm} is meant to run; without init_from "
               f"(from random weights) it also reads {', '.join(scratch)}", end="")
-    unread = [row[0] for row in rows if row not in shown and not read_by(cfg, row[0])]
+    unread = [row[0] for row in rows if row not in shown and not cfg.reads(row[0])]
     if unread:
         print(f"; not shown, as this run does not read them: {', '.join(unread)} "
               "(other model.arch, reward.weights, algorithm, init_from or scst.baseline)", end="")
     print("\n\noptions of the command, not settings of the run: " + "; ".join(
-        f"{key}=... {text}" for key, text in COMMAND_OPTIONS.items()))
+        f"{key}=... {text}" for key, text in OPTION_HELP.items()))
     print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
           f"{', '.join(name for name in METHODS if name != algorithm)}")
     return 0

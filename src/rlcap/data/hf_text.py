@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlcap.data.vocab import BOS, EOS, PAD, UNK
+from rlcap.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from rlcap.errors import DataError, RlcapError
 
 KIND = "hf_tokenizer"  # vocab.json's "kind" for this interface
@@ -142,3 +142,15 @@ class TokenizerVocab:
             return cls(json.dumps(data["tokenizer"]), TokenIds(**data["ids"]), data["special"])
         except Exception as exc:  # (the tokenizers library reports a bad tokenizer as a plain Exception)
             raise DataError(f"a {KIND} vocabulary that cannot be read ({exc.__class__.__name__}: {exc})") from None
+
+
+def load_vocab(path: str | Path) -> "Vocab | Any":
+    """A checkpoint's ``vocab.json``: rlcap's word vocabulary, or a transformers captioner's tokenizer
+    (:class:`rlcap.data.hf_text.TokenizerVocab`, ``"kind": "hf_tokenizer"``)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read vocabulary {path}: {exc}") from exc
+    if isinstance(data, dict) and data.get("kind") == "hf_tokenizer":
+        return TokenizerVocab.from_dict(data)
+    return Vocab.load(path)

@@ -6,7 +6,6 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from rlcap.errors import DataError
 
@@ -63,17 +62,3 @@ class Vocab:
             return cls(data["itos"])
         except (OSError, ValueError, KeyError) as exc:
             raise DataError(f"cannot read vocabulary {path}: {exc}") from exc
-
-
-def load_vocab(path: str | Path) -> "Vocab | Any":
-    """A checkpoint's ``vocab.json``: rlcap's word vocabulary, or a transformers captioner's tokenizer
-    (:class:`rlcap.data.hf_text.TokenizerVocab`, ``"kind": "hf_tokenizer"``)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read vocabulary {path}: {exc}") from exc
-    if isinstance(data, dict) and data.get("kind") == "hf_tokenizer":
-        from rlcap.data.hf_text import TokenizerVocab
-
-        return TokenizerVocab.from_dict(data)
-    return Vocab.load(path)

@@ -6,7 +6,8 @@ from typing import NamedTuple
 
 import torch
 
-from rlcap.data.vocab import BOS, EOS, PAD
+from rlcap.data.vocab import BOS, EOS, PAD, Vocab
+from rlcap.host_sync import on_host, to_host
 
 
 class DecodeResult(NamedTuple):
@@ -55,3 +56,13 @@ def check_prefix(prefix: torch.Tensor | None, rows: int, max_len: int, vocab_siz
     if longest > max_len:
         raise ValueError(f"prefix: a row has {longest} words, more than max_len={max_len}")
     return prefix
+
+
+def decode_captions(vocab: Vocab, *tokens: torch.Tensor) -> list[str]:
+    """The words of token rows (N, T), of one or several such tensors (their rows in turn, widths may
+    differ), in one transfer to the host for them all (one synchronisation on a GPU, where a transfer
+    per row would be one each: rlcap.host_sync)."""
+    width = max(t.size(1) for t in tokens)
+    rows = to_host(torch.cat([torch.nn.functional.pad(t, (0, width - t.size(1)), value=PAD) for t in tokens]))
+    with on_host():
+        return [vocab.decode(row) for row in rows.tolist()]

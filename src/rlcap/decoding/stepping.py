@@ -40,6 +40,7 @@ one graph is recorded per cache length and number of rows, on first use.
 from __future__ import annotations
 
 import logging
+import os
 import types
 import weakref
 from typing import Any, Callable
@@ -57,11 +58,19 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {
 _EAGER = "eager"  # a model whose step dynamo could not trace
 
 
+# Environment variables that make a decode on the CPU run as one on CUDA does (the host-synchronisation tests
+# and the benchmarks use them; a run has no setting for either: auto is right on every device).
+EXIT_EVERY_VARIABLE = "RLCAP_DECODE_EXIT_EVERY"
+COMPILE_VARIABLE = "RLCAP_DECODE_COMPILE"
+
+
 def resolve_exit_every(setting: int | None, device: torch.device | str) -> int:
     """Steps between two checks that every row has ended (0: never; decode ``max_len`` steps).
 
     ``setting``: None or -1 (auto): 1 on the CPU, where the check is free, 0 elsewhere (on CUDA each check
-    waits for the device); else the number itself (>= 0)."""
+    waits for the device), unless ``RLCAP_DECODE_EXIT_EVERY`` gives a number; else the number itself (>= 0)."""
+    if (setting is None or setting == -1) and os.environ.get(EXIT_EVERY_VARIABLE):
+        setting = int(os.environ[EXIT_EVERY_VARIABLE])
     if setting is None or setting == -1:
         return 1 if torch.device(device).type == "cpu" else 0
     if setting < 0:
@@ -70,14 +79,23 @@ def resolve_exit_every(setting: int | None, device: torch.device | str) -> int:
 
 
 def resolve_compile(setting: bool | str, device: torch.device | str) -> bool:
-    """Whether decoding compiles its steps: ``auto`` compiles on CUDA only, ``True`` / ``False`` as given.
+    """Whether decoding compiles its steps: ``auto`` compiles on CUDA only (unless ``RLCAP_DECODE_COMPILE`` is
+    ``true`` or ``false``), ``True`` / ``False`` as given. ``TORCHDYNAMO_DISABLE=1`` (torch's own switch) turns
+    every compilation off.
 
     On the CPU the step's time is in its matrix products: UpDown at the field's size, sampling 10 or 50
     images x 5 with autograd and its backward pass took 1-5% less CPU time compiled, greedy decoding none
     (one thread, timed by hand), against compilations of 5-30 s per kind of decode."""
+    if setting == "auto" and os.environ.get(COMPILE_VARIABLE):
+        setting = {"true": True, "false": False}.get(os.environ[COMPILE_VARIABLE].lower(), os.environ[COMPILE_VARIABLE])
     if setting not in COMPILE_SETTINGS:
         raise ConfigError(f"compile: expected one of auto, true, false, got {setting!r}")
     return torch.device(device).type == "cuda" if setting == "auto" else bool(setting)
+
+
+def decode_options(device: torch.device | str) -> dict:
+    """The decoders' ``exit_every`` and ``compile`` on ``device`` (:func:`resolve_exit_every`, :func:`resolve_compile`)."""
+    return {"exit_every": resolve_exit_every(None, device), "compile": resolve_compile("auto", device)}
 
 
 def stepper(model: torch.nn.Module, step: Callable, compile: bool, device: torch.device, **static: Any) -> Callable:

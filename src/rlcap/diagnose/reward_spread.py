@@ -27,8 +27,8 @@ from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
 from rlcap.errors import DataError
 from rlcap.progress import track
 from rlcap.rewards import RewardConfig, build_reward
-from rlcap.train.run_config import RLConfig
-from rlcap.train.rollout import reward_batch
+from rlcap.run_config import RLConfig
+from rlcap.rewards.batch import reward_batch
 from rlcap.train.checkpoint import load_model
 
 log = logging.getLogger(__name__)

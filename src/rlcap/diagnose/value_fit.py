@@ -12,7 +12,7 @@ from rlcap.diagnose.checkpoint_data import checkpoint_data
 from rlcap.errors import RlcapError
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.diagnose.value_samples import ValueDiagnosis, diagnose_value
-from rlcap.methods.lookahead import VALUE
+from rlcap.eval.lookahead import VALUE
 
 
 def value_fit(checkpoint: str | Path, split: str = "val", images: int = 500, samples: int | None = None,

@@ -24,8 +24,9 @@ from rlcap.errors import DataError
 from rlcap.rewards import RewardConfig, build_reward
 from rlcap.rl.credit import ValueFit, value_fit_by_position
 from rlcap.methods.actor_critic import value_inputs
-from rlcap.methods.lookahead import load_actor_critic
-from rlcap.train.rollout import reward_batch, score
+from rlcap.eval.lookahead import load_actor_critic
+from rlcap.rewards.batch import reward_batch
+from rlcap.rewards.combine import score
 
 log = logging.getLogger(__name__)
 

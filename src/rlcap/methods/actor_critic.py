@@ -15,7 +15,7 @@ resumes exactly:
 The reward ``R`` is the run's weighted reward: [Shi18]'s eq. 7 mixes CIDEr-D with the embedding
 reward of eq. 6, ``reward.weights: {cider_d: 1, embedding: w}`` with ``reward.paths.embedding`` a
 checkpoint of ``algorithm: embedding``. After training, ``ac.lookahead`` picks the lambda of
-lookahead inference (Fig. 1) on the validation split (``methods/lookahead.py``).
+lookahead inference (Fig. 1) on the validation split (``eval/lookahead.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import NamedTuple
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS
 from rlcap.errors import ConfigError
@@ -37,17 +38,19 @@ from rlcap.models.value import FROM_POLICY_STATE, VALUE_MODELS
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.run_config import OptimConfig, RunConfig, check_lr, check_min
-from rlcap.train.rollout import Rollout, caption_lengths, rollout, score
-from rlcap.train.step_stats import Stat
-from rlcap.train.sequence import conventions, pretrain_phase, train_reward
-from rlcap.train.distributed import word_share
+from rlcap.run_config import OptimConfig, RunConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.samples import Rollout, caption_lengths, rollout
+from rlcap.rewards.combine import score
+from rlcap.train.logger import Stat
+from rlcap.methods.sequence import conventions, pretrain_phase, train_reward
+from rlcap.distributed import word_share
+from rlcap.eval.lookahead import lookahead_for_run
+from rlcap.train.checkpoint import VALUE
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step, open_session, train_batches)
 
 log = logging.getLogger(__name__)
 
-VALUE = "value"
 PRETRAIN = "value_pretrain"  # session.state key: {"epoch", "step_in_epoch"} of phase 1
 
 
@@ -84,6 +87,14 @@ class ActorCriticConfig:
         bad = [x for x in self.lookahead if not 0 <= x <= 1]
         if bad:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
+
+
+@dataclass
+class ActorCriticRunConfig(SequenceRunConfig):
+    """``algorithm: ac``: actor-critic with a value network [Shi18]."""
+
+    algorithm: str = algorithm_field("ac")
+    ac: ActorCriticConfig = help_field(ActorCriticConfig, "actor-critic with a value network [Shi18]")
 
 
 class AcStats(NamedTuple):
@@ -175,7 +186,7 @@ def reads_policy(cfg: RunConfig) -> bool:
     return cfg.ac.value_features == FROM_POLICY_STATE
 
 
-def train_actor_critic(cfg: RunConfig) -> TrainResult:
+def train_actor_critic(cfg: ActorCriticRunConfig) -> TrainResult:
     if reads_policy(cfg) and cfg.rl.sample_method != "sample":
         raise ConfigError("ac.value_features=hidden reads the decoder states of sampled captions: rl.sample_method "
                           "must be 'sample'")
@@ -196,7 +207,8 @@ def train_actor_critic(cfg: RunConfig) -> TrainResult:
                     break
     result = finish_run(s)
     if cfg.ac.lookahead and not result.stopped_early and s.ranks.main:  # (under torchrun, rank 0 chooses lambda)
-        from rlcap.methods.lookahead import lookahead_for_run
-
         lookahead_for_run(s, cfg.ac.lookahead)
     return result
+
+
+register(Method("ac", train_actor_critic, ActorCriticRunConfig, "actor-critic with a value network [Shi18]"))

@@ -14,15 +14,17 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.chunker import chunk_starts
 from rlcap.data.vocab import BOS, PAD
 from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
-from rlcap.train.run_config import RunConfig, check_min
+from rlcap.run_config import RunConfig, algorithm_field, check_min
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches
 
@@ -42,6 +44,23 @@ class CriticConfig:
     def validate(self) -> None:
         check_min("critic.epochs", self.epochs, 1)
         check_min("critic.batch_size", self.batch_size, 1)
+
+
+@dataclass
+class CriticRunConfig(RunConfig):
+    """``algorithm: critic``: the internal critic of HRL, trained before it [Wang18]."""
+
+    # sized by model.embed_dim and model.hidden_dim, it decodes no caption and keeps best/ by its own F1
+    UNREAD: ClassVar[tuple[str, ...]] = ("model.arch", "model.att_hidden_dim", "model.dropout", "val.max_images",
+                                         "val.batch_size", "decode.", "val.metric")
+    CAPTIONS_PER_IMAGE: ClassVar[bool] = False
+
+    algorithm: str = algorithm_field("critic")
+    critic: CriticConfig = help_field(CriticConfig, "the internal critic of HRL, trained before it [Wang18]")
+
+    @property
+    def epochs(self) -> int:
+        return self.critic.epochs
 
 
 def critic_data(split, vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,7 +96,7 @@ def boundary_scores(critic: InternalCritic, tokens: torch.Tensor, targets: torch
             "F1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0}
 
 
-def train_critic(cfg: RunConfig) -> TrainResult:
+def train_critic(cfg: CriticRunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
     critic = InternalCritic(len(s.data.vocab), s.cfg.model.embed_dim, s.cfg.model.hidden_dim)
     add_part(s, CRITIC, critic, cfg.optim)
@@ -104,3 +123,6 @@ def train_critic(cfg: RunConfig) -> TrainResult:
         if finish_step(s, {"loss": loss.detach()}):
             break
     return finish_run(s)
+
+
+register(Method("critic", train_critic, CriticRunConfig, "the internal critic of HRL, trained before it [Wang18]"))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch, SplitData
 from rlcap.devices import full_precision, model_device
 from rlcap.errors import ConfigError
@@ -29,7 +30,7 @@ from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
 from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
-from rlcap.train.run_config import RunConfig, check_min
+from rlcap.run_config import RunConfig, algorithm_field, check_min
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step, open_session, train_batches)
 
@@ -81,18 +82,58 @@ class RetrieverConfig(EmbeddingConfig):
                                       "(rlcap.rl.contrastive.info_nce_loss); ranking: [Shi18]'s eq. 5 hinge")
 
 
+# the trainers of a model other than the captioner decode no caption and keep best/ by their own score
+NO_DECODING = ("decode.", "val.metric")
+
+
+@dataclass
+class EmbeddingRunConfig(RunConfig):
+    """``algorithm: embedding``: the image-caption embedding that the embedding reward loads [Shi18]."""
+
+    UNREAD: ClassVar[tuple[str, ...]] = ("model.", *NO_DECODING)  # it builds no captioner
+    CAPTIONS_PER_IMAGE: ClassVar[bool] = False  # one caption per image in a batch
+
+    algorithm: str = algorithm_field("embedding")
+    embedding: EmbeddingConfig = help_field(EmbeddingConfig, "the image-caption embedding that the embedding reward loads [Shi18]")
+
+    @property
+    def epochs(self) -> int:
+        return self.embedding.epochs
+
+    @property
+    def training(self) -> EmbeddingConfig:
+        """The trainer's section."""
+        return self.embedding
+
+
+@dataclass
+class RetrieverRunConfig(RunConfig):
+    """``algorithm: retriever``: the dual encoder of [Chaffin24], trained as the embedding is."""
+
+    UNREAD: ClassVar[tuple[str, ...]] = ("model.", *NO_DECODING)
+    CAPTIONS_PER_IMAGE: ClassVar[bool] = False
+
+    algorithm: str = algorithm_field("retriever")
+    retriever: RetrieverConfig = help_field(RetrieverConfig, "a dual encoder trained contrastively: the retriever "
+                                                             "and the judge of [Chaffin24]")
+
+    @property
+    def epochs(self) -> int:
+        return self.retriever.epochs
+
+    @property
+    def training(self) -> EmbeddingConfig:
+        """The trainer's section."""
+        return self.retriever
+
+
 def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
     """(B, T) word ids -> (B, B) bool, True where captions i and j are the same word for word."""
     return (tokens[:, None, :] == tokens[None, :, :]).all(dim=2)
 
 
-def section(cfg: RunConfig) -> EmbeddingConfig:
-    """The run's own section: ``embedding:`` or ``retriever:``."""
-    return getattr(cfg, cfg.algorithm)
-
-
 def embedding_step(s: Session, batch: Batch) -> torch.Tensor:
-    cfg = section(s.cfg)
+    cfg = s.cfg.training
     model = s.parts[EMBEDDING].module
     # 1. embed the B images and their B captions (one each) into the joint space
     images = model.embed_images(batch.feats)  # (B, D)
@@ -133,9 +174,9 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
     return scores
 
 
-def train_embedding(cfg: RunConfig) -> TrainResult:
+def train_embedding(cfg: EmbeddingRunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
-    model = EmbeddingModel(section(cfg).model, len(s.data.vocab), feature_dims(s.data)["fc"])
+    model = EmbeddingModel(cfg.training.model, len(s.data.vocab), feature_dims(s.data)["fc"])
     add_part(s, EMBEDDING, model, cfg.optim)
     begin(s, selects_by="mean_R")
     model.train()
@@ -144,7 +185,12 @@ def train_embedding(cfg: RunConfig) -> TrainResult:
     def validate(s: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
         return retrieval_scores(model, s.data.splits[v.split], v.batch_size, v.max_images)
 
-    for batch in train_batches(s, section(cfg).epochs, section(cfg).batch_size, 1, validate=validate):
+    for batch in train_batches(s, cfg.training.epochs, cfg.training.batch_size, 1, validate=validate):
         if finish_step(s, {"loss": embedding_step(s, batch)}):
             break
     return finish_run(s)
+
+
+register(Method("embedding", train_embedding, EmbeddingRunConfig, "the image-caption embedding that the embedding reward loads [Shi18]"))
+register(Method("retriever", train_embedding, RetrieverRunConfig,
+                "a dual encoder trained contrastively: the retriever and the judge of [Chaffin24]"))

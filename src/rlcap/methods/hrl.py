@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import banned_words, sample, word_logprobs
@@ -44,11 +45,13 @@ from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
-from rlcap.train.run_config import RunConfig, check_lr, check_min
-from rlcap.train.rollout import caption_lengths, decoding, reward_batch
-from rlcap.train.sequence import train_reward
-from rlcap.train.step_stats import Stat
-from rlcap.train.distributed import word_share
+from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.samples import caption_lengths
+from rlcap.decoding.stepping import decode_options
+from rlcap.rewards.batch import reward_batch
+from rlcap.methods.sequence import train_reward
+from rlcap.train.logger import Stat
+from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
 
@@ -93,6 +96,14 @@ class HrlConfig:
         if self.goal_noise < 0:
             raise ConfigError(f"hrl.goal_noise: expected >= 0, got {self.goal_noise:g}")
         check_lr("hrl.baseline_lr", self.baseline_lr)
+
+
+@dataclass
+class HrlRunConfig(SequenceRunConfig):
+    """``algorithm: hrl``: hierarchical RL for video: alternating worker and manager phases [Wang18]."""
+
+    algorithm: str = algorithm_field("hrl")
+    hrl: HrlConfig = help_field(HrlConfig, "hierarchical RL for video: alternating worker and manager phases [Wang18]")
 
 
 class Baselines(nn.Module):
@@ -168,7 +179,7 @@ def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
     out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True,
-                 **decoding(cfg.decode, s.device))
+                 **decode_options(s.device))
     # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
     rb = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
@@ -238,7 +249,7 @@ def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
     # 1. greedy decoding (eval mode) by the frozen worker under the manager's explored goals (line 13)
     tokens, logprobs, starts, h_m = greedy_segments(model, batch, cfg.decode.max_len,
-                                                    decoding(cfg.decode, s.device)["exit_every"])
+                                                    decode_options(s.device)["exit_every"])
     mask = tokens != PAD
     # 2. eq. 25: delta rewards summed per segment, discounted over segments
     f = delta_rewards(prefix_scores(reward, s.data.vocab, tokens, reward_batch(batch, 1)), mask)
@@ -255,7 +266,7 @@ def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
                     caption_lengths(tokens).mean(), 2.0, time.perf_counter() - start)
 
 
-def train_hrl(cfg: RunConfig) -> TrainResult:
+def train_hrl(cfg: HrlRunConfig) -> TrainResult:
     s = open_session(cfg, splits=("train", cfg.val.split))
     model = s.model
     if not hasattr(model, "segment_start"):
@@ -282,3 +293,6 @@ def train_hrl(cfg: RunConfig) -> TrainResult:
             if finish_step(s, stats._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("hrl", train_hrl, HrlRunConfig, "hierarchical RL for video: alternating worker and manager phases [Wang18]"))

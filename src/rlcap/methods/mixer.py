@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
 from rlcap.decoding import sample
@@ -25,14 +26,17 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
-from rlcap.train.step_stats import Stat
-from rlcap.train.distributed import word_share
-from rlcap.train.run_config import RunConfig, check_lr, check_min
-from rlcap.train.learned_baseline import BASELINE, baseline_run
-from rlcap.train.rollout import caption_lengths, decode_captions, decoding, reward_batch
+from rlcap.train.logger import Stat
+from rlcap.distributed import word_share
+from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.learned_baseline import BASELINE, baseline_run
+from rlcap.methods.samples import caption_lengths
+from rlcap.decoding.result import decode_captions
+from rlcap.decoding.stepping import decode_options
+from rlcap.rewards.batch import reward_batch
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
-from rlcap.train.unique_scores import score_unique
+from rlcap.rewards.unique import score_unique
 
 
 @dataclass
@@ -52,6 +56,17 @@ class MixerConfig:
         check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
         check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
         check_lr("mixer.baseline_lr", self.baseline_lr)
+
+
+@dataclass
+class MixerRunConfig(SequenceRunConfig):
+    """``algorithm: mixer``: MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]."""
+
+    READS_CAPTIONS: ClassVar[bool] = True  # its XE prefix is the references'
+    CAPTIONS_PER_IMAGE: ClassVar[bool] = False  # one reference per sampled row
+
+    algorithm: str = algorithm_field("mixer")
+    mixer: MixerConfig = help_field(MixerConfig, "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]")
 
 
 class MixerStats(NamedTuple):
@@ -77,7 +92,7 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
     t0 = time.perf_counter()
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
     out = sample(s.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
-                 **decoding(cfg.decode, s.device),
+                 **decode_options(s.device),
                  prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
     xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
@@ -109,7 +124,7 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
                       sample_s, scored.seconds, backward_s)
 
 
-def train_mixer(cfg: RunConfig) -> TrainResult:
+def train_mixer(cfg: MixerRunConfig) -> TrainResult:
     mx = cfg.mixer
     settings = (f"MIXER: XE on the first M reference words, M = {mx.start} minus {mx.delta} every "
                 f"{mx.epochs_per_stage} epochs, down to 0; baseline MLP of {mx.baseline_hidden} units")
@@ -119,3 +134,6 @@ def train_mixer(cfg: RunConfig) -> TrainResult:
             if finish_step(s, mixer_step(s, batch, reward, m)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("mixer", train_mixer, MixerRunConfig, "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]"))

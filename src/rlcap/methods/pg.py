@@ -18,6 +18,7 @@ from typing import NamedTuple
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import DecodeResult, prefix_rollouts, sample
@@ -25,14 +26,16 @@ from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
 from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
-from rlcap.train.step_stats import Stat
-from rlcap.train.run_config import RunConfig, check_lr, check_min
-from rlcap.train.learned_baseline import BASELINE, baseline_run
-from rlcap.train.rollout import caption_lengths, decode_captions, decoding
-from rlcap.train.distributed import word_share
+from rlcap.train.logger import Stat
+from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.learned_baseline import BASELINE, baseline_run
+from rlcap.methods.samples import caption_lengths
+from rlcap.decoding.result import decode_captions
+from rlcap.decoding.stepping import decode_options
+from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
-from rlcap.train.unique_scores import UniqueScores, score_unique
+from rlcap.rewards.unique import UniqueScores, score_unique
 
 
 @dataclass
@@ -49,6 +52,14 @@ class PgConfig:
         check_min("pg.samples", self.samples, 1)
         check_min("pg.baseline_hidden", self.baseline_hidden, 1)
         check_lr("pg.baseline_lr", self.baseline_lr)
+
+
+@dataclass
+class PgRunConfig(SequenceRunConfig):
+    """``algorithm: pg``: PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]."""
+
+    algorithm: str = algorithm_field("pg")
+    pg: PgConfig = help_field(PgConfig, "PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]")
 
 
 class PgStats(NamedTuple):
@@ -114,7 +125,7 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
     cfg, pg = s.cfg, s.cfg.pg
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
-    out = sample(s.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len, **decoding(cfg.decode, s.device),
+    out = sample(s.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len, **decode_options(s.device),
                  temperature=cfg.decode.temperature, return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
@@ -123,7 +134,7 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
     with torch.no_grad():
         rolls = prefix_rollouts(s.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
                                 temperature=cfg.decode.temperature,
-                                exit_every=decoding(cfg.decode, s.device)["exit_every"])  # R*T*K rows, ordered (r, t, k)
+                                exit_every=decode_options(s.device)["exit_every"])  # R*T*K rows, ordered (r, t, k)
     rollout_s = time.perf_counter() - t0
     # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
     #    the caption's own reward at its last word ([Liu17], the Monte-Carlo estimate of Q)
@@ -147,7 +158,7 @@ def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
                    scored.scores.seconds, backward_s)
 
 
-def train_pg(cfg: RunConfig) -> TrainResult:
+def train_pg(cfg: PgRunConfig) -> TrainResult:
     pg = cfg.pg
     settings = f"PG-SPIDEr ([Liu17]): {pg.rollouts} rollouts per word, baseline MLP of {pg.baseline_hidden} units"
     with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, pg.samples, settings) as (s, reward):
@@ -155,3 +166,6 @@ def train_pg(cfg: RunConfig) -> TrainResult:
             if finish_step(s, pg_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("pg", train_pg, PgRunConfig, "PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]"))

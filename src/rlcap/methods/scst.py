@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.errors import ConfigError
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import (RunningMean, advantages, greedy_baseline, leave_one_out_baseline, no_baseline,
                                 running_mean_baseline, update_running_mean)
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
-from rlcap.train.run_config import RunConfig
-from rlcap.train.rollout import caption_lengths, rollout, score
-from rlcap.train.sequence import StepStats, greedy_rewards, needs_text, rl_run
-from rlcap.train.distributed import global_mean, word_share
+from rlcap.run_config import RLConfig, SequenceRunConfig, algorithm_field
+from rlcap.methods.samples import caption_lengths, rollout
+from rlcap.rewards.combine import score
+from rlcap.methods.sequence import StepStats, greedy_rewards, needs_text, rl_run
+from rlcap.distributed import global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -45,11 +46,25 @@ class ScstConfig:
             raise ConfigError(f"scst.running_mean_decay: expected a number in [0, 1), got {self.running_mean_decay}")
 
 
-def check_baseline(cfg: Any) -> None:
-    """The leave-one-out baseline needs another sample of the image to leave out."""
-    section = getattr(cfg, cfg.algorithm)  # scst: or sll_me:, whose config extends this one
-    if section.baseline == "leave_one_out" and cfg.rl.n_samples < 2:
-        raise ConfigError(f"{cfg.algorithm}.baseline=leave_one_out needs rl.n_samples >= 2, got {cfg.rl.n_samples}")
+@dataclass
+class ScstRunConfig(SequenceRunConfig):
+    """``algorithm: scst``: self-critical sequence training [Rennie17], or SLL [Chen20]."""
+
+    algorithm: str = algorithm_field("scst")
+    scst: ScstConfig = help_field(ScstConfig, "self-critical sequence training [Rennie17], or SLL [Chen20]")
+
+    def validate(self) -> None:
+        super().validate()
+        check_baseline(self.scst, self.rl, "scst")
+
+    def reads(self, key: str) -> bool:
+        return super().reads(key) and (key != "scst.running_mean_decay" or self.scst.baseline == "running_mean")
+
+
+def check_baseline(section: ScstConfig, rl: RLConfig, name: str) -> None:
+    """The leave-one-out baseline needs another sample of the image to leave out (``name``: the section's)."""
+    if section.baseline == "leave_one_out" and rl.n_samples < 2:
+        raise ConfigError(f"{name}.baseline=leave_one_out needs rl.n_samples >= 2, got {rl.n_samples}")
 
 
 def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torch.Tensor,
@@ -86,14 +101,17 @@ def scst_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
     loss = reinforce_loss(roll.logprobs, roll.mask, adv)
     optimizer_step(s, loss * word_share(roll.mask, s.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)                 # logged only
-    # the statistics stay on the device until a line is logged (rlcap.train.step_stats)
+    # the statistics stay on the device until a line is logged (rlcap.train.logger)
     return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent,
                      caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
 
 
-def train_scst(cfg: RunConfig) -> TrainResult:
+def train_scst(cfg: ScstRunConfig) -> TrainResult:
     with rl_run(cfg, cfg.scst.baseline) as (s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
             if finish_step(s, scst_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("scst", train_scst, ScstRunConfig, "self-critical sequence training [Rennie17], or SLL [Chen20]"))

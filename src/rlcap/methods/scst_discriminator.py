@@ -17,15 +17,16 @@ from typing import ClassVar
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
-from rlcap.methods.wtf_rl import (DISCRIMINATOR, DiscriminatorRewardConfig, WtfStats, decode_trajectories,
+from rlcap.methods.wtf_rl import (DISCRIMINATOR, DiscriminatorRewardConfig, DistinctRunConfig, WtfStats, decode_trajectories,
                                   discriminator_step, open_distinct_session, pretrain_discriminator)
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.run_config import RunConfig
-from rlcap.train.rollout import caption_lengths, rollout
-from rlcap.train.distributed import word_share
+from rlcap.run_config import algorithm_field
+from rlcap.methods.samples import caption_lengths, rollout
+from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -39,6 +40,19 @@ class ScstDiscriminatorConfig(DiscriminatorRewardConfig):
 
     similarity: str = help_field("clip_s", "r_sim: clip_s ([Chaffin24]'s row), or bicont, i2t, t2i over the "
                                            "samples, greedy captions and ground truth of the batch")
+
+
+@dataclass
+class ScstDiscriminatorRunConfig(DistinctRunConfig):
+    """``algorithm: scst_discriminator``: SCST on a retrieval reward plus a discriminator's [Chaffin24]."""
+
+    algorithm: str = algorithm_field("scst_discriminator")
+    scst_discriminator: ScstDiscriminatorConfig = help_field(
+        ScstDiscriminatorConfig, "SCST on a retrieval reward plus a discriminator's [Chaffin24]")
+
+    @property
+    def discriminator_reward(self) -> DiscriminatorRewardConfig:
+        return self.scst_discriminator
 
 
 def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
@@ -68,11 +82,14 @@ def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -
 
 
 
-def train_scst_discriminator(cfg: RunConfig) -> TrainResult:
-    s, reward = open_distinct_session(cfg)
+def train_scst_discriminator(cfg: ScstDiscriminatorRunConfig) -> TrainResult:
+    s, reward = open_distinct_session(cfg, "SCST's samples with the greedy baseline")
     # phase 1 (discriminator pretraining, as WTF-RL's), then SCST on eq. 3's r per batch
     if not pretrain_discriminator(s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
             if finish_step(s, scst_discriminator_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("scst_discriminator", train_scst_discriminator, ScstDiscriminatorRunConfig, "SCST on a retrieval reward plus a discriminator's [Chaffin24]"))

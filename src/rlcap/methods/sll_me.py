@@ -12,16 +12,18 @@ import time
 from dataclasses import dataclass
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.errors import ConfigError
-from rlcap.methods.scst import ScstConfig, scst_baseline
+from rlcap.methods.scst import ScstConfig, check_baseline, scst_baseline
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
-from rlcap.train.run_config import RunConfig
-from rlcap.train.rollout import caption_lengths, rollout, score
-from rlcap.train.sequence import StepStats, needs_text, rl_run
-from rlcap.train.distributed import word_share
+from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.methods.samples import caption_lengths, rollout
+from rlcap.rewards.combine import score
+from rlcap.methods.sequence import StepStats, needs_text, rl_run
+from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -36,6 +38,21 @@ class SllMeConfig(ScstConfig):
         super().validate()
         if self.entropy_weight < 0:
             raise ConfigError(f"sll_me.entropy_weight: expected >= 0, got {self.entropy_weight}")
+
+
+@dataclass
+class SllMeRunConfig(SequenceRunConfig):
+    """``algorithm: sll_me``: SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]."""
+
+    algorithm: str = algorithm_field("sll_me")
+    sll_me: SllMeConfig = help_field(SllMeConfig, "SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]")
+
+    def validate(self) -> None:
+        super().validate()
+        check_baseline(self.sll_me, self.rl, "sll_me")
+
+    def reads(self, key: str) -> bool:
+        return super().reads(key) and (key != "sll_me.running_mean_decay" or self.sll_me.baseline == "running_mean")
 
 
 def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
@@ -57,10 +74,13 @@ def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
                      caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
 
 
-def train_sll_me(cfg: RunConfig) -> TrainResult:
+def train_sll_me(cfg: SllMeRunConfig) -> TrainResult:
     with rl_run(cfg, cfg.sll_me.baseline,
                 f"entropy weight {cfg.sll_me.entropy_weight}") as (s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
             if finish_step(s, sll_me_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("sll_me", train_sll_me, SllMeRunConfig, "SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]"))

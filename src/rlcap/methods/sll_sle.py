@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.errors import ConfigError
 from rlcap.metrics import tokenize
@@ -22,10 +23,11 @@ from rlcap.rewards import Reward
 from rlcap.rl.baselines import greedy_baseline, leave_one_out_baseline
 from rlcap.rl.losses import entropy_bonus
 from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
-from rlcap.train.run_config import RunConfig
-from rlcap.train.rollout import caption_lengths, rollout, score
-from rlcap.train.sequence import StepStats, greedy_rewards, rl_run
-from rlcap.train.distributed import word_share
+from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.methods.samples import caption_lengths, rollout
+from rlcap.rewards.combine import score
+from rlcap.methods.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -47,6 +49,14 @@ class SllSleConfig:
             raise ConfigError(f"sll_sle.alpha: expected a number in [0, 1], got {self.alpha}")
         if self.baseline not in SLE_BASELINES:
             raise ConfigError(f"sll_sle.baseline: {self.baseline!r} is not one of {list(SLE_BASELINES)}")
+
+
+@dataclass
+class SllSleRunConfig(SequenceRunConfig):
+    """``algorithm: sll_sle``: SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]."""
+
+    algorithm: str = algorithm_field("sll_sle")
+    sll_sle: SllSleConfig = help_field(SllSleConfig, "SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]")
 
 
 def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
@@ -73,7 +83,7 @@ def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
                      caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
 
 
-def train_sll_sle(cfg: RunConfig) -> TrainResult:
+def train_sll_sle(cfg: SllSleRunConfig) -> TrainResult:
     precision_baseline = "greedy (self-critical)" if cfg.sll_sle.baseline == "greedy" else "leave-one-out"
     with rl_run(cfg, precision_baseline,
                 f"SLE alpha {cfg.sll_sle.alpha}, distance 1 - (BLEU-3 + BLEU-4)/2") as (s, reward):
@@ -81,3 +91,6 @@ def train_sll_sle(cfg: RunConfig) -> TrainResult:
             if finish_step(s, sll_sle_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("sll_sle", train_sll_sle, SllSleRunConfig, "SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]"))

@@ -32,13 +32,13 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 from pathlib import Path
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
 from rlcap.decoding import beam_search, greedy
@@ -46,14 +46,16 @@ from rlcap.errors import ConfigError
 from rlcap.models.discriminator import Discriminator
 from rlcap.models.retriever import load_retriever
 from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_bank
-from rlcap.rewards.retrieval import RetrievalReward
+from rlcap.rewards.retrieval import RETRIEVAL_SETTINGS, SIMILARITIES, RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.step_stats import Stat
-from rlcap.train.run_config import OptimConfig, RunConfig, check_lr, check_min
-from rlcap.train.rollout import caption_lengths, decode_captions, decoding, teacher_forced_logprobs
-from rlcap.train.sequence import pretrain_phase
-from rlcap.train.distributed import count_share, global_mean, word_share
+from rlcap.train.logger import Stat
+from rlcap.run_config import OptimConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.samples import caption_lengths, teacher_forced_logprobs
+from rlcap.decoding.result import decode_captions
+from rlcap.decoding.stepping import decode_options
+from rlcap.methods.sequence import pretrain_phase
+from rlcap.distributed import count_share, global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
 
@@ -67,7 +69,6 @@ BANK_NEIGHBOURS = 10  # neighbours mined per image when the loop builds its own 
 WTF_TRAJECTORIES = ("both", "gt", "bs")
 WTF_GT_WEIGHTS = ("reward", "positive")
 WTF_BS_BASELINES = ("none", "batch_mean")
-WTF_SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
 
 
 @dataclass
@@ -89,8 +90,8 @@ class DiscriminatorRewardConfig:
 
     def validate(self) -> None:
         name = self.SECTION
-        if self.similarity not in WTF_SIMILARITIES:
-            raise ConfigError(f"{name}.similarity: {self.similarity!r} is not one of {', '.join(WTF_SIMILARITIES)}")
+        if self.similarity not in SIMILARITIES:
+            raise ConfigError(f"{name}.similarity: {self.similarity!r} is not one of {', '.join(SIMILARITIES)}")
         if not 0.0 <= self.alpha <= 1.0:
             raise ConfigError(f"{name}.alpha: expected a number in [0, 1], got {self.alpha}")
         check_min(f"{name}.discriminator_hidden", self.discriminator_hidden, 1)
@@ -127,6 +128,37 @@ class WtfRlConfig(DiscriminatorRewardConfig):
             raise ConfigError("wtf_rl.mined_captions extends eq. 2's text pool: it needs similarity bicont, i2t or t2i")
 
 
+@dataclass
+class DistinctRunConfig(SequenceRunConfig):
+    """The run config of a [Chaffin24] method: a retrieval reward (its retriever's settings always read)
+    and a discriminator, whose settings :attr:`discriminator_reward` holds."""
+
+    READS_CAPTIONS: ClassVar[bool] = True  # the discriminator's pretraining and WTF read the references
+
+    @property
+    def discriminator_reward(self) -> DiscriminatorRewardConfig:
+        raise NotImplementedError
+
+    def reads(self, key: str) -> bool:
+        return super().reads(key) or key.removeprefix("reward.") in RETRIEVAL_SETTINGS  # its retriever, always
+
+
+@dataclass
+class WtfRlRunConfig(DistinctRunConfig):
+    """``algorithm: wtf_rl``: distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]."""
+
+    # beam and greedy trajectories only: it samples no caption
+    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples", "rl.sample_method", "rl.rollout_dropout", "decode.temperature")
+
+    algorithm: str = algorithm_field("wtf_rl")
+    wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "distinctive captioning: WTF, RL and WTF-RL with a retrieval "
+                                                  "reward [Chaffin24]")
+
+    @property
+    def discriminator_reward(self) -> DiscriminatorRewardConfig:
+        return self.wtf_rl
+
+
 class WtfStats(NamedTuple):
     loss: Stat              # the policy's eq. 3 loss (0 in pretraining)
     discriminator_loss: Stat
@@ -157,7 +189,7 @@ def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajecto
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        options = decoding(cfg.decode, s.device)
+        options = decode_options(s.device)
         gs = greedy(model, batch.feats, cfg.decode.max_len, **options).tokens
         bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty,
                           no_repeat_ngram=cfg.decode.no_repeat_ngram, **options).tokens
@@ -202,7 +234,7 @@ def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) ->
     with torch.no_grad():
         # cpu: row indices of the split's data
         feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(s.device)
-        tokens = greedy(model, feats, s.cfg.decode.max_len, **decoding(s.cfg.decode, s.device)).tokens
+        tokens = greedy(model, feats, s.cfg.decode.max_len, **decode_options(s.device)).tokens
     model.train(was_training)
     embedded = reward.retriever.embed_captions([s.data.vocab.decode(row.tolist()) for row in tokens])  # (K, D)
     return {i: embedded[j:j + 1] for j, i in enumerate(ids)}
@@ -284,20 +316,15 @@ def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats
 
 def pretrain_discriminator(s: Session, reward: RetrievalReward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
-    return pretrain_phase(s, PRETRAIN, section(s.cfg).discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
+    return pretrain_phase(s, PRETRAIN, s.cfg.discriminator_reward.discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
                           lambda batch: pretrain_step(s, batch, reward))
 
 
-def section(cfg: RunConfig) -> DiscriminatorRewardConfig:
-    """The run's own section: ``wtf_rl:`` or ``scst_discriminator:``."""
-    return getattr(cfg, cfg.algorithm)
+def discriminator_optim(cfg: DistinctRunConfig) -> OptimConfig:
+    return dataclasses.replace(cfg.optim, name="adam", lr=cfg.discriminator_reward.discriminator_lr, lr_decay_every=0)
 
 
-def discriminator_optim(cfg: RunConfig) -> OptimConfig:
-    return dataclasses.replace(cfg.optim, name="adam", lr=section(cfg).discriminator_lr, lr_decay_every=0)
-
-
-def image_bank(cfg: RunConfig) -> ImageBank:
+def image_bank(cfg: DistinctRunConfig) -> ImageBank:
     """``reward.paths.retrieval_bank``, or one built from the run's data with its retriever, once,
     into the run folder (``image_bank.h5``; [Chaffin24 sec. 3.4]: mined once before training)."""
     paths = cfg.reward.paths
@@ -314,11 +341,11 @@ def image_bank(cfg: RunConfig) -> ImageBank:
     return bank
 
 
-def open_distinct_session(cfg: RunConfig, mined: int = 0) -> tuple[Session, RetrievalReward]:
+def open_distinct_session(cfg: DistinctRunConfig, what: str, mined: int = 0) -> tuple[Session, RetrievalReward]:
     """The session of a [Chaffin24] method with its two parts (policy, discriminator) begun, and its
     retrieval reward (the frozen retriever and its image bank); ``mined``: ``wtf_rl.mined_captions``."""
     s = open_session(cfg, splits=("train", cfg.val.split))
-    w, paths = section(cfg), cfg.reward.paths
+    w, paths = cfg.discriminator_reward, cfg.reward.paths
     if "retrieval" not in paths:
         raise ConfigError(f"algorithm={cfg.algorithm} needs reward.paths.retrieval: a retriever (rlcap retrieval "
                           "train) or a local CLIP folder")
@@ -333,8 +360,6 @@ def open_distinct_session(cfg: RunConfig, mined: int = 0) -> tuple[Session, Retr
     dim = reward.bank.embeddings.size(1)
     add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
     begin(s)
-    what = (f"trajectories {cfg.wtf_rl.trajectories}" if cfg.algorithm == "wtf_rl"
-            else "SCST's samples with the greedy baseline")
     s.logger.note(f"[Chaffin24]: {what}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
                   f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
                   f"{reward.negative_captions} each, the policy's greedy captions of {mined}); "
@@ -344,11 +369,14 @@ def open_distinct_session(cfg: RunConfig, mined: int = 0) -> tuple[Session, Retr
     return s, reward
 
 
-def train_wtf_rl(cfg: RunConfig) -> TrainResult:
-    s, reward = open_distinct_session(cfg, cfg.wtf_rl.mined_captions)
+def train_wtf_rl(cfg: WtfRlRunConfig) -> TrainResult:
+    s, reward = open_distinct_session(cfg, f"trajectories {cfg.wtf_rl.trajectories}", cfg.wtf_rl.mined_captions)
     # phase 1 (discriminator pretraining), then eq. 3 per batch
     if not pretrain_discriminator(s, reward):
         for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
             if finish_step(s, wtf_rl_step(s, batch, reward)._asdict()):
                 break
     return finish_run(s)
+
+
+register(Method("wtf_rl", train_wtf_rl, WtfRlRunConfig, "distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]"))

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from rlcap.config import help_field
+from rlcap.methods.registry import Method, register
 from rlcap.data.feats import Feats
 from rlcap.data.vocab import PAD
 from rlcap.errors import ConfigError
 from rlcap.rl.losses import xe_loss
-from rlcap.train.distributed import total, word_share
-from rlcap.train.run_config import RunConfig, check_min
+from rlcap.distributed import total, word_share
+from rlcap.run_config import RunConfig, algorithm_field, check_min
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, start_session, train_batches
 
@@ -28,6 +30,20 @@ class XEConfig:
         check_min("xe.batch_size", self.batch_size, 1)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"xe.label_smoothing: expected a number in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass
+class XeRunConfig(RunConfig):
+    """``algorithm: xe``: cross-entropy training (teacher forcing)."""
+
+    UNREAD: ClassVar[tuple[str, ...]] = ("decode.temperature",)  # it samples no caption
+
+    algorithm: str = algorithm_field("xe")
+    xe: XEConfig = help_field(XEConfig, "cross-entropy training (teacher forcing)")
+
+    @property
+    def epochs(self) -> int:
+        return self.xe.epochs
 
 
 def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tensor:
@@ -46,7 +62,7 @@ def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tenso
     return total((loss * share).detach(), s.ranks) / s.ranks.world
 
 
-def train_xe(cfg: RunConfig) -> TrainResult:
+def train_xe(cfg: XeRunConfig) -> TrainResult:
     s = start_session(cfg, splits=("train", cfg.val.split))
     s.model.train()
     # train_batches validates and checkpoints at the end of every epoch (session.end_epoch)
@@ -57,3 +73,6 @@ def train_xe(cfg: RunConfig) -> TrainResult:
         if finish_step(s, {"loss": loss}):
             break
     return finish_run(s)
+
+
+register(Method("xe", train_xe, XeRunConfig, "cross-entropy training (teacher forcing)"))

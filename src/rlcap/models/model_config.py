@@ -11,6 +11,14 @@ TRAINS = ("all", "decoder", "lora")  # model.train: what of a transformers capti
 # how a run trains its captioner rather than what the captioner is: a run that starts from a checkpoint
 # (init_from) takes these from its own config when set there, the architecture from the checkpoint
 TRAINING_KEYS = ("train", "lora_rank", "lora_alpha")
+RLCAP_ARCHS = ("fc", "updown", "transformer", "hrl")  # rlcap's own captioners (hf: a transformers one)
+# model key -> the architectures that read it (every other key: all of them)
+READ_BY_ARCHS = {
+    "hidden_dim": RLCAP_ARCHS, "dropout": RLCAP_ARCHS, "path": ("hf",), "train": ("hf",),
+    "embed_dim": ("fc", "updown", "hrl"), "att_hidden_dim": ("updown", "hrl"),
+    **{key: ("transformer",) for key in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},
+    **{key: ("hrl",) for key in ("manager_dim", "goal_dim", "critic_from")},
+}
 
 
 @dataclass
@@ -64,3 +72,10 @@ class ModelConfig:
             raise ConfigError(f"model.hidden_dim: hrl's Bi-LSTM splits it in two directions; {self.hidden_dim} is odd")
         if self.arch == "transformer" and self.hidden_dim % self.num_heads:
             raise ConfigError(f"model.num_heads: {self.num_heads} must divide hidden_dim {self.hidden_dim}")
+
+    def reads(self, key: str) -> bool:
+        """Whether a captioner of this section reads ``key`` (a key of this section, without ``model.``):
+        the keys of its architecture, the LoRA sizes only when a transformers captioner trains LoRA adapters."""
+        if key in ("lora_rank", "lora_alpha"):
+            return self.arch == "hf" and self.train == "lora"
+        return self.arch in READ_BY_ARCHS.get(key, ARCHS)

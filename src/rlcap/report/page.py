@@ -181,7 +181,7 @@ def _item(i: str, why: str, record: Any, folder: Path | None, systems: list[Syst
 def render(context: dict[str, Any]) -> str:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("rlcap.report", "templates"),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(**context)
 

@@ -9,6 +9,7 @@ import torch
 
 from rlcap.data.vocab import SPECIALS
 from rlcap.data.feats import Feats
+from rlcap.data.loader import Batch
 
 # The end token appended to candidate and reference tokens when ``RewardConfig.eos_counts``
 # is set: the vocabulary's own EOS spelling, which the caption tokenizer can never produce
@@ -61,3 +62,10 @@ def check_batch(captions: list[str], batch: RewardBatch) -> None:
 def with_eos(tokens: list[str], eos_counts: bool) -> list[str]:
     """The tokens a reward scores: ``tokens + [EOS_TOKEN]`` when EOS counts, else ``tokens``."""
     return [*tokens, EOS_TOKEN] if eos_counts else list(tokens)
+
+
+def reward_batch(batch: Batch, n: int) -> RewardBatch:
+    """The context of n captions per image: ids and references per caption, features once per image."""
+    rows = torch.arange(len(batch.ids), device=batch.feats.fc.device).repeat_interleave(n)  # (B*n,) caption -> image
+    return RewardBatch([i for i in batch.ids for _ in range(n)], [r for r in batch.refs for _ in range(n)],
+                       batch.feats, rows)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.context import RewardContext
-from rlcap.rewards.metric_rewards import BleuReward, MeteorReward, RougeLReward, make_cider_d
+from rlcap.rewards.cider_device import make_cider_d
+from rlcap.rewards.metric_rewards import BleuReward, MeteorReward, RougeLReward
 
 BCMR_WEIGHTS: dict[str, float] = {"bleu_4": 1.0, "cider_d": 1.0, "meteor": 1.0, "rouge_l": 1.0}
 

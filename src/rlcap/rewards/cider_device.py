@@ -26,6 +26,7 @@ appends it. Scores are computed in float64, as the CPU reward computes them, and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -39,7 +40,10 @@ from rlcap.host_sync import to_device
 from rlcap.rewards.cider_tensors import CiderDTensors
 from rlcap.metrics.tokenize import tokenize
 from rlcap.rewards.batch import EOS_TOKEN, RewardBatch, TrainRefs
-from rlcap.rewards.metric_rewards import CiderDReward
+from rlcap.rewards.context import RewardContext
+from rlcap.rewards.metric_rewards import CiderDReward, cider_cache
+
+log = logging.getLogger(__name__)
 
 # What tokenize reads in the chunk after a word: a plain word, a number, or a sentence starter
 # ("The"; also the end of the caption, where tokenize's default next line "A" follows).
@@ -211,3 +215,21 @@ class CiderDDeviceReward:
                 self._rows.clear()
             self._rows[key] = to_device(torch.from_numpy(rows), self.device)
         return self._rows[key]
+
+
+def make_cider_d(ctx: RewardContext, plain: bool = False):
+    """CIDEr-D against the training references: on the CPU, or from the token ids on the run's GPU
+    (on a CUDA run; rlcap.rewards.cider_device: the same values, no transfer of the tokens)."""
+    device = ctx.cider_device()
+    if device != "cpu":
+        if isinstance(ctx.vocab, Vocab) or ctx.metric_device == "cuda":  # (a transformers tokenizer: refused there)
+            return CiderDDeviceReward(ctx.train_refs, ctx.vocab, ctx.eos_counts, cache=cider_cache(ctx), plain=plain,
+                                      device=device)
+        log.info("the CIDEr-D reward stays on the CPU (it reads words of a word vocabulary, "
+                 "and this run's is a transformers tokenizer's)")
+    return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=cider_cache(ctx), plain=plain)
+
+
+def make_cider(ctx: RewardContext):
+    """Plain CIDEr: the CIDEr-D scorer's tables (and cache file), scored without clipping or length penalty."""
+    return make_cider_d(ctx, plain=True)

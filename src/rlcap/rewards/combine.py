@@ -28,7 +28,7 @@ class Closeable(Protocol):
 @runtime_checkable
 class TokenReward(Protocol):
     """A reward that also scores the token ids themselves, on their device (the CIDEr-D of
-    ``reward.device``): ``score_tokens(tokens (N, T), image_ids) -> (N,)``, no decoded text needed."""
+    a CUDA run): ``score_tokens(tokens (N, T), image_ids) -> (N,)``, no decoded text needed."""
 
     def score_tokens(self, tokens: torch.Tensor, image_ids: list[str]) -> torch.Tensor: ...
 
@@ -52,7 +52,7 @@ def check_finite(name: str, scores: torch.Tensor, captions: list[str], batch: Re
     scores = scores.detach().float()
     if scores.device.type != "cpu":
         # scores left on the device are not read on the host here: NaN or inf becomes 0 under "zero", and
-        # under "raise" it makes the loss non-finite, which stops the run at the next log line (rlcap.train.step_stats)
+        # under "raise" it makes the loss non-finite, which stops the run at the next log line (rlcap.train.logger)
         return torch.nan_to_num(scores, nan=0.0, posinf=0.0, neginf=0.0) if nonfinite == "zero" else scores
     with on_host():  # a CPU reward's scores: reading them waits for no device
         return _checked_on_host(name, scores, captions, batch, nonfinite)
@@ -143,3 +143,17 @@ class WeightedReward:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def score(reward: Reward, captions: list[str] | None, reward_batch: RewardBatch,
+          tokens: torch.Tensor | None = None) -> torch.Tensor:
+    """Rewards as a float tensor (N,), checked for shape, on the device of the batch's features.
+    ``tokens`` (N, T): the captions' ids, which a reward computed on the device scores instead of their
+    words (``captions`` may then be None); metric rewards are CPU code, their scores copied back once."""
+    n = len(captions) if captions is not None else len(reward_batch.image_ids)
+    values = reward(captions, reward_batch, tokens) if isinstance(reward, WeightedReward) else reward(captions,
+                                                                                                        reward_batch)
+    if values.shape != (n,):
+        raise ValueError(f"reward returned shape {tuple(values.shape)} for {n} captions")
+    device = reward_batch.feats.fc.device if reward_batch.feats is not None else values.device
+    return to_device(values.float(), device)

@@ -21,7 +21,7 @@ class RewardContext:
 
     train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
     eos_counts, cache_dir: the metric conventions of :class:`RewardConfig`; metric_device: where CIDEr-D
-    is computed (``reward.device``: auto, cpu or cuda; :meth:`cider_device` resolves it).
+    is computed (auto, cpu or cuda; :meth:`cider_device` resolves it).
     vocab: the run's vocabulary (None outside a training run); fc_dim, att_dim: feature sizes.
     paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
     retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
@@ -45,16 +45,16 @@ class RewardContext:
         """The context of a run's reward section (a :class:`~rlcap.rewards.reward_config.RewardConfig`): its
         conventions, paths and retrieval settings; ``run``: vocab, fc_dim, att_dim, device."""
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
-                   metric_device=cfg.device,
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
                    negative_captions=cfg.negative_captions, **run)
 
     def cider_device(self) -> str:
-        """Where CIDEr-D is computed: ``reward.device``, auto meaning the run's device when it is a GPU."""
+        """Where CIDEr-D is computed: ``metric_device``, auto (what every run uses) meaning the run's device
+        when it is a GPU; cpu or cuda force one (the equality tests and the GPU checks compare the two)."""
         if self.metric_device == "auto":
             return self.device if self.device.startswith("cuda") else "cpu"
         if self.metric_device == "cuda" and not self.device.startswith("cuda"):
-            raise ConfigError(f"reward.device=cuda: the run's device is {self.device}; the reward is computed "
+            raise ConfigError(f"metric_device=cuda: the run's device is {self.device}; the reward is computed "
                               "where the sampled tokens are (use auto or cpu)")
         return self.device if self.metric_device == "cuda" else "cpu"
 

@@ -18,14 +18,12 @@ reference, so its idf is 0), 0 for ROUGE-L, METEOR and SPICE.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, DataError, RlcapError
 from rlcap.metrics.bleu import bleu_stats, sentence_bleu
 from rlcap.metrics.cider_reward import CiderD
@@ -35,7 +33,6 @@ from rlcap.metrics.tokenize import tokenize
 from rlcap.rewards.batch import RewardBatch, TrainRefs, check_batch, with_eos
 from rlcap.rewards.context import RewardContext
 
-log = logging.getLogger(__name__)
 
 
 class _RefTokens:
@@ -143,26 +140,6 @@ def cider_cache(ctx: RewardContext) -> Path | None:
         return None
     # One file per EOS convention: the two reference sets have different n-grams.
     return Path(ctx.cache_dir) / ("cider_d_eos.npz" if ctx.eos_counts else "cider_d.npz")
-
-
-def make_cider_d(ctx: RewardContext, plain: bool = False):
-    """CIDEr-D against the training references: on the CPU, or from the token ids on the run's GPU
-    (``reward.device``; rlcap.rewards.cider_device: the same values, no transfer of the tokens)."""
-    device = ctx.cider_device()
-    if device != "cpu":
-        from rlcap.rewards.cider_device import CiderDDeviceReward
-
-        if isinstance(ctx.vocab, Vocab) or ctx.metric_device == "cuda":  # (a transformers tokenizer: refused there)
-            return CiderDDeviceReward(ctx.train_refs, ctx.vocab, ctx.eos_counts, cache=cider_cache(ctx), plain=plain,
-                                      device=device)
-        log.info("reward.device=auto: the CIDEr-D reward stays on the CPU (it reads words of a word vocabulary, "
-                 "and this run's is a transformers tokenizer's)")
-    return CiderDReward(ctx.train_refs, ctx.eos_counts, cache=cider_cache(ctx), plain=plain)
-
-
-def make_cider(ctx: RewardContext):
-    """Plain CIDEr: the CIDEr-D scorer's tables (and cache file), scored without clipping or length penalty."""
-    return make_cider_d(ctx, plain=True)
 
 
 def make_bleu(ctx: RewardContext, n: int) -> BleuReward:

@@ -1,12 +1,10 @@
-"""Reward names -> factories: a plain dict of lazy ``"module:factory"`` strings, and dotted import paths.
+"""Reward names -> factories: the plain dict :data:`REWARDS`, and dotted import paths.
 
-A factory is ``factory(ctx) -> Reward`` with a :class:`~rlcap.rewards.context.RewardContext`. Entries
-are imported on first use, so that checking a config's reward names (:func:`check_reward_name`)
-imports no reward implementation (no retriever, image bank or SPICE parser). A user's or a test's
-own reward is one more entry holding the factory itself. A name that is not in :data:`REWARDS` but
-contains a dot or a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward
-callable itself (TRL's convention), used as is. Building the rewards of a config is
-:func:`rlcap.rewards.build.build_reward`.
+A factory is ``factory(ctx) -> Reward`` with a :class:`~rlcap.rewards.context.RewardContext`. A user's or
+a test's own reward is one more entry holding its factory (:data:`SETTINGS` names the ``reward.*`` keys it
+reads beside its weight, when it reads any). A name that is not in :data:`REWARDS` but contains a dot or
+a colon is imported: ``"mypkg.mod:func"`` or ``"mypkg.mod.func"`` names the reward callable itself (TRL's
+convention), used as is. Building the rewards of a config is :func:`rlcap.rewards.build.build_reward`.
 """
 
 from __future__ import annotations
@@ -16,27 +14,36 @@ from collections.abc import Callable
 from typing import Any
 
 from rlcap.errors import ConfigError
+from rlcap.rewards.bcmr import make_bcmr
+from rlcap.rewards.embedding import make_embedding
+from rlcap.rewards.cider_device import make_cider, make_cider_d
+from rlcap.rewards.metric_rewards import make_bleu_1, make_bleu_2, make_bleu_3, make_bleu_4, make_meteor, make_rouge_l
+from rlcap.rewards.retrieval import RETRIEVAL_SETTINGS, SIMILARITIES, make_bicont, make_clip_s, make_i2t, make_t2i
+from rlcap.rewards.spice_rewards import make_spice, make_spider
 
-R = "rlcap.rewards."
-REWARDS: dict[str, str | Callable[[Any], Any]] = {
-    "cider_d": R + "metric_rewards:make_cider_d",
-    "cider": R + "metric_rewards:make_cider",  # plain CIDEr (no clipping, no length penalty): [Wang18]'s delta rewards
-    "bleu_1": R + "metric_rewards:make_bleu_1",
-    "bleu_2": R + "metric_rewards:make_bleu_2",
-    "bleu_3": R + "metric_rewards:make_bleu_3",
-    "bleu_4": R + "metric_rewards:make_bleu_4",
-    "meteor": R + "metric_rewards:make_meteor",
-    "rouge_l": R + "metric_rewards:make_rouge_l",
-    "spice": R + "spice_rewards:make_spice",
-    "spider": R + "spice_rewards:make_spider",
-    "embedding": R + "embedding:make_embedding",
-    "bcmr": R + "bcmr:make_bcmr",
+REWARDS: dict[str, Callable[[Any], Any]] = {
+    "cider_d": make_cider_d,
+    "cider": make_cider,  # plain CIDEr (no clipping, no length penalty): [Wang18]'s delta rewards
+    "bleu_1": make_bleu_1,
+    "bleu_2": make_bleu_2,
+    "bleu_3": make_bleu_3,
+    "bleu_4": make_bleu_4,
+    "meteor": make_meteor,
+    "rouge_l": make_rouge_l,
+    "spice": make_spice,
+    "spider": make_spider,
+    "embedding": make_embedding,
+    "bcmr": make_bcmr,
     # [Chaffin24]: a frozen retriever's similarity (CLIP-S) and eq. 2's contrastive rewards
-    "clip_s": R + "retrieval:make_clip_s",
-    "i2t": R + "retrieval:make_i2t",
-    "t2i": R + "retrieval:make_t2i",
-    "bicont": R + "retrieval:make_bicont",
+    "clip_s": make_clip_s,
+    "i2t": make_i2t,
+    "t2i": make_t2i,
+    "bicont": make_bicont,
 }
+assert set(SIMILARITIES) <= set(REWARDS)
+
+# reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
+SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), **{name: RETRIEVAL_SETTINGS for name in SIMILARITIES}}
 
 
 def _is_dotted(name: str) -> bool:
@@ -55,12 +62,13 @@ def check_reward_name(name: str) -> None:
 
 
 def factory(name: str) -> Callable[[Any], Any]:
-    """The factory registered as ``name`` (imported on first use)."""
-    entry = REWARDS[name]
-    if callable(entry):
-        return entry
-    module, _, attr = entry.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    """The factory registered as ``name``."""
+    return REWARDS[name]
+
+
+def settings_read(weights: dict[str, float]) -> set[str]:
+    """The ``reward.*`` keys (without the prefix) that the rewards of ``weights`` read beside their weights."""
+    return {key for name in weights for key in SETTINGS.get(name, ())}
 
 
 def load_dotted(path: str) -> Callable[..., Any]:

@@ -34,6 +34,10 @@ from rlcap.rewards.image_bank import ImageBank, load_image_bank
 from rlcap.rl.contrastive import bicont_reward, clip_s, i2t_reward, t2i_reward
 
 KINDS = {"i2t": i2t_reward, "t2i": t2i_reward, "bicont": bicont_reward}
+# the similarities a retrieval reward scores by: CLIP-S and eq. 2's three contrastive rewards
+SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
+# the reward.* settings a retrieval reward reads beside its weight
+RETRIEVAL_SETTINGS = ("paths", "retrieval_tau", "hard_negatives", "negative_captions")
 
 
 class RetrievalReward:

@@ -7,7 +7,7 @@ import math
 from typing import Literal
 
 from rlcap.errors import ConfigError
-from rlcap.rewards.registry import check_reward_name
+from rlcap.rewards.registry import check_reward_name, settings_read
 
 
 def _field(default, help: str):
@@ -15,9 +15,6 @@ def _field(default, help: str):
         value = dict(default)
         return dataclasses.field(default_factory=lambda: dict(value), metadata={"help": help})
     return dataclasses.field(default=default, metadata={"help": help})
-
-
-REWARD_DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclasses.dataclass
@@ -47,13 +44,6 @@ class RewardConfig:
         None,
         "directory where the CIDEr-D document frequencies of the training references are cached "
         "(None: computed in memory at start-up, not saved)",
-    )
-
-    device: str = _field(
-        "auto",
-        "where CIDEr-D and plain CIDEr are computed: auto (on the run's device when it is a GPU: the sampled "
-        "token ids are scored there and never go to the host; the CPU scorer otherwise), cpu, or cuda. "
-        "The values are the same (docs/RL.md); the other metrics need words and stay on the CPU",
     )
 
     paths: dict[str, str] = _field(
@@ -92,10 +82,17 @@ class RewardConfig:
             raise ConfigError(f"reward.hard_negatives: expected an integer >= 0, got {self.hard_negatives}")
         if self.negative_captions < 0:
             raise ConfigError(f"reward.negative_captions: expected an integer >= 0, got {self.negative_captions}")
-        if self.device not in REWARD_DEVICES:
-            raise ConfigError(f"reward.device: {self.device!r} is not one of {list(REWARD_DEVICES)}")
         if self.nonfinite not in ("raise", "zero"):
             raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
 
     def __post_init__(self) -> None:
         self.validate()
+
+    def reads(self, key: str) -> bool:
+        """Whether a run of these rewards reads ``key`` (a key of this section, without ``reward.``): the
+        settings of a learned or retrieval reward only when one is weighted (:data:`rlcap.rewards.registry.SETTINGS`)."""
+        return key not in OWN_SETTINGS or key in settings_read(self.weights)
+
+
+# the keys of this section that only some rewards read (rlcap.rewards.registry.SETTINGS)
+OWN_SETTINGS = ("paths", "retrieval_tau", "hard_negatives", "negative_captions")

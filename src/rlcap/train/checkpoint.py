@@ -35,13 +35,15 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
-from rlcap.data.vocab import Vocab, load_vocab
+from rlcap.data.hf_text import load_vocab
+from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
 
 MANIFEST = "checkpoint.json"
 FORMAT = 2
-POLICY = "policy"
+POLICY = "policy"  # the captioner every method trains
+VALUE = "value"  # actor-critic's value network ([Shi18]), which lookahead inference reads
 _OLD_WEIGHTS = "model.safetensors"  # format 1
 
 

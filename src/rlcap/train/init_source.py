@@ -24,7 +24,6 @@ from rlcap.errors import DataError
 from rlcap.models.hf_captioner import is_transformers_folder
 from rlcap.models.model_config import TRAINING_KEYS, ModelConfig
 from rlcap.train.checkpoint import Checkpoint, load_checkpoint
-from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +60,9 @@ def model_section(cfg: Any, source: Checkpoint, init: Checkpoint | None) -> Mode
 def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
     """Check ``init`` (the checkpoint of ``cfg.init_from``; None when resuming or starting fresh)
     against ``data``; :class:`DataError` for a mismatch (see the module docstring).
-    ``cfg``: a :class:`rlcap.train.run_config.RunConfig`."""
+    ``cfg``: a :class:`rlcap.run_config.RunConfig`."""
     if not cfg.init_from:
-        if method(cfg.algorithm).from_xe:  # (hrl also refuses the model it then builds)
+        if cfg.FROM_XE:  # (hrl also refuses the model it then builds)
             log.warning("algorithm=%s starts from random weights (no init_from): it is meant to continue an XE "
                         "model; pass init_from=XE_RUN/best", cfg.algorithm)
         return

@@ -3,16 +3,32 @@ torchrun's processes, clipping, the fp16 gradient scaler)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
+from rlcap.run_config import OptimConfig
 from rlcap.train.checkpoint import POLICY
-from rlcap.train.distributed import average_gradients
-from rlcap.train.run_config import OptimConfig
+from rlcap.distributed import Ranks, average_gradients
 
-if TYPE_CHECKING:
-    from rlcap.train.session import Session
+
+@dataclass
+class Part:
+    """One learned part of a method: its module and, when it trains, its optimizer and schedule."""
+
+    module: torch.nn.Module
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+    optim: OptimConfig | None = None  # its optimizer settings: learning rate, schedule, gradient clipping
+    scaler: torch.amp.GradScaler | None = None  # precision fp16's loss scaler
+
+
+class Trains(Protocol):
+    """What a step reads of a session (:class:`rlcap.train.session.Session`): its parts and its processes."""
+
+    parts: dict[str, Part]
+    ranks: Ranks
 
 
 def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -26,7 +42,7 @@ def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimize
     return optimizer, scheduler
 
 
-def optimizer_step(session: Session, loss: torch.Tensor, part: str = POLICY,
+def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
                    frozen: tuple[torch.nn.Parameter, ...] = ()) -> None:
     """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer.
     ``frozen``: parameters of the part this step leaves exactly as they are (their gradients are

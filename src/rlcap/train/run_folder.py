@@ -34,7 +34,6 @@ from rlcap.config import flatten, key_matches, to_dict
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
 from rlcap.train.checkpoint import recover
-from rlcap.train.registry import method
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +50,11 @@ def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_fr
     """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint).
 
     A setting the stored run does not have (added by a later release) is no change while it keeps
-    its default (``defaults``, flat), which does what the run did before the setting existed. A
-    section the current method does not read (runs written when every method's section was stored)
-    is no change either, nor is a key it never reads (``unread``: :attr:`Method.skips`)."""
-    previous = {k: v for k, v in previous.items() if k in current}
+    its default (``defaults``, flat), which does what the run did before the setting existed; one that
+    only the stored run has (removed by a later release, or a section the current method does not read)
+    is no change either, nor is a key it never reads (``unread``: :attr:`RunConfig.UNREAD`)."""
     old, new, default = flatten(previous), flatten(current), flatten(defaults or {})
+    old = {k: v for k, v in old.items() if k in new}
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys
             if old.get(k) != new.get(k) and not key_matches(k, (*IGNORED, *unread)) and not (model_from_checkpoint and k.startswith("model."))
@@ -97,7 +96,7 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
     except ValueError as exc:
         raise ConfigError(f"{stored} is not valid JSON ({exc}); give overwrite=true to start the run afresh") from exc
     changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from),
-                               defaults=to_dict(type(cfg)()), unread=method(cfg.algorithm).skips)
+                               defaults=to_dict(type(cfg)()), unread=cfg.UNREAD)
     fixed = {k: v for k, v in changes.items() if key_matches(k, FIXED)}
     if resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "

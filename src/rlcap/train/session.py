@@ -31,15 +31,14 @@ from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
-from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, last_checkpoint_line,
-                                  load_checkpoint, load_weights, relative_data_paths, rng_state, save_checkpoint,
+from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights, relative_data_paths, rng_state, save_checkpoint,
                                   set_rng_state)
-from rlcap.train.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
+from rlcap.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
-from rlcap.train.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
+from rlcap.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
 from rlcap.train.logger import RunLogger, SilentLogger
-from rlcap.train.step_stats import LossWatch, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import build_optimizer
+from rlcap.train.logger import LossWatch, Stats, check_finite_loss, diverged, read_stats
+from rlcap.train.optimizer import Part, build_optimizer
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
 
@@ -54,17 +53,6 @@ class Progress:
     best_score: float = float("-inf")
     best_metric: str = "CIDEr"  # what best_score is a value of (checkpoints without it: CIDEr-D)
     history: list[dict[str, Any]] = field(default_factory=list)  # validation results per epoch
-
-
-@dataclass
-class Part:
-    """One learned part of a method: its module and, when it trains, its optimizer and schedule."""
-
-    module: torch.nn.Module
-    optimizer: torch.optim.Optimizer | None = None
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
-    optim: OptimConfig | None = None  # its optimizer settings: learning rate, schedule, gradient clipping
-    scaler: torch.amp.GradScaler | None = None  # precision fp16's loss scaler
 
 
 @dataclass
@@ -238,7 +226,7 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
     """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
     s = session
-    check_finite_loss(s)  # never a checkpoint of the weights a non-finite loss broke
+    check_finite_loss(s.watch, s.cfg, s.out_dir)  # never a checkpoint of the weights a non-finite loss broke
     rng_of_ranks = gathered(rng_state(), s.ranks)  # every rank's generators (a collective: all ranks save)
     if not s.ranks.main:  # rank 0 writes the run's checkpoints
         return s.out_dir / name
@@ -318,7 +306,7 @@ def finish_step(session: Session, values: Stats) -> bool:
     """Count a step, log it and checkpoint as configured; True once ``max_steps`` is reached.
 
     ``values``: the step's statistics, host numbers or 0-d tensors left on the device; they are read
-    only when a line is logged (rlcap.train.step_stats), so a step that logs nothing reads nothing."""
+    only when a line is logged (rlcap.train.logger), so a step that logs nothing reads nothing."""
     s, p, cfg = session, session.progress, session.cfg
     s.watch.update(values["loss"], p.step + 1)
     run_started(s)
@@ -328,7 +316,7 @@ def finish_step(session: Session, values: Stats) -> bool:
     if p.step % cfg.log_every == 0 or count["step_in_epoch"] == 1:
         read, bad = read_stats(values, s.watch)
         if bad is not None:
-            raise diverged(s, *bad)
+            raise diverged(s.cfg, s.out_dir, *bad)
         lr = next(part.optimizer for part in s.parts.values() if part.optimizer is not None).param_groups[0]["lr"]
         s.logger.write(p.step, "train", {**read, "lr": lr, "epoch": p.epoch})
         log.info("step %d (epoch %d): %s", p.step, p.epoch + 1,
@@ -347,7 +335,7 @@ def finish_step(session: Session, values: Stats) -> bool:
 def finish_run(session: Session) -> TrainResult:
     """Close the log; the run stopped early when its epochs are not all done."""
     run_started(session)  # (a run with no step left: its settings are recorded all the same)
-    check_finite_loss(session)
+    check_finite_loss(session.watch, session.cfg, session.out_dir)
     session.logger.close()
     p = session.progress
     return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < session.cfg.epochs, p.best_metric)

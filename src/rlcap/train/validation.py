@@ -1,19 +1,55 @@
-"""Validation during training: the beam-search captions of the validation split scored by CIDEr-D
-and by the run's ``val.metric`` (one of score_captions' metrics, or SPIDEr or BCMR combined from them)."""
+"""Validation during training: the beam-search captions of the validation split scored by CIDEr-D and by
+the run's ``val.metric`` (one of score_captions' metrics, or SPIDEr or BCMR combined from them). A split's
+captions scored (:func:`score_predictions`) are also what ``rlcap eval`` and the benchmarks report."""
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 import torch
 
-from rlcap.data.loader import CaptionData
+from rlcap.data.loader import DATA_PATHS, CaptionData, DataConfig, SplitData
+from rlcap.data.vocab import Vocab
+from rlcap.decoding.split import decode_split
+from rlcap.distributed import Ranks
+from rlcap.metrics.scoring import score_captions
 from rlcap.metrics.spider import spider
 from rlcap.rewards.bcmr import BCMR_WEIGHTS
-from rlcap.train.run_config import DecodeSettings, ValConfig
-from rlcap.train.decode_split import decode_split, score_predictions
-from rlcap.train.distributed import Ranks
+from rlcap.run_config import DecodeSettings, ValConfig
+
+
+class Evaluation(NamedTuple):
+    predictions: dict[str, str]          # image id -> caption
+    corpus: dict[str, float]             # metric -> corpus score
+    per_image: dict[str, dict[str, float]]
+
+
+def score_predictions(split: SplitData, predictions: dict[str, str], metrics: Sequence[str]) -> Evaluation:
+    """Score predictions against the split's raw references (pycocoevalcap conventions)."""
+    refs = {i: r for i, r in zip(split.ids, split.refs) if i in predictions}
+    report = score_captions(refs, {i: [c] for i, c in predictions.items()}, list(metrics))
+    return Evaluation(predictions, dict(report.corpus), dict(report.per_image))
+
+
+def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
+                   metrics: Sequence[str], batch_size: int = 100, limit: int = 0,
+                   progress: bool = False, length_penalty: float = 0.0, no_repeat_ngram: int = 0) -> Evaluation:
+    predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress, length_penalty,
+                               no_repeat_ngram)
+    return score_predictions(split, predictions, metrics)
+
+
+def evaluation_record(checkpoint: str | Path, split: str, data: DataConfig) -> dict[str, Any]:
+    """What an evaluation's scores.json records of it, so that its folder is understood wherever it lies
+    (``rlcap report``): the checkpoint, the split and the data section, its paths absolute."""
+    section = {key: str(Path(value).resolve()) if key in DATA_PATHS and value else value
+               for key, value in asdict(data).items()}
+    return {"checkpoint": str(Path(checkpoint).resolve()), "split": split, "data": section}
+
 
 # Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
 # SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
@@ -56,8 +92,7 @@ def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeS
     split = data.splits[v.split]
     predictions = decode_split(model, split, data.vocab, d.beam_size, d.max_len, batch_size=v.batch_size,
                                limit=v.max_images, length_penalty=d.length_penalty,
-                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks, compile=d.compile,
-                               exit_every=d.exit_every)
+                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks)
     if not ranks.main:
         return None
     return validation_scores(lambda names: dict(score_predictions(split, predictions, names).corpus), v.metric)

@@ -11,14 +11,16 @@ import torch
 
 from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
-from rlcap.train.run_config import RunConfig
-from rlcap.train.rollout import decode_captions, greedy_tokens, score
+from rlcap.run_config import RunConfig
+from rlcap.decoding.result import decode_captions
+from rlcap.methods.samples import greedy_tokens
+from rlcap.rewards.combine import score
 from rlcap.train.session import Session, feature_dims, finish_step, start_session, train_batches
 
 
 class StepStats(NamedTuple):
     """A sequence-level step's statistics: 0-d tensors where computed on the device (read once per log
-    line: rlcap.train.step_stats), the seconds as host numbers."""
+    line: rlcap.train.logger), the seconds as host numbers."""
 
     loss: float | torch.Tensor
     reward: float | torch.Tensor

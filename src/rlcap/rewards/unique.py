@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 
 from rlcap.rewards import Reward, RewardBatch
-from rlcap.train.rollout import score
+from rlcap.rewards.combine import score
 
 
 class UniqueScores(NamedTuple):

@@ -1,7 +1,7 @@
 """docs/CONFIG.md, generated from the config schema: the keys every run reads, then each method's own.
 
-``python -m rlcap.train.config_doc docs/CONFIG.md`` rewrites it; a test checks that the committed
-file is what this prints, so that the page never drifts from the code.
+``python tools/config_doc.py docs/CONFIG.md`` rewrites it; a test checks that the committed file is what
+this prints, so that the page never drifts from the code.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rlcap.command_options import OPTION_HELP
 from rlcap.config import describe, read_yaml
+from rlcap.methods import METHODS, load_run_config
 from rlcap.recipes import checkout_configs
 from rlcap.rewards.reward_config import RewardConfig
-from rlcap.train.run_config import (COMMAND_OPTIONS, RLConfig, RunConfig, as_meant, load_run_config, read_by,
-                                    run_config_class)
-from rlcap.train.registry import METHODS, resolve
+from rlcap.run_config import RLConfig, RunConfig, SequenceRunConfig
 
 
 def _table(rows: list[tuple[str, str, str]]) -> list[str]:
@@ -36,7 +36,7 @@ def recipes_of(algorithm: str) -> list[str]:
 def config_markdown() -> str:
     """The page: shared sections, the ``rl`` section, then one section per registered method."""
     out = ["# Configuration keys", "",
-           "Generated from the config schema by `python -m rlcap.train.config_doc docs/CONFIG.md` (a test keeps",
+           "Generated from the config schema by `python tools/config_doc.py docs/CONFIG.md` (a test keeps",
            "it current). A run reads the keys below that every method shares, `rl.*` when its method is a",
            "sequence-level one, `reward.*` when its policy learns from a reward, and its method's own section,",
            "named as the method (`scst.baseline`). Set them",
@@ -45,34 +45,34 @@ def config_markdown() -> str:
            "unknown key is an error listing the valid ones.", "",
            "Options of the `rlcap train` command are given the same way but are not settings of the run (no",
            "recipe or `config.json` holds them; in Python, `resume` and `overwrite` are arguments of `api.train`): "
-           + "; ".join(f"`{key}=...` {text}" for key, text in COMMAND_OPTIONS.items()) + ".", "",
+           + "; ".join(f"`{key}=...` {text}" for key, text in OPTION_HELP.items()) + ".", "",
            "## Every run", ""]
     shared = [(k, d, t) for k, d, t in describe(RunConfig) if k != "algorithm"]
     out += _table([("algorithm", "'xe'", "the training method: " + ", ".join(f"`{n}`" for n in METHODS)), *shared])
     out += ["", "## `rl`: the sequence-level methods", "",
-            "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if m.rl) + ".", ""]
+            "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if issubclass(m.config, SequenceRunConfig)) + ".", ""]
     out += _table(describe(RLConfig, prefix="rl."))
     out += ["", "## `reward`: the methods that learn from a reward", "",
-            "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if m.reward) + ".", ""]
+            "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if issubclass(m.config, SequenceRunConfig)) + ".", ""]
     out += _table(describe(RewardConfig, prefix="reward."))
     for name, method in METHODS.items():
         out += ["", f"## `algorithm: {name}`", "", method.help[:1].upper() + method.help[1:] + "." if method.help else ""]
-        if method.config is None:
+        cls = method.section
+        if cls is None:
             out += ["", "No section of its own."]
             continue
-        cls = resolve(method.config)
         doc = (cls.__doc__ or "").strip()
         if doc and not doc.startswith(cls.__name__ + "("):  # a dataclass without a docstring gets its signature
             out += ["", " ".join(doc.split())]
         out += [""] + _table(describe(cls, prefix=f"{name}."))
-        keys = [row[0] for row in describe(run_config_class(name))]
-        default = as_meant(load_run_config(None, [f"algorithm={name}"], shared=True))
-        read = sum(read_by(default, key) for key in keys)
-        start = " and an XE checkpoint to start from (`init_from`)" if method.from_xe else ""
+        keys = [row[0] for row in describe(method.config)]
+        default = load_run_config(None, [f"algorithm={name}"], shared=True).as_meant()
+        read = sum(default.reads(key) for key in keys)
+        start = " and an XE checkpoint to start from (`init_from`)" if method.config.FROM_XE else ""
         out += ["", f"A run of `{name}` has {len(keys)} keys; with the default settings{start} it reads {read} of "
                     f"them (`--help-config algorithm={name}` lists those; the others belong to another `model.arch`, "
                     "reward or setting, or the method never reads them"
-                    + ("; the model keys and `data.min_count` come from the checkpoint)." if method.from_xe else ").")]
+                    + ("; the model keys and `data.min_count` come from the checkpoint)." if method.config.FROM_XE else ").")]
         recipes = recipes_of(name)
         if recipes:
             out += ["", "Recipes: " + ", ".join(f"`configs/{r}`" for r in recipes) + "."]

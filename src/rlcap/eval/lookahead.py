@@ -22,12 +22,11 @@ from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import lookahead_search
 from rlcap.errors import RlcapError
-from rlcap.methods.actor_critic import VALUE
 from rlcap.files import write_json
 from rlcap.models import ValueModel, build_value_model
 from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import MANIFEST, load_checkpoint, load_model
-from rlcap.train.decode_split import score_predictions
+from rlcap.train.checkpoint import MANIFEST, VALUE, load_checkpoint, load_model
+from rlcap.train.validation import score_predictions
 from rlcap.train.session import Session
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from rlcap.errors import ConfigError
 from rlcap.models import hidden_size
 from rlcap.models.baseline_mlp import BaselineMLP
 from rlcap.rewards import WeightedReward
-from rlcap.train.run_config import RunConfig
-from rlcap.train.sequence import conventions, train_reward
+from rlcap.run_config import RunConfig
+from rlcap.methods.sequence import conventions, train_reward
 from rlcap.train.session import Session, add_part, begin, open_session
 
 BASELINE = "baseline"
