@@ -30,9 +30,10 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     from rlcap.models.retriever import load_retriever
     from rlcap.methods import load_run_config
     from rlcap.decoding.split import decode_split
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
-    model, vocab, _ = load_model(REPO / out / "wtf_rl" / "last")  # the checkpoint the table judges
+    run = open_run(REPO / out / "wtf_rl" / "last", device="cpu")  # the checkpoint the table judges
+    model, vocab = run.policy, run.vocab
     test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
     predictions = decode_split(model, test, vocab, 3, 16)
     captions = [predictions[i] for i in test.ids]
@@ -55,10 +56,10 @@ def human_row(out: str, benchmark_data: list[str]) -> dict[str, float]:
     retrieved as the methods' captions are, by both retrievers, with its Self-BLEU."""
     from rlcap.bench.distinct import distinct_row, load_judges
     from rlcap.data.loader import load_data
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
     from rlcap.methods import load_run_config
 
-    _, vocab, _ = load_model(REPO / out / "xe" / "best")
+    vocab = open_run(REPO / out / "xe" / "best", device="cpu").vocab
     test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
     judges = load_judges({name: REPO / out / name / "best" for name in ("retrieval", "judge")}, test)
     return distinct_row({i: refs[0] for i, refs in zip(test.ids, test.refs)}, test, judges)

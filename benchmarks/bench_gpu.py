@@ -240,9 +240,9 @@ def measure_row(arch: str, model: torch.nn.Module, xe: dict, data: Data, reward,
             stats = scst_step(session, batch, reward)
             sync(device)
             if k:  # (step 0: the warm-up)
-                steps.append({"step_s": time.perf_counter() - start, "sample_s": stats.sample_s,
-                              "reward_s": stats.reward_s, "backward_s": stats.backward_s,
-                              "sample_words": float(stats.length)})
+                steps.append({"step_s": time.perf_counter() - start, "sample_s": stats["sample_s"],
+                              "reward_s": stats["reward_s"], "backward_s": stats["backward_s"],
+                              "sample_words": float(stats["length"])})
         if clock.reads < 4:
             raise RuntimeError("scst_step no longer reads time.perf_counter in rlcap.methods.scst and "
                                "rlcap.methods.samples: bench_gpu's DeviceClock must follow where it now times its parts")

@@ -203,8 +203,8 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
         sync()
         totals["step_s"] += time.perf_counter() - start
         for key in ("sample_s", "reward_s", "backward_s"):
-            totals[key] += getattr(stats, key)
-        length += float(stats.length)  # (a 0-d tensor: the step leaves its statistics on the device)
+            totals[key] += stats[key]
+        length += float(stats["length"])  # (a 0-d tensor: the step leaves its statistics on the device)
         done += 1
         if totals["step_s"] > budget:
             break

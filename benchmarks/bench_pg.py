@@ -125,9 +125,9 @@ def updates(s: Session, batch: Batch, reward, steps: int) -> dict:
     pg_runs.sort(key=lambda r: r[0])
     wall, cpu, st = pg_runs[len(pg_runs) // 2]
     scst_wall, scst_cpu = sorted(scst_runs)[len(scst_runs) // 2]
-    return {"pg_s": wall, "pg_cpu_s": cpu, "sample_s": st.sample_s, "rollout_s": st.rollout_s, "reward_s": st.reward_s,
-            "backward_s": st.backward_s, "scst_s": scst_wall, "scst_cpu_s": scst_cpu, "entropy": float(st.entropy),
-            "length": float(st.length), "scored": st.scored}
+    parts = {key: st[key] for key in ("sample_s", "rollout_s", "reward_s", "backward_s")}
+    return {"pg_s": wall, "pg_cpu_s": cpu, **parts, "scst_s": scst_wall, "scst_cpu_s": scst_cpu,
+            "entropy": float(st["entropy"]), "length": float(st["length"]), "scored": st["scored"]}
 
 
 @torch.no_grad()

@@ -76,7 +76,7 @@ def measure(arch: str, images: int, samples: int, steps: int, model: list[str] |
             continue  # warm-up
         totals["step_s"] += elapsed
         for key in ("sample_s", "reward_s", "backward_s"):
-            totals[key] += getattr(stats, key)
+            totals[key] += stats[key]
     per_step = {k: v / steps for k, v in totals.items()}
     return {"arch": arch, "images": images, "samples": samples, "model": model or [], **per_step,
             "samples_per_s": images * samples / per_step["step_s"],

@@ -33,9 +33,10 @@ def segment_figure(checkpoint, dataset: str, features: str, out, clip: int = 0) 
     from rlcap.data.readers import read_dataset
     from rlcap.data.vocab import EOS
     from rlcap.encoders.video import read_frames
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
-    model, vocab, _ = load_model(checkpoint)
+    run = open_run(checkpoint, device="cpu")
+    model, vocab = run.policy, run.vocab
     test = load_data(DataConfig(dataset=dataset, features=features), ("test",), vocab=vocab).splits["test"]
     feats = test.feats(torch.tensor([clip]))
     memory = model.encode(feats)

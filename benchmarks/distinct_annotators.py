@@ -28,9 +28,10 @@ def annotator_rewards(bench: Path, dataset: Path, features: Path, tau: float, ba
     from rlcap.rewards.image_bank import build_image_bank
     from rlcap.rewards.retrieval import RetrievalReward
     from rlcap.methods import load_run_config
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
-    model, vocab, _ = load_model(bench / "xe" / "best")
+    run = open_run(bench / "xe" / "best", device="cpu")
+    model, vocab = run.policy, run.vocab
     model.eval()
     data = load_run_config(None, [f"data.dataset={dataset}", f"data.features={features}"]).data
     train = load_data(data, ("train",), vocab=vocab).splits["train"]

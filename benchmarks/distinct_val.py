@@ -30,12 +30,13 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
     from rlcap.metrics import score_captions
     from rlcap.methods import load_run_config
     from rlcap.decoding.split import decode_split
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
     rows: dict[str, dict[str, float]] = {}
     split = judges = None
     for name, path in runs.items():
-        model, vocab, _ = load_model(path)
+        run = open_run(path, device="cpu")
+        model, vocab = run.policy, run.vocab
         if split is None:  # every run of a benchmark shares the dataset and features
             cfg = json.loads((path.parent / "config.json").read_text())
             data = load_run_config(None, [f"data.{k}={cfg['data'][k]}" for k in ("dataset", "features")]).data

@@ -21,9 +21,10 @@ def scores(checkpoint: str, split_name: str, images: int, temperature: float, da
     from rlcap.bench.rows import DIVERSITY, caption_sets
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.metrics import score_captions
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
-    model, vocab, _ = load_model(checkpoint)
+    run = open_run(checkpoint, device="cpu")
+    model, vocab = run.policy, run.vocab
     split = load_data(DataConfig(dataset=dataset, features=features), (split_name,), vocab=vocab).splits[split_name]
     captions = caption_sets(model, split, vocab, "rs", 5, 16, seed=0, temperature=temperature, limit=images)
     refs = {i: r for i, r in zip(split.ids, split.refs) if i in captions}

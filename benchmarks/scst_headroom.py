@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.data.synthetic.captions import SIZE_WORDS
     from rlcap.metrics import score_captions
     from rlcap.decoding.split import decode_split
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", required=True, metavar="LABEL=CHECKPOINT",
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [r.split("=", 1) for r in args.run]
     rows, scenes, refs = [], None, None
     for label, checkpoint in runs:
-        model, vocab, config = load_model(checkpoint)
+        run = open_run(checkpoint, device="cpu")
+        model, vocab, config = run.policy, run.vocab, run.config
         split = load_data(from_dict(DataConfig, dict(config["data"])), ("test",), vocab=vocab).splits["test"]
         if scenes is None:
             dataset = json.loads(Path(config["data"]["dataset"]).read_text(encoding="utf-8"))

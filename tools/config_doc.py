@@ -66,7 +66,7 @@ def config_markdown() -> str:
             out += ["", " ".join(doc.split())]
         out += [""] + _table(describe(cls, prefix=f"{name}."))
         keys = [row[0] for row in describe(method.config)]
-        default = load_run_config(None, [f"algorithm={name}"], shared=True).as_meant()
+        default = load_run_config(None, [f"algorithm={name}"], shared=True).as_typically_run()
         read = sum(default.reads(key) for key in keys)
         start = " and an XE checkpoint to start from (`init_from`)" if method.config.FROM_XE else ""
         out += ["", f"A run of `{name}` has {len(keys)} keys; with the default settings{start} it reads {read} of "

@@ -80,103 +80,6 @@ def evaluation_metrics() -> list[str]:
     return [*default_metrics(), "SPIDEr"]
 
 
-def checkpoint_decoding(config: dict[str, Any], beam_size: int | None = None, max_len: int | None = None,
-                        length_penalty: float | None = None, no_repeat_ngram: int | None = None) -> Any:
-    """The checkpoint's own decoding settings (its run's ``decode`` section; the defaults for a
-    checkpoint written before that section existed), with the values given here replacing them."""
-    import dataclasses
-
-    from rlcap.config import from_dict
-    from rlcap.run_config import DecodeSettings
-
-    # (a setting a later release removed is left out: the decoders choose it by device)
-    known = {field.name for field in dataclasses.fields(DecodeSettings)}
-    own = from_dict(DecodeSettings, {k: v for k, v in config.get("decode", {}).items() if k in known})
-    given = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
-             "no_repeat_ngram": no_repeat_ngram}
-    return from_dict(DecodeSettings, {**dataclasses.asdict(own), **{k: v for k, v in given.items() if v is not None}})
-
-
-def checkpoint_data_config(checkpoint: str | Path, config: dict[str, Any], overrides: list[str] | None = None) -> Any:
-    """The data section of a checkpoint's ``config`` as a DataConfig, with ``key=value`` overrides.
-
-    The checkpoint's own paths (``dataset``, ``features``, ``coco_splits``) are relative to the
-    checkpoint folder when its config says ``paths_relative_to: checkpoint`` (what training writes,
-    so evaluation works from any directory), else (older checkpoints) to the working directory.
-    Paths given as overrides are taken from the working directory. A path that does not exist is a
-    :class:`DataError` naming the path tried.
-    """
-    import os
-
-    from rlcap.config import apply_overrides, from_dict
-    from rlcap.data.loader import DATA_PATHS, DataConfig
-    from rlcap.errors import DataError
-
-    data = dict(config["data"])
-    relative_to = config.get("paths_relative_to")  # absent in checkpoints written before it existed
-    if relative_to not in (None, "checkpoint"):
-        raise DataError(f"{checkpoint}: paths_relative_to is {relative_to!r}; expected 'checkpoint'")
-    stored = {key: data[key] for key in DATA_PATHS if data.get(key)}
-    if relative_to == "checkpoint":
-        for key, value in stored.items():
-            data[key] = os.path.normpath(Path(checkpoint).resolve() / value)
-    data = apply_overrides(data, list(overrides or []))
-    given = {item.split("=", 1)[0].strip() for item in overrides or []}
-    for key in DATA_PATHS:
-        path = data.get(key)
-        if not path or Path(path).exists() or (key == "features" and Path(f"{path}_att").is_dir()):
-            continue  # (a features path may name self-critical <prefix>_fc/_att folders by their prefix)
-        if key in given:
-            how = "as given"
-        elif relative_to == "checkpoint":
-            how = f"the checkpoint's {stored[key]!r}, relative to the checkpoint folder"
-        else:
-            how = f"the checkpoint's path, relative to the working directory {Path.cwd()}"
-        raise DataError(f"data.{key}: {path} not found ({how}); pass data.{key}=PATH")
-    return from_dict(DataConfig, data)
-
-
-def check_feature_image_size(checkpoint: str | Path, config: dict[str, Any], features: str | Path) -> None:
-    """:class:`DataError` when the store records another encoder input size than the checkpoint was
-    trained on (its ``feature_dims.image_size``): such features run, but score far worse."""
-    from rlcap.data.features import open_feature_store
-    from rlcap.errors import DataError
-
-    trained = config["feature_dims"]["image_size"]
-    with open_feature_store(features) as store:
-        stored = store.attrs.get("image_size")  # stores that record no size cannot be checked
-    if trained is not None and stored is not None and int(trained) != int(stored):
-        raise DataError(f"{checkpoint} was trained on features of {trained}-px images, but {features} holds "
-                        f"features of {stored}-px images: pass data.features=FILE extracted with "
-                        f"`rlcap features --image-size {trained}`")
-
-
-def dataset_overrides(folder: str | Path) -> list[str]:
-    """The data overrides that point a checkpoint at a folder built by ``rlcap data concepts``
-    (its Karpathy split file and feature store); :class:`DataError` when the folder lacks them."""
-    from rlcap.data.concepts import DATASET_FILE, FEATURES_FILE
-    from rlcap.errors import DataError
-
-    folder = Path(folder)
-    for name in (DATASET_FILE, FEATURES_FILE):
-        if not (folder / name).is_file():
-            raise DataError(f"--dataset {folder}: no {name} there (build the folder with "
-                            f"`rlcap data concepts --captions FILE --out {folder}`)")
-    return [f"dataset={folder / DATASET_FILE}", f"features={folder / FEATURES_FILE}", "format=karpathy"]
-
-
-def check_feature_dims(checkpoint: str | Path, config: dict[str, Any], data: Any) -> None:
-    """:class:`DataError` when the features' sizes are not those the checkpoint was trained on."""
-    from rlcap.errors import DataError
-
-    trained = config["feature_dims"]
-    split = next(iter(data.splits.values()))
-    if (split.fc_dim, split.att_dim) != (trained["fc"], trained["att"]):
-        raise DataError(f"{checkpoint} was trained on {trained['fc']}-d pooled and {trained['att']}-d region "
-                        f"features, but the data has {split.fc_dim}-d and {split.att_dim}-d ones: evaluate it "
-                        "on features made like its training features")
-
-
 def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None = None, max_len: int | None = None,
              out_dir: str | Path | None = None, references: tuple[str, ...] = (),
              data_overrides: list[str] | None = None, batch_size: int = 100,
@@ -186,44 +89,35 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
     ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU).
 
-    Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). Data
-    paths are found as :func:`checkpoint_data_config` says, and features of another image size
-    than the checkpoint was trained on are refused (:func:`check_feature_image_size`).
-    ``dataset``: a folder built by ``rlcap data concepts`` to evaluate on instead of the
-    checkpoint's own data (:func:`dataset_overrides`; ``data_overrides`` still apply after it); its
-    captions are encoded with the checkpoint's vocabulary, unknown words as ``<unk>``.
+    Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). The data are
+    the checkpoint's, found and checked as :meth:`rlcap.eval.open_run.OpenRun.data_config` says, with
+    ``data_overrides``; ``dataset``: a folder built by ``rlcap data concepts`` to evaluate on instead
+    (its captions encoded with the checkpoint's vocabulary, unknown words as ``<unk>``).
 
     Returns ``{"model": {metric: value}, "references": {name: {metric: value}}, "evaluated": {checkpoint, split,
-    data}}`` and, with
-    ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
+    data}}`` and, with ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
     dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each reference
     captioner.
     """
     import time
 
-    from rlcap.data.loader import load_data
-    from rlcap.files import check_writable
     from rlcap.decoding.split import decode_split
-    from rlcap.train.validation import evaluation_record, score_predictions
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import evaluation_record, open_run
+    from rlcap.files import check_writable
+    from rlcap.train.validation import score_predictions
 
     if out_dir is not None:
         check_writable(out_dir, folder=True)  # before the decoding, not after it
-    model, vocab, config = load_model(checkpoint)
-    model.to(resolve_device(device, "--device"))
-    dec = checkpoint_decoding(config, beam_size, max_len, length_penalty, no_repeat_ngram)
-    if dataset is not None:
-        data_overrides = [*dataset_overrides(dataset), *(data_overrides or [])]
-    data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)
-    check_feature_image_size(checkpoint, config, data_cfg.features)
-    splits = (split, "train") if references else (split,)
-    data = load_data(data_cfg, splits, vocab=vocab)
-    check_feature_dims(checkpoint, config, data)
+    run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
+                   no_repeat_ngram=no_repeat_ngram)
+    data_cfg = run.data_config(data_overrides, dataset)
+    data = run.data((split, "train") if references else (split,), data_config=data_cfg)
+    dec = run.decode
     metrics = evaluation_metrics()
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
     started = time.perf_counter()
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
-    predictions = decode_split(model, data.splits[split], vocab, dec.beam_size, dec.max_len, batch_size,
+    predictions = decode_split(run.policy, data.splits[split], run.vocab, dec.beam_size, dec.max_len, batch_size,
                                progress=progress, length_penalty=dec.length_penalty,
                                no_repeat_ngram=dec.no_repeat_ngram)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
@@ -249,25 +143,24 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
 
 def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", beam_size: int | None = None,
               max_len: int | None = None, length_penalty: float | None = None, out_dir: str | Path | None = None,
-              data_overrides: list[str] | None = None, batch_size: int = 100, progress: bool = False) -> Any:
+              data_overrides: list[str] | None = None, batch_size: int = 100, progress: bool = False,
+              dataset: str | Path | None = None) -> Any:
     """CIDEr-D of ``split`` decoded by lookahead inference ([Shi18], Fig. 1) at each lambda, with an
-    actor-critic checkpoint (policy and value network); the best lambda is the one to use.
+    actor-critic checkpoint (policy and value network, on the CPU); the best lambda is the one to use.
+    The data are found as :func:`evaluate` finds them (``data_overrides``, ``dataset``).
 
     Returns :class:`rlcap.eval.lookahead.LookaheadChoice`; with ``out_dir``, writes ``lookahead.json``."""
-    from rlcap.data.loader import load_data
+    from rlcap.eval.lookahead import lookahead_scores, write_choice
+    from rlcap.eval.open_run import open_run
     from rlcap.files import check_writable
-    from rlcap.eval.lookahead import load_actor_critic, lookahead_scores, write_choice
 
     if out_dir is not None:
         check_writable(out_dir, folder=True)
-    policy, value_net, vocab, config = load_actor_critic(checkpoint)
-    dec = checkpoint_decoding(config, beam_size, max_len, length_penalty)
-    data_cfg = checkpoint_data_config(checkpoint, config, data_overrides)
-    check_feature_image_size(checkpoint, config, data_cfg.features)
-    data = load_data(data_cfg, (split,), vocab=vocab)
-    check_feature_dims(checkpoint, config, data)
-    choice = lookahead_scores(policy, value_net, data.splits[split], vocab, lambdas, dec.beam_size, dec.max_len,
-                              dec.length_penalty, batch_size, progress=progress)
+    run = open_run(checkpoint, "cpu", value=True, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty)
+    data = run.data((split,), data_overrides, dataset)
+    dec = run.decode
+    choice = lookahead_scores(run.policy, run.value, data.splits[split], run.vocab, lambdas, dec.beam_size,
+                              dec.max_len, dec.length_penalty, batch_size, progress=progress)
     if out_dir is not None:
         write_choice(Path(out_dir) / "lookahead.json", choice, split, str(checkpoint))
     return choice
@@ -317,14 +210,12 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     from rlcap.encoders.sources import expand_image_paths, is_video
     from rlcap.encoders.video import read_frames
     from rlcap.errors import DataError
+    from rlcap.eval.open_run import open_run
     from rlcap.models.base import Feats
-    from rlcap.train.checkpoint import load_model
 
-    model, vocab, config = load_model(checkpoint)
-    where = resolve_device(device, "--device")
-    model.to(where)
-    dec = checkpoint_decoding(config, beam_size, max_len)
-    encoder = checkpoint_encoder(checkpoint, config["feature_dims"], image_size, where)  # the one its features had
+    run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len)
+    model, vocab, dec, where = run.policy, run.vocab, run.decode, run.device
+    encoder = checkpoint_encoder(checkpoint, run.config["feature_dims"], image_size, where)  # the one its features had
 
     def features(images: list[Any]) -> tuple[Any, Any]:
         return encoder.features(torch.from_numpy(encoder.prepare(images)))  # fc (B, Dfc), att (B, N, Datt)

@@ -105,7 +105,8 @@ class RLConfig:
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
-        "(false: sample from the network validation decodes with; measured in docs/notes/2026-11-21-shapes-rl-recipes.md)")
+        "(false: sample from the network validation decodes with; measured in "
+        "docs/notes/2026-11-21-shapes-rl-recipes.md)")
 
     def validate(self) -> None:
         if self.sample_method not in SAMPLE_METHODS:
@@ -266,7 +267,7 @@ class RunConfig:
             return self.model.reads(rest) and (self.init_from is None or rest in ("lora_rank", "lora_alpha"))
         return True
 
-    def as_meant(self) -> RunConfig:
+    def as_typically_run(self) -> RunConfig:
         """This config as its method is meant to run: one that continues an XE model (:attr:`FROM_XE`) with an
         ``init_from`` (a placeholder when none is set). The keys ``rlcap train --help-config`` and docs/CONFIG.md
         list are those such a run reads."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlcap.bench.registry import BENCHMARKS, METHODS, Benchmark, Method, Stage, stages_of
+from rlcap.bench.registry import BENCH_ROWS, BENCHMARKS, Benchmark, BenchRow, Stage, stages_of
 from rlcap.bench.methods import train_stages
 from rlcap.errors import ConfigError
 from tests.tiny import make_tiny_dataset, tiny_overrides
@@ -16,11 +16,11 @@ from tests.tiny import make_tiny_dataset, tiny_overrides
 
 def test_ac_stages_and_their_order():
     assert [s.name for s in stages_of(["ac"])] == ["xe", "embedding", "ac"]
-    assert METHODS["ac"].stages[-1].paths == (("embedding", "embedding"),)
+    assert BENCH_ROWS["ac"].stages[-1].paths == (("embedding", "embedding"),)
 
 
 def test_a_reward_stage_no_method_trains_is_refused(monkeypatch):
-    monkeypatch.setitem(METHODS, "orphan", Method((Stage("x", "x", None, (("embedding", "e"),)),)))
+    monkeypatch.setitem(BENCH_ROWS, "orphan", BenchRow((Stage("x", "x", None, (("embedding", "e"),)),)))
     with pytest.raises(ConfigError, match="loads 'embedding' from 'e'"):
         stages_of(["orphan"])
 

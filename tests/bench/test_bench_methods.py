@@ -81,7 +81,7 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     from rlcap.bench.registry import BENCHMARKS
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.decoding.split import decode_split
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import load_model
 
     dataset, feats = tiny_data
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "xe")))

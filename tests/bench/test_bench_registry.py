@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from rlcap.bench.registry import BENCHMARKS, METHODS, XE, Benchmark, Method, Stage
+from rlcap.bench.registry import BENCH_ROWS, BENCHMARKS, XE, Benchmark, BenchRow, Stage
 from rlcap.cli import main
 from rlcap.methods import registry
 from tests.methods.toy_method import TOY  # REINFORCE with a constant baseline, a method from outside src/
@@ -37,7 +37,7 @@ def test_a_toy_method_runs_through_the_registries(tmp_path, monkeypatch):
         return make_tiny_dataset(data_dir)
 
     monkeypatch.setitem(registry.METHODS, "toy", TOY)
-    monkeypatch.setitem(METHODS, "toy", Method((XE, Stage("toy", "toy", "xe")), "REINFORCE, constant baseline"))
+    monkeypatch.setitem(BENCH_ROWS, "toy", BenchRow((XE, Stage("toy", "toy", "xe")), "REINFORCE, constant baseline"))
     monkeypatch.setitem(BENCHMARKS, "tiny", Benchmark(prepare, "tiny"))
     out = tmp_path / "bench"
     assert main(["bench", "--benchmark", "tiny", "--methods", "xe,toy", "--out", str(out), "--configs", str(configs),

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from rlcap.bench.methods import run_benchmark
-from rlcap.bench.registry import methods_of, stages_of
+from rlcap.bench.registry import bench_rows, stages_of
 from rlcap.bench.report import video_markdown
 from rlcap.methods import load_run_config
 from tests.tiny import make_tiny_clips, tiny_overrides
@@ -69,6 +69,6 @@ def test_the_exploration_rows_share_the_rl_baseline_budget():
         assert cfg.seed == rl.seed and cfg.init_from == rl.init_from
     assert me.sll_me.baseline == rl.scst.baseline == sle.sll_sle.baseline == "greedy"
     assert me.sll_me.entropy_weight == 0.01 and sle.sll_sle.alpha == 0.5
-    video = methods_of("moving-shapes")
+    video = bench_rows("moving-shapes")
     assert [s.name for s in stages_of(METHODS, "moving-shapes")] == METHODS
     assert {video[m].stages[-1].init_from for m in ("scst", "sll_me", "sll_sle")} == {"xe"}

@@ -73,12 +73,12 @@ def test_score_with_no_metric(tmp_path, capsys):
 
 
 def test_bench_with_no_method(tmp_path, capsys, monkeypatch):
-    from rlcap.bench.registry import methods_of
+    from rlcap.bench.registry import bench_rows
 
     monkeypatch.chdir(tmp_path)  # the default --data is data/shapes here: nothing may be generated
     rc, _, err = _run(capsys, "bench", "--methods", "", "--out", "out")
     assert (rc, err) == (2, f"rlcap bench: error: --methods '' names no method; give one or more of "
-                            f"{', '.join(sorted(methods_of('shapes')))}\n")
+                            f"{', '.join(sorted(bench_rows('shapes')))}\n")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -179,7 +179,7 @@ def test_caption_encodes_images_with_the_hf_model_its_features_came_from(tiny, c
 
     from rlcap.encoders.load import checkpoint_encoder
     from rlcap.encoders.images import load_image
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import load_model
 
     folder, dataset, pictures, models = tiny
     model_dir = folder / "vit_for_caption"

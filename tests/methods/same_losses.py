@@ -56,7 +56,7 @@ def run_recipes(folder: Path, commands: dict[str, tuple[str, list[str]]] | None 
     losses["ac"] = image_run("shapes_ac", "ac", init_from=xe, **{
         "rl.n_samples": 2, "ac.lookahead": "[]", "reward.paths": f"{{embedding: {folder / 'embedding' / 'best'}}}"})
     losses["pg_spider"] = image_run("shapes_pg_spider", "pg_spider", init_from=xe, **{"pg.baseline_hidden": 16})
-    # (a retriever: algorithm embedding with embedding.loss infonce when the losses were recorded)
+    # algorithm retriever: the dual encoder of algorithm embedding with embedding.loss infonce, the same losses
     losses["retrieval"] = image_run("shapes_retrieval", "retrieval",
                                     **{k.replace("embedding.", "retriever.", 1): v for k, v in SMALL_EMBEDDING.items()})
     bank = folder / "bank.h5"

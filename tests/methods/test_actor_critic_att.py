@@ -9,13 +9,12 @@ import torch
 
 from rlcap import api
 from rlcap.cli import main
-from rlcap.data.loader import load_data
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models import AttValueNetwork
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.diagnose.value_samples import diagnose_value
 from rlcap.train.logger import read_log
-from rlcap.eval.lookahead import load_actor_critic
+from rlcap.eval.open_run import open_run
 from tests.tiny import tiny_overrides
 from tests.methods.test_actor_critic import ac_settings, runs  # noqa: F401 (runs is the fixture)
 
@@ -46,7 +45,7 @@ def test_att_value_network_trains_and_is_recorded(att_run):
     assert last.config["ac"]["value_features"] == "att"  # what lookahead rebuilds the network from
     assert {"att_embed.0.weight", "ctx2att.weight", "h2att.weight", "alpha.weight"} <= set(last.weights["value"])
     assert any(not torch.equal(init.weights["policy"][k], v) for k, v in last.weights["policy"].items())
-    _, value_net, _, _ = load_actor_critic(out / "best")
+    value_net = open_run(out / "best", device="cpu", value=True).value
     assert isinstance(value_net, AttValueNetwork) and not value_net.training
 
 
@@ -79,7 +78,7 @@ def test_lookahead_with_the_att_value_network(att_run, tmp_path):
 def test_diagnose_value_reports_r_squared_by_position(att_run):
     _, _, folder, out, _ = att_run
     ckpt = load_checkpoint(out / "best", with_trainer=False)
-    data = load_data(api.checkpoint_data_config(out / "best", ckpt.config), ("train", "val"), vocab=ckpt.vocab)
+    data = open_run(out / "best", device="cpu").data(("train", "val"))
     got = diagnose_value(out / "best", data, "val", n_samples=3, batch_size=4)
     assert (got.split, got.value_features, got.images, got.samples_per_image) == ("val", "att", 6, 3)
     assert got.temperature == ckpt.config["decode"]["temperature"] and math.isfinite(got.mean_reward)

@@ -42,7 +42,7 @@ def test_hrl_xe_with_the_frozen_critic(clips):
     for name, value in critic.items():  # the critic inside is the trained one, unchanged by XE
         assert torch.equal(policy[f"critic.{name}"], value)
     from rlcap.decoding import greedy
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import load_model
 
     model, vocab, _ = load_model(folder / "hrl" / "best")
     from rlcap.data.loader import DataConfig, load_data
@@ -116,7 +116,7 @@ def test_killed_hrl_run_resumes_exactly(clips, tmp_path):
 def test_hrl_through_the_bench(clips, tmp_path, monkeypatch):
     """`rlcap bench` on a video benchmark: the critic stage, the HRL XE stage loading it
     (model.critic_from from Stage.paths), Algorithm 1 from that, beside the XE baseline."""
-    from rlcap.bench.registry import BENCHMARKS, VIDEO_METHODS, Benchmark
+    from rlcap.bench.registry import BENCHMARKS, Benchmark, VIDEO_ROWS as VIDEO_METHODS
     from rlcap.cli import main
     from tests.bench.test_bench_registry import _recipe
 

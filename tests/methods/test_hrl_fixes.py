@@ -7,7 +7,9 @@ import torch
 
 from rlcap import api
 from rlcap.data.vocab import BOS, EOS
+from rlcap.decoding import segments
 from rlcap.decoding.result import cut_after_eos
+from rlcap.decoding.segments import greedy_segments
 from rlcap.errors import ConfigError
 from rlcap.methods import hrl
 from tests.tiny import hrl_overrides, hrl_settings, make_tiny_clips, tiny_hrl_xe
@@ -25,7 +27,7 @@ def clips(tmp_path_factory):
 @pytest.fixture(scope="module")
 def model_and_batch(clips):
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import load_model
 
     ann, feats, folder = clips
     model, vocab, _ = load_model(folder / "hrl" / "best")
@@ -50,17 +52,17 @@ def greedy_in_train_mode(model, feats, steps):
 def test_manager_phase_decodes_without_dropout(model_and_batch):
     model, batch = model_and_batch
     model.goal_noise = 0.0
-    # what the manager phase did before: "greedy" decodes in train mode differ (dropout is the noise)
+    # "greedy" decodes in train mode differ (dropout is the noise)
     first, second = greedy_in_train_mode(model, batch.feats, 24), greedy_in_train_mode(model, batch.feats, 24)
     assert (first != second).any(1).sum() >= 2
     # greedy_segments turns dropout off: the same words each time, and the caller's mode back after
     model.train()
-    a = hrl.greedy_segments(model, batch, 24)
-    b = hrl.greedy_segments(model, batch, 24)
+    a = greedy_segments(model, batch.feats, 24)
+    b = greedy_segments(model, batch.feats, 24)
     assert model.training
     assert torch.equal(a[0], b[0]) and torch.equal(a[2], b[2])
     model.eval()
-    c = hrl.greedy_segments(model, batch, 24)
+    c = greedy_segments(model, batch.feats, 24)
     assert not model.training and torch.equal(a[0], c[0])
     # autograd stays on: eq. 22's gradient reaches the manager through its goals
     model.zero_grad()
@@ -68,7 +70,7 @@ def test_manager_phase_decodes_without_dropout(model_and_batch):
     assert model.goal.weight.grad is not None and model.goal.weight.grad.abs().sum() > 0
     # with goal noise (eq. 23) the decodes explore again
     model.goal_noise = 5.0
-    assert not torch.equal(hrl.greedy_segments(model, batch, 24)[0], a[0])
+    assert not torch.equal(greedy_segments(model, batch.feats, 24)[0], a[0])
     model.goal_noise = 0.0
 
 
@@ -80,18 +82,18 @@ def spy(monkeypatch):
     """Record (phase, dropout on, temperature) of each worker sample and each manager decode (which turns the
     dropout layers off, not the whole model: the LSTMs' cuDNN backward refuses a module in eval mode)."""
     calls = []
-    real_sample, real_decode = hrl.sample, hrl._greedy_segments
+    real_sample, real_decode = hrl.sample, segments._greedy_segments
 
     def sample(model, feats, n, *args, **kwargs):
         calls.append(("worker", dropout_on(model), kwargs.get("temperature")))
         return real_sample(model, feats, n, *args, **kwargs)
 
-    def decode(model, batch, max_len, exit_every):
+    def decode(model, feats, max_len, exit_every):
         calls.append(("manager", dropout_on(model), None))
-        return real_decode(model, batch, max_len, exit_every)
+        return real_decode(model, feats, max_len, exit_every)
 
     monkeypatch.setattr(hrl, "sample", sample)
-    monkeypatch.setattr(hrl, "_greedy_segments", decode)
+    monkeypatch.setattr(segments, "_greedy_segments", decode)
     return calls
 
 

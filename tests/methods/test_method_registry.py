@@ -15,8 +15,10 @@ from rlcap.cli import main
 from rlcap.errors import ConfigError
 from rlcap.methods import registry
 from tests.methods import toy_method
-from tests.train.killing import EMPTY, REPO, train_losses, wait_for_step
+from tests.train.killing import REPO, train_losses, wait_for_step
 from tests.tiny import tiny_xe_run
+
+TOY_RECIPE = REPO / "tests" / "methods" / "data" / "toy.yaml"
 
 
 @pytest.fixture
@@ -33,8 +35,7 @@ def _toy(dataset, feats, init, *extra):
     from tests.tiny import tiny_overrides
 
     return [o for o in tiny_overrides(dataset, feats, "unused") if not o.startswith(("model.", "out_dir"))] + [
-        "algorithm=toy", f"init_from={init}", "rl.epochs=2", "rl.batch_size=4", "rl.n_samples=2", "toy.baseline=0.5",
-        "save_every=1", *extra]
+        f"init_from={init}", *extra]
 
 
 def test_a_method_from_a_test_file_has_its_own_section(toy, capsys):
@@ -51,15 +52,15 @@ def test_a_method_from_a_test_file_trains_and_resumes_after_sigkill(xe, tmp_path
     dataset, feats, init = xe
     overrides = _toy(dataset, feats, init)
     reference, killed = tmp_path / "reference", tmp_path / "killed"
-    toy_method.register()
+    toy_method.use_toy()
     try:
-        api.train(api.load_run_config(None, [*overrides, f"out_dir={reference}"]))
+        api.train(api.load_run_config(TOY_RECIPE, [*overrides, f"out_dir={reference}"]))
     finally:
         del registry.METHODS["toy"]
     ref = train_losses(reference)
     assert max(ref) == 12  # 24 images, 4 a batch, 2 epochs
     # the child process registers the toy method itself (python -m tests.methods.toy_method train ...)
-    argv = [sys.executable, "-m", "tests.methods.toy_method", "train", str(EMPTY), *overrides, f"out_dir={killed}"]
+    argv = [sys.executable, "-m", "tests.methods.toy_method", "train", str(TOY_RECIPE), *overrides, f"out_dir={killed}"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stopped_at = wait_for_step(proc, killed, 5)
     os.kill(proc.pid, signal.SIGKILL)
@@ -151,3 +152,12 @@ def test_overrides_shared_by_several_runs_are_left_out_quietly(caplog):
     with caplog.at_level(logging.WARNING, logger="rlcap.methods.registry"):
         cfg = api.load_run_config(None, ["xe.epochs=3", "rl.epochs=2"], shared=True)
     assert cfg.xe.epochs == 3 and not hasattr(cfg, "rl") and caplog.records == []
+
+
+def test_architecture_md_shows_the_toy_method_as_it_is():
+    """docs/ARCHITECTURE.md's worked example is the toy method's file, which the tests above register, train and
+    resume after SIGKILL: the page cannot drift from code that runs."""
+    source = (REPO / "tests" / "methods" / "toy_method.py").read_text(encoding="utf-8")
+    method = source.split("# --- the method: docs/ARCHITECTURE.md shows it from here ---\n")[1].split("# --- to here")[0]
+    page = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert f"```python\n{method.strip()}\n```" in page

@@ -144,7 +144,7 @@ def test_pg_step_wiring(xe_checkpoint, tmp_path, monkeypatch):
     assert grads[("policy", "policy")] and not grads[("policy", BASELINE)]
     assert grads[(BASELINE, BASELINE)] and not grads[(BASELINE, "policy")]
     q, mask = qs[0]
-    assert stats.baseline == 0.0 and stats.q == pytest.approx(stats.advantage)
+    assert stats["baseline"] == 0.0 and stats["q"] == pytest.approx(stats["advantage"])
     assert grads[(BASELINE, "loss")] == pytest.approx(float((q[mask] ** 2).mean()), rel=1e-6)
 
 
@@ -204,7 +204,7 @@ def test_config_ranges(item, message):
 def test_bench_methods_train_from_xe_with_their_recipe(method, algorithm, reward):
     from pathlib import Path
 
-    from rlcap.bench.registry import METHODS
+    from rlcap.bench.registry import BENCH_ROWS as METHODS
     from rlcap.methods import load_run_config
 
     xe, stage = METHODS[method].stages

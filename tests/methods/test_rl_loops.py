@@ -94,8 +94,8 @@ def test_empty_samples_score_zero_and_keep_the_loss_finite(xe_checkpoint, tmp_pa
     batch = next(train.batches(4, 1, seed=0, epoch=0))
     with train_reward(session) as reward:
         stats = scst_step(session, batch, reward)
-    assert stats.reward == 0.0 and stats.baseline == 0.0 and stats.length == 0.0
-    assert math.isfinite(stats.loss)
+    assert stats["reward"] == 0.0 and stats["baseline"] == 0.0 and stats["length"] == 0.0
+    assert math.isfinite(stats["loss"])
 
 
 def test_rl_run_resumes_without_restating_the_model(xe_checkpoint, tmp_path):

@@ -1,7 +1,7 @@
 """Refactorings keep behaviour: tiny seeded runs of the recipes (XE, SCST, SLL-SLE, actor-critic,
 PG-SPIDEr, WTF-RL, HRL and the trainers of their auxiliary models) log the losses recorded in
-tests/methods/data/same_losses.json by ``python -m tests.methods.same_losses --write`` before the training
-code was reorganised into one file per method.
+tests/methods/data/same_losses.json by ``python -m tests.methods.same_losses --write``, from the code whose
+behaviour a refactoring must keep.
 
 The tolerance allows for another CPU's floating-point kernels (the values were recorded on an Intel
 Xeon; an AMD EPYC rounds matrix products differently), far below what a changed loss, baseline,

@@ -141,7 +141,7 @@ def test_what_model_train_trains(family, tmp_path):
             dataset, store, tmp_path / "refused", **{**RL, "init_from": tmp_path / "lora" / "last", "max_steps": 1,
                                                      "model.train": "decoder"})))
     # ... which a run starts from as from any transformers folder, with the same numbers
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import load_model
     from rlcap.methods import load_run_config
     from rlcap.train.session import open_session
 

@@ -152,7 +152,7 @@ def test_a_nan_loss_left_on_the_device_stops_the_run_before_any_checkpoint_after
 
     def step(s, *args):
         stats = real(s, *args)
-        return stats._replace(loss=torch.tensor(float("nan"))) if s.progress.step == 2 else stats
+        return {**stats, "loss": torch.tensor(float("nan"))} if s.progress.step == 2 else stats
 
     monkeypatch.setattr(scst, "scst_step", step)
     run = tmp_path / "nan"
@@ -241,7 +241,7 @@ def test_a_split_is_decoded_with_one_transfer_a_batch(xe_runs):
     """Validation and `rlcap eval`: the captions of a batch go to the host at once (before: one read a caption),
     and with no early-exit check (as on a GPU) nothing else is read, greedy or beam."""
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import load_model
     from rlcap.decoding.split import decode_split
 
     dataset, feats, runs = xe_runs

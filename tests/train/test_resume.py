@@ -8,8 +8,8 @@ import torch
 from safetensors.torch import save_file
 
 from rlcap.errors import RlcapError
+from rlcap.eval.open_run import load_model
 from rlcap.train.checkpoint import load_checkpoint
-from rlcap.train.checkpoint import load_model
 from tests.train.killing import assert_resume_is_exact
 from tests.tiny import tiny_overrides
 

@@ -66,14 +66,14 @@ def test_named_parts_and_loop_state_round_trip_through_a_checkpoint(tiny_data, t
     """A session with a policy and a second part (as actor-critic's value network): every module,
     optimizer, schedule and the loop state come back on resume."""
     from rlcap import api
-    from rlcap.train.session import add_part, begin, open_session, save
+    from rlcap.train.session import add_part, resume_or_start, open_session, save
     from tests.tiny import tiny_overrides
 
     dataset, feats = tiny_data
     cfg = api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run"))
     s = open_session(cfg)
     add_part(s, "value", torch.nn.Linear(3, 1), OptimConfig(lr=0.1))
-    begin(s)
+    resume_or_start(s)
     for name in ("policy", "value"):
         loss = sum(p.sum() for p in s.parts[name].module.parameters())
         optimizer_step(s, loss, part=name)
@@ -82,7 +82,7 @@ def test_named_parts_and_loop_state_round_trip_through_a_checkpoint(tiny_data, t
 
     resumed = open_session(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "run")))
     add_part(resumed, "value", torch.nn.Linear(3, 1), OptimConfig(lr=0.1))
-    begin(resumed)
+    resume_or_start(resumed)
     assert resumed.state == {"phase": 2}
     for name in ("policy", "value"):
         a, b = s.parts[name], resumed.parts[name]

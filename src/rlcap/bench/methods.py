@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlcap import api
-from rlcap.bench.registry import BENCHMARKS, check_names, methods_of, stages_of
+from rlcap.bench.registry import BENCHMARKS, BenchRow, bench_rows, check_names, stages_of
+from rlcap.eval.open_run import OpenRun, open_run
 from rlcap.files import check_writable
 from rlcap.recipes import find_recipes
 from rlcap.methods import load_run_config
@@ -66,7 +67,6 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     from rlcap.bench.rows import method_row
     from rlcap.bench.report import plot_curves, results_markdown, training_cost
     from rlcap.data.loader import load_data
-    from rlcap.train.checkpoint import load_model
 
     check_names(benchmark, methods)
     out = Path(out_dir)
@@ -83,13 +83,15 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     policy = [f"model.path={(data_dir / bench.policy).resolve()}"] if bench.policy else []
     best = train_stages(benchmark, methods, out, data, configs, list(rl_overrides or []),
                         [*policy, *(xe_overrides or [])], report)
-    known = methods_of(benchmark)
+    known = bench_rows(benchmark)
     checkpoints = {m: method_checkpoint(known[m], best) for m in methods}
     metrics = api.evaluation_metrics()
     results: dict[str, Any] = {"benchmark": benchmark, "split": "test", "methods": {}}
     test, judges = None, None
     for method in methods:
-        model, vocab, config = load_model(checkpoints[method])
+        lookahead = known[method].decoder == "lookahead"
+        run = open_run(checkpoints[method], device="cpu", value=lookahead)
+        vocab = run.vocab
         if test is None:
             test = load_data(load_run_config(None, data).data, ("test",), vocab=vocab).splits["test"]
             judges = load_judges(best, test)  # [Chaffin24]'s retrievers, when the methods train them
@@ -100,13 +102,13 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
             report(f"{method}: evaluated before with this checkpoint (rows/{method}.json), not again")
         else:
             report(f"evaluating {method}")
-            max_len = api.checkpoint_decoding(config).max_len  # the run's caption length (16 on images, 40 on video)
+            max_len = run.decode.max_len  # the run's caption length (16 on images, 40 on video)
             beam = None
-            if known[method].decoder == "lookahead":
-                beam, chosen = _lookahead_beam(checkpoints[method], test, max_len)
+            if lookahead:
+                beam, chosen = _lookahead_beam(run, test, max_len)
                 report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
             captions: dict[str, Any] = {}
-            row = method_row(model, test, vocab, metrics, max_len, judges=judges, predictions=beam,
+            row = method_row(run.policy, test, vocab, metrics, max_len, judges=judges, predictions=beam,
                              sample_temperature=BENCHMARKS[benchmark].sample_temperature, captions=captions)
             if beam is not None:
                 row["lookahead"] = chosen
@@ -187,21 +189,19 @@ def reference_rows(data: list[str], vocab: Any, metrics: list[str], out: Path) -
     return rows
 
 
-def method_checkpoint(method: Any, best: dict[str, Path]) -> Path:
-    """The checkpoint a method is judged by: its last stage's ``best`` or, for ``checkpoint="last"``,
+def method_checkpoint(row: BenchRow, best: dict[str, Path]) -> Path:
+    """The checkpoint a method's row is judged by: its last stage's ``best`` or, for ``checkpoint="last"``,
     the same run's ``last``."""
-    folder = best[method.stages[-1].name]
-    return folder.parent / "last" if method.checkpoint == "last" else folder
+    folder = best[row.stages[-1].name]
+    return folder.parent / "last" if row.checkpoint == "last" else folder
 
 
-def _lookahead_beam(checkpoint: Path, test: Any, max_len: int) -> tuple[dict[str, str], dict]:
-    """The test captions of an ``ac`` checkpoint by lookahead inference at the lambda its run chose on
-    validation (the run folder's lookahead.json), with the table's beam size 3, as
+def _lookahead_beam(run: OpenRun, test: Any, max_len: int) -> tuple[dict[str, str], dict]:
+    """The test captions of an ``ac`` checkpoint (opened with its value network) by lookahead inference at the
+    lambda its run chose on validation (the run folder's lookahead.json), with the table's beam size 3, as
     :func:`rlcap.bench.rows.method_row` decodes every other method."""
-    from rlcap.eval.lookahead import load_actor_critic, lookahead_predictions, read_choice
+    from rlcap.eval.lookahead import lookahead_predictions, read_choice
 
-    chosen = read_choice(checkpoint.parent)
-    policy, value_net, vocab, config = load_actor_critic(checkpoint)
-    dec = api.checkpoint_decoding(config)
-    return lookahead_predictions(policy, value_net, test, vocab, chosen["best_lambda"], 3, max_len,
-                                 dec.length_penalty), chosen
+    chosen = read_choice(run.folder.parent)
+    return lookahead_predictions(run.policy, run.value, test, run.vocab, chosen["best_lambda"], 3, max_len,
+                                 run.decode.length_penalty), chosen

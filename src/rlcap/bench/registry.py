@@ -1,12 +1,13 @@
-"""Benchmarks and methods for ``rlcap bench``: plain dicts, one entry each.
+"""Benchmarks and their table rows for ``rlcap bench``: plain dicts, one entry each.
 
-A method is a sequence of :class:`Stage`s, each a training run from a recipe
-``configs/<benchmark>_<recipe>.yaml``, started from an earlier stage's best checkpoint. Stages
-of the same name are trained once per benchmark run and shared (every method's XE pretraining).
-The last stage's best checkpoint is the method's model in the table.
+A row of the table (:class:`BenchRow`, named by the method it shows: ``--methods xe,scst``) is a
+sequence of :class:`Stage`s, each a training run from a recipe ``configs/<benchmark>_<recipe>.yaml``,
+started from an earlier stage's best checkpoint. Stages of the same name are trained once per
+benchmark run and shared (every row's XE pretraining). The last stage's best checkpoint is the
+row's model in the table.
 
-Adding a method is an entry in :data:`METHODS` plus its recipe (and, for a new algorithm, its
-loop in :data:`rlcap.methods.registry.TRAINERS`); adding a benchmark is an entry in
+Adding a row is an entry in :data:`BENCH_ROWS` plus its recipe (and, for a new algorithm, its
+loop in :data:`rlcap.methods.registry.METHODS`); adding a benchmark is an entry in
 :data:`BENCHMARKS`. See docs/ARCHITECTURE.md.
 """
 
@@ -38,11 +39,11 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class Method:
-    """``stages`` in order, the last one's checkpoint is the method's: ``checkpoint`` "best" (the
-    validation CIDEr-D's choice) or "last" (the end of the budget); ``decoder`` how its beam column
-    is decoded: "beam" (beam search) or "lookahead" ([Shi18]'s lookahead inference at the lambda its
-    ``ac`` stage chose on validation, lookahead.json)."""
+class BenchRow:
+    """One row of the table, a method trained and decoded: ``stages`` in order, the last one's checkpoint
+    is the row's: ``checkpoint`` "best" (the validation CIDEr-D's choice) or "last" (the end of the
+    budget); ``decoder`` how its beam column is decoded: "beam" (beam search) or "lookahead" ([Shi18]'s
+    lookahead inference at the lambda its ``ac`` stage chose on validation, lookahead.json)."""
 
     stages: tuple[Stage, ...]
     description: str = ""
@@ -59,8 +60,8 @@ class Method:
 @dataclass(frozen=True)
 class Benchmark:
     """``prepare(data_dir, image_size, report) -> (dataset, features)`` builds (or reuses) the data;
-    recipes are ``configs/<recipes>_<recipe>.yaml``; ``methods``: this benchmark's own meaning of a
-    method name, over :data:`METHODS` ([Wang18]'s ``rl`` on video is SCST, [Chaffin24]'s ``rl`` elsewhere);
+    recipes are ``configs/<recipes>_<recipe>.yaml``; ``rows``: this benchmark's own meaning of a
+    method name, over :data:`BENCH_ROWS` ([Wang18]'s ``rl`` on video is SCST, [Chaffin24]'s ``rl`` elsewhere);
     ``sample_temperature``: the temperature its RL recipes draw samples at (``decode.temperature``):
     when it is not 1, the table's random samples are also drawn at it (``rs@T`` columns), the
     policy those methods train."""
@@ -68,7 +69,7 @@ class Benchmark:
     prepare: Callable[[Path, int, Report], tuple[Path, Path]]
     recipes: str
     description: str = ""
-    methods: tuple[tuple[str, "Method"], ...] = ()
+    rows: tuple[tuple[str, "BenchRow"], ...] = ()
     sample_temperature: float = 1.0
     # refuses (one line) a data folder that ``prepare`` would regenerate over, one generated with
     # other settings; run_benchmark skips it when asked to regenerate (``rlcap bench --regenerate``)
@@ -193,48 +194,59 @@ _AC = (XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),)))
 # network reads")
 _AC_ATT = (XE, EMBEDDING, Stage("ac_att", "ac", "xe", (("embedding", "embedding"),), ("ac.value_features=att",)))
 
-METHODS: dict[str, Method] = {
-    "xe": Method((XE,), "cross-entropy (teacher forcing)"),
-    "scst": Method((XE, Stage("scst", "scst", "xe")), "self-critical sequence training (Rennie et al. 2017)"),
-    "sll_me": Method((XE, Stage("sll_me", "sll_me", "xe")), "SCST with an entropy bonus ([Chen20 sec. 5.2])"),
-    "sll_sle": Method((XE, Stage("sll_sle", "sll_sle", "xe")), "SCST with sequence-level exploration ([Chen20])"),
-    "ac": Method(_AC, "actor-critic with a value network, CIDEr-D + embedding reward ([Shi18])"),
-    "ac_lookahead": Method(_AC, "the ac checkpoint decoded by lookahead inference, lambda chosen on validation "
-                                "([Shi18 Fig. 1])", decoder="lookahead"),
-    "ac_att": Method(_AC_ATT, "actor-critic whose value network also attends over the regions (ac.value_features=att)"),
-    "ac_att_lookahead": Method(_AC_ATT, "the ac_att checkpoint decoded by lookahead inference", decoder="lookahead"),
-    "pg_cider": Method((XE, Stage("pg_cider", "pg_cider", "xe")), "PG with Monte-Carlo rollouts, CIDEr-D reward ([Liu17])"),
-    "pg_bcmr": Method((XE, Stage("pg_bcmr", "pg_bcmr", "xe")), "PG with Monte-Carlo rollouts, BCMR reward ([Liu17])"),
-    "pg_spider": Method((XE, Stage("pg_spider", "pg_spider", "xe")), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr ([Liu17])"),
-    "mixer": Method((XE, Stage("mixer", "mixer", "xe")), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, [Liu17])"),
+
+def _after_xe(name: str) -> tuple[Stage, ...]:
+    """XE, then the method's own stage from XE's best checkpoint with the recipe of its name."""
+    return (XE, Stage(name, name, "xe"))
+
+
+BENCH_ROWS: dict[str, BenchRow] = {
+    "xe": BenchRow((XE,), "cross-entropy (teacher forcing)"),
+    "scst": BenchRow(_after_xe("scst"), "self-critical sequence training (Rennie et al. 2017)"),
+    "sll_me": BenchRow(_after_xe("sll_me"), "SCST with an entropy bonus ([Chen20 sec. 5.2])"),
+    "sll_sle": BenchRow(_after_xe("sll_sle"), "SCST with sequence-level exploration ([Chen20])"),
+    "ac": BenchRow(_AC, "actor-critic with a value network, CIDEr-D + embedding reward ([Shi18])"),
+    "ac_lookahead": BenchRow(_AC, "the ac checkpoint decoded by lookahead inference, lambda chosen on validation "
+                                  "([Shi18 Fig. 1])", decoder="lookahead"),
+    "ac_att": BenchRow(_AC_ATT, "actor-critic whose value network also attends over the regions "
+                                "(ac.value_features=att)"),
+    "ac_att_lookahead": BenchRow(_AC_ATT, "the ac_att checkpoint decoded by lookahead inference", decoder="lookahead"),
+    "pg_cider": BenchRow(_after_xe("pg_cider"), "PG with Monte-Carlo rollouts, CIDEr-D reward ([Liu17])"),
+    "pg_bcmr": BenchRow(_after_xe("pg_bcmr"), "PG with Monte-Carlo rollouts, BCMR reward ([Liu17])"),
+    "pg_spider": BenchRow(_after_xe("pg_spider"), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr ([Liu17])"),
+    "mixer": BenchRow(_after_xe("mixer"), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, [Liu17])"),
     # [Chaffin24]'s Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
-    "tf": Method((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers ([Chaffin24] TF)"),
+    "tf": BenchRow((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers "
+                                           "([Chaffin24] TF)"),
     # (at the end of the budget, as [Chaffin24 sec. 4.1] trains a fixed 5 epochs: a choice by validation CIDEr-D would
     # pick the least distinctive epoch)
-    "wtf": Method(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r ([Chaffin24])", checkpoint="last"),
-    "wtf_rl": Method(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 ([Chaffin24])",
-                     checkpoint="last"),
-    "beam_rl": Method(_distinct("beam_rl"), "[Chaffin24]'s RL: beam-search trajectories only, bidirectional contrastive "
-                                            "reward + discriminator", checkpoint="last"),
-    "beam_rl_i2t": Method(_distinct("beam_rl_i2t"), "[Chaffin24]'s RL-Unidirectional: beam_rl with the image-to-text "
-                                                    "reward only", checkpoint="last"),
-    "scst_discriminator": Method(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward ([Chaffin24])",
-                                 checkpoint="last"),
-    # not in [Chaffin24]: plain teacher forcing with those methods' budget, the control for "training on" (docs/DISTINCT.md)
-    "tf_continued": Method((XE, RETRIEVAL, JUDGE, Stage("tf_continued", "tf_continued", "xe")),
-                           "teacher forcing continued from TF with the [Chaffin24] methods' budget",
-                           checkpoint="last"),
+    "wtf": BenchRow(_distinct("wtf"), "weighted teacher forcing, ground truth weighted by r ([Chaffin24])",
+                    checkpoint="last"),
+    "wtf_rl": BenchRow(_distinct("wtf_rl"), "WTF-RL: beam search and ground truth weighted by r, eq. 3 ([Chaffin24])",
+                       checkpoint="last"),
+    "beam_rl": BenchRow(_distinct("beam_rl"), "[Chaffin24]'s RL: beam-search trajectories only, bidirectional "
+                                              "contrastive reward + discriminator", checkpoint="last"),
+    "beam_rl_i2t": BenchRow(_distinct("beam_rl_i2t"), "[Chaffin24]'s RL-Unidirectional: beam_rl with the "
+                                                      "image-to-text reward only", checkpoint="last"),
+    "scst_discriminator": BenchRow(_distinct("scst_discriminator"), "SCST, CLIP-S + discriminator reward "
+                                                                    "([Chaffin24])", checkpoint="last"),
+    # not in [Chaffin24]: plain teacher forcing with those methods' budget, the control for "training on"
+    # (docs/DISTINCT.md)
+    "tf_continued": BenchRow((XE, RETRIEVAL, JUDGE, Stage("tf_continued", "tf_continued", "xe")),
+                             "teacher forcing continued from TF with the [Chaffin24] methods' budget",
+                             checkpoint="last"),
 }
 
-# [Wang18]'s Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64. [Chen20]'s Table 3 rows
-# beside its SLL (scst here, [Wang18]'s RL-baseline), sll_me and sll_sle, are the METHODS entries unchanged: the same XE stage,
-# their moving-shapes recipes (configs/moving-shapes_sll_me.yaml, configs/moving-shapes_sll_sle.yaml)
+# [Wang18]'s Table 2 (docs/VIDEO.md): the attention baselines, and HRL with goals of 16, 32 or 64. [Chen20]'s
+# Table 3 rows beside its SLL (scst here, [Wang18]'s RL-baseline), sll_me and sll_sle, are the BENCH_ROWS entries
+# unchanged: the same XE stage, their moving-shapes recipes (configs/moving-shapes_sll_me.yaml,
+# configs/moving-shapes_sll_sle.yaml)
 CRITIC = Stage("critic", "critic")
-VIDEO_METHODS: tuple[tuple[str, Method], ...] = (
-    ("scst", Method((XE, Stage("scst", "scst", "xe")), "[Wang18]'s RL-baseline: the attention model by SCST on CIDEr-D")),
-    *((f"hrl_{g}", Method((CRITIC, Stage(f"xe_hrl_{g}", f"xe_hrl_{g}", None, (("model.critic_from", "critic"),)),
-                           Stage(f"hrl_{g}", "hrl", f"xe_hrl_{g}")),
-                          f"HRL, goal size {g}: internal critic, XE warm start, alternating phases ([Wang18])"))
+VIDEO_ROWS: tuple[tuple[str, BenchRow], ...] = (
+    ("scst", BenchRow(_after_xe("scst"), "[Wang18]'s RL-baseline: the attention model by SCST on CIDEr-D")),
+    *((f"hrl_{g}", BenchRow((CRITIC, Stage(f"xe_hrl_{g}", f"xe_hrl_{g}", None, (("model.critic_from", "critic"),)),
+                             Stage(f"hrl_{g}", "hrl", f"xe_hrl_{g}")),
+                            f"HRL, goal size {g}: internal critic, XE warm start, alternating phases ([Wang18])"))
       for g in (16, 32, 64)),
 )
 
@@ -247,24 +259,24 @@ BENCHMARKS: dict[str, Benchmark] = {
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)",
                                sample_temperature=0.5),
     "moving-shapes": Benchmark(_prepare_moving_shapes, "moving-shapes",
-                               "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_METHODS,
+                               "synthetic clips of moving shapes, events told in order (docs/VIDEO.md)", VIDEO_ROWS,
                                check=_check_moving_shapes),
     # any MSR-VTT-format dataset a user brings, with frame features; the moving-shapes recipes, its data overridden
     "video": Benchmark(_prepare_user_video, "moving-shapes", "a user's MSR-VTT-format videos (--data DIR)",
-                       VIDEO_METHODS),
+                       VIDEO_ROWS),
 }
 
 
-def methods_of(benchmark: str) -> dict[str, Method]:
-    """The methods as ``benchmark`` means them: :data:`METHODS` with the benchmark's own entries over them."""
-    return {**METHODS, **dict(BENCHMARKS[benchmark].methods)} if benchmark in BENCHMARKS else dict(METHODS)
+def bench_rows(benchmark: str) -> dict[str, BenchRow]:
+    """The rows as ``benchmark`` means them: :data:`BENCH_ROWS` with the benchmark's own entries over them."""
+    return {**BENCH_ROWS, **dict(BENCHMARKS[benchmark].rows)} if benchmark in BENCHMARKS else dict(BENCH_ROWS)
 
 
 def check_names(benchmark: str, methods: list[str]) -> None:
     """One clear line for an unknown benchmark or method, listing the known ones."""
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"unknown benchmark {benchmark!r}; expected one of {sorted(BENCHMARKS)}")
-    known = methods_of(benchmark)
+    known = bench_rows(benchmark)
     unknown = [m for m in methods if m not in known]
     if unknown:
         raise ConfigError(f"unknown method {unknown[0]!r}; expected some of {sorted(known)}")
@@ -273,7 +285,7 @@ def check_names(benchmark: str, methods: list[str]) -> None:
 def stages_of(methods: list[str], benchmark: str = "") -> list[Stage]:
     """Every stage the methods need, each once, in an order where a stage follows the one it starts from."""
     order: dict[str, Stage] = {}
-    catalogue = methods_of(benchmark)
+    catalogue = bench_rows(benchmark)
     for method in methods:
         for stage in catalogue[method].stages:
             known = order.setdefault(stage.name, stage)

@@ -10,13 +10,13 @@ from rlcap.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from rlcap.bench.registry import BENCHMARKS, METHODS, VIDEO_METHODS
+    from rlcap.bench.registry import BENCH_ROWS, BENCHMARKS, VIDEO_ROWS
 
     p = sub.add_parser("bench", help="train methods (shared stages once) and tabulate them")
     p.add_argument("--benchmark", default="shapes", help=f"benchmark: {', '.join(sorted(BENCHMARKS))}")
     p.add_argument("--methods", default="xe,scst,sll_me,sll_sle",
-                   help=f"comma-separated methods: {', '.join(sorted(METHODS))}; on moving-shapes also "
-                        f"{', '.join(name for name, _ in VIDEO_METHODS)} (scst there is [Wang18]'s RL-baseline)")
+                   help=f"comma-separated methods: {', '.join(sorted(BENCH_ROWS))}; on moving-shapes also "
+                        f"{', '.join(name for name, _ in VIDEO_ROWS)} (scst there is [Wang18]'s RL-baseline)")
     p.add_argument("--out", required=True, help="output folder: results.json, results.md, curves.png")
     add_data_folder_arguments(p, None, "benchmark data folder (default data/BENCHMARK; generated when missing)",
                               "folder of the method recipes")
@@ -32,12 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlcap.bench.methods import run_benchmark
-    from rlcap.bench.registry import methods_of
+    from rlcap.bench.registry import bench_rows
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise ConfigError(f"--methods {args.methods!r} names no method; give one or more of "
-                          f"{', '.join(sorted(methods_of(args.benchmark)))}")
+                          f"{', '.join(sorted(bench_rows(args.benchmark)))}")
     results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
                             image_size=args.image_size, max_train_images=args.max_train_images,
                             regenerate=args.regenerate)

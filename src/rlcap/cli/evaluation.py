@@ -2,7 +2,7 @@
 
 The data overrides may come anywhere after ``eval`` (:class:`rlcap.cli.options.CommandParser`);
 their paths are taken from the working directory, while the checkpoint's own data paths are
-resolved as :func:`rlcap.api.checkpoint_data_config` says."""
+resolved as :func:`rlcap.eval.open_run.checkpoint_data_config` says."""
 
 from __future__ import annotations
 
@@ -72,12 +72,10 @@ def run_lookahead(args: argparse.Namespace, overrides: list[str]) -> int:
     if args.no_repeat_ngram:
         raise ConfigError("rlcap eval: --no-repeat-ngram is for beam search; lookahead inference does not take it")
     split = args.split or "val"
-    if args.dataset is not None:
-        overrides = [*api.dataset_overrides(args.dataset), *overrides]
     out = args.out or f"{args.checkpoint.rstrip('/')}/lookahead_{split}"
     choice = api.lookahead(args.checkpoint, args.lookahead, split=split, beam_size=args.beam_size,
                            max_len=args.max_len, length_penalty=args.length_penalty, out_dir=out,
-                           data_overrides=overrides, progress=True)
+                           data_overrides=overrides, progress=True, dataset=args.dataset)
     print(f"{'lambda':>8s}  CIDEr-D ({split})")
     for lam, value in choice.scores.items():
         print(f"{lam:8.3g}  {value:.4f}{'  <- best' if lam == choice.best else ''}")

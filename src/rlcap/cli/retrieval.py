@@ -61,13 +61,14 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_eval(args: argparse.Namespace) -> int:
     from rlcap.data.loader import load_data
+    from rlcap.eval.open_run import checkpoint_data_config
     from rlcap.models.embedding import load_embedding_model
     from rlcap.methods.embedding import retrieval_scores
 
     model, vocab = load_embedding_model(args.checkpoint)
     model.to(resolve_device(args.device, "--device"))
     config = json.loads((Path(args.checkpoint) / "config.json").read_text(encoding="utf-8"))
-    data_cfg = api.checkpoint_data_config(args.checkpoint, config, [o.removeprefix("data.") for o in args.data_overrides])
+    data_cfg = checkpoint_data_config(args.checkpoint, config, [o.removeprefix("data.") for o in args.data_overrides])
     split = load_data(data_cfg, (args.split,), vocab=vocab).splits[args.split]
     scores = retrieval_scores(model, split, limit=args.max_images)
     images = len(split) if args.max_images <= 0 else min(args.max_images, len(split))

@@ -167,7 +167,7 @@ def _help_config(args: argparse.Namespace) -> int:
     algorithm = cfg.algorithm
     method = METHODS[algorithm]
     print(f"algorithm={algorithm}: {method.help}" if method.help else f"algorithm={algorithm}")
-    view = cfg.as_meant()
+    view = cfg.as_typically_run()
     rows = describe(method.config)
     shown = [row for row in rows if view.reads(row[0])]
     for key, default, text in shown:

@@ -94,7 +94,8 @@ def resolve_compile(setting: bool | str, device: torch.device | str) -> bool:
 
 
 def decode_options(device: torch.device | str) -> dict:
-    """The decoders' ``exit_every`` and ``compile`` on ``device`` (:func:`resolve_exit_every`, :func:`resolve_compile`)."""
+    """The decoders' ``exit_every`` and ``compile`` on ``device`` (:func:`resolve_exit_every`,
+    :func:`resolve_compile`)."""
     return {"exit_every": resolve_exit_every(None, device), "compile": resolve_compile("auto", device)}
 
 

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-from rlcap.api import check_feature_dims, check_feature_image_size, checkpoint_data_config
-from rlcap.data.loader import CaptionData, load_data
-from rlcap.data.vocab import Vocab
+from rlcap.data.loader import CaptionData
+from rlcap.eval.open_run import OpenRun
 
 
-def checkpoint_data(checkpoint: str | Path, config: dict[str, Any], vocab: Vocab, split: str,
-                    overrides: list[str] | None = None) -> CaptionData:
-    """``train`` and ``split`` of the checkpoint's data, as ``rlcap eval`` finds and checks it.
-
-    Paths are resolved by :func:`rlcap.api.checkpoint_data_config` (``overrides``: ``key=value``,
-    e.g. ``features=other.h5``); features of another image size or dimension than the checkpoint
-    was trained on are refused. A split the dataset has no images in is a :class:`DataError` naming
-    the splits it has."""
-    data_cfg = checkpoint_data_config(checkpoint, config, overrides)
-    check_feature_image_size(checkpoint, config, data_cfg.features)
-    data = load_data(data_cfg, tuple(dict.fromkeys(("train", split))), vocab=vocab)
-    check_feature_dims(checkpoint, config, data)
-    return data
+def checkpoint_data(run: OpenRun, split: str, overrides: list[str] | None = None) -> CaptionData:
+    """``train`` and ``split`` of the run's data, as ``rlcap eval`` finds and checks it
+    (:meth:`rlcap.eval.open_run.OpenRun.data`; ``overrides``: ``key=value``, e.g. ``features=other.h5``):
+    features of another image size or dimension than the checkpoint was trained on are refused. A split
+    the dataset has no images in is a :class:`DataError` naming the splits it has."""
+    return run.data(tuple(dict.fromkeys(("train", split))), overrides)
 
 
 def reward_references(data: CaptionData, split: str) -> dict[str, list[str]]:

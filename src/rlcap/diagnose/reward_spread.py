@@ -25,11 +25,11 @@ from rlcap.config import from_dict
 from rlcap.decoding import sample
 from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
 from rlcap.errors import DataError
+from rlcap.eval.open_run import open_run
 from rlcap.progress import track
 from rlcap.rewards import RewardConfig, build_reward
 from rlcap.run_config import RLConfig
 from rlcap.rewards.batch import reward_batch
-from rlcap.train.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +125,9 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
             not cached (the run's cache stays as it is).
         data_overrides: ``key=value`` changes to the checkpoint's data section (``features=x.h5``).
     """
-    # 1. the policy (building it draws random weights, which must not move the caller's random state)
-    with torch.random.fork_rng(devices=[]):
-        model, vocab, config = load_model(checkpoint)
+    # 1. the policy (open_run leaves the caller's random state alone)
+    run = open_run(checkpoint, device="cpu")
+    model, vocab, config = run.policy, run.vocab, run.config
     # an XE checkpoint has no rl or reward section: the sequence-level methods' defaults
     n = config.get("rl", asdict(RLConfig()))["n_samples"] if samples is None else samples
     stored = config.get("reward", asdict(RewardConfig()))
@@ -137,7 +137,7 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
     reward_cfg = from_dict(RewardConfig, {**stored, "weights": dict(weights or stored["weights"]),
                                           "cache_dir": None}, "reward.")
     # 2. the data: the split measured, and the training references the reward is built with
-    data = checkpoint_data(checkpoint, config, vocab, split, data_overrides)
+    data = checkpoint_data(run, split, data_overrides)
     measured, dims = data.splits[split], config["feature_dims"]
     batches = list(measured.eval_batches(batch_size, images))
     gen = torch.Generator().manual_seed(seed)

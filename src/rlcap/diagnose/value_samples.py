@@ -24,7 +24,7 @@ from rlcap.errors import DataError
 from rlcap.rewards import RewardConfig, build_reward
 from rlcap.rl.credit import ValueFit, value_fit_by_position
 from rlcap.methods.actor_critic import value_inputs
-from rlcap.eval.lookahead import load_actor_critic
+from rlcap.eval.open_run import OpenRun, open_run
 from rlcap.rewards.batch import reward_batch
 from rlcap.rewards.combine import score
 
@@ -42,13 +42,14 @@ class ValueDiagnosis(NamedTuple):
     fit: ValueFit            # R^2 of v(s_t) against R by position and overall
 
 
-def diagnose_value(checkpoint: str | Path, data: CaptionData, split: str = "val", n_samples: int | None = None,
-                   temperature: float | None = None, max_images: int = 0, batch_size: int = 50, seed: int = 0,
-                   progress: bool = False) -> ValueDiagnosis:
+def diagnose_value(checkpoint: str | Path | OpenRun, data: CaptionData, split: str = "val",
+                   n_samples: int | None = None, temperature: float | None = None, max_images: int = 0,
+                   batch_size: int = 50, seed: int = 0, progress: bool = False) -> ValueDiagnosis:
     """The value network's R^2 by position on ``split`` for an ``algorithm: ac`` checkpoint.
 
     Args:
-        checkpoint: a checkpoint folder of an ac run (``RUN/best`` or ``RUN/last``).
+        checkpoint: a checkpoint folder of an ac run (``RUN/best`` or ``RUN/last``), or that folder
+            opened with its value network (``open_run(folder, device="cpu", value=True)``).
         data: loaded with the checkpoint's vocabulary; holds ``split`` (held-out images: ``val`` or
             ``test``) and ``train``. The reward is built as in training, from the training references
             and, so that CIDEr-D finds the held-out images' own, the split's (its document
@@ -62,14 +63,14 @@ def diagnose_value(checkpoint: str | Path, data: CaptionData, split: str = "val"
     if missing:
         raise DataError(f"diagnose_value: the data holds no {missing[0]!r} split (it has {sorted(data.splits)}); "
                         "it needs the split to diagnose and the training references of the run's reward")
-    # 1. the policy and the value network (eval mode) and the run's settings; building them draws
-    # random initial weights, which must not move the caller's random state
-    with torch.random.fork_rng(devices=[]):
-        policy, value_net, vocab, config = load_actor_critic(checkpoint)
+    # 1. the policy and the value network (eval mode) and the run's settings (open_run leaves the caller's
+    # random state alone)
+    run = checkpoint if isinstance(checkpoint, OpenRun) else open_run(checkpoint, device="cpu", value=True)
+    policy, value_net, vocab, config = run.policy, run.value, run.vocab, run.config
     n = config["rl"]["n_samples"] if n_samples is None else n_samples
     temperature = config["decode"]["temperature"] if temperature is None else temperature
     max_len = config["decode"]["max_len"]
-    features = config["ac"].get("value_features", "fc")  # absent before it existed: those runs read fc
+    features = config["ac"].get("value_features", "fc")  # a config without the key trained an fc value network
     train, held_out = data.splits["train"], data.splits[split]
     gen = torch.Generator().manual_seed(seed)
     values, returns, masks = [], [], []
@@ -91,9 +92,9 @@ def diagnose_value(checkpoint: str | Path, data: CaptionData, split: str = "val"
     fit = value_fit_by_position(torch.cat([_pad(v, width) for v in values]), torch.cat(returns),
                                 torch.cat([_pad(m, width) for m in masks]))
     images = sum(len(r) for r in returns) // n
-    log.info("value fit of %s on %s (%d images, %d samples each): R^2 %.3f overall, by position %s", checkpoint,
+    log.info("value fit of %s on %s (%d images, %d samples each): R^2 %.3f overall, by position %s", run.folder,
              split, images, n, fit.overall, ", ".join(f"{x:.3f}" for x in fit.by_position.tolist()))
-    return ValueDiagnosis(str(checkpoint), split, features, images, n, temperature,
+    return ValueDiagnosis(str(run.folder), split, features, images, n, temperature,
                           float(torch.cat(returns).mean()), fit)
 
 

@@ -17,42 +17,23 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from rlcap.config import from_dict
 from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import lookahead_search
 from rlcap.errors import RlcapError
 from rlcap.files import write_json
-from rlcap.models import ValueModel, build_value_model
-from rlcap.models.model_config import ModelConfig
-from rlcap.train.checkpoint import MANIFEST, VALUE, load_checkpoint, load_model
+from rlcap.eval.open_run import open_run
+from rlcap.models import ValueModel
+from rlcap.train.checkpoint import MANIFEST
 from rlcap.train.validation import score_predictions
 from rlcap.train.session import Session
 
 log = logging.getLogger(__name__)
 
 
-
 class LookaheadChoice(NamedTuple):
     best: float                 # the lambda with the highest CIDEr-D (ties: the larger lambda)
     scores: dict[float, float]  # lambda -> corpus CIDEr-D
-
-
-def load_actor_critic(folder: str | Path) -> tuple[torch.nn.Module, ValueModel, Vocab, dict]:
-    """(policy, value network, vocabulary, config) of an actor-critic checkpoint, both in eval mode."""
-    ckpt = load_checkpoint(folder, with_trainer=False)
-    if VALUE not in ckpt.weights:
-        raise RlcapError(f"{folder} holds no value network (part {VALUE!r}; it has {sorted(ckpt.weights)}): "
-                         "lookahead needs a checkpoint of algorithm=ac")
-    policy, vocab, config = load_model(folder)
-    dims = config["feature_dims"]
-    # the run's ac.value_features says which network was trained; absent in checkpoints written before
-    # it existed, whose value network read the pooled vector only
-    features = config["ac"].get("value_features", "fc")
-    value_net = build_value_model(from_dict(ModelConfig, config["model"]), len(vocab), dims["fc"], dims["att"],
-                                  features)
-    value_net.load_state_dict(ckpt.weights[VALUE])
-    return policy, value_net.eval(), vocab, config
 
 
 @torch.inference_mode()
@@ -110,9 +91,10 @@ def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
     if before.get("made_for") == made_for and before.get("split") == cfg.val.split:
         log.info("lookahead: %s was chosen for this best checkpoint before (%s), kept", before["best_lambda"], path)
         return LookaheadChoice(before["best_lambda"], {float(k): v for k, v in before["scores"].items()})
-    policy, value_net, vocab, _ = load_actor_critic(best)
-    choice = lookahead_scores(policy, value_net, s.data.splits[cfg.val.split], vocab, lambdas, cfg.decode.beam_size,
-                              cfg.decode.max_len, cfg.decode.length_penalty, cfg.val.batch_size, cfg.val.max_images)
+    run = open_run(best, device="cpu", value=True)
+    choice = lookahead_scores(run.policy, run.value, s.data.splits[cfg.val.split], run.vocab, lambdas,
+                              cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty, cfg.val.batch_size,
+                              cfg.val.max_images)
     write_choice(path, choice, cfg.val.split, str(best), made_for)
     log.info("lookahead on %s: best lambda %s (CIDEr-D %s)", cfg.val.split, choice.best,
              ", ".join(f"{lam}: {v:.4f}" for lam, v in choice.scores.items()))

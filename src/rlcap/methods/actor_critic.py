@@ -24,8 +24,6 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
-
 import torch
 
 from rlcap.config import help_field
@@ -41,13 +39,14 @@ from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.run_config import OptimConfig, RunConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.samples import Rollout, caption_lengths, rollout
 from rlcap.rewards.combine import score
-from rlcap.train.logger import Stat
+from rlcap.train.logger import Stat, Stats
 from rlcap.methods.sequence import conventions, pretrain_phase, train_reward
 from rlcap.distributed import word_share
 from rlcap.eval.lookahead import lookahead_for_run
 from rlcap.train.checkpoint import VALUE
 from rlcap.train.optimizer import optimizer_step
-from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step, open_session, train_batches)
+from rlcap.train.session import (Session, TrainResult, add_part, feature_dims, finish_run, finish_step, open_session,
+                                 resume_or_start, train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +81,8 @@ class ActorCriticConfig:
             raise ConfigError(f"ac.value_features: {self.value_features!r} is not one of "
                               f"{[*VALUE_MODELS, FROM_POLICY_STATE]}")
         if self.value_features == FROM_POLICY_STATE and self.lookahead:
-            raise ConfigError("ac.lookahead steps the value network word by word; ac.value_features=hidden has no state "
-                              "of its own to step: use fc or att, or ac.lookahead=[]")
+            raise ConfigError("ac.lookahead steps the value network word by word; ac.value_features=hidden has no "
+                              "state of its own to step: use fc or att, or ac.lookahead=[]")
         bad = [x for x in self.lookahead if not 0 <= x <= 1]
         if bad:
             raise ConfigError(f"ac.lookahead: every lambda must be in [0, 1], got {bad[0]}")
@@ -95,20 +94,6 @@ class ActorCriticRunConfig(SequenceRunConfig):
 
     algorithm: str = algorithm_field("ac")
     ac: ActorCriticConfig = help_field(ActorCriticConfig, "actor-critic with a value network [Shi18]")
-
-
-class AcStats(NamedTuple):
-    loss: Stat           # policy loss + value loss (the policy's is 0 in value pretraining)
-    policy_loss: Stat
-    value_loss: Stat
-    reward: Stat         # mean R
-    value: Stat          # mean v(s_t) over the valid steps
-    advantage: Stat      # mean R - v(s_t) over the valid steps
-    length: Stat
-    phase: float         # 1: value pretraining, 2: joint
-    sample_s: float
-    reward_s: float
-    backward_s: float
 
 
 def value_optim(cfg: RunConfig) -> OptimConfig:
@@ -125,60 +110,69 @@ def value_inputs(tokens: torch.Tensor) -> torch.Tensor:
     return torch.cat([bos, tokens[:, :-1]], dim=1)
 
 
-def critic(s: Session, batch: Batch, roll: Rollout) -> torch.Tensor:
+def critic(session: Session, batch: Batch, roll: Rollout) -> torch.Tensor:
     """v(s_t) of every step of the sampled captions: (B*n, T), with the value network's gradient."""
     if roll.hidden is not None:  # ac.value_features=hidden: the policy's states, detached (no feedback loop)
-        return s.parts[VALUE].module(roll.hidden.detach())
-    return s.parts[VALUE].module(batch.feats, value_inputs(roll.tokens), seq_per_img=s.cfg.rl.n_samples)
+        return session.parts[VALUE].module(roll.hidden.detach())
+    return session.parts[VALUE].module(batch.feats, value_inputs(roll.tokens), seq_per_img=session.cfg.rl.n_samples)
 
 
-def value_pretrain_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
-    cfg = s.cfg
+def ac_stats(loss: Stat, policy_loss: Stat, value_loss: Stat, rewards: torch.Tensor, values: torch.Tensor,
+             adv: torch.Tensor, roll: Rollout, phase: float, reward_s: float, backward_s: float) -> Stats:
+    """A step's statistics, left on the device until a line is logged: ``loss`` the policy's and the value
+    network's together (the policy's is 0 in value pretraining), the means of R, of v(s_t) and of R - v(s_t)
+    over the valid steps, the caption length, ``phase`` (1: value pretraining, 2: joint) and the seconds."""
+    return {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss, "reward": rewards.mean(),
+            "value": masked_mean(values.detach(), roll.mask), "advantage": masked_mean(adv, roll.mask),
+            "length": caption_lengths(roll.tokens).mean(), "phase": phase, "sample_s": roll.seconds,
+            "reward_s": reward_s, "backward_s": backward_s}
+
+
+def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg = session.cfg
     # 1. sample n captions per image from the frozen XE policy (no gradient reaches it)
     with torch.no_grad():
-        roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
     reward_s = time.perf_counter() - t0
     # 3. eq. 9: regress v(s_t) on R at every step of each caption; a step of the value network
     t0 = time.perf_counter()
-    values = critic(s, batch, roll)  # (B*n, T)
+    values = critic(session, batch, roll)  # (B*n, T)
     v_loss = value_loss(values, rewards, roll.mask)
-    optimizer_step(s, v_loss * word_share(roll.mask, s.ranks), part=VALUE)
+    optimizer_step(session, v_loss * word_share(roll.mask, session.ranks), part=VALUE)
     adv = value_advantages(rewards, values, roll.mask)
-    return AcStats(v_loss.detach(), 0.0, v_loss.detach(), rewards.mean(),
-                   masked_mean(values.detach(), roll.mask), masked_mean(adv, roll.mask),
-                   caption_lengths(roll.tokens).mean(), 1.0, roll.seconds, reward_s, time.perf_counter() - t0)
+    return ac_stats(v_loss.detach(), 0.0, v_loss.detach(), rewards, values, adv, roll, 1.0, reward_s,
+                    time.perf_counter() - t0)
 
 
-def joint_step(s: Session, batch: Batch, reward: Reward) -> AcStats:
-    cfg = s.cfg
+def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg = session.cfg
     # 1. sample n captions per image; their log-probabilities carry the policy's gradient
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
     reward_s = time.perf_counter() - t0
     # 3. the critic: v(s_t) for every step (B*n, T)
     t0 = time.perf_counter()
-    values = critic(s, batch, roll)
+    values = critic(session, batch, roll)
     # 4. eq. 10: per-word advantages R - v(s_t), detached; the policy's REINFORCE step
     adv = value_advantages(rewards, values, roll.mask)  # (B*n, T)
     p_loss = reinforce_loss(roll.logprobs, roll.mask, adv)
-    optimizer_step(s, p_loss * word_share(roll.mask, s.ranks))
+    optimizer_step(session, p_loss * word_share(roll.mask, session.ranks))
     # 5. eq. 9 / 11: the value network's squared error to R, and its own step (the policy is not in its graph)
     v_loss = value_loss(values, rewards, roll.mask)
-    optimizer_step(s, v_loss * word_share(roll.mask, s.ranks), part=VALUE)
-    return AcStats((p_loss + v_loss).detach(), p_loss.detach(), v_loss.detach(), rewards.mean(),
-                   masked_mean(values.detach(), roll.mask), masked_mean(adv, roll.mask),
-                   caption_lengths(roll.tokens).mean(), 2.0, roll.seconds, reward_s, time.perf_counter() - t0)
+    optimizer_step(session, v_loss * word_share(roll.mask, session.ranks), part=VALUE)
+    return ac_stats((p_loss + v_loss).detach(), p_loss.detach(), v_loss.detach(), rewards, values, adv, roll, 2.0,
+                    reward_s, time.perf_counter() - t0)
 
 
-def pretrain_value(s: Session, reward: Reward) -> bool:
+def pretrain_value(session: Session, reward: Reward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
-    return pretrain_phase(s, PRETRAIN, s.cfg.ac.value_pretrain_epochs, 1,
-                          lambda batch: value_pretrain_step(s, batch, reward))
+    return pretrain_phase(session, PRETRAIN, session.cfg.ac.value_pretrain_epochs, 1,
+                          lambda batch: value_pretrain_step(session, batch, reward))
 
 
 def reads_policy(cfg: RunConfig) -> bool:
@@ -190,24 +184,26 @@ def train_actor_critic(cfg: ActorCriticRunConfig) -> TrainResult:
     if reads_policy(cfg) and cfg.rl.sample_method != "sample":
         raise ConfigError("ac.value_features=hidden reads the decoder states of sampled captions: rl.sample_method "
                           "must be 'sample'")
-    s = open_session(cfg, splits=("train", cfg.val.split))
-    dims = feature_dims(s.data)
-    value_net = (HiddenValueNetwork(hidden_size(s.model, s.cfg.model)) if reads_policy(cfg) else
-                 build_value_model(s.cfg.model, len(s.data.vocab), dims["fc"], dims["att"], cfg.ac.value_features))
-    add_part(s, VALUE, value_net, value_optim(cfg))
-    begin(s)
-    with train_reward(s) as reward:
-        s.logger.note(conventions(cfg, len(s.data.splits["train"]), "value network v(s_t), per word ([Shi18 eq. 10])")
-                      + f"; value pretraining epochs {cfg.ac.value_pretrain_epochs}; value lr {cfg.ac.value_lr}")
-        s.model.train(cfg.rl.rollout_dropout)
+    session = open_session(cfg, splits=("train", cfg.val.split))
+    dims = feature_dims(session.data)
+    value_net = (HiddenValueNetwork(hidden_size(session.model, session.cfg.model)) if reads_policy(cfg) else
+                 build_value_model(session.cfg.model, len(session.data.vocab), dims["fc"], dims["att"],
+                                   cfg.ac.value_features))
+    add_part(session, VALUE, value_net, value_optim(cfg))
+    resume_or_start(session)
+    with train_reward(session) as reward:
+        stated = conventions(cfg, len(session.data.splits["train"]), "value network v(s_t), per word ([Shi18 eq. 10])")
+        session.logger.note(f"{stated}; value pretraining epochs {cfg.ac.value_pretrain_epochs}; "
+                            f"value lr {cfg.ac.value_lr}")
+        session.model.train(cfg.rl.rollout_dropout)
         value_net.train()
-        if not pretrain_value(s, reward):
-            for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
-                if finish_step(s, joint_step(s, batch, reward)._asdict()):
+        if not pretrain_value(session, reward):
+            for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
+                if finish_step(session, joint_step(session, batch, reward)):
                     break
-    result = finish_run(s)
-    if cfg.ac.lookahead and not result.stopped_early and s.ranks.main:  # (under torchrun, rank 0 chooses lambda)
-        lookahead_for_run(s, cfg.ac.lookahead)
+    result = finish_run(session)
+    if cfg.ac.lookahead and not result.stopped_early and session.ranks.main:  # under torchrun, rank 0 chooses lambda
+        lookahead_for_run(session, cfg.ac.lookahead)
     return result
 
 

@@ -2,7 +2,8 @@
 HRL captioner: a GRU over the words of a caption that says, after each word, whether its segment
 has ended.
 
-The targets are the chunk boundaries of the training captions (:mod:`rlcap.data.chunker`, [Wang18 sec. 4.1]): z*_t = 1 at the last word of each chunk. The critic reads ``BOS w_1 .. w_T`` as the HRL
+The targets are the chunk boundaries of the training captions (:mod:`rlcap.data.chunker`, [Wang18 sec. 4.1]):
+z*_t = 1 at the last word of each chunk. The critic reads ``BOS w_1 .. w_T`` as the HRL
 captioner's critic does while decoding (the BOS position has no target); its loss is eq. 10. Each
 epoch it is validated by the precision, recall and F1 of the boundaries it predicts (p > 0.5) on
 the validation captions, and the best epoch by F1 is kept in ``best/``. The checkpoint's only part
@@ -22,11 +23,13 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.chunker import chunk_starts
 from rlcap.data.vocab import BOS, PAD
+from rlcap.metrics import tokenize
 from rlcap.models.hrl import InternalCritic
 from rlcap.rl.hrl import critic_loss, segment_end_targets
 from rlcap.run_config import RunConfig, algorithm_field, check_min
 from rlcap.train.optimizer import optimizer_step
-from rlcap.train.session import TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches
+from rlcap.train.session import (TrainResult, add_part, finish_run, finish_step, open_session, resume_or_start,
+                                 train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +68,17 @@ class CriticRunConfig(RunConfig):
 
 def critic_data(split, vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every caption of a split as (tokens (C, 1+T): BOS then words, PAD after; targets (C, 1+T))."""
-    from rlcap.metrics import tokenize
-
-    words = [tokenize(c)[:max_len] for refs in split.refs for c in refs]
+    words = [tokenize(caption)[:max_len] for refs in split.refs for caption in refs]
     starts = chunk_starts(words)
-    width = 1 + max((len(w) for w in words), default=1)
+    width = 1 + max((len(caption_words) for caption_words in words), default=1)
     tokens = torch.full((len(words), width), PAD, dtype=torch.long)  # cpu: the run moves them to its device
     targets = torch.zeros(len(words), width)  # cpu: as the tokens
-    for i, (w, st) in enumerate(zip(words, starts)):
+    for i, (caption_words, caption_starts) in enumerate(zip(words, starts)):
+        n = len(caption_words)
         tokens[i, 0] = BOS
-        if w:
-            tokens[i, 1:1 + len(w)] = torch.tensor(vocab.encode(w))  # cpu: a row of the tokens above
-            targets[i, 1:1 + len(w)] = segment_end_targets([st], len(w))[0]
+        if caption_words:
+            tokens[i, 1:1 + n] = torch.tensor(vocab.encode(caption_words))  # cpu: a row of the tokens above
+            targets[i, 1:1 + n] = segment_end_targets([caption_starts], n)[0]
     return tokens, targets
 
 
@@ -97,32 +99,35 @@ def boundary_scores(critic: InternalCritic, tokens: torch.Tensor, targets: torch
 
 
 def train_critic(cfg: CriticRunConfig) -> TrainResult:
-    s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
-    critic = InternalCritic(len(s.data.vocab), s.cfg.model.embed_dim, s.cfg.model.hidden_dim)
-    add_part(s, CRITIC, critic, cfg.optim)
-    begin(s, selects_by="F1")
-    tokens, targets = (t.to(s.device) for t in critic_data(s.data.splits["train"], s.data.vocab, cfg.data.max_len))
-    val = tuple(t.to(s.device) for t in critic_data(s.data.splits[cfg.val.split], s.data.vocab, cfg.data.max_len))
+    session = open_session(cfg, splits=("train", cfg.val.split), policy=False)
+    vocab = session.data.vocab
+    critic = InternalCritic(len(vocab), session.cfg.model.embed_dim, session.cfg.model.hidden_dim)
+    add_part(session, CRITIC, critic, cfg.optim)
+    resume_or_start(session, selects_by="F1")
+    train_split, val_split = session.data.splits["train"], session.data.splits[cfg.val.split]
+    tokens, targets = (t.to(session.device) for t in critic_data(train_split, vocab, cfg.data.max_len))
+    val = tuple(t.to(session.device) for t in critic_data(val_split, vocab, cfg.data.max_len))
     log.info("internal critic: %d training captions, %.2f segments each", len(tokens),
              float(targets[:, 1:].sum(1).mean()))
-    c = cfg.critic
+    section = cfg.critic
     critic.train()
 
     def batches(epoch: int, start: int) -> list[torch.Tensor]:  # the captions' rows, shuffled per epoch
         # cpu: the order, seeded as on any device
         order = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(cfg.seed + epoch))
-        return list(order.split(c.batch_size))[start:]
+        return list(order.split(section.batch_size))[start:]
 
-    for batch in train_batches(s, c.epochs, c.batch_size, validate=lambda s: boundary_scores(critic, *val),
-                               batches=batches, steps_per_epoch=math.ceil(len(tokens) / c.batch_size)):
+    for batch in train_batches(session, section.epochs, section.batch_size,
+                               validate=lambda _: boundary_scores(critic, *val), batches=batches,
+                               steps_per_epoch=math.ceil(len(tokens) / section.batch_size)):
         logits = critic(tokens[batch])  # (b, 1+T): after each token, has the segment ended?
         mask = tokens[batch] != PAD
         mask[:, 0] = False  # BOS ends nothing
         loss = critic_loss(logits, targets[batch], mask)  # eq. 10
-        optimizer_step(s, loss, part=CRITIC)
-        if finish_step(s, {"loss": loss.detach()}):
+        optimizer_step(session, loss, part=CRITIC)
+        if finish_step(session, {"loss": loss.detach()}):
             break
-    return finish_run(s)
+    return finish_run(session)
 
 
 register(Method("critic", train_critic, CriticRunConfig, "the internal critic of HRL, trained before it [Wang18]"))

@@ -32,7 +32,8 @@ from rlcap.rl.contrastive import info_nce_loss
 from rlcap.rl.embedding_loss import ranking_loss
 from rlcap.run_config import RunConfig, algorithm_field, check_min
 from rlcap.train.optimizer import optimizer_step
-from rlcap.train.session import (Session, TrainResult, add_part, begin, feature_dims, finish_run, finish_step, open_session, train_batches)
+from rlcap.train.session import (Session, TrainResult, add_part, feature_dims, finish_run, finish_step, open_session,
+                                 resume_or_start, train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -82,48 +83,47 @@ class RetrieverConfig(EmbeddingConfig):
                                       "(rlcap.rl.contrastive.info_nce_loss); ranking: [Shi18]'s eq. 5 hinge")
 
 
-# the trainers of a model other than the captioner decode no caption and keep best/ by their own score
-NO_DECODING = ("decode.", "val.metric")
-
-
 @dataclass
-class EmbeddingRunConfig(RunConfig):
-    """``algorithm: embedding``: the image-caption embedding that the embedding reward loads [Shi18]."""
+class DualEncoderRunConfig(RunConfig):
+    """The run config of a trainer of an image-caption dual encoder (the embedding, the retriever): it builds
+    no captioner, decodes no caption, keeps best/ by its own score and reads one caption per image a batch.
+    Its section is :attr:`training`."""
 
-    UNREAD: ClassVar[tuple[str, ...]] = ("model.", *NO_DECODING)  # it builds no captioner
-    CAPTIONS_PER_IMAGE: ClassVar[bool] = False  # one caption per image in a batch
-
-    algorithm: str = algorithm_field("embedding")
-    embedding: EmbeddingConfig = help_field(EmbeddingConfig, "the image-caption embedding that the embedding reward loads [Shi18]")
-
-    @property
-    def epochs(self) -> int:
-        return self.embedding.epochs
+    UNREAD: ClassVar[tuple[str, ...]] = ("model.", "decode.", "val.metric")
+    CAPTIONS_PER_IMAGE: ClassVar[bool] = False
 
     @property
     def training(self) -> EmbeddingConfig:
-        """The trainer's section."""
+        raise NotImplementedError
+
+    @property
+    def epochs(self) -> int:
+        return self.training.epochs
+
+
+@dataclass
+class EmbeddingRunConfig(DualEncoderRunConfig):
+    """``algorithm: embedding``: the image-caption embedding that the embedding reward loads [Shi18]."""
+
+    algorithm: str = algorithm_field("embedding")
+    embedding: EmbeddingConfig = help_field(EmbeddingConfig,
+                                            "the image-caption embedding that the embedding reward loads [Shi18]")
+
+    @property
+    def training(self) -> EmbeddingConfig:
         return self.embedding
 
 
 @dataclass
-class RetrieverRunConfig(RunConfig):
+class RetrieverRunConfig(DualEncoderRunConfig):
     """``algorithm: retriever``: the dual encoder of [Chaffin24], trained as the embedding is."""
-
-    UNREAD: ClassVar[tuple[str, ...]] = ("model.", *NO_DECODING)
-    CAPTIONS_PER_IMAGE: ClassVar[bool] = False
 
     algorithm: str = algorithm_field("retriever")
     retriever: RetrieverConfig = help_field(RetrieverConfig, "a dual encoder trained contrastively: the retriever "
                                                              "and the judge of [Chaffin24]")
 
     @property
-    def epochs(self) -> int:
-        return self.retriever.epochs
-
-    @property
     def training(self) -> EmbeddingConfig:
-        """The trainer's section."""
         return self.retriever
 
 
@@ -132,9 +132,9 @@ def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens[:, None, :] == tokens[None, :, :]).all(dim=2)
 
 
-def embedding_step(s: Session, batch: Batch) -> torch.Tensor:
-    cfg = s.cfg.training
-    model = s.parts[EMBEDDING].module
+def embedding_step(session: Session, batch: Batch) -> torch.Tensor:
+    cfg = session.cfg.training
+    model = session.parts[EMBEDDING].module
     # 1. embed the B images and their B captions (one each) into the joint space
     images = model.embed_images(batch.feats)  # (B, D)
     texts = model.embed_texts(batch.tokens)  # (B, D)
@@ -145,7 +145,7 @@ def embedding_step(s: Session, batch: Batch) -> torch.Tensor:
     else:
         loss = ranking_loss(images, texts, cfg.margin, same)
     # 3. a step of the embedding's optimizer
-    optimizer_step(s, loss, part=EMBEDDING)
+    optimizer_step(session, loss, part=EMBEDDING)
     return loss.detach()
 
 
@@ -170,27 +170,29 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
     with full_precision(images):  # fp32 under autocast too: ranks
         similarity = images.float() @ texts.float().T  # (I, C)
     scores = retrieval_metrics(similarity.cpu().numpy(), owner.numpy())
-    scores["mean_R"] = float(np.mean([scores[f"{d}_R@{k}"] for d in ("t2i", "i2t") for k in RECALL_AT]))
+    scores["mean_R"] = float(np.mean([scores[f"{direction}_R@{k}"] for direction in ("t2i", "i2t")
+                                      for k in RECALL_AT]))
     return scores
 
 
 def train_embedding(cfg: EmbeddingRunConfig) -> TrainResult:
-    s = open_session(cfg, splits=("train", cfg.val.split), policy=False)
-    model = EmbeddingModel(cfg.training.model, len(s.data.vocab), feature_dims(s.data)["fc"])
-    add_part(s, EMBEDDING, model, cfg.optim)
-    begin(s, selects_by="mean_R")
+    session = open_session(cfg, splits=("train", cfg.val.split), policy=False)
+    model = EmbeddingModel(cfg.training.model, len(session.data.vocab), feature_dims(session.data)["fc"])
+    add_part(session, EMBEDDING, model, cfg.optim)
+    resume_or_start(session, selects_by="mean_R")
     model.train()
-    v = cfg.val
+    val = cfg.val
 
-    def validate(s: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
-        return retrieval_scores(model, s.data.splits[v.split], v.batch_size, v.max_images)
+    def validate(session: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
+        return retrieval_scores(model, session.data.splits[val.split], val.batch_size, val.max_images)
 
-    for batch in train_batches(s, cfg.training.epochs, cfg.training.batch_size, 1, validate=validate):
-        if finish_step(s, {"loss": embedding_step(s, batch)}):
+    for batch in train_batches(session, cfg.training.epochs, cfg.training.batch_size, 1, validate=validate):
+        if finish_step(session, {"loss": embedding_step(session, batch)}):
             break
-    return finish_run(s)
+    return finish_run(session)
 
 
-register(Method("embedding", train_embedding, EmbeddingRunConfig, "the image-caption embedding that the embedding reward loads [Shi18]"))
+register(Method("embedding", train_embedding, EmbeddingRunConfig,
+                "the image-caption embedding that the embedding reward loads [Shi18]"))
 register(Method("retriever", train_embedding, RetrieverRunConfig,
                 "a dual encoder trained contrastively: the retriever and the judge of [Chaffin24]"))

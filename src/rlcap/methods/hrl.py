@@ -29,7 +29,6 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -37,11 +36,12 @@ from torch import nn
 from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
-from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import banned_words, sample, word_logprobs
+from rlcap.data.vocab import PAD
+from rlcap.decoding import sample
+from rlcap.decoding.segments import greedy_segments
 from rlcap.errors import ConfigError
-from rlcap.host_sync import on_host, to_device, to_host
-from rlcap.rewards import Reward, RewardBatch, RewardContext, resolve_reward
+from rlcap.rewards import Reward, RewardContext, resolve_reward
+from rlcap.rewards.prefix import prefix_scores
 from rlcap.rl.credit import discounted_returns, segment_returns
 from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
@@ -50,10 +50,11 @@ from rlcap.methods.samples import caption_lengths
 from rlcap.decoding.stepping import decode_options
 from rlcap.rewards.batch import reward_batch
 from rlcap.methods.sequence import train_reward
-from rlcap.train.logger import Stat
+from rlcap.train.logger import Stat, Stats
 from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
-from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
+from rlcap.train.session import (Session, TrainResult, add_part, finish_run, finish_step, open_session, resume_or_start,
+                                 train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -115,184 +116,105 @@ class Baselines(nn.Module):
         self.manager = nn.Linear(manager_dim, 1)
 
 
-class HrlStats(NamedTuple):
-    loss: Stat
-    baseline_loss: Stat
-    reward: Stat  # mean score of the captions by hrl.prefix_metric (the sum of their delta rewards)
-    segments: Stat  # mean segments per caption
-    length: Stat
-    phase: float  # 1: worker, 2: manager
-    seconds: float
+def hrl_stats(loss: Stat, baseline_loss: Stat, delta_rewards: torch.Tensor, segments: Stat, tokens: torch.Tensor,
+              phase: float, start: float) -> Stats:
+    """A phase's step statistics: ``reward`` the mean score of the captions by ``hrl.prefix_metric`` (the sum of
+    their delta rewards (B, T)), ``segments`` the mean segments per caption, ``phase`` 1 (worker) or 2 (manager),
+    ``seconds`` since ``start``."""
+    return {"loss": loss, "baseline_loss": baseline_loss, "reward": delta_rewards.sum(1).mean(), "segments": segments,
+            "length": caption_lengths(tokens).mean(), "phase": phase, "seconds": time.perf_counter() - start}
 
 
-def prefix_reward(s: Session, run_reward: Reward) -> Reward:
+def prefix_reward(session: Session, run_reward: Reward) -> Reward:
     """What scores every prefix (``hrl.prefix_metric``): the run's reward (``cider_d``), or plain CIDEr
     (``cider``) against the same training references, with their document frequencies."""
-    if s.cfg.hrl.prefix_metric == "cider_d":
+    cfg = session.cfg
+    if cfg.hrl.prefix_metric == "cider_d":
         return run_reward
-    train = s.data.splits["train"]
-    return resolve_reward(s.cfg.hrl.prefix_metric, RewardContext.from_config(s.cfg.reward, dict(zip(train.ids,
-                                                                                                     train.refs))))
-
-
-def prefix_scores(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
-    """The prefix metric (:func:`prefix_reward`) of every prefix of every caption: tokens (B, T) -> (B, T),
-    one reward call. At EOS the finished caption is scored again (its delta is 0); padding is not scored (0)."""
-    host_tokens = to_host(tokens)  # one transfer; the metric is CPU code
-    with on_host():
-        return to_device(_prefix_scores_on_host(reward, vocab, host_tokens, batch), tokens.device)
-
-
-def _prefix_scores_on_host(reward: Reward, vocab, tokens: torch.Tensor, batch: RewardBatch) -> torch.Tensor:
-    rows, captions, ids, refs = [], [], [], []
-    for i, row in enumerate(tokens.tolist()):
-        words: list[str] = []
-        for t, w in enumerate(row):
-            if w == PAD:
-                break
-            if w != EOS:
-                words.append(vocab.itos[w])
-            rows.append((i, t))
-            captions.append(" ".join(words))
-            ids.append(batch.image_ids[i])
-            refs.append(batch.refs[i])
-    values = reward(captions, RewardBatch(ids, refs)).tolist() if captions else []
-    out = torch.zeros(tokens.shape)  # cpu: filled on the host, copied to the device once
-    for (i, t), v in zip(rows, values):
-        out[i, t] = v
-    return out
+    train = session.data.splits["train"]
+    return resolve_reward(cfg.hrl.prefix_metric, RewardContext.from_config(cfg.reward, dict(zip(train.ids,
+                                                                                                 train.refs))))
 
 
 def manager_params(model: nn.Module) -> tuple[nn.Parameter, ...]:
-    return tuple(p for name in MANAGER_PARTS for p in getattr(model, name).parameters())
+    return tuple(param for name in MANAGER_PARTS for param in getattr(model, name).parameters())
 
 
 def worker_params(model: nn.Module) -> tuple[nn.Parameter, ...]:
-    mine = {id(p) for p in manager_params(model)}
-    return tuple(p for p in model.parameters() if id(p) not in mine and p.requires_grad)
+    managers = {id(param) for param in manager_params(model)}
+    return tuple(param for param in model.parameters() if id(param) not in managers and param.requires_grad)
 
 
-def worker_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
-    cfg, model, start = s.cfg, s.model, time.perf_counter()
+def worker_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg, model, start = session.cfg, session.model, time.perf_counter()
     model.goal_noise = 0.0  # Algorithm 1, line 6
     model.train(cfg.rl.rollout_dropout)  # the mode every loop samples in (a manager phase decodes in eval mode)
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
     out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True,
-                 **decode_options(s.device))
+                 **decode_options(session.device))
     # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
-    rb = reward_batch(batch, k)
-    f = delta_rewards(prefix_scores(reward, s.data.vocab, out.tokens, rb), out.mask)
+    context = reward_batch(batch, k)
+    f = delta_rewards(prefix_scores(reward, session.data.vocab, out.tokens, context), out.mask)
     returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
     # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
-    b = s.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
+    b = session.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(out.logprobs, out.mask, returns - b.detach())
-    optimizer_step(s, loss * word_share(out.mask, s.ranks), frozen=manager_params(model))  # the manager frozen (line 9)
+    # the manager frozen (line 9)
+    optimizer_step(session, loss * word_share(out.mask, session.ranks), frozen=manager_params(model))
     b_loss = masked_mean((b - returns) ** 2, out.mask)
-    optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINES)
-    return HrlStats(loss.detach(), b_loss.detach(), f.sum(1).mean(), 0.0,
-                    caption_lengths(out.tokens).mean(), 1.0, time.perf_counter() - start)
+    optimizer_step(session, b_loss * word_share(out.mask, session.ranks), part=BASELINES)
+    return hrl_stats(loss.detach(), b_loss.detach(), f, 0.0, out.tokens, 1.0, start)
 
 
-def greedy_segments(model: nn.Module, batch: Batch, max_len: int, exit_every: int = 1):
-    """The worker decodes greedily under the manager's (noisy) goals. -> tokens (B, T), log pi of each
-    word (with gradient), segment starts (B, T) bool and h^M at each step (B, T, M).
-
-    With dropout off, the caller's modes restored after: Algorithm 1 (lines 12-13) explores by the goal
-    noise alone (eq. 23), and with dropout on the "greedy" worker would be another random policy. Only the
-    dropout layers change mode, not the whole model: autograd stays on, so the gradient reaches the goals
-    through the encoder's LSTMs, whose cuDNN backward (on a GPU) refuses a module in eval mode."""
-    dropouts = [m for m in model.modules() if isinstance(m, nn.Dropout)]
-    modes = [m.training for m in dropouts]
-    for m in dropouts:
-        m.eval()
-    try:
-        return _greedy_segments(model, batch, max_len, exit_every)
-    finally:
-        for m, mode in zip(dropouts, modes):
-            m.train(mode)
-
-
-def _greedy_segments(model: nn.Module, batch: Batch, max_len: int, exit_every: int):
-    """:func:`greedy_segments` in the model's current mode.
-
-    Eq. 21 credits a goal with its own segment's words: where the critic (frozen, deterministic)
-    will start a segment at the next step, the worker state entering it is detached from the goals before."""
-    memory = model.encode(batch.feats)
-    state = model.init_state(memory)
-    word = torch.full((batch.feats.att.size(0),), BOS, dtype=torch.long, device=batch.feats.att.device)
-    done = torch.zeros_like(word, dtype=torch.bool)
-    tokens, logprobs, starts, h_m = [], [], [], []
-    ban = None
-    for p in range(max_len):
-        step_lp, state = model.step(memory, state, word)
-        ban = banned_words(step_lp.size(1), step_lp) if ban is None else ban
-        step_lp = word_logprobs(step_lp, ban)  # the policy decoding draws from: PAD and BOS never written
-        starts.append(model.segment_start(state))
-        h_m.append(state.h_m)
-        word = step_lp.detach().argmax(1).masked_fill(done, PAD)  # greedy: the worker as the oracle (line 13)
-        logprobs.append(torch.where(done, 0.0, step_lp.gather(1, word.clamp(min=0)[:, None]).squeeze(1)))
-        tokens.append(word)
-        done = done | (word == EOS)
-        if exit_every and (p + 1) % exit_every == 0 and bool(done.all()):  # (decode.exit_every: 0 on a GPU)
-            break
-        with torch.no_grad():
-            ends = model.critic.step(state.h_i, word)[0] > 0  # (B,) the next step starts a segment
-        state = state._replace(h_w=torch.where(ends[:, None], state.h_w.detach(), state.h_w),
-                               c_w=torch.where(ends[:, None], state.c_w.detach(), state.c_w))
-    tokens_t = torch.stack(tokens, 1)
-    return tokens_t, torch.stack(logprobs, 1), torch.stack(starts, 1) & (tokens_t != PAD), torch.stack(h_m, 1)
-
-
-def manager_step(s: Session, batch: Batch, reward: Reward) -> HrlStats:
-    cfg, model, start = s.cfg, s.model, time.perf_counter()
+def manager_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg, model, start = session.cfg, session.model, time.perf_counter()
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
-    # 1. greedy decoding (eval mode) by the frozen worker under the manager's explored goals (line 13)
-    tokens, logprobs, starts, h_m = greedy_segments(model, batch, cfg.decode.max_len,
-                                                    decode_options(s.device)["exit_every"])
+    # 1. greedy decoding (dropout off) by the frozen worker under the manager's explored goals (line 13)
+    tokens, logprobs, starts, h_m = greedy_segments(model, batch.feats, cfg.decode.max_len,
+                                                    decode_options(session.device)["exit_every"])
     mask = tokens != PAD
     # 2. eq. 25: delta rewards summed per segment, discounted over segments
-    f = delta_rewards(prefix_scores(reward, s.data.vocab, tokens, reward_batch(batch, 1)), mask)
+    f = delta_rewards(prefix_scores(reward, session.data.vocab, tokens, reward_batch(batch, 1)), mask)
     ends = torch.cat([starts[:, 1:], torch.zeros_like(starts[:, :1])], 1)  # a segment ends before the next starts
     returns = segment_returns(f, ends, mask, cfg.hrl.gamma)
     # 3. eq. 22: the linear baseline on h^M (cut from the manager), the loss through the goals only
-    b = s.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
+    b = session.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(logprobs, mask, returns - b.detach())
-    optimizer_step(s, loss * word_share(mask, s.ranks), frozen=worker_params(model))  # the worker frozen (line 15)
+    # the worker frozen (line 15)
+    optimizer_step(session, loss * word_share(mask, session.ranks), frozen=worker_params(model))
     b_loss = masked_mean((b - returns) ** 2, mask)
-    optimizer_step(s, b_loss * word_share(mask, s.ranks), part=BASELINES)
+    optimizer_step(session, b_loss * word_share(mask, session.ranks), part=BASELINES)
     model.goal_noise = 0.0
-    return HrlStats(loss.detach(), b_loss.detach(), f.sum(1).mean(), starts.sum(1).float().mean(),
-                    caption_lengths(tokens).mean(), 2.0, time.perf_counter() - start)
+    return hrl_stats(loss.detach(), b_loss.detach(), f, starts.sum(1).float().mean(), tokens, 2.0, start)
 
 
 def train_hrl(cfg: HrlRunConfig) -> TrainResult:
-    s = open_session(cfg, splits=("train", cfg.val.split))
-    model = s.model
+    session = open_session(cfg, splits=("train", cfg.val.split))
+    model = session.model
     if not hasattr(model, "segment_start"):
-        from rlcap.errors import ConfigError
-
         raise ConfigError("algorithm=hrl trains a model of arch hrl: give init_from an XE checkpoint of model.arch=hrl")
-    add_part(s, BASELINES, Baselines(model.worker.hidden_size, model.manager.hidden_size),
+    add_part(session, BASELINES, Baselines(model.worker.hidden_size, model.manager.hidden_size),
              dataclasses.replace(cfg.optim, lr=cfg.hrl.baseline_lr, lr_decay_every=0))
-    begin(s)
-    phase = s.state.setdefault(PHASE, {"phase": cfg.hrl.first, "steps": 0})
-    with train_reward(s) as run_reward:
-        reward = prefix_reward(s, run_reward)
+    resume_or_start(session)
+    phase = session.state.setdefault(PHASE, {"phase": cfg.hrl.first, "steps": 0})
+    with train_reward(session) as run_reward:
+        reward = prefix_reward(session, run_reward)
         scored = cfg.reward.weights if cfg.hrl.prefix_metric == "cider_d" else "plain CIDEr"
-        s.logger.note(f"[Wang18]: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; gamma "
-                      f"{cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; prefixes scored by {scored} for the delta "
-                      f"rewards; worker samples at temperature {cfg.decode.temperature}, rollout dropout "
-                      f"{cfg.rl.rollout_dropout}; the manager's greedy worker in eval mode")
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
+        session.logger.note(f"[Wang18]: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; "
+                            f"gamma {cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; prefixes scored by {scored} for "
+                            f"the delta rewards; worker samples at temperature {cfg.decode.temperature}, rollout "
+                            f"dropout {cfg.rl.rollout_dropout}; the manager's greedy worker in eval mode")
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
             step = worker_step if phase["phase"] == "worker" else manager_step
-            stats = step(s, batch, reward)
+            stats = step(session, batch, reward)
             phase["steps"] += 1
             if phase["steps"] >= cfg.hrl.switch_every:  # Algorithm 1's alternation
                 phase.update(phase="manager" if phase["phase"] == "worker" else "worker", steps=0)
-            if finish_step(s, stats._asdict()):
+            if finish_step(session, stats):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
-register(Method("hrl", train_hrl, HrlRunConfig, "hierarchical RL for video: alternating worker and manager phases [Wang18]"))
+register(Method("hrl", train_hrl, HrlRunConfig,
+                "hierarchical RL for video: alternating worker and manager phases [Wang18]"))

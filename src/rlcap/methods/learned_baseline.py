@@ -18,7 +18,7 @@ from rlcap.models.baseline_mlp import BaselineMLP
 from rlcap.rewards import WeightedReward
 from rlcap.run_config import RunConfig
 from rlcap.methods.sequence import conventions, train_reward
-from rlcap.train.session import Session, add_part, begin, open_session
+from rlcap.train.session import Session, add_part, open_session, resume_or_start
 
 BASELINE = "baseline"
 
@@ -32,14 +32,15 @@ def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
     if cfg.rl.sample_method != "sample":
         raise ConfigError(f"{cfg.algorithm} samples its captions: rl.sample_method must be 'sample', "
                           f"got {cfg.rl.sample_method!r}")
-    s = open_session(cfg, splits=("train", cfg.val.split))
+    session = open_session(cfg, splits=("train", cfg.val.split))
     # hidden(state)'s width: hidden_dim for rlcap's captioners (the model section is the checkpoint's), the text
     # decoder's for a transformers one
-    add_part(s, BASELINE, BaselineMLP(hidden_size(s.model, s.cfg.model), width), replace(cfg.optim, lr=lr))
-    begin(s)
-    with train_reward(s) as reward:
+    state_width = hidden_size(session.model, session.cfg.model)
+    add_part(session, BASELINE, BaselineMLP(state_width, width), replace(cfg.optim, lr=lr))
+    resume_or_start(session)
+    with train_reward(session) as reward:
         stated = replace(cfg, rl=replace(cfg.rl, n_samples=samples))
-        s.logger.note(f"{conventions(stated, len(s.data.splits['train']), 'learned (MLP on the hidden state)')}; "
-                      f"{settings}")
-        s.model.train(cfg.rl.rollout_dropout)
-        yield s, reward
+        conventions_line = conventions(stated, len(session.data.splits["train"]), "learned (MLP on the hidden state)")
+        session.logger.note(f"{conventions_line}; {settings}")
+        session.model.train(cfg.rl.rollout_dropout)
+        yield session, reward

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import torch
 
@@ -26,7 +26,7 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
 from rlcap.rl.mixer import mixer_masks, mixer_prefix_len
-from rlcap.train.logger import Stat
+from rlcap.train.logger import Stats
 from rlcap.distributed import word_share
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.learned_baseline import BASELINE, baseline_run
@@ -66,42 +66,27 @@ class MixerRunConfig(SequenceRunConfig):
     CAPTIONS_PER_IMAGE: ClassVar[bool] = False  # one reference per sampled row
 
     algorithm: str = algorithm_field("mixer")
-    mixer: MixerConfig = help_field(MixerConfig, "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]")
+    mixer: MixerConfig = help_field(MixerConfig,
+                                    "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]")
 
 
-class MixerStats(NamedTuple):
-    loss: Stat  # XE and REINFORCE terms, one per word
-    xe_loss: Stat
-    rl_loss: Stat
-    prefix_len: float  # M
-    rl_words: float  # share of the words trained by REINFORCE
-    reward: Stat
-    baseline: Stat
-    advantage: Stat  # mean over the REINFORCE words
-    baseline_loss: Stat
-    length: Stat
-    sample_s: float
-    reward_s: float
-    backward_s: float
-
-
-def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
-    cfg, n = s.cfg, s.cfg.rl.n_samples
+def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
+    cfg, n = session.cfg, session.cfg.rl.n_samples
     targets = batch.tokens[:, 1:]  # (B*n, L) w_1 .. w_k EOS PAD.., the references
     # 1. continue each reference after its first M words by sampling (the words from M on are the policy's)
     t0 = time.perf_counter()
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
-    out = sample(s.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
-                 **decode_options(s.device),
+    out = sample(session.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
+                 **decode_options(session.device),
                  prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
     xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
     # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
-    captions = decode_captions(s.data.vocab, out.tokens)
+    captions = decode_captions(session.data.vocab, out.tokens)
     scored = score_unique(reward, captions, reward_batch(batch, n))
     rewards = scored.rewards  # (B*n,)
     # 3. the baseline (Ranzato: a regressor of the reward on the hidden state), advantages r - b_t
-    base = s.parts[BASELINE].module(out.hidden.detach())  # (B*n, T)
+    base = session.parts[BASELINE].module(out.hidden.detach())  # (B*n, T)
     adv = value_advantages(rewards, base, out.mask)  # (B*n, T), detached
     # 4. XE on the first M reference words (teacher forcing) and REINFORCE on the rest, every word
     #    weighted alike (Ranzato's per-sequence sum over t), then a step of each part
@@ -109,31 +94,35 @@ def mixer_step(s: Session, batch: Batch, reward: Reward, m: int) -> MixerStats:
     n_xe, n_rl = float(xe_mask.sum()), float(rl_mask.sum())
     xe = torch.zeros((), device=out.logprobs.device)
     if n_xe > 0:
-        logits = s.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
+        logits = session.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
         xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)
     rl = reinforce_loss(out.logprobs, rl_mask, adv)
     loss = (n_xe * xe + n_rl * rl) / max(n_xe + n_rl, 1.0)
     # under torchrun: each rank's per-word mean weighed by its share of both parts' words (one process: 1)
-    optimizer_step(s, loss * word_share(torch.cat([xe_mask.flatten(), rl_mask.flatten()]), s.ranks))
+    optimizer_step(session, loss * word_share(torch.cat([xe_mask.flatten(), rl_mask.flatten()]), session.ranks))
     b_loss = value_loss(base, rewards, out.mask)  # every valid step's state regresses the caption's reward
-    optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINE)
+    optimizer_step(session, b_loss * word_share(out.mask, session.ranks), part=BASELINE)
     backward_s = time.perf_counter() - t0
-    return MixerStats(loss.detach(), xe.detach(), rl.detach(), float(m), n_rl / max(n_xe + n_rl, 1.0),
-                      rewards.mean(), masked_mean(base.detach(), out.mask),
-                      masked_mean(adv, rl_mask), b_loss.detach(), caption_lengths(out.tokens).mean(),
-                      sample_s, scored.seconds, backward_s)
+    # "loss": the XE and REINFORCE terms, one per word; "prefix_len": M; "rl_words": the share of the words
+    # trained by REINFORCE; "advantage": the mean over the REINFORCE words
+    return {"loss": loss.detach(), "xe_loss": xe.detach(), "rl_loss": rl.detach(), "prefix_len": float(m),
+            "rl_words": n_rl / max(n_xe + n_rl, 1.0), "reward": rewards.mean(),
+            "baseline": masked_mean(base.detach(), out.mask), "advantage": masked_mean(adv, rl_mask),
+            "baseline_loss": b_loss.detach(), "length": caption_lengths(out.tokens).mean(), "sample_s": sample_s,
+            "reward_s": scored.seconds, "backward_s": backward_s}
 
 
 def train_mixer(cfg: MixerRunConfig) -> TrainResult:
     mx = cfg.mixer
     settings = (f"MIXER: XE on the first M reference words, M = {mx.start} minus {mx.delta} every "
                 f"{mx.epochs_per_stage} epochs, down to 0; baseline MLP of {mx.baseline_hidden} units")
-    with baseline_run(cfg, mx.baseline_lr, mx.baseline_hidden, cfg.rl.n_samples, settings) as (s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, seq_per_img=cfg.rl.n_samples):
-            m = mixer_prefix_len(s.progress.epoch, mx.start, mx.delta, mx.epochs_per_stage)
-            if finish_step(s, mixer_step(s, batch, reward, m)._asdict()):
+    with baseline_run(cfg, mx.baseline_lr, mx.baseline_hidden, cfg.rl.n_samples, settings) as (session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, seq_per_img=cfg.rl.n_samples):
+            m = mixer_prefix_len(session.progress.epoch, mx.start, mx.delta, mx.epochs_per_stage)
+            if finish_step(session, mixer_step(session, batch, reward, m)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
-register(Method("mixer", train_mixer, MixerRunConfig, "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]"))
+register(Method("mixer", train_mixer, MixerRunConfig,
+                "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]"))

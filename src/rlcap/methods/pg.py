@@ -26,7 +26,7 @@ from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
 from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
-from rlcap.train.logger import Stat
+from rlcap.train.logger import Stats
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.learned_baseline import BASELINE, baseline_run
 from rlcap.methods.samples import caption_lengths
@@ -60,22 +60,6 @@ class PgRunConfig(SequenceRunConfig):
 
     algorithm: str = algorithm_field("pg")
     pg: PgConfig = help_field(PgConfig, "PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]")
-
-
-class PgStats(NamedTuple):
-    loss: Stat  # the policy's loss
-    reward: Stat  # mean reward of the sampled captions
-    q: Stat  # mean Q over the sampled words
-    baseline: Stat  # mean B_phi over the sampled words
-    advantage: Stat  # mean Q - B
-    baseline_loss: Stat  # L_phi
-    entropy: Stat
-    length: Stat
-    scored: float  # unique (caption, image) pairs scored / rollout rows
-    sample_s: float
-    rollout_s: float
-    reward_s: float
-    backward_s: float
 
 
 class RolloutRewards(NamedTuple):
@@ -116,56 +100,59 @@ def sample_context(batch: Batch, m: int) -> tuple[Feats, RewardBatch]:
     """Features (one row per sampled caption, for the rollouts) and the reward context of M captions per image."""
     image_row = torch.arange(len(batch.ids), device=batch.feats.fc.device).repeat_interleave(m)  # (B*M,)
     feats = batch.feats if m == 1 else batch.feats.select(image_row)
-    context = RewardBatch([i for i in batch.ids for _ in range(m)], [r for r in batch.refs for _ in range(m)],
+    context = RewardBatch([i for i in batch.ids for _ in range(m)], [refs for refs in batch.refs for _ in range(m)],
                           batch.feats, image_row)
     return feats, context
 
 
-def pg_step(s: Session, batch: Batch, reward: Reward) -> PgStats:
-    cfg, pg = s.cfg, s.cfg.pg
+def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg, pg = session.cfg, session.cfg.pg
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
-    out = sample(s.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len, **decode_options(s.device),
-                 temperature=cfg.decode.temperature, return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
+    out = sample(session.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len,
+                 **decode_options(session.device), temperature=cfg.decode.temperature,
+                 return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
     t0 = time.perf_counter()
     feats, context = sample_context(batch, pg.samples)
     with torch.no_grad():
-        rolls = prefix_rollouts(s.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
+        rolls = prefix_rollouts(session.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
                                 temperature=cfg.decode.temperature,
-                                exit_every=decode_options(s.device)["exit_every"])  # R*T*K rows, ordered (r, t, k)
+                                exit_every=decode_options(session.device)["exit_every"])  # R*T*K rows, (r, t, k)
     rollout_s = time.perf_counter() - t0
     # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
     #    the caption's own reward at its last word ([Liu17], the Monte-Carlo estimate of Q)
-    scored = rollout_rewards(reward, s.data.vocab, out, rolls, pg.rollouts, context)
+    scored = rollout_rewards(reward, session.data.vocab, out, rolls, pg.rollouts, context)
     q = mc_q_estimates(scored.rollout, scored.final, out.mask)  # (R, T)
     # 4. the baseline B_phi(s_t) on the detached hidden state; per-word advantages Q - B_phi
-    base = s.parts[BASELINE].module(out.hidden.detach())  # (R, T)
+    base = session.parts[BASELINE].module(out.hidden.detach())  # (R, T)
     adv = value_advantages(q, base, out.mask)  # (R, T), detached
     # 5. the policy's step (the gradient of V(s_0) with Q - B) and the baseline's step (L_phi)
     t0 = time.perf_counter()
     loss = reinforce_loss(out.logprobs, out.mask, adv)
-    optimizer_step(s, loss * word_share(out.mask, s.ranks))
+    optimizer_step(session, loss * word_share(out.mask, session.ranks))
     b_loss = baseline_loss(base, q, out.mask)
-    optimizer_step(s, b_loss * word_share(out.mask, s.ranks), part=BASELINE)
+    optimizer_step(session, b_loss * word_share(out.mask, session.ranks), part=BASELINE)
     backward_s = time.perf_counter() - t0
     valid = out.mask
-    return PgStats(loss.detach(), scored.final.mean(), masked_mean(q, valid),
-                   masked_mean(base.detach(), valid), masked_mean(adv, valid), b_loss.detach(),
-                   entropy_bonus(out.entropy.detach(), valid), caption_lengths(out.tokens).mean(),
-                   scored.scores.unique / max(1, len(scored.scores.rewards)), sample_s, rollout_s,
-                   scored.scores.seconds, backward_s)
+    # means over the sampled words; "scored": unique (caption, image) pairs scored per rollout row
+    return {"loss": loss.detach(), "reward": scored.final.mean(), "q": masked_mean(q, valid),
+            "baseline": masked_mean(base.detach(), valid), "advantage": masked_mean(adv, valid),
+            "baseline_loss": b_loss.detach(), "entropy": entropy_bonus(out.entropy.detach(), valid),
+            "length": caption_lengths(out.tokens).mean(),
+            "scored": scored.scores.unique / max(1, len(scored.scores.rewards)), "sample_s": sample_s,
+            "rollout_s": rollout_s, "reward_s": scored.scores.seconds, "backward_s": backward_s}
 
 
 def train_pg(cfg: PgRunConfig) -> TrainResult:
     pg = cfg.pg
     settings = f"PG-SPIDEr ([Liu17]): {pg.rollouts} rollouts per word, baseline MLP of {pg.baseline_hidden} units"
-    with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, pg.samples, settings) as (s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
-            if finish_step(s, pg_step(s, batch, reward)._asdict()):
+    with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, pg.samples, settings) as (session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(session, pg_step(session, batch, reward)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
 register(Method("pg", train_pg, PgRunConfig, "PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]"))

@@ -21,7 +21,8 @@ class Rollout(NamedTuple):
     """n captions for each of B images, rows of one image adjacent.
 
     tokens, logprobs, mask, entropy: (B*n, T); logprobs and entropy carry gradient.
-    captions: B*n strings (None when not asked for: a reward that scores the tokens needs none); reward_batch: their context; seconds: time spent generating;
+    captions: B*n strings (None when not asked for: a reward that scores the tokens needs none);
+    reward_batch: their context; seconds: time spent generating;
     hidden: (B*n, T, H) the decoder state each word is chosen from, when asked (sampling only).
     """
 

@@ -21,11 +21,12 @@ from rlcap.rewards import Reward
 from rlcap.rl.baselines import (RunningMean, advantages, greedy_baseline, leave_one_out_baseline, no_baseline,
                                 running_mean_baseline, update_running_mean)
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
-from rlcap.run_config import RLConfig, SequenceRunConfig, algorithm_field
+from rlcap.run_config import SequenceRunConfig, algorithm_field
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
-from rlcap.methods.sequence import StepStats, greedy_rewards, needs_text, rl_run
+from rlcap.methods.sequence import greedy_rewards, needs_text, sequence_session
 from rlcap.distributed import global_mean, word_share
+from rlcap.train.logger import Stats
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -47,24 +48,36 @@ class ScstConfig:
 
 
 @dataclass
-class ScstRunConfig(SequenceRunConfig):
+class BaselineRunConfig(SequenceRunConfig):
+    """The run config of a method with SCST's baselines (``scst``, ``sll_me``), whose section, an
+    :class:`ScstConfig`, is :attr:`baselines`."""
+
+    @property
+    def baselines(self) -> ScstConfig:
+        raise NotImplementedError
+
+    def validate(self) -> None:
+        super().validate()
+        # the leave-one-out baseline needs another sample of the image to leave out
+        if self.baselines.baseline == "leave_one_out" and self.rl.n_samples < 2:
+            raise ConfigError(f"{self.algorithm}.baseline=leave_one_out needs rl.n_samples >= 2, got "
+                              f"{self.rl.n_samples}")
+
+    def reads(self, key: str) -> bool:
+        return super().reads(key) and (key != f"{self.algorithm}.running_mean_decay"
+                                       or self.baselines.baseline == "running_mean")
+
+
+@dataclass
+class ScstRunConfig(BaselineRunConfig):
     """``algorithm: scst``: self-critical sequence training [Rennie17], or SLL [Chen20]."""
 
     algorithm: str = algorithm_field("scst")
     scst: ScstConfig = help_field(ScstConfig, "self-critical sequence training [Rennie17], or SLL [Chen20]")
 
-    def validate(self) -> None:
-        super().validate()
-        check_baseline(self.scst, self.rl, "scst")
-
-    def reads(self, key: str) -> bool:
-        return super().reads(key) and (key != "scst.running_mean_decay" or self.scst.baseline == "running_mean")
-
-
-def check_baseline(section: ScstConfig, rl: RLConfig, name: str) -> None:
-    """The leave-one-out baseline needs another sample of the image to leave out (``name``: the section's)."""
-    if section.baseline == "leave_one_out" and rl.n_samples < 2:
-        raise ConfigError(f"{name}.baseline=leave_one_out needs rl.n_samples >= 2, got {rl.n_samples}")
+    @property
+    def baselines(self) -> ScstConfig:
+        return self.scst
 
 
 def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torch.Tensor,
@@ -85,33 +98,34 @@ def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torc
     return no_baseline(rewards)
 
 
-def scst_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
-    cfg = s.cfg
+def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg = session.cfg
     # 1. generate n captions per image (policy in training mode); their words only for a reward that reads them
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
     # 2. rewards of the samples
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
     # 3. baseline and advantages (the greedy baseline decodes once more, counted as reward time)
-    baseline = scst_baseline(s, cfg.scst, batch, rewards, reward)          # (B*n,)
+    baseline = scst_baseline(session, cfg.scst, batch, rewards, reward)    # (B*n,)
     adv = advantages(rewards, baseline)                                    # (B*n,)
     reward_s = time.perf_counter() - t0
     # 4. REINFORCE loss (Rennie et al. eq. 7-9), backward, step
     t0 = time.perf_counter()
     loss = reinforce_loss(roll.logprobs, roll.mask, adv)
-    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
+    optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)                 # logged only
     # the statistics stay on the device until a line is logged (rlcap.train.logger)
-    return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent,
-                     caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
+    return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
+            "entropy": ent, "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0}
 
 
 def train_scst(cfg: ScstRunConfig) -> TrainResult:
-    with rl_run(cfg, cfg.scst.baseline) as (s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
-            if finish_step(s, scst_step(s, batch, reward)._asdict()):
+    with sequence_session(cfg, cfg.scst.baseline) as (session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(session, scst_step(session, batch, reward)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
 register(Method("scst", train_scst, ScstRunConfig, "self-critical sequence training [Rennie17], or SLL [Chen20]"))

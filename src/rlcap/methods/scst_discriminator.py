@@ -19,14 +19,15 @@ import torch
 from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
-from rlcap.methods.wtf_rl import (DISCRIMINATOR, DiscriminatorRewardConfig, DistinctRunConfig, WtfStats, decode_trajectories,
-                                  discriminator_step, open_distinct_session, pretrain_discriminator)
+from rlcap.methods.wtf_rl import (DISCRIMINATOR, DiscriminatorRewardConfig, DistinctRunConfig, decode_trajectories,
+                                  discriminator_step, open_distinct_session, pretrain_discriminator, wtf_stats)
 from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.run_config import algorithm_field
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.distributed import word_share
+from rlcap.train.logger import Stats
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -55,41 +56,42 @@ class ScstDiscriminatorRunConfig(DistinctRunConfig):
         return self.scst_discriminator
 
 
-def scst_discriminator_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
+def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stats:
     """[Chaffin24]'s SCST-Discriminator row: n samples per image with the greedy caption's reward as the
     baseline (Rennie et al.), r = alpha * r_sim + (1 - alpha) * p_D (r_sim CLIP-S in [Chaffin24])."""
-    cfg, start = s.cfg, time.perf_counter()
+    cfg, start = session.cfg, time.perf_counter()
     b, n = len(batch.ids), cfg.rl.n_samples
     # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
-    traj = decode_trajectories(s, batch, beam=False)
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
+    traj = decode_trajectories(session, batch, beam=False)
     captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
     ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
     texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
     # 2. the discriminator's step on ground truth against the samples, then p_D
-    d_loss, d_acc = discriminator_step(s, texts, images, b * n, human_from=b * n + b)
+    d_loss, d_acc = discriminator_step(session, texts, images, b * n, human_from=b * n + b)
     with torch.no_grad():
-        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts.to(s.device), images.to(s.device)))
+        discriminator = session.parts[DISCRIMINATOR].module
+        p_human = torch.sigmoid(discriminator(texts.to(session.device), images.to(session.device)))
     # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples
-    sim = reward.pool_scores(texts, ids).to(s.device)
+    sim = reward.pool_scores(texts, ids).to(session.device)
     r = weighted_reward(sim, p_human, cfg.scst_discriminator.alpha)
     r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
     loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
-    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
-    return WtfStats(loss.detach(), d_loss, d_acc, r_samples.mean(), r[b * n + b:].mean(),
-                    sim[:b * n].mean(), p_human[:b * n].mean(), caption_lengths(roll.tokens).mean(),
-                    2.0, time.perf_counter() - start)
-
+    optimizer_step(session, loss * word_share(roll.mask, session.ranks))
+    return wtf_stats(loss.detach(), d_loss, d_acc, r_samples.mean(), r[b * n + b:].mean(),
+                     sim[:b * n].mean(), p_human[:b * n].mean(), caption_lengths(roll.tokens).mean(),
+                     2.0, time.perf_counter() - start)
 
 
 def train_scst_discriminator(cfg: ScstDiscriminatorRunConfig) -> TrainResult:
-    s, reward = open_distinct_session(cfg, "SCST's samples with the greedy baseline")
+    session, reward = open_distinct_session(cfg, "SCST's samples with the greedy baseline")
     # phase 1 (discriminator pretraining, as WTF-RL's), then SCST on eq. 3's r per batch
-    if not pretrain_discriminator(s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
-            if finish_step(s, scst_discriminator_step(s, batch, reward)._asdict()):
+    if not pretrain_discriminator(session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
+            if finish_step(session, scst_discriminator_step(session, batch, reward)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
-register(Method("scst_discriminator", train_scst_discriminator, ScstDiscriminatorRunConfig, "SCST on a retrieval reward plus a discriminator's [Chaffin24]"))
+register(Method("scst_discriminator", train_scst_discriminator, ScstDiscriminatorRunConfig,
+                "SCST on a retrieval reward plus a discriminator's [Chaffin24]"))

@@ -1,11 +1,11 @@
-"""What the sequence-level (RL) loops share: their reward, the SCST baselines, step statistics, and a
-pretraining phase run before a loop's main one."""
+"""What the sequence-level (RL) loops share: their session and reward, the greedy rewards of the self-critical
+baseline, and a pretraining phase run before a loop's main one."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple
+from typing import Iterator
 
 import torch
 
@@ -15,22 +15,8 @@ from rlcap.run_config import RunConfig
 from rlcap.decoding.result import decode_captions
 from rlcap.methods.samples import greedy_tokens
 from rlcap.rewards.combine import score
+from rlcap.train.logger import Stats
 from rlcap.train.session import Session, feature_dims, finish_step, start_session, train_batches
-
-
-class StepStats(NamedTuple):
-    """A sequence-level step's statistics: 0-d tensors where computed on the device (read once per log
-    line: rlcap.train.logger), the seconds as host numbers."""
-
-    loss: float | torch.Tensor
-    reward: float | torch.Tensor
-    baseline: float | torch.Tensor
-    advantage: float | torch.Tensor
-    entropy: float | torch.Tensor
-    length: float | torch.Tensor
-    sample_s: float
-    reward_s: float
-    backward_s: float
 
 
 def train_reward(session: Session) -> WeightedReward:
@@ -51,15 +37,17 @@ def conventions(cfg: RunConfig, n_train_images: int, baseline: str) -> str:
 
 
 @contextmanager
-def rl_run(cfg: RunConfig, baseline: str, settings: str = "") -> Iterator[tuple[Session, WeightedReward]]:
+def sequence_session(cfg: RunConfig, baseline: str,
+                     settings: str = "") -> Iterator[tuple[Session, WeightedReward]]:
     """The set-up of a sequence-level loop whose only part is the policy: the session (resumed when
     asked), the run's reward (closed on exit), the conventions line in the log, and the policy in
     the mode it samples in (``rl.rollout_dropout``)."""
-    s = start_session(cfg, splits=("train", cfg.val.split))
-    with train_reward(s) as reward:
-        s.logger.note(conventions(cfg, len(s.data.splits["train"]), baseline) + (f"; {settings}" if settings else ""))
-        s.model.train(cfg.rl.rollout_dropout)
-        yield s, reward
+    session = start_session(cfg, splits=("train", cfg.val.split))
+    with train_reward(session) as reward:
+        stated = conventions(cfg, len(session.data.splits["train"]), baseline)
+        session.logger.note(stated + (f"; {settings}" if settings else ""))
+        session.model.train(cfg.rl.rollout_dropout)
+        yield session, reward
 
 
 def needs_text(reward: Reward) -> bool:
@@ -75,12 +63,13 @@ def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tens
     return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats), tokens)
 
 
-def pretrain_phase(s: Session, key: str, epochs: int, seq_per_img: int, step: Callable[[Batch], Any]) -> bool:
+def pretrain_phase(session: Session, key: str, epochs: int, seq_per_img: int,
+                   step: Callable[[Batch], Stats]) -> bool:
     """A phase before a loop's main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator pretraining):
-    ``epochs`` passes of ``step(batch)`` (which returns a NamedTuple of step statistics) over the
+    ``epochs`` passes of ``step(batch)`` (which returns the step's statistics, a dict) over the
     training batches, counted in ``session.state[key]`` (:func:`train_batches`' ``phase``). True when
     ``max_steps`` stopped the run."""
-    for batch in train_batches(s, epochs, s.cfg.rl.batch_size, seq_per_img, phase=key):
-        if finish_step(s, step(batch)._asdict()):
+    for batch in train_batches(session, epochs, session.cfg.rl.batch_size, seq_per_img, phase=key):
+        if finish_step(session, step(batch)):
             return True
     return False

@@ -15,15 +15,16 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.errors import ConfigError
-from rlcap.methods.scst import ScstConfig, check_baseline, scst_baseline
+from rlcap.methods.scst import BaselineRunConfig, ScstConfig, scst_baseline
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
-from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.run_config import algorithm_field
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
-from rlcap.methods.sequence import StepStats, needs_text, rl_run
+from rlcap.methods.sequence import needs_text, sequence_session
 from rlcap.distributed import word_share
+from rlcap.train.logger import Stats
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -41,46 +42,44 @@ class SllMeConfig(ScstConfig):
 
 
 @dataclass
-class SllMeRunConfig(SequenceRunConfig):
+class SllMeRunConfig(BaselineRunConfig):
     """``algorithm: sll_me``: SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]."""
 
     algorithm: str = algorithm_field("sll_me")
     sll_me: SllMeConfig = help_field(SllMeConfig, "SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]")
 
-    def validate(self) -> None:
-        super().validate()
-        check_baseline(self.sll_me, self.rl, "sll_me")
-
-    def reads(self, key: str) -> bool:
-        return super().reads(key) and (key != "sll_me.running_mean_decay" or self.sll_me.baseline == "running_mean")
+    @property
+    def baselines(self) -> ScstConfig:
+        return self.sll_me
 
 
-def sll_me_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
-    cfg, me = s.cfg, s.cfg.sll_me
+def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg, me = session.cfg, session.cfg.sll_me
     # 1. sample n captions per image; their log-probabilities and per-step entropies carry gradient
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
     # 2. score the samples, and 3. subtract SCST's baseline
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
-    baseline = scst_baseline(s, me, batch, rewards, reward)                # (B*n,)
+    baseline = scst_baseline(session, me, batch, rewards, reward)          # (B*n,)
     adv = advantages(rewards, baseline)                                    # (B*n,)
     reward_s = time.perf_counter() - t0
     # 4. REINFORCE minus the entropy bonus H(p(w_t | w_<t, x)) averaged over the words, then a step
     t0 = time.perf_counter()
     ent = entropy_bonus(roll.entropy, roll.mask)
     loss = reinforce_loss(roll.logprobs, roll.mask, adv) - me.entropy_weight * ent
-    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
-    return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent.detach(),
-                     caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
+    optimizer_step(session, loss * word_share(roll.mask, session.ranks))
+    return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
+            "entropy": ent.detach(), "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0}
 
 
 def train_sll_me(cfg: SllMeRunConfig) -> TrainResult:
-    with rl_run(cfg, cfg.sll_me.baseline,
-                f"entropy weight {cfg.sll_me.entropy_weight}") as (s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
-            if finish_step(s, sll_me_step(s, batch, reward)._asdict()):
+    settings = f"entropy weight {cfg.sll_me.entropy_weight}"
+    with sequence_session(cfg, cfg.sll_me.baseline, settings) as (session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(session, sll_me_step(session, batch, reward)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
 register(Method("sll_me", train_sll_me, SllMeRunConfig, "SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]"))

@@ -26,8 +26,9 @@ from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
-from rlcap.methods.sequence import StepStats, greedy_rewards, rl_run
+from rlcap.methods.sequence import greedy_rewards, sequence_session
 from rlcap.distributed import word_share
+from rlcap.train.logger import Stats
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
@@ -59,38 +60,40 @@ class SllSleRunConfig(SequenceRunConfig):
     sll_sle: SllSleConfig = help_field(SllSleConfig, "SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]")
 
 
-def sll_sle_step(s: Session, batch: Batch, reward: Reward) -> StepStats:
-    cfg, n, alpha = s.cfg, s.cfg.rl.n_samples, s.cfg.sll_sle.alpha
+def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
+    cfg, n, alpha = session.cfg, session.cfg.rl.n_samples, session.cfg.sll_sle.alpha
     # 1. sample s captions per image (Algorithm 1, line 4)
-    roll = rollout(s.model, batch, s.data.vocab, cfg.rl, cfg.decode)
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)          # (B*s,)
     if cfg.sll_sle.baseline == "greedy":
-        baseline = greedy_baseline(greedy_rewards(s, batch, reward), n)             # (B*s,)
+        baseline = greedy_baseline(greedy_rewards(session, batch, reward), n)       # (B*s,)
     else:
         baseline = leave_one_out_baseline(rewards, n)                               # (B*s,)
     # 3. pairwise distances between the samples of each image (eq. 12-14, BLEU-3/4 based)
-    distances = pairwise_distances([tokenize(c) for c in roll.captions], n)         # (B, s, s)
+    distances = pairwise_distances([tokenize(caption) for caption in roll.captions], n)  # (B, s, s)
     adv = sle_advantages(rewards, baseline, distances, alpha)                       # (B*s,)
     reward_s = time.perf_counter() - t0
     # 4. surrogate loss of eq. 15-16, backward, step
     t0 = time.perf_counter()
     loss = sle_loss(roll.logprobs, roll.mask, rewards, baseline, distances, alpha)
-    optimizer_step(s, loss * word_share(roll.mask, s.ranks))
+    optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)
-    return StepStats(loss.detach(), rewards.mean(), baseline.mean(), adv.mean(), ent,
-                     caption_lengths(roll.tokens).mean(), roll.seconds, reward_s, time.perf_counter() - t0)
+    return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
+            "entropy": ent, "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0}
 
 
 def train_sll_sle(cfg: SllSleRunConfig) -> TrainResult:
     precision_baseline = "greedy (self-critical)" if cfg.sll_sle.baseline == "greedy" else "leave-one-out"
-    with rl_run(cfg, precision_baseline,
-                f"SLE alpha {cfg.sll_sle.alpha}, distance 1 - (BLEU-3 + BLEU-4)/2") as (s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size):
-            if finish_step(s, sll_sle_step(s, batch, reward)._asdict()):
+    settings = f"SLE alpha {cfg.sll_sle.alpha}, distance 1 - (BLEU-3 + BLEU-4)/2"
+    with sequence_session(cfg, precision_baseline, settings) as (session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
+            if finish_step(session, sll_sle_step(session, batch, reward)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
-register(Method("sll_sle", train_sll_sle, SllSleRunConfig, "SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]"))
+register(Method("sll_sle", train_sll_sle, SllSleRunConfig,
+                "SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]"))

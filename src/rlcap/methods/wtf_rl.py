@@ -49,7 +49,7 @@ from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_ban
 from rlcap.rewards.retrieval import RETRIEVAL_SETTINGS, SIMILARITIES, RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.logger import Stat
+from rlcap.train.logger import Stat, Stats
 from rlcap.run_config import OptimConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.samples import caption_lengths, teacher_forced_logprobs
 from rlcap.decoding.result import decode_captions
@@ -57,7 +57,8 @@ from rlcap.decoding.stepping import decode_options
 from rlcap.methods.sequence import pretrain_phase
 from rlcap.distributed import count_share, global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
-from rlcap.train.session import (Session, TrainResult, add_part, begin, finish_run, finish_step, open_session, train_batches)
+from rlcap.train.session import (Session, TrainResult, add_part, finish_run, finish_step, open_session, resume_or_start,
+                                 train_batches)
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,8 @@ class WtfRlConfig(DiscriminatorRewardConfig):
     bs_baseline: str = help_field("none", "subtracted from r(x_bs), the weight of a beam-search trajectory: none, "
                                           "eq. 3 as written; batch_mean, the batch's mean r(x_bs)")
     mined_captions: int = help_field(0, "the policy's greedy captions of each batch image's first K mined neighbours "
-                                        "join eq. 2's text pool ([Chaffin24 sec. 3.4]: mined images are added to the batch; "
-                                        "at most reward.hard_negatives; 0: the batch's own captions only)")
+                                        "join eq. 2's text pool ([Chaffin24 sec. 3.4]: mined images are added to the "
+                                        "batch; at most reward.hard_negatives; 0: the batch's own captions only)")
 
     def validate(self) -> None:
         super().validate()
@@ -134,6 +135,9 @@ class DistinctRunConfig(SequenceRunConfig):
     and a discriminator, whose settings :attr:`discriminator_reward` holds."""
 
     READS_CAPTIONS: ClassVar[bool] = True  # the discriminator's pretraining and WTF read the references
+    # the reward is the method's own (its retriever's similarity and the discriminator, built by the loop):
+    # reward.weights and the metric rewards' conventions are not read
+    UNREAD: ClassVar[tuple[str, ...]] = ("reward.weights", "reward.eos_counts", "reward.nonfinite", "reward.cache_dir")
 
     @property
     def discriminator_reward(self) -> DiscriminatorRewardConfig:
@@ -148,7 +152,8 @@ class WtfRlRunConfig(DistinctRunConfig):
     """``algorithm: wtf_rl``: distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]."""
 
     # beam and greedy trajectories only: it samples no caption
-    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples", "rl.sample_method", "rl.rollout_dropout", "decode.temperature")
+    UNREAD: ClassVar[tuple[str, ...]] = (*DistinctRunConfig.UNREAD, "rl.n_samples", "rl.sample_method",
+                                         "rl.rollout_dropout", "decode.temperature")
 
     algorithm: str = algorithm_field("wtf_rl")
     wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "distinctive captioning: WTF, RL and WTF-RL with a retrieval "
@@ -159,17 +164,16 @@ class WtfRlRunConfig(DistinctRunConfig):
         return self.wtf_rl
 
 
-class WtfStats(NamedTuple):
-    loss: Stat              # the policy's eq. 3 loss (0 in pretraining)
-    discriminator_loss: Stat
-    discriminator_acc: Stat  # share of x_gt and x_bs the discriminator classifies right, before its step
-    reward_bs: Stat         # mean r(x_bs)
-    reward_gt: Stat         # mean weight of x_gt (r(x_gt), or its positive part: wtf_rl.gt_weight)
-    sim_bs: Stat            # mean r_sim(x_bs)
-    p_human_bs: Stat        # mean p_D(x_bs)
-    length: Stat            # mean words of x_bs
-    phase: float             # 1: discriminator pretraining, 2: the loop
-    seconds: float
+def wtf_stats(loss: Stat, discriminator_loss: Stat, discriminator_acc: Stat, reward_bs: Stat, reward_gt: Stat,
+              sim_bs: Stat, p_human_bs: Stat, length: Stat, phase: float, seconds: float) -> Stats:
+    """The statistics of a [Chaffin24] step: ``loss`` the policy's eq. 3 loss (0 in pretraining);
+    ``discriminator_acc`` the share of x_gt and x_bs the discriminator classifies right, before its step;
+    ``reward_bs`` the mean r(x_bs); ``reward_gt`` the mean weight of x_gt (r(x_gt), or its positive part:
+    ``wtf_rl.gt_weight``); ``sim_bs`` and ``p_human_bs`` the means of r_sim(x_bs) and p_D(x_bs); ``length`` the
+    mean words of x_bs; ``phase`` 1 in discriminator pretraining, 2 in the loop."""
+    return {"loss": loss, "discriminator_loss": discriminator_loss, "discriminator_acc": discriminator_acc,
+            "reward_bs": reward_bs, "reward_gt": reward_gt, "sim_bs": sim_bs, "p_human_bs": p_human_bs,
+            "length": length, "phase": phase, "seconds": seconds}
 
 
 class Trajectories(NamedTuple):
@@ -182,14 +186,14 @@ class Trajectories(NamedTuple):
     image_ids: list[str]  # the image of each caption, in the same order
 
 
-def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajectories:
+def decode_trajectories(session: Session, batch: Batch, beam: bool = True) -> Trajectories:
     """x_bs and x_gs from the policy in eval mode (no gradient), x_gt from the batch. ``beam=False``:
     x_bs is the greedy caption too (not decoded twice)."""
-    cfg, model, vocab = s.cfg, s.model, s.data.vocab
+    cfg, model, vocab = session.cfg, session.model, session.data.vocab
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        options = decode_options(s.device)
+        options = decode_options(session.device)
         gs = greedy(model, batch.feats, cfg.decode.max_len, **options).tokens
         bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty,
                           no_repeat_ngram=cfg.decode.no_repeat_ngram, **options).tokens
@@ -202,75 +206,80 @@ def decode_trajectories(s: Session, batch: Batch, beam: bool = True) -> Trajecto
     return Trajectories(bs, gs, gt, captions, ids + ids + [i for i in ids for _ in range(per_image)])
 
 
-def discriminator_step(s: Session, texts: torch.Tensor, images: torch.Tensor, b: int,
+def discriminator_step(session: Session, texts: torch.Tensor, images: torch.Tensor, b: int,
                        human_from: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the discriminator on the ground truth (rows ``human_from``:, default 2b:) against
     the generated captions (rows :b); (loss, accuracy before the step)."""
-    d = s.parts[DISCRIMINATOR].module
-    texts, images = texts.to(s.device), images.to(s.device)  # the retriever's embeddings come on the CPU
-    h = 2 * b if human_from is None else human_from
-    human, generated = d(texts[h:], images[h:]), d(texts[:b], images[:b])
+    discriminator = session.parts[DISCRIMINATOR].module
+    # the retriever's embeddings come on the CPU
+    texts, images = texts.to(session.device), images.to(session.device)
+    human_from = 2 * b if human_from is None else human_from
+    human = discriminator(texts[human_from:], images[human_from:])
+    generated = discriminator(texts[:b], images[:b])
     accuracy = torch.cat([human > 0, generated < 0]).float().mean()
     loss = discriminator_loss(human, generated)
-    optimizer_step(s, loss * count_share(torch.tensor(float(b), device=s.device), s.ranks), part=DISCRIMINATOR)
+    share = count_share(torch.tensor(float(b), device=session.device), session.ranks)
+    optimizer_step(session, loss * share, part=DISCRIMINATOR)
     return loss.detach(), accuracy
 
 
-def mined_captions(s: Session, batch: Batch, reward: RetrievalReward, k: int) -> dict[str, torch.Tensor]:
+def mined_captions(session: Session, batch: Batch, reward: RetrievalReward, k: int) -> dict[str, torch.Tensor]:
     """[Chaffin24 sec. 3.4] adds the mined images "to the batch as additional images" and builds the text
     pool from x_gs (and x_bs, x_gt) "for all images of the batch": the policy's greedy caption of
     each batch image's first ``k`` mined neighbours, embedded, keyed by the neighbour's id. Only
     neighbours among the run's training images (``data.max_train_images``) have features to decode."""
-    train, bank = s.data.splits["train"], reward.bank
+    train, bank = session.data.splits["train"], reward.bank
     row_of = {i: r for r, i in enumerate(train.ids)}  # ~1 ms for 10k images
     in_batch, ids = set(batch.ids), []
-    for r in bank.rows(list(batch.ids)).tolist():
-        ids += [bank.ids[n] for n in bank.neighbours[r, :k].tolist()]
+    for row in bank.rows(list(batch.ids)).tolist():
+        ids += [bank.ids[neighbour] for neighbour in bank.neighbours[row, :k].tolist()]
     ids = [i for i in dict.fromkeys(ids) if i not in in_batch and i in row_of]
     if not ids:
         return {}
-    model, was_training = s.model, s.model.training
+    model, was_training = session.model, session.model.training
     model.eval()
     with torch.no_grad():
         # cpu: row indices of the split's data
-        feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(s.device)
-        tokens = greedy(model, feats, s.cfg.decode.max_len, **decode_options(s.device)).tokens
+        feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(session.device)
+        tokens = greedy(model, feats, session.cfg.decode.max_len, **decode_options(session.device)).tokens
     model.train(was_training)
-    embedded = reward.retriever.embed_captions([s.data.vocab.decode(row.tolist()) for row in tokens])  # (K, D)
+    words = [session.data.vocab.decode(row.tolist()) for row in tokens]
+    embedded = reward.retriever.embed_captions(words)  # (K, D)
     return {i: embedded[j:j + 1] for j, i in enumerate(ids)}
 
 
-def wtf_rl_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
-    cfg, start = s.cfg.wtf_rl, time.perf_counter()
+def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stats:
+    cfg, start = session.cfg.wtf_rl, time.perf_counter()
     b = len(batch.ids)
     # 1. trajectories: beam search, greedy (the text pool's baselines) and ground truth; with
     #    wtf_rl.mined_captions, the greedy captions of mined neighbours too (the text pool only)
-    traj = decode_trajectories(s, batch)
-    mined = mined_captions(s, batch, reward, cfg.mined_captions) if cfg.mined_captions else None
+    traj = decode_trajectories(session, batch)
+    mined = mined_captions(session, batch, reward, cfg.mined_captions) if cfg.mined_captions else None
     # 2. the frozen retriever's embeddings of every caption and of each caption's image
     texts = reward.retriever.embed_captions(traj.captions)  # (2B + B*S, D)
     images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
     # 3. the discriminator's step first ([Chaffin24 sec. 4.1]), then p_D of x_bs and x_gt
-    d_loss, d_acc = discriminator_step(s, texts, images, b)
+    d_loss, d_acc = discriminator_step(session, texts, images, b)
     with torch.no_grad():
-        p_human = torch.sigmoid(s.parts[DISCRIMINATOR].module(texts.to(s.device), images.to(s.device)))  # (2B + B*S,)
+        discriminator = session.parts[DISCRIMINATOR].module
+        p_human = torch.sigmoid(discriminator(texts.to(session.device), images.to(session.device)))  # (2B + B*S,)
     # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
-    sim = reward.pool_scores(texts, traj.image_ids, mined).to(s.device)
+    sim = reward.pool_scores(texts, traj.image_ids, mined).to(session.device)
     r = weighted_reward(sim, p_human, cfg.alpha)
     r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
-    w_bs = bs_weights(r_bs, cfg.bs_baseline, global_mean(r_bs, s.ranks))
+    w_bs = bs_weights(r_bs, cfg.bs_baseline, global_mean(r_bs, session.ranks))
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
     terms = []
     if cfg.trajectories in ("both", "bs"):
-        lp, _ = teacher_forced_logprobs(s.model, batch, traj.bs, 1)
+        lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1)
         terms.append((lp, traj.bs != PAD, w_bs))
     if cfg.trajectories in ("both", "gt"):
-        lp, _ = teacher_forced_logprobs(s.model, batch, traj.gt, traj.gt.size(0) // b)
+        lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b)
         terms.append((lp, traj.gt != PAD, r_gt))
     loss = eq3_loss(terms)
-    optimizer_step(s, loss * word_share(torch.cat([m.flatten() for _, m, _ in terms]), s.ranks))
-    return WtfStats(loss.detach(), d_loss, d_acc, r_bs.mean(), r_gt.mean(), sim[:b].mean(),
-                    p_human[:b].mean(), caption_lengths(traj.bs).mean(), 2.0, time.perf_counter() - start)
+    optimizer_step(session, loss * word_share(torch.cat([m.flatten() for _, m, _ in terms]), session.ranks))
+    return wtf_stats(loss.detach(), d_loss, d_acc, r_bs.mean(), r_gt.mean(), sim[:b].mean(),
+                     p_human[:b].mean(), caption_lengths(traj.bs).mean(), 2.0, time.perf_counter() - start)
 
 
 def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
@@ -305,19 +314,20 @@ def eq3_loss(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> to
                           torch.cat([r for _, _, r in terms]))
 
 
-def pretrain_step(s: Session, batch: Batch, reward: RetrievalReward) -> WtfStats:
+def pretrain_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stats:
     start = time.perf_counter()
-    traj = decode_trajectories(s, batch)
+    traj = decode_trajectories(session, batch)
     texts = reward.retriever.embed_captions(traj.captions)
-    d_loss, d_acc = discriminator_step(s, texts, reward.image_embeddings(traj.image_ids), len(batch.ids))
-    return WtfStats(0.0, d_loss, d_acc, 0.0, 0.0, 0.0, 0.0, caption_lengths(traj.bs).mean(), 1.0,
-                    time.perf_counter() - start)
+    d_loss, d_acc = discriminator_step(session, texts, reward.image_embeddings(traj.image_ids), len(batch.ids))
+    return wtf_stats(0.0, d_loss, d_acc, 0.0, 0.0, 0.0, 0.0, caption_lengths(traj.bs).mean(), 1.0,
+                     time.perf_counter() - start)
 
 
-def pretrain_discriminator(s: Session, reward: RetrievalReward) -> bool:
+def pretrain_discriminator(session: Session, reward: RetrievalReward) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
-    return pretrain_phase(s, PRETRAIN, s.cfg.discriminator_reward.discriminator_pretrain_epochs, s.cfg.data.seq_per_img,
-                          lambda batch: pretrain_step(s, batch, reward))
+    cfg = session.cfg
+    return pretrain_phase(session, PRETRAIN, cfg.discriminator_reward.discriminator_pretrain_epochs,
+                          cfg.data.seq_per_img, lambda batch: pretrain_step(session, batch, reward))
 
 
 def discriminator_optim(cfg: DistinctRunConfig) -> OptimConfig:
@@ -344,39 +354,42 @@ def image_bank(cfg: DistinctRunConfig) -> ImageBank:
 def open_distinct_session(cfg: DistinctRunConfig, what: str, mined: int = 0) -> tuple[Session, RetrievalReward]:
     """The session of a [Chaffin24] method with its two parts (policy, discriminator) begun, and its
     retrieval reward (the frozen retriever and its image bank); ``mined``: ``wtf_rl.mined_captions``."""
-    s = open_session(cfg, splits=("train", cfg.val.split))
-    w, paths = cfg.discriminator_reward, cfg.reward.paths
+    session = open_session(cfg, splits=("train", cfg.val.split))
+    section, paths = cfg.discriminator_reward, cfg.reward.paths
     if "retrieval" not in paths:
         raise ConfigError(f"algorithm={cfg.algorithm} needs reward.paths.retrieval: a retriever (rlcap retrieval "
                           "train) or a local CLIP folder")
-    train = s.data.splits["train"]
+    train = session.data.splits["train"]
     captions_of = dict(zip(train.ids, train.refs)) if cfg.reward.negative_captions else None
-    reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), w.similarity,
+    reward = RetrievalReward(load_retriever(paths["retrieval"]), image_bank(cfg), section.similarity,
                              cfg.reward.retrieval_tau, cfg.reward.hard_negatives, cfg.reward.negative_captions,
                              captions_of)
     if mined > reward.hard_negatives:
         raise ConfigError(f"wtf_rl.mined_captions ({mined}) names neighbours outside the image pool: "
                           f"at most reward.hard_negatives ({reward.hard_negatives})")
     dim = reward.bank.embeddings.size(1)
-    add_part(s, DISCRIMINATOR, Discriminator(dim, w.discriminator_hidden, w.discriminator_image), discriminator_optim(cfg))
-    begin(s)
-    s.logger.note(f"[Chaffin24]: {what}; r = {w.alpha} * {w.similarity} + {1 - w.alpha:.2f} * p_D; "
-                  f"tau {reward.tau:g}; hard negatives {reward.hard_negatives} (their captions in the text pool: "
-                  f"{reward.negative_captions} each, the policy's greedy captions of {mined}); "
-                  f"retriever {paths['retrieval']} ({reward.retriever.kind})")
-    s.model.train()
-    s.parts[DISCRIMINATOR].module.train()
-    return s, reward
+    discriminator = Discriminator(dim, section.discriminator_hidden, section.discriminator_image)
+    add_part(session, DISCRIMINATOR, discriminator, discriminator_optim(cfg))
+    resume_or_start(session)
+    mixed = f"{section.alpha} * {section.similarity} + {1 - section.alpha:.2f} * p_D"
+    session.logger.note(f"[Chaffin24]: {what}; r = {mixed}; tau {reward.tau:g}; hard negatives {reward.hard_negatives} "
+                        f"(their captions in the text pool: {reward.negative_captions} each, the policy's greedy "
+                        f"captions of {mined}); retriever {paths['retrieval']} ({reward.retriever.kind})")
+    session.model.train()
+    discriminator.train()
+    return session, reward
 
 
 def train_wtf_rl(cfg: WtfRlRunConfig) -> TrainResult:
-    s, reward = open_distinct_session(cfg, f"trajectories {cfg.wtf_rl.trajectories}", cfg.wtf_rl.mined_captions)
+    trajectories = f"trajectories {cfg.wtf_rl.trajectories}"
+    session, reward = open_distinct_session(cfg, trajectories, cfg.wtf_rl.mined_captions)
     # phase 1 (discriminator pretraining), then eq. 3 per batch
-    if not pretrain_discriminator(s, reward):
-        for batch in train_batches(s, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
-            if finish_step(s, wtf_rl_step(s, batch, reward)._asdict()):
+    if not pretrain_discriminator(session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
+            if finish_step(session, wtf_rl_step(session, batch, reward)):
                 break
-    return finish_run(s)
+    return finish_run(session)
 
 
-register(Method("wtf_rl", train_wtf_rl, WtfRlRunConfig, "distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]"))
+register(Method("wtf_rl", train_wtf_rl, WtfRlRunConfig,
+                "distinctive captioning: WTF, RL and WTF-RL with a retrieval reward [Chaffin24]"))

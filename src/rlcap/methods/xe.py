@@ -49,30 +49,29 @@ class XeRunConfig(RunConfig):
 def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tensor:
     """One teacher-forced update on captions ``tokens`` (B*S, T+2) of images ``feats`` (B); the loss, a 0-d tensor
     left on the device (read at log lines only)."""
-    s = session
     seq_per_img = tokens.shape[0] // feats.fc.shape[0]
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]                  # (N, T+1) each
-    logits = s.model(feats, inputs, seq_per_img=seq_per_img)        # (N, T+1, V), each image encoded once
-    mask = targets != PAD                                           # (N, T+1) words and EOS
-    loss = xe_loss(logits, targets, mask, label_smoothing=s.cfg.xe.label_smoothing)
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]                     # (N, T+1) each
+    logits = session.model(feats, inputs, seq_per_img=seq_per_img)     # (N, T+1, V), each image encoded once
+    mask = targets != PAD                                              # (N, T+1) words and EOS
+    loss = xe_loss(logits, targets, mask, label_smoothing=session.cfg.xe.label_smoothing)
     # under torchrun each rank has its share of the batch's words: weigh its mean by that share so that
     # the averaged gradients are the whole batch's (one process: a factor of exactly 1)
-    share = word_share(mask, s.ranks)
-    optimizer_step(s, loss * share)
-    return total((loss * share).detach(), s.ranks) / s.ranks.world
+    share = word_share(mask, session.ranks)
+    optimizer_step(session, loss * share)
+    return total((loss * share).detach(), session.ranks) / session.ranks.world
 
 
 def train_xe(cfg: XeRunConfig) -> TrainResult:
-    s = start_session(cfg, splits=("train", cfg.val.split))
-    s.model.train()
+    session = start_session(cfg, splits=("train", cfg.val.split))
+    session.model.train()
     # train_batches validates and checkpoints at the end of every epoch (session.end_epoch)
-    for batch in train_batches(s, cfg.xe.epochs, cfg.xe.batch_size, cfg.data.seq_per_img):
+    for batch in train_batches(session, cfg.xe.epochs, cfg.xe.batch_size, cfg.data.seq_per_img):
         # 1. teacher-forced cross-entropy and an optimizer step
-        loss = xe_step(s, batch.tokens, batch.feats)
+        loss = xe_step(session, batch.tokens, batch.feats)
         # 2. count, log and checkpoint the step
-        if finish_step(s, {"loss": loss}):
+        if finish_step(session, {"loss": loss}):
             break
-    return finish_run(s)
+    return finish_run(session)
 
 
 register(Method("xe", train_xe, XeRunConfig, "cross-entropy training (teacher forcing)"))

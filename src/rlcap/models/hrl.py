@@ -20,7 +20,7 @@ Decoding, one word per :meth:`HRLCaptioner.step` (the decoders' contract, ``mode
 
 State, all batch first: ``(h_W, c_W, h_M, c_M, goal, h_I, started, new_segment)``; ``new_segment``
 (B, 1) is 1 where this step's goal was emitted (:meth:`segment_start`). The critic's parameters
-are frozen (trained first, ``train/critic.py`` when it lands; [Wang18 sec. 3.2]).
+are frozen (trained first by ``methods/critic.py``; [Wang18 sec. 3.2]).
 """
 
 from __future__ import annotations

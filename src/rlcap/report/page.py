@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from rlcap.config import key_matches
+from rlcap.methods import METHODS
 from rlcap.report.collect import METRICS, ReportData, System, collect
 from rlcap.report.media import picture
 from rlcap.report.stats import best_cells, diversity, gallery_ids
@@ -25,9 +27,14 @@ SUMMARY = [("algorithm", None, "algorithm"), ("dataset", "data", "dataset"), ("f
            ("device", None, "device"), ("precision", None, "precision")]
 
 
-# Methods whose reward is their own (the retrieval reward and discriminator of [Chaffin24]), not reward.weights:
-# their "reward" row points to the conventions line, which states it
-OWN_REWARD = {"wtf_rl", "scst_discriminator"}
+
+
+def reads_reward_weights(algorithm: str | None) -> bool:
+    """Whether a run of ``algorithm`` learns from ``reward.weights``: not a method whose reward is its own (the
+    retrieval reward and discriminator of [Chaffin24], whose run config leaves reward.weights unread), whose
+    "reward" row points to the conventions line, which states it. A method not registered here: assumed to."""
+    method = METHODS.get(algorithm or "")
+    return method is None or not key_matches("reward.weights", method.config.UNREAD)
 
 
 def settings_rows(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
@@ -38,7 +45,7 @@ def settings_rows(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[st
         for config in configs.values():
             where = config.get(section, {}) if section else config
             value = where.get(key) if isinstance(where, dict) else None
-            if section == "reward" and config.get("algorithm") in OWN_REWARD:
+            if section == "reward" and not reads_reward_weights(config.get("algorithm")):
                 value = "the method's own (conventions below)"
             values.append("-" if value in (None, "") else str(value))
         if any(v != "-" for v in values):
@@ -68,10 +75,11 @@ def hrl_segments(system: System, captions: dict[str, str]) -> dict[str, list[str
     """An HRL captioner's captions cut where its internal critic ends a segment (eq. 9: p(z) > 0.5)."""
     import torch
 
-    from rlcap.train.checkpoint import load_model
+    from rlcap.eval.open_run import open_run
 
-    model, vocab, config = load_model(system.checkpoint)
-    if config.get("model", {}).get("arch") != "hrl":
+    run = open_run(system.checkpoint, device="cpu")
+    model, vocab = run.policy, run.vocab
+    if run.config.get("model", {}).get("arch") != "hrl":
         return {}
     out = {}
     with torch.no_grad():

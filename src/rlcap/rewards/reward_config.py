@@ -90,7 +90,8 @@ class RewardConfig:
 
     def reads(self, key: str) -> bool:
         """Whether a run of these rewards reads ``key`` (a key of this section, without ``reward.``): the
-        settings of a learned or retrieval reward only when one is weighted (:data:`rlcap.rewards.registry.SETTINGS`)."""
+        settings of a learned or retrieval reward only when one is weighted
+        (:data:`rlcap.rewards.registry.SETTINGS`)."""
         return key not in OWN_SETTINGS or key in settings_read(self.weights)
 
 

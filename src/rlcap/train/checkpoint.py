@@ -274,25 +274,6 @@ def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint
     return Checkpoint(weights, config, vocab, trainer, manifest)
 
 
-def load_model(folder: str | Path, name: str = POLICY) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
-    """Rebuild the captioner of a checkpoint folder: (model in eval mode, vocab, config dict).
-
-    ``name`` picks the part; parts other than the policy are rebuilt by their method's own loader."""
-    ckpt = load_checkpoint(folder, with_trainer=False)
-    if name not in ckpt.weights:
-        raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")
-    from rlcap.config import from_dict
-    from rlcap.models import build_model
-    from rlcap.models.model_config import ModelConfig
-
-    model_cfg = from_dict(ModelConfig, ckpt.config["model"])
-    dims = ckpt.config["feature_dims"]
-    model = build_model(model_cfg, len(ckpt.vocab), dims["fc"], dims["att"])
-    load_weights(model, ckpt.weights[name], folder, name)
-    model.eval()
-    return model, ckpt.vocab, ckpt.config
-
-
 def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
     """The data section with its file paths relative to the checkpoint ``folder``, so that the
     checkpoint can be evaluated from any working directory (``paths_relative_to: checkpoint``)."""

@@ -31,7 +31,8 @@ class Trains(Protocol):
     ranks: Ranks
 
 
-def build_optimizer(params: Any, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+def build_optimizer(params: Any,
+                    cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     """Adam or AdamW, with step decay every ``lr_decay_every`` epochs (the scheduler steps per epoch)."""
     opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg.name]
     optimizer = opt_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)

@@ -57,7 +57,8 @@ def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_fr
     old = {k: v for k, v in old.items() if k in new}
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys
-            if old.get(k) != new.get(k) and not key_matches(k, (*IGNORED, *unread)) and not (model_from_checkpoint and k.startswith("model."))
+            if old.get(k) != new.get(k) and not key_matches(k, (*IGNORED, *unread))
+            and not (model_from_checkpoint and k.startswith("model."))
             and not (k not in old and k in default and new.get(k) == default[k])}
 
 

@@ -7,7 +7,7 @@ run: its learned parts by role name (``policy``, and e.g. ``value``, ``baseline`
 every checkpoint, so a resumed run continues exactly as an uninterrupted one.
 
 A loop with one part calls :func:`start_session`. A loop with more calls :func:`open_session`,
-adds its parts with :func:`add_part`, then :func:`begin`, which restores everything when resuming.
+adds its parts with :func:`add_part`, then :func:`resume_or_start`, which restores everything when resuming.
 The run has started at its first :func:`finish_step` (data, model and reward built and used once):
 only then is ``config.json`` written and a run that ``overwrite=true`` replaces deleted
 (rlcap.train.run_folder); a loop that fails before puts that run back (``api.train``).
@@ -31,8 +31,8 @@ from rlcap.data.loader import Batch, CaptionData, load_data
 from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
-from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights, relative_data_paths, rng_state, save_checkpoint,
-                                  set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights,
+                                   relative_data_paths, rng_state, save_checkpoint, set_rng_state)
 from rlcap.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
@@ -89,7 +89,7 @@ def feature_dims(data: CaptionData) -> dict[str, Any]:
 
 def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), policy: bool = True) -> Session:
     """Data and the policy, initialised from ``init_from`` or the run's own last checkpoint when
-    resuming; the trainer state is restored by :func:`begin`, after every part is added.
+    resuming; the trainer state is restored by :func:`resume_or_start`, after every part is added.
     ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of [Shi18]).
     The session holds its own copy of ``cfg`` (``session.cfg``), the model section taken from the
     checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was.
@@ -120,13 +120,13 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     dims = feature_dims(data)
     if ckpt is not None:
         check_world_size(out_dir, ranks.world)
-    s = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None,
+    session = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None,
                 device=device, ranks=ranks)
     if policy:
         model = (build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]) if source is not None
                  else new_model(cfg.model, data.vocab, dims["fc"], dims["att"]))  # (weights: add_part loads them)
-        add_part(s, POLICY, model, cfg.optim)
-    return s
+        add_part(session, POLICY, model, cfg.optim)
+    return session
 
 
 def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimConfig | None) -> Part:
@@ -148,29 +148,30 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     return part
 
 
-def begin(session: Session, selects_by: str | None = None) -> Session:
+def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
     """Restore optimizers, schedules, random state, progress and loop state when resuming; open the log.
     ``selects_by``: the score a loop with its own validation keeps best/ by (e.g. the embedding's
     ``mean_R``); by default ``val.metric`` (:func:`selection_metric`)."""
-    s, ckpt = session, session.source
-    if s.resuming and ckpt.trainer is not None:
+    ckpt = session.source
+    if session.resuming and ckpt.trainer is not None:
         trainer = ckpt.trainer
-        for name, part in s.parts.items():
+        for name, part in session.parts.items():
             if part.optimizer is not None and name in trainer["optimizers"]:
                 part.optimizer.load_state_dict(trainer["optimizers"][name])
                 part.scheduler.load_state_dict(trainer["schedulers"][name])
                 apply_optim_settings(part)
             if part.scaler is not None and name in trainer.get("scalers", {}):
                 part.scaler.load_state_dict(trainer["scalers"][name])
-        by_rank = trainer.get("rng_of_ranks")  # (checkpoints written before it: one state for all)
-        set_rng_state(by_rank[s.ranks.rank] if by_rank else trainer["rng"])
-        s.progress = Progress(**trainer["progress"])
-        s.state.update(trainer["state"])
-        log.info("resumed %s at epoch %d, step %d", s.out_dir, s.progress.epoch, s.progress.step)
-    s.progress.best_metric = selects_by or selection_metric(s)
-    s.logger = (RunLogger(s.out_dir, s.cfg.tensorboard, resume_step=s.progress.step if s.resuming else None)
-                if s.ranks.main else SilentLogger())
-    return s
+        by_rank = trainer.get("rng_of_ranks")  # (absent from single-process checkpoints of rlcap 0.1: one state)
+        set_rng_state(by_rank[session.ranks.rank] if by_rank else trainer["rng"])
+        session.progress = Progress(**trainer["progress"])
+        session.state.update(trainer["state"])
+        log.info("resumed %s at epoch %d, step %d", session.out_dir, session.progress.epoch, session.progress.step)
+    session.progress.best_metric = selects_by or selection_metric(session)
+    resume_step = session.progress.step if session.resuming else None
+    session.logger = (RunLogger(session.out_dir, session.cfg.tensorboard, resume_step=resume_step)
+                      if session.ranks.main else SilentLogger())
+    return session
 
 
 def run_started(session: Session) -> None:
@@ -184,23 +185,23 @@ def run_started(session: Session) -> None:
 
 
 def selection_metric(session: Session) -> str:
-    """``val.metric``, except that a resumed run keeps the metric it has kept best/ by so far (a run
-    written before val.metric existed: CIDEr-D), since its best score is a value of that metric."""
-    s, wanted = session, session.cfg.val.metric
-    if s.resuming and s.progress.best_metric != wanted:
-        kept = metric_label(s.progress.best_metric)
+    """``val.metric``, except that a resumed run keeps the metric it has kept best/ by so far (CIDEr-D for a
+    checkpoint that records none), since its best score is a value of that metric."""
+    wanted = session.cfg.val.metric
+    if session.resuming and session.progress.best_metric != wanted:
+        kept = metric_label(session.progress.best_metric)
         log.warning("%s has kept best/ by validation %s: it goes on with %s (val.metric %s applies to a new run)",
-                    s.out_dir, kept, kept, metric_label(wanted))
-        s.cfg.val.metric = s.progress.best_metric  # so that config.json records what the run does
-    if s.cfg.val.metric in ("METEOR", "BCMR"):  # refuse now, not after the first epoch
+                    session.out_dir, kept, kept, metric_label(wanted))
+        session.cfg.val.metric = session.progress.best_metric  # so that config.json records what the run does
+    if session.cfg.val.metric in ("METEOR", "BCMR"):  # refuse now, not after the first epoch
         from rlcap.metrics.java import java_executable, packaged_jar
 
         try:
             java_executable()
             packaged_jar("meteor/meteor-1.5.jar")
         except RlcapError as exc:
-            raise ConfigError(f"val.metric {s.cfg.val.metric} needs METEOR: {exc}") from exc
-    return s.cfg.val.metric
+            raise ConfigError(f"val.metric {session.cfg.val.metric} needs METEOR: {exc}") from exc
+    return session.cfg.val.metric
 
 
 def apply_optim_settings(part: Part) -> None:
@@ -219,37 +220,37 @@ def apply_optim_settings(part: Part) -> None:
 
 
 def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> Session:
-    """:func:`open_session` then :func:`begin`: the set-up of a loop whose only part is the policy."""
-    return begin(open_session(cfg, splits))
+    """:func:`open_session` then :func:`resume_or_start`: the set-up of a loop whose only part is the policy."""
+    return resume_or_start(open_session(cfg, splits))
 
 
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
     """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
-    s = session
-    check_finite_loss(s.watch, s.cfg, s.out_dir)  # never a checkpoint of the weights a non-finite loss broke
-    rng_of_ranks = gathered(rng_state(), s.ranks)  # every rank's generators (a collective: all ranks save)
-    if not s.ranks.main:  # rank 0 writes the run's checkpoints
-        return s.out_dir / name
-    folder = s.out_dir / name
-    config = {**to_dict(s.cfg), "feature_dims": feature_dims(s.data), "paths_relative_to": "checkpoint"}
+    # never a checkpoint of the weights a non-finite loss broke
+    check_finite_loss(session.watch, session.cfg, session.out_dir)
+    rng_of_ranks = gathered(rng_state(), session.ranks)  # every rank's generators (a collective: all ranks save)
+    if not session.ranks.main:  # rank 0 writes the run's checkpoints
+        return session.out_dir / name
+    folder = session.out_dir / name
+    config = {**to_dict(session.cfg), "feature_dims": feature_dims(session.data), "paths_relative_to": "checkpoint"}
     config["data"] = relative_data_paths(config["data"], folder)
-    trained = {n: p for n, p in s.parts.items() if p.optimizer is not None}
+    trained = {name: part for name, part in session.parts.items() if part.optimizer is not None}
     trainer = {
-        "optimizers": {n: p.optimizer.state_dict() for n, p in trained.items()},
-        "schedulers": {n: p.scheduler.state_dict() for n, p in trained.items()},
-        "scalers": {n: p.scaler.state_dict() for n, p in trained.items() if p.scaler is not None},
+        "optimizers": {name: part.optimizer.state_dict() for name, part in trained.items()},
+        "schedulers": {name: part.scheduler.state_dict() for name, part in trained.items()},
+        "scalers": {name: part.scaler.state_dict() for name, part in trained.items() if part.scaler is not None},
         "rng": rng_of_ranks[0],
         "rng_of_ranks": rng_of_ranks,
-        "progress": vars(s.progress).copy(),
-        "state": dict(s.state),
+        "progress": vars(session.progress).copy(),
+        "state": dict(session.state),
     }
-    best = s.progress.best_score
-    manifest = {"epoch": s.progress.epoch, "step": s.progress.step, "algorithm": s.cfg.algorithm,
-                "world_size": s.ranks.world,
-                "metrics": metrics or {}, "best_metric": s.progress.best_metric,
+    best = session.progress.best_score
+    manifest = {"epoch": session.progress.epoch, "step": session.progress.step, "algorithm": session.cfg.algorithm,
+                "world_size": session.ranks.world,
+                "metrics": metrics or {}, "best_metric": session.progress.best_metric,
                 "best_value": best if math.isfinite(best) else None}  # None: not validated yet
-    modules = {n: p.module for n, p in s.parts.items()}
-    return save_checkpoint(folder, modules, config, s.data.vocab, trainer, manifest)
+    modules = {name: part.module for name, part in session.parts.items()}
+    return save_checkpoint(folder, modules, config, session.data.vocab, trainer, manifest)
 
 
 class TrainResult(NamedTuple):
@@ -273,33 +274,35 @@ def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: i
     models' and the pretraining phases' too:
 
     * ``validate(session) -> scores``: the epoch's validation, whose scores hold the run's
-      ``Progress.best_metric`` (default: the captioner's, :func:`rlcap.train.validation.validate`);
+      ``Progress.best_metric`` (default: the captioner'session, :func:`rlcap.train.validation.validate`);
     * ``batches(epoch, start)``: the epoch's batches from its step ``start`` (default: the training
-      split's, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
+      split'session, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
       ``steps_per_epoch`` of them;
     * ``phase``: a phase before the main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator
       pretraining) whose epochs are counted in ``session.state[phase]``, not in the run's progress (the
-      run's epochs, validation and decay are the main phase's), so that a killed run resumes inside it;
+      run's epochs, validation and decay are the main phase'session), so that a killed run resumes inside it;
       its epochs end with no validation."""
-    s, p = session, session.progress
-    train = s.data.splits["train"]
+    progress = session.progress
+    train = session.data.splits["train"]
     if batches is None:
         def batches(epoch: int, start: int) -> Iterable[Batch]:
-            return train.batches(batch_size, seq_per_img, s.cfg.seed, epoch, start)
+            return train.batches(batch_size, seq_per_img, session.cfg.seed, epoch, start)
         steps_per_epoch = math.ceil(len(train) / batch_size)
-    count = s.state.setdefault(phase, {"epoch": 0, "step_in_epoch": 0}) if phase else vars(p)
-    s.phase = phase
+    count = session.state.setdefault(phase, {"epoch": 0, "step_in_epoch": 0}) if phase else vars(progress)
+    session.phase = phase
     while count["epoch"] < epochs:
+        desc = f"{phase or session.cfg.algorithm} epoch {count['epoch'] + 1}"
         for batch in tqdm(batches(count["epoch"], count["step_in_epoch"]), total=steps_per_epoch,
-                          initial=count["step_in_epoch"], desc=f"{phase or s.cfg.algorithm} epoch {count['epoch'] + 1}",
-                          leave=False, disable=None):
-            yield batch.shard(shard_rows(len(batch.ids), s.ranks)).to(s.device) if isinstance(batch, Batch) else batch
+                          initial=count["step_in_epoch"], desc=desc, leave=False, disable=None):
+            if isinstance(batch, Batch):
+                batch = batch.shard(shard_rows(len(batch.ids), session.ranks)).to(session.device)
+            yield batch
         if phase:
             count["epoch"], count["step_in_epoch"] = count["epoch"] + 1, 0
             log.info("%s: epoch %d of %d done", phase, count["epoch"], epochs)
         else:
-            end_epoch(s, validate)
-    s.phase = None
+            end_epoch(session, validate)
+    session.phase = None
 
 
 def finish_step(session: Session, values: Stats) -> bool:
@@ -307,26 +310,27 @@ def finish_step(session: Session, values: Stats) -> bool:
 
     ``values``: the step's statistics, host numbers or 0-d tensors left on the device; they are read
     only when a line is logged (rlcap.train.logger), so a step that logs nothing reads nothing."""
-    s, p, cfg = session, session.progress, session.cfg
-    s.watch.update(values["loss"], p.step + 1)
-    run_started(s)
-    count = s.state[s.phase] if s.phase else vars(p)  # the epoch's steps: a pretraining phase's, or the run's
-    p.step += 1
+    progress, cfg = session.progress, session.cfg
+    session.watch.update(values["loss"], progress.step + 1)
+    run_started(session)
+    # the epoch's steps: a pretraining phase's, or the run's
+    count = session.state[session.phase] if session.phase else vars(progress)
+    progress.step += 1
     count["step_in_epoch"] += 1  # before a checkpoint below, which saves it
-    if p.step % cfg.log_every == 0 or count["step_in_epoch"] == 1:
-        read, bad = read_stats(values, s.watch)
+    if progress.step % cfg.log_every == 0 or count["step_in_epoch"] == 1:
+        read, bad = read_stats(values, session.watch)
         if bad is not None:
-            raise diverged(s.cfg, s.out_dir, *bad)
-        lr = next(part.optimizer for part in s.parts.values() if part.optimizer is not None).param_groups[0]["lr"]
-        s.logger.write(p.step, "train", {**read, "lr": lr, "epoch": p.epoch})
-        log.info("step %d (epoch %d): %s", p.step, p.epoch + 1,
+            raise diverged(session.cfg, session.out_dir, *bad)
+        lr = next(part.optimizer for part in session.parts.values() if part.optimizer is not None).param_groups[0]["lr"]
+        session.logger.write(progress.step, "train", {**read, "lr": lr, "epoch": progress.epoch})
+        log.info("step %d (epoch %d): %s", progress.step, progress.epoch + 1,
                  ", ".join(f"{k} {v:.4g}" for k, v in read.items() if not k.endswith("_s")))
-    if cfg.save_every and p.step % cfg.save_every == 0:
-        save(s, "last")
-    if cfg.max_steps and p.step >= cfg.max_steps:
-        save(s, "last")
+    if cfg.save_every and progress.step % cfg.save_every == 0:
+        save(session, "last")
+    if cfg.max_steps and progress.step >= cfg.max_steps:
+        save(session, "last")
         return True
-    signum = stop_signal(s.ranks, s.device)  # under torchrun, a signal stops every rank after the same step
+    signum = stop_signal(session.ranks, session.device)  # under torchrun, a signal stops every rank after the same step
     if signum:
         raise Stopped(signum)
     return False
@@ -337,16 +341,17 @@ def finish_run(session: Session) -> TrainResult:
     run_started(session)  # (a run with no step left: its settings are recorded all the same)
     check_finite_loss(session.watch, session.cfg, session.out_dir)
     session.logger.close()
-    p = session.progress
-    return TrainResult(str(session.out_dir), p.best_score, p.step, p.epoch < session.cfg.epochs, p.best_metric)
+    progress = session.progress
+    return TrainResult(str(session.out_dir), progress.best_score, progress.step,
+                       progress.epoch < session.cfg.epochs, progress.best_metric)
 
 
 def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, float]:
     """Decay every part's learning rate, validate (``validate``, default the captioner's beam search
     scored by CIDEr-D and ``val.metric``), keep the best checkpoint by the run's metric
     (``Progress.best_metric``) and write the last one."""
-    s, p = session, session.progress
-    for part in s.parts.values():
+    progress = session.progress
+    for part in session.parts.values():
         if part.scheduler is not None:
             with warnings.catch_warnings():
                 # a run resumed at an epoch's end (stopped by max_steps or killed after its last batch's
@@ -354,23 +359,23 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
                 # torch, which counts steps per process, warns of the wrong one
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
                 part.scheduler.step()
-    p.epoch += 1
-    p.step_in_epoch = 0
+    progress.epoch += 1
+    progress.step_in_epoch = 0
     scores = None
     if validate is None:  # the captioner's: every rank decodes its share of the batches, rank 0 scores
-        scores = captioner_scores(s.model, s.data, s.cfg.val, s.cfg.decode, s.ranks)
-    elif s.ranks.main:  # a method's own validation runs on rank 0
-        scores = validate(s)
-    scores = from_main(scores, s.ranks)  # the others take rank 0's scores, so that all keep the same best/
-    p.history.append({"epoch": p.epoch, "step": p.step, **scores})
-    s.logger.write(p.step, s.cfg.val.split, {**scores, "epoch": p.epoch})
-    metric, value = p.best_metric, scores[p.best_metric]
-    best = value > p.best_score
+        scores = captioner_scores(session.model, session.data, session.cfg.val, session.cfg.decode, session.ranks)
+    elif session.ranks.main:  # a method's own validation runs on rank 0
+        scores = validate(session)
+    scores = from_main(scores, session.ranks)  # the others take rank 0's scores, so that all keep the same best/
+    progress.history.append({"epoch": progress.epoch, "step": progress.step, **scores})
+    session.logger.write(progress.step, session.cfg.val.split, {**scores, "epoch": progress.epoch})
+    metric, value = progress.best_metric, scores[progress.best_metric]
+    best = value > progress.best_score
     also = f", CIDEr-D {scores['CIDEr']:.4f}" if metric != "CIDEr" and "CIDEr" in scores else ""
-    log.info("epoch %d: %s %s %.4f%s%s", p.epoch, s.cfg.val.split, metric_label(metric), value,
+    log.info("epoch %d: %s %s %.4f%s%s", progress.epoch, session.cfg.val.split, metric_label(metric), value,
              " (best)" if best else "", also)
     if best:
-        p.best_score = value
-        save(s, "best", scores)
-    save(s, "last", scores)
+        progress.best_score = value
+        save(session, "best", scores)
+    save(session, "last", scores)
     return scores

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 
-from rlcap.data.loader import DATA_PATHS, CaptionData, DataConfig, SplitData
+from rlcap.data.loader import CaptionData, SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding.split import decode_split
 from rlcap.distributed import Ranks
@@ -41,14 +39,6 @@ def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_
     predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress, length_penalty,
                                no_repeat_ngram)
     return score_predictions(split, predictions, metrics)
-
-
-def evaluation_record(checkpoint: str | Path, split: str, data: DataConfig) -> dict[str, Any]:
-    """What an evaluation's scores.json records of it, so that its folder is understood wherever it lies
-    (``rlcap report``): the checkpoint, the split and the data section, its paths absolute."""
-    section = {key: str(Path(value).resolve()) if key in DATA_PATHS and value else value
-               for key, value in asdict(data).items()}
-    return {"checkpoint": str(Path(checkpoint).resolve()), "split": split, "data": section}
 
 
 # Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
