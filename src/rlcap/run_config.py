@@ -181,7 +181,9 @@ class RunConfig:
     """What every training run reads: the run's own settings and the shared sections (data, model,
     optim, val, decode). A method's run config subclasses it with the method's own section, named as
     the method (``xe:``, ``critic:``), or subclasses :class:`SequenceRunConfig` (``rl`` and ``reward``
-    too), and says what else it reads by :attr:`UNREAD`, :attr:`FROM_XE`, :attr:`epochs` and :meth:`reads`."""
+    too), and says what else it reads by :attr:`UNREAD`, :attr:`FROM_XE`, :attr:`READS_CAPTIONS`,
+    :attr:`CAPTIONS_PER_IMAGE` and :meth:`reads`. A section may have ``reads(key)`` (keys read under a
+    condition of its own) and ``check_run(run, name)`` (rules across sections), which the run config calls."""
 
     # shared keys the method's loop never reads (a key, or a section's prefix ending in "."): left out of
     # `rlcap train --help-config`, and named in a warning when set
@@ -231,11 +233,6 @@ class RunConfig:
         """The reward the run's policy learns from (``val.metric: auto`` keeps best/ by its metric), or None."""
         return None
 
-    @property
-    def epochs(self) -> int:
-        """The method's number of epochs (whether a run stopped early)."""
-        raise NotImplementedError(f"{type(self).__name__} says no number of epochs")
-
     def validate(self) -> None:
         check_device_name(self.device)
         check_precision(self.precision)
@@ -246,12 +243,17 @@ class RunConfig:
         check_min("log_every", self.log_every, 1)
         check_min("save_every", self.save_every, 0)
         check_min("max_steps", self.max_steps, 0)
+        for field in dataclasses.fields(self):  # a section's rules across sections (e.g. scst's baseline and rl)
+            section = getattr(self, field.name)
+            if hasattr(section, "check_run"):
+                section.check_run(self, field.name)
 
     def reads(self, key: str) -> bool:
         """Whether a run of this config reads the dotted ``key``: not when :attr:`UNREAD` names it; the model
         keys of its architecture and ``data.min_count`` only when it builds its model (with ``init_from`` the
-        checkpoint gives both), ``allow_init_mismatch`` only with ``init_from``. A method's class adds its own
-        conditions (``super().reads(key) and ...``)."""
+        checkpoint gives both), ``allow_init_mismatch`` only with ``init_from``; a key of a section with a
+        ``reads(key)`` of its own (the model, the reward, a method's section) when that says so. A method's
+        class may add conditions across sections (``super().reads(key) and ...``)."""
         if key_matches(key, self.UNREAD):
             return False
         section, _, rest = key.partition(".")
@@ -265,7 +267,8 @@ class RunConfig:
             return self.init_from is None
         if section == "model":
             return self.model.reads(rest) and (self.init_from is None or rest in ("lora_rank", "lora_alpha"))
-        return True
+        own = getattr(self, section, None) if rest else None
+        return own.reads(rest) if hasattr(own, "reads") else True
 
     def as_typically_run(self) -> RunConfig:
         """This config as its method is meant to run: one that continues an XE model (:attr:`FROM_XE`) with an
@@ -292,11 +295,3 @@ class SequenceRunConfig(RunConfig):
     @property
     def learned_reward(self) -> RewardConfig | None:
         return self.reward
-
-    @property
-    def epochs(self) -> int:
-        return self.rl.epochs
-
-    def reads(self, key: str) -> bool:
-        section, _, rest = key.partition(".")
-        return super().reads(key) and (section != "reward" or self.reward.reads(rest))

@@ -79,7 +79,7 @@ def test_a_run_parses_only_its_methods_sections(caplog):
     assert cfg.scst.baseline == "none" and not hasattr(cfg, "hrl") and not hasattr(cfg, "xe")
     assert [r.getMessage() for r in caplog.records] == ["algorithm=scst does not read the sections hrl, xe (left out)"]
     xe = api.load_run_config(None, ["xe.epochs=3"])
-    assert xe.epochs == 3 and not hasattr(xe, "rl")
+    assert xe.xe.epochs == 3 and not hasattr(xe, "rl")
     with pytest.raises(ConfigError, match="unknown config key hrll"):  # not a section of any method: a typo
         api.load_run_config(None, ["algorithm=scst", "hrll.gamma=0.5"])
     with pytest.raises(ConfigError, match=r"algorithm: 'nosuch' is not one of \['ac', 'critic'"):

@@ -11,7 +11,6 @@ import sys
 # --- the method: docs/ARCHITECTURE.md shows it from here ---
 from dataclasses import dataclass
 
-import torch
 
 from rlcap.config import help_field
 from rlcap.data.loader import Batch

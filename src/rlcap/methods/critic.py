@@ -61,10 +61,6 @@ class CriticRunConfig(RunConfig):
     algorithm: str = algorithm_field("critic")
     critic: CriticConfig = help_field(CriticConfig, "the internal critic of HRL, trained before it [Wang18]")
 
-    @property
-    def epochs(self) -> int:
-        return self.critic.epochs
-
 
 def critic_data(split, vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every caption of a split as (tokens (C, 1+T): BOS then words, PAD after; targets (C, 1+T))."""

@@ -86,19 +86,10 @@ class RetrieverConfig(EmbeddingConfig):
 @dataclass
 class DualEncoderRunConfig(RunConfig):
     """The run config of a trainer of an image-caption dual encoder (the embedding, the retriever): it builds
-    no captioner, decodes no caption, keeps best/ by its own score and reads one caption per image a batch.
-    Its section is :attr:`training`."""
+    no captioner, decodes no caption, keeps best/ by its own score and reads one caption per image a batch."""
 
     UNREAD: ClassVar[tuple[str, ...]] = ("model.", "decode.", "val.metric")
     CAPTIONS_PER_IMAGE: ClassVar[bool] = False
-
-    @property
-    def training(self) -> EmbeddingConfig:
-        raise NotImplementedError
-
-    @property
-    def epochs(self) -> int:
-        return self.training.epochs
 
 
 @dataclass
@@ -106,12 +97,7 @@ class EmbeddingRunConfig(DualEncoderRunConfig):
     """``algorithm: embedding``: the image-caption embedding that the embedding reward loads [Shi18]."""
 
     algorithm: str = algorithm_field("embedding")
-    embedding: EmbeddingConfig = help_field(EmbeddingConfig,
-                                            "the image-caption embedding that the embedding reward loads [Shi18]")
-
-    @property
-    def training(self) -> EmbeddingConfig:
-        return self.embedding
+    embedding: EmbeddingConfig = help_field(EmbeddingConfig, "the embedding that the embedding reward loads")
 
 
 @dataclass
@@ -119,12 +105,7 @@ class RetrieverRunConfig(DualEncoderRunConfig):
     """``algorithm: retriever``: the dual encoder of [Chaffin24], trained as the embedding is."""
 
     algorithm: str = algorithm_field("retriever")
-    retriever: RetrieverConfig = help_field(RetrieverConfig, "a dual encoder trained contrastively: the retriever "
-                                                             "and the judge of [Chaffin24]")
-
-    @property
-    def training(self) -> EmbeddingConfig:
-        return self.retriever
+    retriever: RetrieverConfig = help_field(RetrieverConfig, "a dual encoder trained contrastively")
 
 
 def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
@@ -132,8 +113,7 @@ def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens[:, None, :] == tokens[None, :, :]).all(dim=2)
 
 
-def embedding_step(session: Session, batch: Batch) -> torch.Tensor:
-    cfg = session.cfg.training
+def embedding_step(session: Session, batch: Batch, cfg: EmbeddingConfig) -> torch.Tensor:
     model = session.parts[EMBEDDING].module
     # 1. embed the B images and their B captions (one each) into the joint space
     images = model.embed_images(batch.feats)  # (B, D)
@@ -176,8 +156,17 @@ def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 
 
 
 def train_embedding(cfg: EmbeddingRunConfig) -> TrainResult:
+    return train_dual_encoder(cfg, cfg.embedding)
+
+
+def train_retriever(cfg: RetrieverRunConfig) -> TrainResult:
+    return train_dual_encoder(cfg, cfg.retriever)
+
+
+def train_dual_encoder(cfg: DualEncoderRunConfig, section: EmbeddingConfig) -> TrainResult:
+    """The loop of both: the dual encoder of ``section``'s sizes, trained contrastively, kept by mean recall."""
     session = open_session(cfg, splits=("train", cfg.val.split), policy=False)
-    model = EmbeddingModel(cfg.training.model, len(session.data.vocab), feature_dims(session.data)["fc"])
+    model = EmbeddingModel(section.model, len(session.data.vocab), feature_dims(session.data)["fc"])
     add_part(session, EMBEDDING, model, cfg.optim)
     resume_or_start(session, selects_by="mean_R")
     model.train()
@@ -186,13 +175,13 @@ def train_embedding(cfg: EmbeddingRunConfig) -> TrainResult:
     def validate(session: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
         return retrieval_scores(model, session.data.splits[val.split], val.batch_size, val.max_images)
 
-    for batch in train_batches(session, cfg.training.epochs, cfg.training.batch_size, 1, validate=validate):
-        if finish_step(session, {"loss": embedding_step(session, batch)}):
+    for batch in train_batches(session, section.epochs, section.batch_size, 1, validate=validate):
+        if finish_step(session, {"loss": embedding_step(session, batch, section)}):
             break
     return finish_run(session)
 
 
 register(Method("embedding", train_embedding, EmbeddingRunConfig,
                 "the image-caption embedding that the embedding reward loads [Shi18]"))
-register(Method("retriever", train_embedding, RetrieverRunConfig,
+register(Method("retriever", train_retriever, RetrieverRunConfig,
                 "a dual encoder trained contrastively: the retriever and the judge of [Chaffin24]"))

@@ -46,38 +46,22 @@ class ScstConfig:
         if not 0 <= self.running_mean_decay < 1:
             raise ConfigError(f"scst.running_mean_decay: expected a number in [0, 1), got {self.running_mean_decay}")
 
-
-@dataclass
-class BaselineRunConfig(SequenceRunConfig):
-    """The run config of a method with SCST's baselines (``scst``, ``sll_me``), whose section, an
-    :class:`ScstConfig`, is :attr:`baselines`."""
-
-    @property
-    def baselines(self) -> ScstConfig:
-        raise NotImplementedError
-
-    def validate(self) -> None:
-        super().validate()
-        # the leave-one-out baseline needs another sample of the image to leave out
-        if self.baselines.baseline == "leave_one_out" and self.rl.n_samples < 2:
-            raise ConfigError(f"{self.algorithm}.baseline=leave_one_out needs rl.n_samples >= 2, got "
-                              f"{self.rl.n_samples}")
-
     def reads(self, key: str) -> bool:
-        return super().reads(key) and (key != f"{self.algorithm}.running_mean_decay"
-                                       or self.baselines.baseline == "running_mean")
+        """The decay is read by the running-mean baseline only."""
+        return key != "running_mean_decay" or self.baseline == "running_mean"
+
+    def check_run(self, run: SequenceRunConfig, name: str) -> None:
+        """The leave-one-out baseline needs another sample of the image to leave out (``name``: this section's)."""
+        if self.baseline == "leave_one_out" and run.rl.n_samples < 2:
+            raise ConfigError(f"{name}.baseline=leave_one_out needs rl.n_samples >= 2, got {run.rl.n_samples}")
 
 
 @dataclass
-class ScstRunConfig(BaselineRunConfig):
+class ScstRunConfig(SequenceRunConfig):
     """``algorithm: scst``: self-critical sequence training [Rennie17], or SLL [Chen20]."""
 
     algorithm: str = algorithm_field("scst")
     scst: ScstConfig = help_field(ScstConfig, "self-critical sequence training [Rennie17], or SLL [Chen20]")
-
-    @property
-    def baselines(self) -> ScstConfig:
-        return self.scst
 
 
 def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torch.Tensor,

@@ -51,10 +51,6 @@ class ScstDiscriminatorRunConfig(DistinctRunConfig):
     scst_discriminator: ScstDiscriminatorConfig = help_field(
         ScstDiscriminatorConfig, "SCST on a retrieval reward plus a discriminator's [Chaffin24]")
 
-    @property
-    def discriminator_reward(self) -> DiscriminatorRewardConfig:
-        return self.scst_discriminator
-
 
 def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stats:
     """[Chaffin24]'s SCST-Discriminator row: n samples per image with the greedy caption's reward as the
@@ -84,9 +80,10 @@ def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalRew
 
 
 def train_scst_discriminator(cfg: ScstDiscriminatorRunConfig) -> TrainResult:
-    session, reward = open_distinct_session(cfg, "SCST's samples with the greedy baseline")
+    section = cfg.scst_discriminator
+    session, reward = open_distinct_session(cfg, section, "SCST's samples with the greedy baseline")
     # phase 1 (discriminator pretraining, as WTF-RL's), then SCST on eq. 3's r per batch
-    if not pretrain_discriminator(session, reward):
+    if not pretrain_discriminator(session, reward, section):
         for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
             if finish_step(session, scst_discriminator_step(session, batch, reward)):
                 break

@@ -15,11 +15,11 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.errors import ConfigError
-from rlcap.methods.scst import BaselineRunConfig, ScstConfig, scst_baseline
+from rlcap.methods.scst import ScstConfig, scst_baseline
 from rlcap.rewards import Reward
 from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
-from rlcap.run_config import algorithm_field
+from rlcap.run_config import SequenceRunConfig, algorithm_field
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
 from rlcap.methods.sequence import needs_text, sequence_session
@@ -42,15 +42,11 @@ class SllMeConfig(ScstConfig):
 
 
 @dataclass
-class SllMeRunConfig(BaselineRunConfig):
+class SllMeRunConfig(SequenceRunConfig):
     """``algorithm: sll_me``: SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]."""
 
     algorithm: str = algorithm_field("sll_me")
     sll_me: SllMeConfig = help_field(SllMeConfig, "SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]")
-
-    @property
-    def baselines(self) -> ScstConfig:
-        return self.sll_me
 
 
 def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:

@@ -132,16 +132,12 @@ class WtfRlConfig(DiscriminatorRewardConfig):
 @dataclass
 class DistinctRunConfig(SequenceRunConfig):
     """The run config of a [Chaffin24] method: a retrieval reward (its retriever's settings always read)
-    and a discriminator, whose settings :attr:`discriminator_reward` holds."""
+    and a discriminator, set by the method's section (a :class:`DiscriminatorRewardConfig`)."""
 
     READS_CAPTIONS: ClassVar[bool] = True  # the discriminator's pretraining and WTF read the references
     # the reward is the method's own (its retriever's similarity and the discriminator, built by the loop):
     # reward.weights and the metric rewards' conventions are not read
     UNREAD: ClassVar[tuple[str, ...]] = ("reward.weights", "reward.eos_counts", "reward.nonfinite", "reward.cache_dir")
-
-    @property
-    def discriminator_reward(self) -> DiscriminatorRewardConfig:
-        raise NotImplementedError
 
     def reads(self, key: str) -> bool:
         return super().reads(key) or key.removeprefix("reward.") in RETRIEVAL_SETTINGS  # its retriever, always
@@ -158,10 +154,6 @@ class WtfRlRunConfig(DistinctRunConfig):
     algorithm: str = algorithm_field("wtf_rl")
     wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "distinctive captioning: WTF, RL and WTF-RL with a retrieval "
                                                   "reward [Chaffin24]")
-
-    @property
-    def discriminator_reward(self) -> DiscriminatorRewardConfig:
-        return self.wtf_rl
 
 
 def wtf_stats(loss: Stat, discriminator_loss: Stat, discriminator_acc: Stat, reward_bs: Stat, reward_gt: Stat,
@@ -323,15 +315,14 @@ def pretrain_step(session: Session, batch: Batch, reward: RetrievalReward) -> St
                      time.perf_counter() - start)
 
 
-def pretrain_discriminator(session: Session, reward: RetrievalReward) -> bool:
+def pretrain_discriminator(session: Session, reward: RetrievalReward, section: DiscriminatorRewardConfig) -> bool:
     """Phase 1, from where ``session.state`` says it stands; True when ``max_steps`` stopped the run."""
-    cfg = session.cfg
-    return pretrain_phase(session, PRETRAIN, cfg.discriminator_reward.discriminator_pretrain_epochs,
-                          cfg.data.seq_per_img, lambda batch: pretrain_step(session, batch, reward))
+    return pretrain_phase(session, PRETRAIN, section.discriminator_pretrain_epochs, session.cfg.data.seq_per_img,
+                          lambda batch: pretrain_step(session, batch, reward))
 
 
-def discriminator_optim(cfg: DistinctRunConfig) -> OptimConfig:
-    return dataclasses.replace(cfg.optim, name="adam", lr=cfg.discriminator_reward.discriminator_lr, lr_decay_every=0)
+def discriminator_optim(cfg: DistinctRunConfig, section: DiscriminatorRewardConfig) -> OptimConfig:
+    return dataclasses.replace(cfg.optim, name="adam", lr=section.discriminator_lr, lr_decay_every=0)
 
 
 def image_bank(cfg: DistinctRunConfig) -> ImageBank:
@@ -351,11 +342,13 @@ def image_bank(cfg: DistinctRunConfig) -> ImageBank:
     return bank
 
 
-def open_distinct_session(cfg: DistinctRunConfig, what: str, mined: int = 0) -> tuple[Session, RetrievalReward]:
+def open_distinct_session(cfg: DistinctRunConfig, section: DiscriminatorRewardConfig, what: str,
+                          mined: int = 0) -> tuple[Session, RetrievalReward]:
     """The session of a [Chaffin24] method with its two parts (policy, discriminator) begun, and its
-    retrieval reward (the frozen retriever and its image bank); ``mined``: ``wtf_rl.mined_captions``."""
+    retrieval reward (the frozen retriever and its image bank), as the method's ``section`` sets them;
+    ``what``: its trajectories, for the log; ``mined``: ``wtf_rl.mined_captions``."""
     session = open_session(cfg, splits=("train", cfg.val.split))
-    section, paths = cfg.discriminator_reward, cfg.reward.paths
+    paths = cfg.reward.paths
     if "retrieval" not in paths:
         raise ConfigError(f"algorithm={cfg.algorithm} needs reward.paths.retrieval: a retriever (rlcap retrieval "
                           "train) or a local CLIP folder")
@@ -369,7 +362,7 @@ def open_distinct_session(cfg: DistinctRunConfig, what: str, mined: int = 0) -> 
                           f"at most reward.hard_negatives ({reward.hard_negatives})")
     dim = reward.bank.embeddings.size(1)
     discriminator = Discriminator(dim, section.discriminator_hidden, section.discriminator_image)
-    add_part(session, DISCRIMINATOR, discriminator, discriminator_optim(cfg))
+    add_part(session, DISCRIMINATOR, discriminator, discriminator_optim(cfg, section))
     resume_or_start(session)
     mixed = f"{section.alpha} * {section.similarity} + {1 - section.alpha:.2f} * p_D"
     session.logger.note(f"[Chaffin24]: {what}; r = {mixed}; tau {reward.tau:g}; hard negatives {reward.hard_negatives} "
@@ -382,9 +375,9 @@ def open_distinct_session(cfg: DistinctRunConfig, what: str, mined: int = 0) -> 
 
 def train_wtf_rl(cfg: WtfRlRunConfig) -> TrainResult:
     trajectories = f"trajectories {cfg.wtf_rl.trajectories}"
-    session, reward = open_distinct_session(cfg, trajectories, cfg.wtf_rl.mined_captions)
+    session, reward = open_distinct_session(cfg, cfg.wtf_rl, trajectories, cfg.wtf_rl.mined_captions)
     # phase 1 (discriminator pretraining), then eq. 3 per batch
-    if not pretrain_discriminator(session, reward):
+    if not pretrain_discriminator(session, reward, cfg.wtf_rl):
         for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, cfg.data.seq_per_img):
             if finish_step(session, wtf_rl_step(session, batch, reward)):
                 break

@@ -41,10 +41,6 @@ class XeRunConfig(RunConfig):
     algorithm: str = algorithm_field("xe")
     xe: XEConfig = help_field(XEConfig, "cross-entropy training (teacher forcing)")
 
-    @property
-    def epochs(self) -> int:
-        return self.xe.epochs
-
 
 def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tensor:
     """One teacher-forced update on captions ``tokens`` (B*S, T+2) of images ``feats`` (B); the loss, a 0-d tensor

@@ -70,7 +70,8 @@ class Session:
     device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
     ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
     phase: str | None = None  # the pretraining phase running (its state key, :func:`train_batches`), or None
-    watch: LossWatch = field(default_factory=LossWatch)  # the first non-finite loss, read at log lines and saves
+    watch: LossWatch = field(default_factory=LossWatch)
+    epochs: int | None = None  # the main loop's epochs (train_batches without a phase): whether a run stopped early  # the first non-finite loss, read at log lines and saves
 
     @property
     def model(self) -> torch.nn.Module:
@@ -274,13 +275,13 @@ def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: i
     models' and the pretraining phases' too:
 
     * ``validate(session) -> scores``: the epoch's validation, whose scores hold the run's
-      ``Progress.best_metric`` (default: the captioner'session, :func:`rlcap.train.validation.validate`);
+      ``Progress.best_metric`` (default: the captioner's, :func:`rlcap.train.validation.validate`);
     * ``batches(epoch, start)``: the epoch's batches from its step ``start`` (default: the training
-      split'session, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
+      split's, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
       ``steps_per_epoch`` of them;
     * ``phase``: a phase before the main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator
       pretraining) whose epochs are counted in ``session.state[phase]``, not in the run's progress (the
-      run's epochs, validation and decay are the main phase'session), so that a killed run resumes inside it;
+      run's epochs, validation and decay are the main phase's), so that a killed run resumes inside it;
       its epochs end with no validation."""
     progress = session.progress
     train = session.data.splits["train"]
@@ -290,6 +291,8 @@ def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: i
         steps_per_epoch = math.ceil(len(train) / batch_size)
     count = session.state.setdefault(phase, {"epoch": 0, "step_in_epoch": 0}) if phase else vars(progress)
     session.phase = phase
+    if phase is None:
+        session.epochs = epochs
     while count["epoch"] < epochs:
         desc = f"{phase or session.cfg.algorithm} epoch {count['epoch'] + 1}"
         for batch in tqdm(batches(count["epoch"], count["step_in_epoch"]), total=steps_per_epoch,
@@ -342,8 +345,8 @@ def finish_run(session: Session) -> TrainResult:
     check_finite_loss(session.watch, session.cfg, session.out_dir)
     session.logger.close()
     progress = session.progress
-    return TrainResult(str(session.out_dir), progress.best_score, progress.step,
-                       progress.epoch < session.cfg.epochs, progress.best_metric)
+    stopped_early = session.epochs is None or progress.epoch < session.epochs  # (None: stopped in a pretraining phase)
+    return TrainResult(str(session.out_dir), progress.best_score, progress.step, stopped_early, progress.best_metric)
 
 
 def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, float]:
