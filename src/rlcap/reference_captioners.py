@@ -16,8 +16,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from rlcap.data.concepts.features import FEATURE_DIM, nearest_concepts
+from rlcap.data.concepts.glove import load_glove
 from rlcap.data.loader import SplitData
 from rlcap.errors import DataError
+from rlcap.metrics import score_captions
 
 
 def nearest_images(train: SplitData, query: SplitData, chunk: int = 1024) -> torch.Tensor:
@@ -32,8 +35,6 @@ def nearest_images(train: SplitData, query: SplitData, chunk: int = 1024) -> tor
 
 def consensus_captions(split: SplitData, rows: list[int]) -> dict[int, str]:
     """For each image row, its caption with the highest CIDEr-D against its other captions."""
-    from rlcap.metrics import score_captions
-
     refs, preds, owner = {}, {}, {}
     for row in rows:
         caps = split.refs[row]
@@ -137,8 +138,6 @@ def template_caption(concepts: Sequence, stats: WordStats) -> str:
 
 def scene_concepts(split: SplitData, words: list[str], vectors: np.ndarray) -> list[list[tuple[str, str]]]:
     """The (word, pos) of every region of every image: each distinct region vector decoded once."""
-    from rlcap.data.concepts.features import FEATURE_DIM, nearest_concepts
-
     if split.att_dim != FEATURE_DIM:
         raise DataError(f"the template captioner reads concept features ({FEATURE_DIM}-d, from `rlcap data "
                         f"concepts`); this feature store has {split.att_dim}-d features")
@@ -154,8 +153,6 @@ def scene_concepts(split: SplitData, words: list[str], vectors: np.ndarray) -> l
 
 def template_predictions(train: SplitData, query: SplitData) -> dict[str, str]:
     """Image id -> the template caption of its concept regions."""
-    from rlcap.data.concepts.glove import load_glove
-
     captions = [t for image in train.tokens for t in image]
     stats = word_stats(captions)
     glove = load_glove()

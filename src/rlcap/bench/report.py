@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlcap.train.logger import read_log
+
 BEAM_COLUMNS = ["METEOR", "CIDEr", "SPICE"]
 SET_COLUMNS = ["CIDEr", "Div-1", "Div-2", "mBLEU-4"]
 # [Wang18]'s Table 2 (the video table): every pycocoevalcap metric of the beam captions
@@ -63,8 +65,6 @@ def video_markdown(results: dict[str, Any]) -> str:
 def training_cost(log: Path) -> dict[str, float] | None:
     """Wall-clock of a stage from its log: minutes from its first to its last record and seconds per
     training update (None for a log written before records carried their time)."""
-    from rlcap.train.logger import read_log
-
     if not log.exists():
         return None
     records = [r for r in read_log(log) if "time" in r]
@@ -82,7 +82,6 @@ def plot_curves(logs: dict[str, Path], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlcap.train.logger import read_log
 
     fig, (ax_val, ax_rew) = plt.subplots(1, 2, figsize=(11, 4))
     for method, path in logs.items():

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 
 from rlcap.config import apply_overrides, from_dict
+from rlcap.data.concepts import DATASET_FILE, FEATURES_FILE
+from rlcap.data.features import open_feature_store
 from rlcap.data.loader import DATA_PATHS, CaptionData, DataConfig, load_data
 from rlcap.data.vocab import Vocab
 from rlcap.devices import resolve_device
@@ -165,8 +167,6 @@ def checkpoint_data_config(checkpoint: str | Path, config: dict[str, Any],
 def check_feature_image_size(checkpoint: str | Path, config: dict[str, Any], features: str | Path) -> None:
     """:class:`DataError` when the store records another encoder input size than the checkpoint was
     trained on (its ``feature_dims.image_size``): such features run, but score far worse."""
-    from rlcap.data.features import open_feature_store
-
     trained = config["feature_dims"]["image_size"]
     with open_feature_store(features) as store:
         stored = store.attrs.get("image_size")  # stores that record no size cannot be checked
@@ -179,8 +179,6 @@ def check_feature_image_size(checkpoint: str | Path, config: dict[str, Any], fea
 def dataset_overrides(folder: str | Path) -> list[str]:
     """The data overrides that point a checkpoint at a folder built by ``rlcap data concepts``
     (its Karpathy split file and feature store); :class:`DataError` when the folder lacks them."""
-    from rlcap.data.concepts import DATASET_FILE, FEATURES_FILE
-
     folder = Path(folder)
     for name in (DATASET_FILE, FEATURES_FILE):
         if not (folder / name).is_file():

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from rlcap.errors import DataError
 import rlcap.metrics.diversity as diversity
+from rlcap.errors import DataError, RlcapError
 from rlcap.metrics.bleu import bleu
 from rlcap.metrics.cider import cider_d
+from rlcap.metrics.java import java_executable, packaged_jar
 from rlcap.metrics.meteor import meteor
 from rlcap.metrics.rouge import rouge_l
 from rlcap.metrics.spice import SPICE_IMPLEMENTATIONS, SpiceScorer, spice
@@ -154,9 +155,6 @@ DEFAULT_METRICS: tuple[str, ...] = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROU
 
 def default_metrics() -> tuple[str, ...]:
     """pycocoevalcap's default set, less METEOR when Java or its jar is missing (logged)."""
-    from rlcap.errors import RlcapError
-    from rlcap.metrics.java import java_executable, packaged_jar
-
     try:
         java_executable()
         packaged_jar("meteor/meteor-1.5.jar")

@@ -22,10 +22,14 @@ import h5py
 import numpy as np
 import torch
 
+from rlcap.data.loader import SplitData
+from rlcap.data.readers import read_dataset
 from rlcap.devices import full_precision
 from rlcap.encoders.hf import local_folder
+from rlcap.encoders.images import load_image
 from rlcap.errors import DataError
 from rlcap.files import write_bytes
+from rlcap.models.retriever import DualEncoderRetriever, load_retriever
 
 MINING_BLOCK = 2048  # query rows per similarity block when mining
 
@@ -136,18 +140,12 @@ def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Pat
     """Embed every image of a dataset (all its splits) with a retriever and mine each image's k
     nearest training images. ``data_cfg``: a :class:`rlcap.data.loader.DataConfig` (the dual encoder
     reads its feature store); ``images_dir``: the image files, for a CLIP retriever."""
-    from rlcap.data.readers import read_dataset
-    from rlcap.encoders.images import load_image
-    from rlcap.models.retriever import DualEncoderRetriever, load_retriever
-
     retriever = load_retriever(retriever_path, device)
     records = read_dataset(data_cfg.dataset, data_cfg.format, data_cfg.coco_splits)
     if not records:
         raise DataError(f"{data_cfg.dataset} holds no images")
     ids = [r.id for r in records]
     if isinstance(retriever, DualEncoderRetriever):
-        from rlcap.data.loader import SplitData
-
         if not data_cfg.features:
             raise DataError(f"{retriever_path} is a dual encoder, which embeds feature vectors: give the feature "
                             "store of the dataset (--features FILE, made as its training features were)")

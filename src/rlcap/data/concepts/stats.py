@@ -11,6 +11,7 @@ from typing import NamedTuple
 from rlcap.data.concepts.build import DATASET_FILE, load_concepts
 from rlcap.data.synthetic.agreement import CaptionStats, caption_stats
 from rlcap.errors import DataError
+from rlcap.metrics import score_captions, tokenize
 from rlcap.metrics.io import read_json
 
 
@@ -41,8 +42,6 @@ def scene_stats(concepts: Mapping[str, dict], split: str | None = None) -> Scene
 
 def captions_as_images(captions: Mapping[str, Sequence[str]], split: str = "all") -> list[dict]:
     """``{id: [captions]}`` as Karpathy-schema entries with tokens, for :func:`caption_stats`."""
-    from rlcap.metrics import tokenize
-
     return [{"split": split, "sentences": [{"tokens": tokenize(c)} for c in caps]} for caps in captions.values()]
 
 
@@ -56,8 +55,6 @@ def dataset_caption_stats(folder: str | Path, split: str | None = None) -> Capti
 
 def held_out_agreement(folder: str | Path, metrics: Sequence[str], split: str = "test") -> dict[str, float]:
     """Corpus scores of each held-out caption of ``split`` against the image's references."""
-    from rlcap.metrics import score_captions
-
     concepts = load_concepts(folder)
     images = read_json(Path(folder) / DATASET_FILE)["images"]
     refs = {str(im["id"]): [s["raw"] for s in im["sentences"]] for im in images if im["split"] == split}

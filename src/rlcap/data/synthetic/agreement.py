@@ -14,6 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from rlcap.data.synthetic.annotators import _second_object
+from rlcap.data.synthetic.captions import COLOUR_WORDS, RELATION_WORDS, SHAPE_WORDS, Style, noun_phrase, position_phrase
+from rlcap.data.synthetic.scenes import Scene, relation
 from rlcap.errors import DataError
 
 
@@ -95,8 +98,6 @@ def names_salient_object(scene: dict, caption: str) -> tuple[bool, bool]:
     annotators use counts (violet for purple, disc for circle, ...). Used to tell perception
     errors from wording when a captioner is diagnosed on shapes.
     """
-    from rlcap.data.synthetic.captions import COLOUR_WORDS, SHAPE_WORDS
-
     first = scene["objects"][0]
     text = " " + " ".join(caption.lower().replace(".", " ").replace(",", " ").split()) + " "
     colour = any(f" {w} " in text for w in COLOUR_WORDS[first["colour"]])
@@ -119,8 +120,6 @@ def salient_object_accuracy(scenes: dict[str, dict], predictions: dict[str, str]
 
 def salient_template(scene: dict, size: bool) -> str:
     """The salient object in the usual words: 'a red star', with ``size`` 'a big red star'."""
-    from rlcap.data.synthetic.captions import SHAPE_WORDS
-
     first = scene["objects"][0]
     words = [{"large": "big", "small": "small"}.get(first["size"], "")] if size else []
     words = [w for w in words if w] + [first["colour"], SHAPE_WORDS[first["shape"]][0][0]]
@@ -131,10 +130,6 @@ def scene_consensus(scene: dict) -> str:
     """What a captioner that perceives the scene rightly can say in the words the annotators of
     captions version 2 share: the salient object with its size, and where the next one is, in the
     usual words ("a big red circle above a blue square"; one object: where it is)."""
-    from rlcap.data.synthetic.annotators import _second_object
-    from rlcap.data.synthetic.captions import RELATION_WORDS, Style, noun_phrase, position_phrase
-    from rlcap.data.synthetic.scenes import Scene, relation
-
     usual = Style(size_prob=1.0, texture_prob=0.0, synonym_prob=0.0, large_word="big")
     rng = random.Random(0)  # every choice below is forced but the corner wording of a lone object
     objs = Scene.from_dict(scene).objects
