@@ -17,11 +17,12 @@ MAX_LEN = 24
 def model_and_feats(tmp_path_factory):
     """A tiny trained HRL captioner (critic and XE, dropout 0.3) and the features of 16 training clips."""
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
 
     folder = tmp_path_factory.mktemp("segments")
     ann, feats = make_tiny_clips(folder)
-    model, vocab, _ = load_model(tiny_hrl_xe(folder, ann, feats, **{"model.dropout": 0.3}))
+    opened = open_run(tiny_hrl_xe(folder, ann, feats, **{"model.dropout": 0.3}), device="cpu")
+    model, vocab = opened.policy, opened.vocab
     train = load_data(DataConfig(dataset=str(ann), features=str(feats), min_count=1), ("train",), vocab=vocab)
     model.goal_noise = 0.0
     return model, next(train.splits["train"].eval_batches(16)).feats

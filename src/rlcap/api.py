@@ -9,16 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from rlcap.devices import resolve_device
-from rlcap.methods import load_run_config as _load_run_config
+from rlcap.methods import load_run_config, method  # noqa: F401 (the API's: a recipe as its method's run config)
 from rlcap.run_config import RunConfig
 
 log = logging.getLogger(__name__)
-
-
-def load_run_config(path: str | Path | None, overrides: list[str] | None = None, shared: bool = False) -> RunConfig:
-    """A recipe and ``key=value`` overrides as the run config of its method
-    (:func:`rlcap.methods.registry.load_run_config`)."""
-    return _load_run_config(path, overrides, shared)
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
@@ -33,7 +27,6 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
     from rlcap.devices import autocast
     from rlcap.locks import hold_run_folder
     from rlcap.distributed import launched_rank
-    from rlcap.methods import method
     from rlcap.train.run_folder import abandon_start, open_run_folder
 
     loop = method(cfg.algorithm).train

@@ -81,11 +81,12 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     from rlcap.bench.registry import BENCHMARKS
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.decoding.split import decode_split
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
 
     dataset, feats = tiny_data
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, tmp_path / "xe")))
-    model, vocab, _ = load_model(tmp_path / "xe" / "best")
+    opened = open_run(tmp_path / "xe" / "best", device="cpu")
+    model, vocab = opened.policy, opened.vocab
     test = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1), ("test",),
                      vocab=vocab).splits["test"]
     greedy = decode_split(model, test, vocab, 1, 6)

@@ -179,7 +179,7 @@ def test_caption_encodes_images_with_the_hf_model_its_features_came_from(tiny, c
 
     from rlcap.encoders.load import checkpoint_encoder
     from rlcap.encoders.images import load_image
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
 
     folder, dataset, pictures, models = tiny
     model_dir = folder / "vit_for_caption"
@@ -188,7 +188,7 @@ def test_caption_encodes_images_with_the_hf_model_its_features_came_from(tiny, c
     extract_features(pictures, feats, encoder=f"hf:{model_dir}", num_workers=0)
     run = folder / "caption_run"
     api.train(api.load_run_config(None, tiny_overrides(dataset, feats, run, **{"xe.epochs": 1})))
-    _, _, config = load_model(run / "best")
+    config = open_run(run / "best", device="cpu").config
     assert config["feature_dims"]["encoder"] == "hf:ViTModel"
     encoder = checkpoint_encoder(run / "best", config["feature_dims"])
     fc, _ = encoder.features(torch.from_numpy(encoder.prepare([load_image(pictures["0"])])))

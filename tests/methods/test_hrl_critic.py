@@ -42,9 +42,10 @@ def test_hrl_xe_with_the_frozen_critic(clips):
     for name, value in critic.items():  # the critic inside is the trained one, unchanged by XE
         assert torch.equal(policy[f"critic.{name}"], value)
     from rlcap.decoding import greedy
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
 
-    model, vocab, _ = load_model(folder / "hrl" / "best")
+    opened = open_run(folder / "hrl" / "best", device="cpu")
+    model, vocab = opened.policy, opened.vocab
     from rlcap.data.loader import DataConfig, load_data
 
     test = load_data(DataConfig(dataset=str(ann), features=str(feats), min_count=1), ("test",), vocab=vocab).splits["test"]

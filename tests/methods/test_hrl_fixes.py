@@ -27,10 +27,11 @@ def clips(tmp_path_factory):
 @pytest.fixture(scope="module")
 def model_and_batch(clips):
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
 
     ann, feats, folder = clips
-    model, vocab, _ = load_model(folder / "hrl" / "best")
+    opened = open_run(folder / "hrl" / "best", device="cpu")
+    model, vocab = opened.policy, opened.vocab
     train = load_data(DataConfig(dataset=str(ann), features=str(feats), min_count=1), ("train",), vocab=vocab)
     return model, next(train.splits["train"].eval_batches(16))
 

@@ -141,7 +141,7 @@ def test_what_model_train_trains(family, tmp_path):
             dataset, store, tmp_path / "refused", **{**RL, "init_from": tmp_path / "lora" / "last", "max_steps": 1,
                                                      "model.train": "decoder"})))
     # ... which a run starts from as from any transformers folder, with the same numbers
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
     from rlcap.methods import load_run_config
     from rlcap.train.session import open_session
 
@@ -150,7 +150,7 @@ def test_what_model_train_trains(family, tmp_path):
     s = open_session(cfg)
     assert (s.cfg.model.arch, s.cfg.model.path) == ("hf", str(lora_hf.resolve()))
     loaded = s.model.state_dict()
-    model, _, _ = load_model(tmp_path / "lora" / "last")
+    model = open_run(tmp_path / "lora" / "last", device="cpu").policy
     merged = {f"model.{k}": v for k, v in model._merged_state().items()}  # (the tied output layer: once in loaded)
     assert set(loaded) <= set(merged)
     assert all(torch.allclose(loaded[k], merged[k], atol=1e-6) for k in loaded)

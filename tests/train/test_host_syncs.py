@@ -241,11 +241,12 @@ def test_a_split_is_decoded_with_one_transfer_a_batch(xe_runs):
     """Validation and `rlcap eval`: the captions of a batch go to the host at once (before: one read a caption),
     and with no early-exit check (as on a GPU) nothing else is read, greedy or beam."""
     from rlcap.data.loader import DataConfig, load_data
-    from rlcap.eval.open_run import load_model
+    from rlcap.eval.open_run import open_run
     from rlcap.decoding.split import decode_split
 
     dataset, feats, runs = xe_runs
-    model, vocab, _ = load_model(runs["updown"])
+    opened = open_run(runs["updown"], device="cpu")
+    model, vocab = opened.policy, opened.vocab
     split = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1), ("train",),
                       vocab=vocab).splits["train"]  # 24 images: 3 batches of 10
     for beam in (1, 3):

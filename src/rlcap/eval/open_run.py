@@ -90,14 +90,6 @@ def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, 
                    value_net.to(where) if value_net is not None else None)
 
 
-def load_model(folder: str | Path, name: str = POLICY) -> tuple[torch.nn.Module, Vocab, dict[str, Any]]:
-    """Rebuild the captioner of a checkpoint folder: (model in eval mode on the CPU, vocab, config dict).
-
-    ``name`` picks the part (a captioner saved under another name); to caption with a run, :func:`open_run`."""
-    ckpt = load_checkpoint(folder, with_trainer=False)
-    return _captioner(ckpt, Path(folder), name), ckpt.vocab, ckpt.config
-
-
 def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:
     if name not in ckpt.weights:
         raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")

@@ -140,7 +140,8 @@ class DistinctRunConfig(SequenceRunConfig):
     UNREAD: ClassVar[tuple[str, ...]] = ("reward.weights", "reward.eos_counts", "reward.nonfinite", "reward.cache_dir")
 
     def reads(self, key: str) -> bool:
-        return super().reads(key) or key.removeprefix("reward.") in RETRIEVAL_SETTINGS  # its retriever, always
+        section, _, rest = key.partition(".")
+        return super().reads(key) or (section == "reward" and rest in RETRIEVAL_SETTINGS)  # its retriever, always
 
 
 @dataclass

@@ -40,8 +40,6 @@ REWARDS: dict[str, Callable[[Any], Any]] = {
     "t2i": make_t2i,
     "bicont": make_bicont,
 }
-assert set(SIMILARITIES) <= set(REWARDS)
-
 # reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
 SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), **{name: RETRIEVAL_SETTINGS for name in SIMILARITIES}}
 
@@ -64,6 +62,11 @@ def check_reward_name(name: str) -> None:
 def factory(name: str) -> Callable[[Any], Any]:
     """The factory registered as ``name``."""
     return REWARDS[name]
+
+
+def settings_of_some() -> set[str]:
+    """The ``reward.*`` keys (without the prefix) that only the rewards of :data:`SETTINGS` read."""
+    return {key for keys in SETTINGS.values() for key in keys}
 
 
 def settings_read(weights: dict[str, float]) -> set[str]:

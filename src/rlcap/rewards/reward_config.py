@@ -7,7 +7,7 @@ import math
 from typing import Literal
 
 from rlcap.errors import ConfigError
-from rlcap.rewards.registry import check_reward_name, settings_read
+from rlcap.rewards.registry import check_reward_name, settings_of_some, settings_read
 
 
 def _field(default, help: str):
@@ -92,8 +92,4 @@ class RewardConfig:
         """Whether a run of these rewards reads ``key`` (a key of this section, without ``reward.``): the
         settings of a learned or retrieval reward only when one is weighted
         (:data:`rlcap.rewards.registry.SETTINGS`)."""
-        return key not in OWN_SETTINGS or key in settings_read(self.weights)
-
-
-# the keys of this section that only some rewards read (rlcap.rewards.registry.SETTINGS)
-OWN_SETTINGS = ("paths", "retrieval_tau", "hard_negatives", "negative_captions")
+        return key not in settings_of_some() or key in settings_read(self.weights)
