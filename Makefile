@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-xe-width bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,14 @@ bench-metrics: $(STAMP)
 # images/s of each encoder of `rlcap features` (EfficientNet-Lite0, transformers models at their published sizes)
 bench-features: $(STAMP)
 	$(PY) benchmarks/bench_features.py
+
+# whether each encoder's float16 rows are the same for batch sizes 1, 2, 4 and 8 on the CPU
+bench-feature-batching: $(STAMP)
+	$(PY) benchmarks/bench_feature_batching.py
+
+# an XE step at data.max_len 16, at the longest caption and at 60 (batches padded to their longest caption)
+bench-xe-width: $(STAMP)
+	$(PY) benchmarks/bench_xe_width.py
 
 bench-decode: $(STAMP)
 	$(PY) benchmarks/bench_decode.py

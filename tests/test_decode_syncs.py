@@ -128,7 +128,7 @@ def test_the_environment_makes_a_cpu_decode_run_as_on_a_gpu(monkeypatch):
     monkeypatch.setenv("RLCAP_DECODE_COMPILE", "true")
     assert resolve_exit_every(None, "cpu") == 0 and resolve_exit_every(2, "cpu") == 2
     assert resolve_compile("auto", "cpu") is True and resolve_compile(False, "cpu") is False
-    with pytest.raises(ConfigError, match="unknown config key decode.compile"):
+    with pytest.raises(ConfigError, match="decode.compile was removed: .* RLCAP_DECODE_COMPILE=true forces it"):
         load_run_config(None, ["decode.compile=true"])
 
 

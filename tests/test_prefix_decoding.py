@@ -39,6 +39,9 @@ def _tiny_hf_captioner() -> str:
         _HF["folder"] = tempfile.mkdtemp(prefix="rlcap-tiny-hf-")
         t.utils.logging.disable_progress_bar()
         t.VisionEncoderDecoderModel(config).save_pretrained(_HF["folder"])
+        from rlcap.models.hf_build import train_tokenizer  # (a captioner folder holds its tokenizer: 4 + 8 words)
+
+        train_tokenizer([" ".join(f"w{i}" for i in range(V - 5))], kind="word").save_pretrained(_HF["folder"])
     return _HF["folder"]
 
 

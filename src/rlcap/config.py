@@ -66,6 +66,9 @@ def _check_value(name: str, value: Any, tp: Any) -> Any:
         key_t, val_t = typing.get_args(tp) or (Any, Any)
         if not isinstance(value, dict):
             raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        for key, item in value.items():
+            if item is None and ":" in str(key) and type(None) not in typing.get_args(val_t):
+                raise _colon_without_space(name, key)
         return {_check_value(f"{name} key", k, key_t): _check_value(f"{name}.{k}", v, val_t) for k, v in value.items()}
     if origin is list:
         (item_t,) = typing.get_args(tp) or (Any,)
@@ -95,15 +98,49 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
+# settings of earlier releases that are no settings any more: what replaced each (a recipe that still sets one is
+# told so, not that it misspelt a key)
+REMOVED_KEYS = {
+    "decode.compile": "decoding compiles its steps on CUDA and not on the CPU by itself (docs/TRAINING.md, "
+                      "Compiled decoding); the environment variable RLCAP_DECODE_COMPILE=true forces it, "
+                      "TORCHDYNAMO_DISABLE=1 turns it off",
+    "decode.exit_every": "decoding checks whether every caption has ended after each word on the CPU and never on "
+                         "CUDA by itself (docs/TRAINING.md, Host synchronisations); the environment variable "
+                         "RLCAP_DECODE_EXIT_EVERY=N forces a check every N words (0: never)",
+    "reward.device": "a run on CUDA scores CIDEr-D on the GPU and one on the CPU there, by itself, with the same "
+                     "values (docs/RL.md, CIDEr-D on the device)",
+}
+
+
+def _unknown_key(key: str, value: Any, fields: dict[str, Any], prefix: str) -> ConfigError:
+    """One line for a key ``cls`` does not have: a removed setting says what replaced it; a key that holds a
+    colon and no value is YAML's reading of ``{name:value}`` without a space; anything else lists the valid keys."""
+    if f"{prefix}{key}" in REMOVED_KEYS:
+        return ConfigError(f"{prefix}{key} was removed: {REMOVED_KEYS[f'{prefix}{key}']}: remove it from the "
+                           "recipe or the command")
+    if value is None and ":" in str(key):
+        return _colon_without_space(prefix.rstrip(".") or WHOLE, key)
+    return ConfigError(f"unknown config key {prefix}{key}; valid keys{' in ' + prefix.rstrip('.') if prefix else ''}: "
+                       + ", ".join(sorted(fields)))
+
+
+WHOLE = "the config"  # what a top-level key belongs to, in messages
+
+
+def _colon_without_space(name: str, key: Any) -> ConfigError:
+    """YAML reads ``{a:b}`` (no space after the colon) as the key ``"a:b"`` without a value."""
+    head, _, tail = str(key).partition(":")
+    fixed = f"{{{head}: {tail}}}"
+    return ConfigError(f"{name}: YAML reads {{{key}}} as one key {key!r} without a value, as it needs a space after "
+                       f"the colon: write {fixed}" + (f" ({name}={fixed} on the command line)" if name != WHOLE else ""))
+
+
 def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     """Build dataclass ``cls`` from a mapping, rejecting unknown keys and wrong types."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(
-            f"unknown config key {prefix}{unknown[0]}; valid keys{' in ' + prefix.rstrip('.') if prefix else ''}: "
-            + ", ".join(sorted(fields))
-        )
+        raise _unknown_key(unknown[0], data[unknown[0]], fields, prefix)
     hints = typing.get_type_hints(cls)
     kwargs = {name: _check_value(f"{prefix}{name}", value, hints[name]) for name, value in data.items()}
     try:

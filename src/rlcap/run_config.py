@@ -14,12 +14,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rlcap.config import help_field, key_matches
-from rlcap.data.loader import DataConfig
+from rlcap.config import flatten, help_field, key_matches, to_dict
+from rlcap.data.loader import MAX_LEN_HELP_HF, DataConfig
 from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
-from rlcap.models.model_config import ModelConfig
+from rlcap.models.model_config import TRAINING_KEYS, ModelConfig
 from rlcap.rewards.reward_config import RewardConfig
 
 OPTIMIZERS = ("adam", "adamw")
@@ -74,6 +74,7 @@ class OptimConfig:
 
 
 SAMPLE_METHODS = ("sample", "beam")
+DECODE_MAX_LEN_HELP_HF = "most of the model's subwords per generated caption (RL samples, validation, evaluation)"
 
 
 @dataclass
@@ -197,6 +198,9 @@ class RunConfig:
     READS_CAPTIONS: ClassVar[bool] = True
     # it reads them in batches of data.seq_per_img captions per image
     CAPTIONS_PER_IMAGE: ClassVar[bool] = True
+    # the dotted keys the run's recipe and overrides set, to their defaults or not: recorded on the instance by
+    # rlcap.methods.registry.load_run_config (copy.deepcopy keeps them); None for a config built in Python (see sets)
+    set_keys: ClassVar[frozenset[str] | None] = None
 
     algorithm: str = help_field("xe", ALGORITHM_HELP)
     out_dir: str = help_field("runs/run", "run folder: checkpoints, logs, predictions")
@@ -251,7 +255,8 @@ class RunConfig:
     def reads(self, key: str) -> bool:
         """Whether a run of this config reads the dotted ``key``: not when :attr:`UNREAD` names it; the model
         keys of its architecture and ``data.min_count`` only when it builds its model (with ``init_from`` the
-        checkpoint gives both), ``allow_init_mismatch`` only with ``init_from``; a key of a section with a
+        checkpoint gives both; an hf captioner's vocabulary is its tokenizer, so ``data.min_count`` never for
+        ``model.arch=hf``), ``allow_init_mismatch`` only with ``init_from``; a key of a section with a
         ``reads(key)`` of its own (the model, the reward, a method's section) when that says so. A method's
         class may add conditions across sections (``super().reads(key) and ...``)."""
         if key_matches(key, self.UNREAD):
@@ -263,12 +268,28 @@ class RunConfig:
             return self.READS_CAPTIONS and self.CAPTIONS_PER_IMAGE
         if key == "allow_init_mismatch":
             return self.init_from is not None
-        if key in ("data.min_count", "model.arch"):
+        if key == "data.min_count":
+            return self.init_from is None and self.model.arch != "hf"
+        if key == "model.arch":
             return self.init_from is None
         if section == "model":
-            return self.model.reads(rest) and (self.init_from is None or rest in ("lora_rank", "lora_alpha"))
+            return self.model.reads(rest) and (self.init_from is None or rest in TRAINING_KEYS)
         own = getattr(self, section, None) if rest else None
         return own.reads(rest) if hasattr(own, "reads") else True
+
+    def key_help(self, key: str, text: str) -> str:
+        """The help ``--help-config`` shows for ``key`` (its field's, ``text``) in a run of this config: what
+        ``data.max_len`` and ``decode.max_len`` count is the subwords of an hf captioner built by the run."""
+        if self.init_from is None and self.model.arch == "hf":
+            return {"data.max_len": MAX_LEN_HELP_HF, "decode.max_len": DECODE_MAX_LEN_HELP_HF}.get(key, text)
+        return text
+
+    def sets(self, key: str) -> bool:
+        """Whether the run itself sets the dotted ``key``: its recipe or overrides name it (:attr:`set_keys`), even
+        to its default; for a config built in Python without them, whether its value differs from the default."""
+        if self.set_keys is not None:
+            return key in self.set_keys
+        return flatten(to_dict(self)).get(key) != flatten(to_dict(type(self)())).get(key)
 
     def as_typically_run(self) -> RunConfig:
         """This config as its method is meant to run: one that continues an XE model (:attr:`FROM_XE`) with an

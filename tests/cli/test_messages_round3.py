@@ -10,21 +10,13 @@ import h5py
 import numpy as np
 import pytest
 
-from rlcap.cli import main
 from rlcap.train.checkpoint import is_complete, load_checkpoint
 from rlcap.train.logger import read_log
 from tests.mounts import CAN_MOUNT, NO_MOUNT, tmpfs
 from tests.tiny import make_tiny_dataset, tiny_overrides
+from tests.cli.in_process import run_cli
 
 mounts = pytest.mark.skipif(not CAN_MOUNT, reason=NO_MOUNT)
-
-
-def _run(capsys, *argv):
-    """``rlcap ARGV`` in-process: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    rc = main(list(argv))
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def _train_steps(run) -> list[int]:
@@ -49,7 +41,7 @@ def test_a_store_truncated_under_an_out_of_core_run_stops_it_in_one_line(tmp_pat
 
     monkeypatch.setattr(xe, "finish_step", truncate_after_step_8)
     run = tmp_path / "run"
-    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+    rc, _, err = run_cli(capsys, "train", "configs/shapes_xe.yaml",
                       *tiny_overrides(dataset, feats, run, **{"data.in_memory": "false", "xe.epochs": 4}))
     assert rc == 2 and err.count("\n") == 1, err
     assert err.startswith(f"rlcap train: error: {feats} changed while this run was reading it (")
@@ -65,7 +57,7 @@ def test_a_non_finite_validation_row_out_of_core_is_found_before_the_first_step(
         row = list(f["ids"].asstr()[()]).index("27")  # a validation image (24 train, then 6 val)
         f["fc"][row] = np.full(f["fc"].shape[1], np.nan, dtype=f["fc"].dtype)
     run = tmp_path / "run"
-    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+    rc, _, err = run_cli(capsys, "train", "configs/shapes_xe.yaml",
                       *tiny_overrides(dataset, feats, run, **{"data.in_memory": "false"}))
     assert (rc, err) == (2, f"rlcap train: error: {feats}: the features of image '27' are not finite (NaN or inf): "
                             "re-extract them (rlcap features)\n")
@@ -81,9 +73,9 @@ def test_a_recipe_gets_the_range_checks_of_the_command_line(tmp_path, capsys, va
     """`optim: {lr: .nan}` in a recipe was accepted (and trained NaN) while optim.lr=nan was refused."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"algorithm: xe\noptim:\n  lr: {value}\n")
-    rc, _, err = _run(capsys, "train", str(recipe), f"out_dir={tmp_path / 'run'}")
+    rc, _, err = run_cli(capsys, "train", str(recipe), f"out_dir={tmp_path / 'run'}")
     assert (rc, err) == (2, f"rlcap train: error: optim.lr: {shown}\n")
-    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml", f"optim.lr={value}", f"out_dir={tmp_path / 'run'}")
+    rc, _, err = run_cli(capsys, "train", "configs/shapes_xe.yaml", f"optim.lr={value}", f"out_dir={tmp_path / 'run'}")
     assert (rc, err) == (2, f"rlcap train: error: optim.lr: {shown}\n")
     assert not (tmp_path / "run").exists()
 
@@ -92,7 +84,7 @@ def test_a_recipe_gets_the_range_checks_of_the_command_line(tmp_path, capsys, va
                                  "wtf_rl.discriminator_lr"])
 def test_every_learning_rate_is_checked_alike(capsys, key):
     algorithm = key.split(".")[0]
-    rc, _, err = _run(capsys, "train", "--help-config", f"algorithm={algorithm}", f"{key}=5")
+    rc, _, err = run_cli(capsys, "train", "--help-config", f"algorithm={algorithm}", f"{key}=5")
     assert (rc, err) == (2, f"rlcap train: error: {key}: expected a learning rate in (0, 1], got 5\n")
 
 
@@ -104,7 +96,7 @@ def test_a_diverging_run_stops_in_one_line_with_what_to_try(tmp_path, capsys, mo
     real_step = xe.xe_step
     monkeypatch.setattr(xe, "xe_step", lambda s, *a: float("nan") if s.progress.step == 2 else real_step(s, *a))
     run = tmp_path / "run"
-    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+    rc, _, err = run_cli(capsys, "train", "configs/shapes_xe.yaml",
                       *tiny_overrides(dataset, feats, run, **{"save_every": 1, "optim.lr": 0.3}))
     assert (rc, err) == (2, f"rlcap train: error: the xe loss became nan at step 3: the run diverged and stops; its "
                             f"last checkpoint is step 2 in {run / 'last'}. Try a lower optim.lr (this run: 0.3) or "
@@ -147,7 +139,7 @@ def test_retrieval_index_into_a_read_only_or_full_folder(retriever, tmp_path, ca
 
     dataset, feats, best = retriever
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
-        rc, _, err = _run(capsys, "retrieval", "index", str(best), "--dataset", str(dataset), "--features",
+        rc, _, err = run_cli(capsys, "retrieval", "index", str(best), "--dataset", str(dataset), "--features",
                           str(feats), "--out", str(ro / "bank.h5"))
     assert (rc, err) == (2, f"rlcap retrieval: error: cannot write {ro / 'bank.h5'}: read-only file system\n")
     built = []
@@ -155,7 +147,7 @@ def test_retrieval_index_into_a_read_only_or_full_folder(retriever, tmp_path, ca
     monkeypatch.setattr(image_bank, "build_image_bank", lambda *a, **k: built.append(1) or real_build(*a, **k))
     with tmpfs(tmp_path / "small", size="64k") as room:
         (room / "fill").write_bytes(b"\0" * 60 * 1024)  # room for the check's empty probe, not for the bank
-        rc, _, err = _run(capsys, "retrieval", "index", str(best), "--dataset", str(dataset), "--features",
+        rc, _, err = run_cli(capsys, "retrieval", "index", str(best), "--dataset", str(dataset), "--features",
                           str(feats), "--out", str(room / "bank.h5"), "--neighbours", "2")
         left = sorted(p.name for p in room.iterdir())
     assert (rc, err) == (2, f"rlcap retrieval: error: cannot write {room / 'bank.h5'}: no space left on device\n")
@@ -172,7 +164,7 @@ def test_data_concepts_into_a_read_only_folder_before_the_tagging(tmp_path, caps
     captions.write_text(json.dumps({str(i): [f"a red dog {i}", "the dog runs", "a dog"] for i in range(20)}))
     monkeypatch.setattr(build, "extract_concepts", lambda *a: (_ for _ in ()).throw(AssertionError("tagged")))
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
-        rc, _, err = _run(capsys, "data", "concepts", "--captions", str(captions), "--out", str(ro / "c"),
+        rc, _, err = run_cli(capsys, "data", "concepts", "--captions", str(captions), "--out", str(ro / "c"),
                           "--n-val", "2", "--n-test", "2")
     assert (rc, err) == (2, f"rlcap data: error: cannot write {ro / 'c'}: read-only file system\n")
 
@@ -201,7 +193,7 @@ def test_a_lock_on_a_full_disk_is_one_line_and_leaves_nothing(retriever, tmp_pat
                       "--n-test", "2"], full / "c"),
         }
         for command, (argv, named) in commands.items():
-            rc, _, err = _run(capsys, *argv)
+            rc, _, err = run_cli(capsys, *argv)
             assert (rc, err) == (2, f"rlcap {command}: error: cannot write {named}: no space left on device\n")
             assert sorted(p.name for p in full.iterdir()) == ["fill"], command
     finally:
@@ -210,7 +202,7 @@ def test_a_lock_on_a_full_disk_is_one_line_and_leaves_nothing(retriever, tmp_pat
 
 def test_a_refused_device_leaves_no_folder(tmp_path, capsys):
     dataset, feats = make_tiny_dataset(tmp_path)
-    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml",
+    rc, _, err = run_cli(capsys, "train", "configs/shapes_xe.yaml",
                       *tiny_overrides(dataset, feats, tmp_path / "new" / "run", device="cuda:7"))
     assert rc == 2 and err.startswith("rlcap train: error: device: cuda:7 asked for")
     assert not (tmp_path / "new").exists()
@@ -222,7 +214,7 @@ def test_nproc_in_a_recipe_says_how_to_start_several_processes(tmp_path, capsys)
     """It suggested api.train(cfg, nproc=True), which does not exist."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text("algorithm: xe\nnproc: 2\n")
-    rc, _, err = _run(capsys, "train", str(recipe))
+    rc, _, err = run_cli(capsys, "train", str(recipe))
     assert rc == 2 and "api.train(cfg, nproc" not in err
     assert err.startswith("rlcap train: error: nproc is not a setting of the run but an option of the command: "
                           "nproc=... on the rlcap train command line, or torchrun --nproc-per-node N -m rlcap "
@@ -239,10 +231,10 @@ def test_the_device_message_names_the_option_the_command_takes(tiny_xe, tmp_path
     for argv in (["eval", str(best), "--device", "cuda"],
                  ["caption", str(best), str(images["img0"]), "--device", "cuda"],
                  ["features", str(tmp_path / "im"), "--out", str(tmp_path / "f.h5"), "--device", "cuda"]):
-        rc, _, err = _run(capsys, *argv)
+        rc, _, err = run_cli(capsys, *argv)
         assert rc == 2 and "sees no CUDA device; give --device cpu, or install a CUDA build" in err, (argv, err)
     dataset, feats = make_tiny_dataset(tmp_path)
-    rc, _, err = _run(capsys, "train", "configs/shapes_xe.yaml", *tiny_overrides(dataset, feats, tmp_path / "r",
+    rc, _, err = run_cli(capsys, "train", "configs/shapes_xe.yaml", *tiny_overrides(dataset, feats, tmp_path / "r",
                                                                                  device="cuda"))
     assert rc == 2 and "give device=cpu, or install" in err  # a run's setting, given as key=value
 
@@ -253,7 +245,7 @@ def test_demo_and_bench_check_their_output_folder_before_generating_data(tmp_pat
     """They generated the shapes data for many minutes, then failed on the read-only --out."""
     extra = ["--benchmark", "shapes", "--methods", "xe"] if command == "bench" else []
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
-        rc, _, err = _run(capsys, command, "--out", str(ro / "out"), "--data", str(tmp_path / "data"), *extra)
+        rc, _, err = run_cli(capsys, command, "--out", str(ro / "out"), "--data", str(tmp_path / "data"), *extra)
     assert (rc, err) == (2, f"rlcap {command}: error: cannot write {ro / 'out'}: read-only file system\n")
     assert not (tmp_path / "data").exists()
 
@@ -266,13 +258,13 @@ def test_diagnose_checks_out_before_measuring(tiny_xe, tmp_path, capsys, monkeyp
     _, _, best = tiny_xe(1)
     monkeypatch.setattr(reward_spread, "reward_spread", lambda *a, **k: pytest.fail("measured first"))
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
-        rc, out, err = _run(capsys, "diagnose", "reward-spread", str(best), "--out", str(ro / "x.json"))
+        rc, out, err = run_cli(capsys, "diagnose", "reward-spread", str(best), "--out", str(ro / "x.json"))
     assert (rc, out, err) == (2, "", f"rlcap diagnose: error: cannot write {ro / 'x.json'}: read-only file system\n")
 
 
 def test_diagnose_rewards_with_a_weight_that_is_not_a_number(capsys):
     """`cider_d:abc` was read as the dotted path of a module cider_d ("cannot import module cider_d")."""
-    rc, _, err = _run(capsys, "diagnose", "reward-spread", "ckpt", "--rewards", "cider_d:abc")
+    rc, _, err = run_cli(capsys, "diagnose", "reward-spread", "ckpt", "--rewards", "cider_d:abc")
     assert (rc, err) == (2, "rlcap diagnose reward-spread: error: argument --rewards: 'cider_d:abc': the weight "
                             "'abc' of cider_d is not a number (NAME:WEIGHT,... e.g. cider_d:0.5,spice:0.5) (see "
                             "rlcap diagnose reward-spread --help)\n")
@@ -281,7 +273,7 @@ def test_diagnose_rewards_with_a_weight_that_is_not_a_number(capsys):
 def test_report_of_a_file(tmp_path, capsys):
     """It said it could not write FILE/report.html."""
     (tmp_path / "f.json").write_text("{}")
-    rc, _, err = _run(capsys, "report", str(tmp_path / "f.json"))
+    rc, _, err = run_cli(capsys, "report", str(tmp_path / "f.json"))
     assert (rc, err) == (2, f"rlcap report: error: {tmp_path / 'f.json'}: not a folder; rlcap report reads a run "
                             "folder, a checkpoint folder, an evaluation folder (rlcap eval --out) or a bench folder "
                             "(rlcap bench --out)\n")
@@ -309,10 +301,10 @@ def test_features_stopped_by_sigterm_says_how_to_continue(tmp_path, capsys, monk
     monkeypatch.setattr(features, "extract_features", stopped_after_a_batch)
     out = tmp_path / "f.h5"
     argv = ["features", str(tmp_path / "im"), "--out", str(out), "--image-size", "64", "--batch-size", "2"]
-    rc, _, err = _run(capsys, *argv)
+    rc, _, err = run_cli(capsys, *argv)
     assert (rc, err.splitlines()[-1]) == (143, f"rlcap features: terminated; {out} keeps the 2 rows written before. "
                                                "Continue with the same command: the rows already there are not "
                                                "encoded again")
     monkeypatch.setattr(features, "extract_features", real)
-    rc, out_text, _ = _run(capsys, *argv)
+    rc, out_text, _ = run_cli(capsys, *argv)
     assert rc == 0 and "encoded 4 images" in out_text and "2 already present" in out_text

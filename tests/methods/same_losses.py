@@ -4,7 +4,10 @@ training code must leave unchanged.
 
 ``python -m tests.methods.same_losses --write`` records them in tests/methods/data/same_losses.json (done
 once, before a refactoring, with the code whose behaviour is to be kept); test_same_losses.py compares
-every later run with that file."""
+every later run with that file. Recorded again when a change meant to alter them landed: last when XE batches
+were cut to their longest caption (dropout draws its masks over a batch's shape, so the runs' dropout masks
+changed; without dropout the XE losses of fc, UpDown and the transformer were the earlier recording's within
+2e-7 relative)."""
 
 from __future__ import annotations
 

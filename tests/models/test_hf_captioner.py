@@ -22,8 +22,17 @@ CAPTIONERS = ("vision_encoder_decoder", "blip", "git")
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
+    """Each captioner with a tokenizer of its head's 99 ids ([PAD] [BOS] [EOS] [UNK] and 95 words): a captioner
+    folder without one is refused."""
+    from rlcap.models.hf_build import train_tokenizer
+
     base = tmp_path_factory.mktemp("hf_captioners")
-    return {kind: save_tiny(kind, base / kind, seed=3) for kind in CAPTIONERS}
+    tokenizer = train_tokenizer([" ".join(f"w{i}" for i in range(95))], kind="word")
+    assert len(tokenizer) == 99
+    found = {kind: save_tiny(kind, base / kind, seed=3) for kind in CAPTIONERS}
+    for folder in found.values():
+        tokenizer.save_pretrained(folder)
+    return found
 
 
 def _load(folder):

@@ -13,17 +13,14 @@ import pytest
 import torch
 
 from rlcap import api
-from rlcap.cli import main
 from rlcap.data.loader import DataConfig
-from rlcap.errors import RlcapError
 from rlcap.rewards.image_bank import build_image_bank
 from rlcap.train.checkpoint import load_checkpoint
 from rlcap.train.logger import read_log
 from rlcap.methods.registry import METHODS
 from tests.methods.same_losses import CONFIGS, SMALL_EMBEDDING
-from tests.models.hf_captioners import save_captioner
-from tests.report.conftest import add_pictures
-from tests.tiny import make_tiny_dataset, tiny_overrides
+from tests.models.hf_captioners import captioner_with_store
+from tests.tiny import tiny_overrides
 from tests.train.killing import assert_resume_is_exact
 
 pytest.importorskip("transformers")
@@ -38,12 +35,7 @@ RL = {"rl.batch_size": 8, "rl.n_samples": 2, "decode.max_len": 6, "val.max_image
 def family(request, tmp_path_factory):
     """(overrides for a run on the family's store, the XE checkpoint, the retrieval reward's paths, the embedding's)."""
     folder = tmp_path_factory.mktemp(request.param)
-    dataset, _ = make_tiny_dataset(folder)
-    add_pictures(dataset)
-    model = save_captioner(request.param, folder / "captioner", dataset)
-    store = folder / "hf.h5"
-    assert main(["features", str(folder), "--dataset", str(dataset), "--encoder", f"hf:{model}",
-                 "--out", str(store)]) == 0
+    dataset, model, store = captioner_with_store(request.param, folder)
 
     def run(recipe: str, name: str, **extra) -> None:
         api.train(api.load_run_config(str(CONFIGS / f"{recipe}.yaml"),
@@ -117,7 +109,7 @@ def test_killed_hf_run_resumes_with_identical_losses(family, algorithm, tmp_path
 
 def test_what_model_train_trains(family, tmp_path):
     """decoder: the layer stack only; lora: only the adapters (the weights under them as the XE checkpoint left
-    them), whose hf/ export holds them merged; a LoRA checkpoint is not read as plain weights."""
+    them), whose hf/ export holds them merged; a run from a LoRA checkpoint that trains otherwise merges them."""
     (dataset, store, folder), xe, _, _ = family
     start = _policy(xe)
     for mode in ("decoder", "lora"):
@@ -136,10 +128,11 @@ def test_what_model_train_trains(family, tmp_path):
     # the LoRA run's own hf/ folder: the adapters merged into transformers' plain weights
     lora_hf = tmp_path / "lora" / "last" / "hf"
     assert not any("lora" in k for k in _safetensors_keys(lora_hf))
-    with pytest.raises(RlcapError, match="LoRA adapters"):
-        api.train(api.load_run_config(str(CONFIGS / "shapes_scst.yaml"), tiny_overrides(
-            dataset, store, tmp_path / "refused", **{**RL, "init_from": tmp_path / "lora" / "last", "max_steps": 1,
-                                                     "model.train": "decoder"})))
+    # a run from it that trains otherwise starts from its adapters merged into the weights (docs/MODELS.md)
+    api.train(api.load_run_config(str(CONFIGS / "shapes_scst.yaml"), tiny_overrides(
+        dataset, store, tmp_path / "merged", **{**RL, "init_from": tmp_path / "lora" / "last", "max_steps": 1,
+                                                "model.train": "decoder"})))
+    assert not any(".lora_" in k for k in _policy(tmp_path / "merged" / "last"))
     # ... which a run starts from as from any transformers folder, with the same numbers
     from rlcap.eval.open_run import open_run
     from rlcap.methods import load_run_config

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from rlcap.cli import main
 from rlcap.train.logger import read_log
-from tests.models.hf_captioners import save_captioner
+from tests.models.hf_captioners import exported_generate, save_captioner
 from tests.report.conftest import add_pictures
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
@@ -67,21 +66,9 @@ def test_features_then_xe_then_scst_then_eval(captioned, kind, capsys):
 def _exported_generate_writes_rlcap_greedy_captions(folder, dataset, best, capsys) -> None:
     """`best/hf` is a transformers folder: `from_pretrained` loads it, and its own `generate()` from the pictures
     writes the captions of rlcap's greedy evaluation (the issue's bar: on at least 90% of the test images)."""
-    import transformers
-    from PIL import Image
-
     assert main(["eval", str(best), "--beam-size", "1"]) == 0
     ours = {str(p["image_id"]): p["caption"] for p in json.loads((best / "eval_test" / "predictions.json").read_text())}
-    architecture = json.loads((best / "hf" / "config.json").read_text())["architectures"][0]
-    model = getattr(transformers, architecture).from_pretrained(best / "hf").eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(best / "hf")
-    processor = transformers.AutoImageProcessor.from_pretrained(best / "hf")
-    records = [r for r in json.loads(dataset.read_text())["images"] if r["split"] == "test"]
-    pixels = processor(images=[Image.open(folder / r["filename"]).convert("RGB") for r in records],
-                       return_tensors="pt")["pixel_values"]
-    with torch.no_grad():
-        out = model.generate(pixel_values=pixels, max_new_tokens=6, num_beams=1, do_sample=False)
-    theirs = {str(r["imgid"]): tokenizer.decode(row, skip_special_tokens=True).strip() for r, row in zip(records, out)}
+    theirs = exported_generate(best, folder, dataset, max_new_tokens=6, num_beams=1, do_sample=False)
     same = sum(ours[i] == theirs[i] for i in ours)
     assert len(ours) == 6 and same >= 0.9 * len(ours), (ours, theirs)
     capsys.readouterr()

@@ -171,7 +171,7 @@ def _help_config(args: argparse.Namespace) -> int:
     rows = describe(method.config)
     shown = [row for row in rows if view.reads(row[0])]
     for key, default, text in shown:
-        print(f"{key:28s} {default:24s} {text}")
+        print(f"{key:28s} {default:24s} {view.key_help(key, text)}")
     print(f"\n{len(shown)} keys", end="")
     if view is not cfg:
         scratch = [row[0] for row in rows if row not in shown and cfg.reads(row[0])]

@@ -33,41 +33,57 @@ class TokenIds:
         special = {PAD: pad, BOS: start, EOS: end, UNK: unk}
         others = [i for i in range(hf_size) if i not in set(special.values())]
         self.to_hf = torch.tensor([-1 if special[k] is None else special[k] for k in (PAD, BOS, EOS, UNK)] + others)
-        self.from_hf = {hf: rl for rl, hf in enumerate(self.to_hf.tolist()) if hf >= 0}  # (start = end: EOS)
+        self.from_hf: dict[int, int] = {}  # each model id's rlcap id: EOS first where ids are shared (GPT-2's)
+        for rl in (EOS, UNK, BOS, PAD, *range(4, len(self.to_hf))):
+            self.from_hf.setdefault(int(self.to_hf[rl]), rl)
+        self.from_hf.pop(-1, None)
         self.size = len(self.to_hf)  # rlcap's vocabulary size
-        self.lacks = bool((self.to_hf < 0).any())  # some of PAD/UNK without a token of the model's
-        self._on: dict[torch.device, torch.Tensor] = {}  # to_hf on each device it is used on (once, not every step)
+        # columns that are not the model's: a token it lacks, or a second copy of a shared id (start = end = pad):
+        # -inf, so that every distribution rlcap computes is over the model's own vocabulary
+        self.dead = torch.tensor([hf < 0 or self.from_hf[hf] != rl for rl, hf in enumerate(self.to_hf.tolist())])
+        self.lacks = bool(self.dead.any())
+        self._on: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # (to_hf, dead) on each device used
 
     @classmethod
-    def from_config(cls, config: Any, hf_size: int) -> "TokenIds":
-        """The start token is the one the model begins a caption with (``decoder_start_token_id``, else the text
-        config's ``bos_token_id``); the end token is a BERT-style decoder's ``sep_token_id`` when its text config
-        declares one (BLIP ends captions with [SEP], as its ``generate`` does), else ``eos_token_id``."""
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        start = getattr(config, "decoder_start_token_id", None)
-        start = start if start is not None else text.bos_token_id
-        end = getattr(text, "sep_token_id", None)
-        end = end if end is not None else text.eos_token_id
-        if start is None or end is None:
-            raise RlcapError(f"{type(config).__name__}: no start or end token in its config "
-                             "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
-        return cls(start, end, text.pad_token_id, getattr(text, "unk_token_id", None), hf_size)
+    def from_config(cls, config: Any, hf_size: int, tokenizer: Any = None) -> "TokenIds":
+        """Each special token read as transformers reads it: the top-level config, then the text decoder's, then
+        the tokenizer's (the unknown token: the configs'). The start token is the one the model begins a caption
+        with (``decoder_start_token_id``, else ``bos_token_id``); the end token is a BERT-style decoder's
+        ``sep_token_id`` when a config declares one (BLIP ends captions with [SEP], as its ``generate`` does),
+        else ``eos_token_id``. A model without a pad token gets none (rlcap's PAD is then never written nor
+        read: a column of its own, -inf)."""
+        text = config.get_text_config()
 
-    def _index(self, device: torch.device) -> torch.Tensor:
+        def read(name: str, sources: tuple[Any, ...] = (config, text, tokenizer)) -> int | None:
+            values = [getattr(source, name, None) for source in sources if source is not None]
+            return next((int(v) for v in values if v is not None), None)
+
+        start = read("decoder_start_token_id", (config, text))
+        start = start if start is not None else read("bos_token_id")
+        end = read("sep_token_id", (config, text))
+        end = end if end is not None else read("eos_token_id")
+        if start is None or end is None:
+            raise RlcapError(f"{type(config).__name__}: no start or end token in its config or tokenizer "
+                             "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
+        # (unk from the configs only, as rlcap always read it: a checkpoint's ids stay the ones it was trained with)
+        return cls(start, end, read("pad_token_id"), read("unk_token_id", (config, text)), hf_size)
+
+    def _index(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         if device not in self._on:
-            self._on[device] = self.to_hf.to(device)
+            self._on[device] = (self.to_hf.to(device), self.dead.to(device))
         return self._on[device]
 
     def hf_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """rlcap ids -> the model's (a token it lacks becomes its end token: never a real input)."""
-        out = self._index(ids.device)[ids]
+        out = self._index(ids.device)[0][ids]
         return torch.where(out < 0, self.end, out) if self.lacks else out
 
     def rlcap_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """(..., V_hf) -> (..., V) in rlcap's order; -inf for a token the model lacks."""
-        index = self._index(logits.device)
+        """(..., V_hf) -> (..., V) in rlcap's order; -inf for a token the model lacks and for the second copy of
+        a shared id, so that each of the model's tokens is counted once."""
+        index, dead = self._index(logits.device)
         out = logits.index_select(-1, index.clamp(min=0))
-        return out.masked_fill(index < 0, float("-inf")) if self.lacks else out
+        return out.masked_fill(dead, float("-inf")) if self.lacks else out
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "pad": self.pad, "unk": self.unk, "hf_size": self.hf_size}
@@ -88,18 +104,9 @@ class TokenizerVocab:
     @classmethod
     def from_folder(cls, folder: str | Path) -> "TokenizerVocab":
         """The tokenizer and the token conventions of the captioner saved in ``folder``."""
-        from rlcap.encoders.hf import _import_transformers
-
-        transformers = _import_transformers()
-        try:
-            config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
-            tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        except (OSError, ValueError, KeyError) as exc:
-            raise RlcapError(f"{folder}: cannot load its config and tokenizer ({str(exc).splitlines()[0]})") from None
-        if not getattr(tokenizer, "is_fast", False):
-            raise RlcapError(f"{folder}: its tokenizer has no fast (tokenizers) version, which rlcap reads")
-        hf_size = config.get_text_config().vocab_size  # the decoder's output size (its LM head's)
-        return cls(tokenizer.backend_tokenizer.to_str(), TokenIds.from_config(config, hf_size), tokenizer.all_special_ids)
+        config, _ = captioner_config(folder)
+        tokenizer, ids = tokenizer_ids(folder, config, config.get_text_config().vocab_size)  # (its LM head's size)
+        return cls(tokenizer.backend_tokenizer.to_str(), ids, tokenizer.all_special_ids)
 
     def __len__(self) -> int:
         return self.ids.size
@@ -142,6 +149,58 @@ class TokenizerVocab:
             return cls(json.dumps(data["tokenizer"]), TokenIds(**data["ids"]), data["special"])
         except Exception as exc:  # (the tokenizers library reports a bad tokenizer as a plain Exception)
             raise DataError(f"a {KIND} vocabulary that cannot be read ({exc.__class__.__name__}: {exc})") from None
+
+
+def captioner_config(folder: str | Path) -> tuple[Any, Any]:
+    """The config and the model class of the transformers captioner saved in ``folder``; a folder that is not
+    there, or holds no captioner (a vision-only or text-only model writes no text), refused in one line."""
+    from rlcap.encoders.hf import _import_transformers
+
+    transformers = _import_transformers()
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise RlcapError(f"{folder}: no such folder; model.arch=hf reads a captioner from a local folder that "
+                         "save_pretrained wrote (nothing is downloaded)")
+    try:
+        config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+        architecture = config.architectures[0]
+        model_class = getattr(transformers, architecture)
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise RlcapError(f"{folder}: not a transformers model folder with a config.json naming its architecture "
+                         f"({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if not model_class.can_generate():
+        raise RlcapError(f"{folder}: a {architecture} is not a captioner, it writes no text; model.arch=hf takes a "
+                         "captioner (VisionEncoderDecoder, BLIP, GIT)")
+    return config, model_class
+
+
+def tokenizer_ids(folder: str | Path, config: Any, hf_size: int) -> tuple[Any, TokenIds]:
+    """The fast tokenizer saved in ``folder`` and the model's token ids (:meth:`TokenIds.from_config`), refused in
+    one line when the tokenizer is not the model's: missing (transformers then builds an empty BertTokenizer),
+    of another size than the output layer, or without the config's special tokens among its own."""
+    from rlcap.encoders.hf import _import_transformers
+
+    transformers = _import_transformers()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise RlcapError(f"{folder}: cannot load its tokenizer ({str(exc).splitlines()[0]})") from None
+    if not tokenizer.is_fast:
+        raise RlcapError(f"{folder}: its tokenizer has no fast (tokenizers) version, which rlcap reads")
+    ids = TokenIds.from_config(config, hf_size, tokenizer)
+    size = len(tokenizer)
+    # (an output layer may be padded past its tokenizer, by a few rows: a tokenizer a tenth smaller is another's)
+    if size > hf_size or size < 0.9 * hf_size:
+        raise RlcapError(f"{folder}: its tokenizer has {size} tokens and the model's output layer {hf_size}: the "
+                         "folder lacks the model's own tokenizer files (tokenizer.json, vocab.txt or vocab.json "
+                         "with its tokenizer_config.json); copy them from where the model came from")
+    specials = set(tokenizer.all_special_ids)
+    for name, token in (("start", ids.start), ("end", ids.end), ("pad", ids.pad)):
+        if token is not None and token not in specials:
+            word = tokenizer.convert_ids_to_tokens(token)
+            raise RlcapError(f"{folder}: the config's {name} token {token} is {word!r} in its tokenizer, not one of "
+                             f"its special tokens {sorted(specials)}: the tokenizer is not this model's")
+    return tokenizer, ids
 
 
 def load_vocab(path: str | Path) -> "Vocab | Any":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
@@ -30,6 +31,15 @@ log = logging.getLogger(__name__)
 # the DataConfig fields that are paths: a checkpoint stores them relative to its folder
 DATA_PATHS = ("dataset", "features", "coco_splits")
 
+# what data.max_len counts: the run's vocabulary's units (rlcap's words, or the subwords of a transformers
+# captioner's tokenizer, model.arch=hf); --help-config shows the hf wording for an hf run
+MAX_LEN_HELP = ("training captions are cut to this many tokens of the run's vocabulary, EOS not counted: words, or "
+                "the model's subwords for model.arch=hf (a run logs how many it cuts, and refuses a length that cuts "
+                "most)")
+MAX_LEN_HELP_HF = ("training captions are cut to this many of the model's subwords (its tokenizer's, EOS not "
+                   "counted; a word may be cut in the middle): a run logs how many it cuts, and refuses a length "
+                   "that cuts most")
+
 
 @dataclass
 class DataConfig:
@@ -38,8 +48,9 @@ class DataConfig:
     format: str = help_field("auto", "dataset format: auto, karpathy, coco, msrvtt or jsonl")
     coco_splits: str | None = help_field(None, "for the coco format: JSON mapping split name to a list of image ids")
     features: str = help_field("", "feature store: an HDF5 file or a folder of per-id .npz files")
-    min_count: int = help_field(5, "words seen fewer times in training captions become <unk>")
-    max_len: int = help_field(16, "training captions are cut to this many words (EOS not counted)")
+    min_count: int = help_field(5, "words seen fewer times in training captions become <unk> (rlcap's own "
+                                   "vocabulary; a model.arch=hf run's is its tokenizer)")
+    max_len: int = help_field(16, MAX_LEN_HELP)
     seq_per_img: int = help_field(5, "captions per image in an XE batch (drawn with replacement when an image has fewer)")
     max_train_images: int = help_field(0, "a budget: train on the first N training images of the file (0: all); "
                                           "the vocabulary is built from them")
@@ -77,7 +88,8 @@ class Batch(NamedTuple):
     """One training batch of B images.
 
     index: (B,) image rows in the split; ids: B image ids; feats: features of the B images;
-    tokens: (B*S, T+2) BOS w1..wn EOS PAD..., S captions per image, rows of one image adjacent;
+    tokens: (B*S, T+2) BOS w1..wn EOS PAD..., S captions per image, rows of one image adjacent; T is the
+    longest caption's length in the batch (at most data.max_len);
     refs: B lists of raw reference captions.
     """
 
@@ -111,7 +123,10 @@ class SplitData:
         self.ids = [r.id for r in records]
         self.refs = [list(r.captions) for r in records]
         self.tokens = [[list(t) for t in r.tokens] for r in records]
-        self.caps, self.cap_offsets = _encode_captions(records, vocab, max_len)
+        self.vocab = vocab
+        self.caps, self.cap_offsets, self.caption_lengths = _encode_captions(records, vocab, max_len)
+        # each caption's width in caps: BOS, its ids as cut, EOS (a batch is as wide as its widest caption)
+        self.cap_widths = self.caption_lengths.clamp(max=max_len) + 2
         self.features = SplitFeatures(store_path, self.ids, in_memory)
         # the encoder input size, when the store records it (HDF5 files written by `rlcap features`)
         self.image_size: int | None = self.features.image_size
@@ -188,26 +203,65 @@ class SplitData:
             else:
                 pick = torch.randint(n, (seq_per_img,), generator=gen)
             rows.append(lo + pick)
-        tokens = self.caps[torch.cat(rows)]
+        picked = torch.cat(rows)
+        # padded to the batch's longest caption, not to data.max_len: the columns after it are PAD in every row,
+        # which no loss counts, and a step's cost grows with its width
+        tokens = self.caps[picked, :int(self.cap_widths[picked].max())]
         return Batch(index, [self.ids[i] for i in index.tolist()], feats, tokens,
                      [self.refs[i] for i in index.tolist()])
 
 
-def _encode_captions(records: list[ImageRecord], vocab: Vocab, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """All captions as (n_caps, max_len+2) ids BOS..EOS PAD, and per-image offsets (N+1,)."""
+class EncodedCaptions(NamedTuple):
+    """A split's captions encoded: ``ids`` (n_caps, max_len+2) BOS w1..wn EOS PAD..., cut to ``max_len`` ids;
+    ``offsets`` (N+1,) image i's captions are rows offsets[i]:offsets[i+1]; ``lengths`` (n_caps,) each
+    caption's ids before the cut (words, or a tokenizer's subwords), so that a run can say what it cuts."""
+
+    ids: torch.Tensor
+    offsets: torch.Tensor
+    lengths: torch.Tensor
+
+
+def _encode_captions(records: list[ImageRecord], vocab: Vocab, max_len: int) -> EncodedCaptions:
+    """All captions encoded by ``vocab`` and cut to ``max_len`` of its ids (a tokenizer's subwords: the cut may
+    fall inside a word), each ended by EOS."""
     n_caps = sum(len(r.tokens) for r in records)
     caps = torch.full((n_caps, max_len + 2), PAD, dtype=torch.long)
     offsets = torch.zeros(len(records) + 1, dtype=torch.long)
+    lengths = torch.zeros(n_caps, dtype=torch.long)
     row = 0
     for i, rec in enumerate(records):
         for words in rec.tokens:
-            ids = vocab.encode(words[:max_len])[:max_len]  # (a tokenizer may split the words into more subwords)
+            full = vocab.encode(words)
+            ids = full[:max_len]
+            lengths[row] = len(full)
             caps[row, 0] = BOS
             caps[row, 1:len(ids) + 1] = torch.tensor(ids, dtype=torch.long)
             caps[row, len(ids) + 1] = EOS
             row += 1
         offsets[i + 1] = row
-    return caps, offsets
+    return EncodedCaptions(caps, offsets, lengths)
+
+
+def vocabulary_unit(vocab: object) -> str:
+    """What a vocabulary's ids are, in messages: rlcap's :class:`Vocab` has one id a word; any other text
+    interface (a transformers captioner's tokenizer) splits words into subwords."""
+    return "words" if isinstance(vocab, Vocab) else "subwords"
+
+
+def check_caption_lengths(split: "SplitData", max_len: int) -> None:
+    """Log how many of the training captions ``data.max_len`` cuts; a length that cuts more than half of them
+    is a :class:`ConfigError` naming the lengths that keep them (the 90th percentile, the longest)."""
+    lengths = split.caption_lengths
+    if lengths.numel() == 0:
+        return
+    unit, n = vocabulary_unit(split.vocab), lengths.numel()
+    cut, longest = int((lengths > max_len).sum()), int(lengths.max())
+    line = f"data.max_len={max_len} cuts {cut or 'none'} of {n} training captions (longest {longest} {unit})"
+    if 2 * cut > n:
+        p90 = int(lengths.sort().values[math.ceil(0.9 * n) - 1])
+        raise ConfigError(f"{line}: more than half, each ended early by an EOS; give data.max_len={p90} (keeps "
+                          f"90% of them whole) or {longest} (keeps them all)")
+    log.info(line)
 
 
 def build_vocab(records: list[ImageRecord], cfg: DataConfig) -> Vocab:

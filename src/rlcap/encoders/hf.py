@@ -96,6 +96,31 @@ def weights_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
+def tower_digest(tower: torch.nn.Module) -> str:
+    """BLAKE2b-128 of a captioner's image tower's weights (each one's name, shape and float32 values, in name
+    order): what ``rlcap features`` records of a captioner (``tower_weights``) and what its policy computes from
+    its own tower, whatever folder either loaded it from (a download, a checkpoint's hf/ export) and in whatever
+    precision it was saved."""
+    h = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(tower.state_dict().items()):
+        h.update(f"{name}{tuple(tensor.shape)}".encode())
+        h.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def load_weights_of(model_class: Any, folder: Path) -> Any:
+    """``model_class.from_pretrained(folder)`` (local files only), a weights file that cannot be read (a
+    truncated download or copy) refused in one line."""
+    from safetensors import SafetensorError
+
+    try:
+        return model_class.from_pretrained(folder, local_files_only=True)
+    except (SafetensorError, OSError, ValueError, KeyError) as exc:
+        raise RlcapError(f"{folder}: its weights cannot be read ({exc.__class__.__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); a truncated download or copy? copy the "
+                         "folder again") from None
+
+
 def _reads_pixels(module: Any) -> bool:
     return getattr(module, "main_input_name", None) == "pixel_values"
 
@@ -118,8 +143,8 @@ def vision_forward(model: Any) -> tuple[Callable[..., Any], Any]:
                   if module is not model and _reads_pixels(module)]
         tower = min(towers, key=lambda t: t[0])[1] if towers else None
     if tower is None:
-        raise RlcapError(f"{type(model).__name__} has no part that reads images (pixel_values): "
-                         "give a vision model or a captioner / dual model with an image tower")
+        raise RlcapError(f"{type(model).__name__} is a text-only model (it reads {model.main_input_name}), with no "
+                         "image tower: give a vision model, or a captioner or dual model with an image tower")
     return tower, getattr(tower, "config", vision_config)
 
 
@@ -137,16 +162,23 @@ class HFImageEncoder:
         with no_bars(transformers):
             try:
                 config = transformers.AutoConfig.from_pretrained(self.folder, local_files_only=True)
-                architecture = (getattr(config, "architectures", None) or [None])[0]
-                cls = getattr(transformers, architecture, None) if architecture else None
-                model = (cls or transformers.AutoModel).from_pretrained(self.folder, local_files_only=True)
+            except (OSError, ValueError, KeyError) as exc:
+                raise RlcapError(f"cannot load a transformers model from {self.folder}: "
+                                 f"{str(exc).splitlines()[0]}") from None
+            architecture = (getattr(config, "architectures", None) or [None])[0]
+            cls = getattr(transformers, architecture, None) if architecture else None
+            model = load_weights_of(cls or transformers.AutoModel, self.folder)
+            try:
+                self.forward, self.tower_config = vision_forward(model)
+            except RlcapError as exc:  # a text-only model: refused before its (missing) image processor
+                raise RlcapError(f"{HF_PREFIX}{folder}: {exc}") from None
+            try:
                 self.processor = transformers.AutoImageProcessor.from_pretrained(self.folder, local_files_only=True)
             except (OSError, ValueError, KeyError) as exc:
-                raise RlcapError(f"cannot load a transformers model with its image processor from {self.folder}: "
+                raise RlcapError(f"cannot load the image processor of {self.folder}: "
                                  f"{str(exc).splitlines()[0]}") from None
         self.device = torch.device(device)
         self.model = model.eval().requires_grad_(False).to(self.device)
-        self.forward, self.tower_config = vision_forward(self.model)
         self.captioner = bool(self.model.can_generate())  # its decoder reads every token of its tower
         self.name = f"{HF_PREFIX}{type(model).__name__}"
         from PIL import Image
@@ -194,6 +226,9 @@ class HFImageEncoder:
         return {"encoder": self.name,
                 "encoder_config": _digest(_settings_json(self.model.config.to_dict()).encode()),
                 "encoder_weights": weights_digest(self.folder),
+                # a captioner's tower alone: what its policy compares, from whatever folder it is loaded
+                **({"tower_weights": tower_digest(self.forward)} if isinstance(self.forward, torch.nn.Module)
+                   and self.captioner else {}),
                 "preprocessing": _settings_json(self.processor.to_dict()),
                 "image_size": self.image_size, "precision": self.precision}
 

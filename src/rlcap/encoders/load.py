@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +20,8 @@ import torch
 
 from rlcap.encoders.hf import HF_PREFIX
 from rlcap.errors import ConfigError, RlcapError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ENCODER = "efficientnet-lite0"
 DEFAULT_IMAGE_SIZE = 224  # EfficientNet-Lite0's ImageNet size (a 7 x 7 grid)
@@ -76,6 +79,8 @@ def checkpoint_encoder(checkpoint: str | Path, dims: dict[str, Any], image_size:
     name = dims.get("encoder") or DEFAULT_ENCODER
     if name.startswith(HF_PREFIX):
         folder = dims.get("encoder_path")
+        if (not folder or not (Path(folder) / "config.json").is_file()) and _holds_own_tower(checkpoint, dims):
+            return _own_tower(checkpoint, dims, device)
         if not folder or not (Path(folder) / "config.json").is_file():
             raise RlcapError(f"{checkpoint} was trained on features of {name} read from {folder}, which is not there "
                              "now: put the model's folder back, or encode the images with `rlcap features --encoder "
@@ -88,3 +93,23 @@ def checkpoint_encoder(checkpoint: str | Path, dims: dict[str, Any], image_size:
                          f"images ({name if 'encoder' in dims else 'not recorded'}): `caption` encodes images with "
                          f"{DEFAULT_ENCODER} ({FEATURE_DIM}-d) or an hf: model (train on `rlcap features` output)")
     return load_encoder(DEFAULT_ENCODER, image_size or int(dims.get("image_size") or DEFAULT_IMAGE_SIZE), device)
+
+
+def _holds_own_tower(checkpoint: str | Path, dims: dict[str, Any]) -> bool:
+    """Whether the checkpoint's features were its policy's own tower's (a captioner's store records its
+    ``tower_weights``) and the checkpoint holds that policy as a transformers folder, tower included (``hf/``)."""
+    return bool(dims.get("tower_weights")) and (Path(checkpoint) / "hf" / "config.json").is_file()
+
+
+def _own_tower(checkpoint: str | Path, dims: dict[str, Any], device: torch.device | str) -> ImageEncoder:
+    """The encoder of a captioner's store from the checkpoint's own ``hf/`` when the folder the store was written
+    from is gone (moved, deleted, another machine): the policy's frozen tower, checked against the store's record."""
+    folder = Path(checkpoint) / "hf"
+    encoder = load_encoder(HF_PREFIX + str(folder), None, device)
+    if encoder.records().get("tower_weights") != dims["tower_weights"]:
+        raise RlcapError(f"{checkpoint} was trained on features of {dims['encoder']} read from "
+                         f"{dims.get('encoder_path')}, which is not there now, and the tower in {folder} is not the "
+                         "one that wrote them: put the model's folder back")
+    log.info("%s: the features' encoder folder %s is not there: encoding with the policy's own tower in %s",
+             checkpoint, dims.get("encoder_path"), folder)
+    return encoder

@@ -27,6 +27,7 @@ from rlcap.data.vocab import Vocab
 from rlcap.devices import resolve_device
 from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
+from rlcap.models.base import check_policy_fits
 from rlcap.models.model_config import ModelConfig
 from rlcap.run_config import DecodeSettings
 from rlcap.train.checkpoint import POLICY, VALUE, Checkpoint, load_checkpoint, load_weights
@@ -63,6 +64,9 @@ class OpenRun:
         config = data_config if data_config is not None else self.data_config(overrides, dataset)
         data = load_data(config, tuple(splits), vocab=self.vocab)
         check_feature_dims(self.folder, self.config, data)
+        for split in data.splits.values():  # a policy that reads its own tower's tokens: from that tower
+            check_policy_fits(self.policy, split.features.encoder, str(config.features),
+                              {"decode.max_len": self.decode.max_len})
         return data
 
 
@@ -95,7 +99,7 @@ def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:
         raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")
     dims = ckpt.config["feature_dims"]
     model = build_model(from_dict(ModelConfig, ckpt.config["model"]), len(ckpt.vocab), dims["fc"], dims["att"])
-    load_weights(model, ckpt.weights[name], folder, name)
+    load_weights(model, ckpt.weights[name], folder, name, saved=ckpt.config["model"])
     return model.eval()
 
 

@@ -85,7 +85,8 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     out with a warning naming them (overrides given to several runs at once, as ``rlcap bench --rl``
     and ``rlcap demo`` give them, reach the runs that read them; ``shared``: such overrides, left out
     without a warning), and any other unknown key is an error listing the valid ones. A shared key the
-    method never reads (:attr:`RunConfig.UNREAD`, e.g. ``decode.temperature`` for xe) is named in a warning too."""
+    method never reads (:attr:`RunConfig.UNREAD`, e.g. ``decode.temperature`` for xe) is named in a warning too.
+    The keys the recipe and the overrides set are recorded in the config's :attr:`RunConfig.set_keys`."""
     data = apply_overrides(read_yaml(path) if path is not None else {}, list(overrides or []))
     options = sorted(set(data) & set(OPTION_HELP))
     if options:
@@ -107,4 +108,8 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     if unread and not shared:
         log.warning("algorithm=%s does not read %s (set, but without effect on this run)", algorithm,
                     ", ".join(unread))
-    return from_dict(config, {k: v for k, v in data.items() if k not in stray})
+    cfg = from_dict(config, {k: v for k, v in data.items() if k not in stray})
+    # what the recipe and the overrides set, defaults included: a run from a checkpoint takes those as its own
+    # (rlcap.train.init_source.model_section), where "equal to the default" cannot tell set from not set
+    cfg.set_keys = frozenset(key for key in flatten(data) if key.partition(".")[0] not in stray)
+    return cfg

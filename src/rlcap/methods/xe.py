@@ -43,8 +43,8 @@ class XeRunConfig(RunConfig):
 
 
 def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tensor:
-    """One teacher-forced update on captions ``tokens`` (B*S, T+2) of images ``feats`` (B); the loss, a 0-d tensor
-    left on the device (read at log lines only)."""
+    """One teacher-forced update on captions ``tokens`` (B*S, T+2: T the batch's longest caption, BOS and EOS
+    around it) of images ``feats`` (B); the loss, a 0-d tensor left on the device (read at log lines only)."""
     seq_per_img = tokens.shape[0] // feats.fc.shape[0]
     inputs, targets = tokens[:, :-1], tokens[:, 1:]                     # (N, T+1) each
     logits = session.model(feats, inputs, seq_per_img=seq_per_img)     # (N, T+1, V), each image encoded once

@@ -27,11 +27,13 @@ Decoding contract (used by :mod:`rlcap.decoding`):
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from rlcap.data.feats import Feats
+from rlcap.errors import ConfigError
 
 Tensors = tuple[torch.Tensor, ...]
 
@@ -72,3 +74,36 @@ class Captioner(Protocol):
     def hidden(self, state: Tensors) -> torch.Tensor: ...
 
     def __call__(self, feats: Feats, tokens: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class ReadsOwnTower(Protocol):
+    """A policy that reads the stored output of its own image tower (a transformers captioner): it refuses, in
+    one line naming both, a feature store whose records (``feature_dims``: ``encoder``, ``tower_weights``) are
+    not its tower's."""
+
+    def check_store(self, records: Mapping[str, Any], store: str) -> None: ...
+
+
+@runtime_checkable
+class LimitedPositions(Protocol):
+    """A policy whose text decoder reads at most ``text_positions()`` tokens (its position table; None: no
+    limit)."""
+
+    def text_positions(self) -> int | None: ...
+
+
+def check_policy_fits(model: object, records: Mapping[str, Any], store: str, lengths: Mapping[str, int]) -> None:
+    """Refuse, before any step, a policy that cannot read this run's data: a feature store another encoder wrote
+    (:class:`ReadsOwnTower`), or a setting of ``lengths`` (``data.max_len``: captions read after BOS;
+    ``decode.max_len``: steps, each reading the token before) beyond its position table (:class:`LimitedPositions`)."""
+    if isinstance(model, ReadsOwnTower):
+        model.check_store(records, store)
+    positions = model.text_positions() if isinstance(model, LimitedPositions) else None
+    if positions is None:
+        return
+    for key, value in lengths.items():
+        largest = positions - 1 if key == "data.max_len" else positions  # (a caption's tokens follow its BOS)
+        if value > largest:
+            raise ConfigError(f"{key}={value}: the model's text decoder has {positions} positions, so {key} can be "
+                              f"at most {largest}: give {key}={largest} or less")

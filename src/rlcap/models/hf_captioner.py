@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +33,16 @@ import torch
 from torch import nn
 
 from rlcap.data.feats import Feats
-from rlcap.data.hf_text import TokenIds
+from rlcap.data.hf_text import captioner_config, tokenizer_ids
 from rlcap.data.vocab import PAD
-from rlcap.encoders.hf import _import_transformers, no_bars, vision_forward
-from rlcap.errors import RlcapError
+from rlcap.encoders.hf import HF_PREFIX, _import_transformers, load_weights_of, no_bars, tower_digest, vision_forward
+from rlcap.errors import DataError, RlcapError
+from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
+                                       under_adapters)
 from rlcap.models.base import Tensors
+from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+
+log = logging.getLogger(__name__)
 
 
 def is_transformers_folder(path: str | Path) -> bool:
@@ -77,6 +84,22 @@ def swap_tower(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
     raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
 
 
+def generation_settings(decode: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's ``decode`` section as transformers' generation settings, so that ``generate()`` decodes as
+    ``rlcap eval`` does: its beam size, its most tokens (EOS included, as rlcap's ``max_len`` counts steps), its
+    n-gram blocking, and its length penalty, which both divide a finished caption's summed log-probability by its
+    length (EOS counted, BOS not) to that power (0: off, where transformers' default of 1.0 ranks otherwise).
+    A run that decodes greedily exports neither (whatever the folder it started from set): rlcap's greedy
+    decoding blocks no n-gram, and transformers refuses to save a length penalty other than its default
+    without beams."""
+    keys = {"beam_size": "num_beams", "max_len": "max_new_tokens", "length_penalty": "length_penalty",
+            "no_repeat_ngram": "no_repeat_ngram_size"}
+    settings = {theirs: decode[ours] for ours, theirs in keys.items() if ours in decode}
+    if settings.get("num_beams", 1) <= 1:
+        settings.update(no_repeat_ngram_size=0, length_penalty=1.0)  # (transformers' defaults: off, unset)
+    return settings
+
+
 class HFCaptioner(nn.Module):
     """The Captioner interface (:mod:`rlcap.models.base`) over a transformers captioner read from ``folder``."""
 
@@ -87,25 +110,18 @@ class HFCaptioner(nn.Module):
         super().__init__()
         transformers = _import_transformers()
         self.folder = Path(folder).expanduser().resolve()
-        try:
-            architecture = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
-            cls = getattr(transformers, architecture)
-        except (OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
-            raise RlcapError(f"{self.folder}: not a transformers model folder with a config.json naming its "
-                             f"architecture ({exc.__class__.__name__}: {exc})") from None
+        _, cls = captioner_config(self.folder)  # (a missing folder, or no captioner: one line)
         with no_bars(transformers):
-            model = cls.from_pretrained(self.folder, local_files_only=True)
-        if not model.can_generate():
-            raise RlcapError(f"{self.folder}: a {architecture} writes no text; model.arch=hf takes a captioner "
-                             "(VisionEncoderDecoder, BLIP, GIT)")
+            model = load_weights_of(cls, self.folder)
         # the tower's weights are the feature store's, not the policy's: kept aside (not a submodule) for the export
         parent, name, tower = swap_tower(model)
         self._tower_place = (parent, name, [tower.requires_grad_(False)])
+        self._tower_digest: str | None = None  # (computed when a store is checked: check_store)
         self.model = model
         self.text_input = "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"
         head = model.get_output_embeddings()
-        self.ids = TokenIds.from_config(model.config, head.out_features if head is not None
-                                        else model.config.get_text_config().vocab_size)
+        _, self.ids = tokenizer_ids(self.folder, model.config, head.out_features if head is not None
+                                    else model.config.get_text_config().vocab_size)
         self.vocab_size = self.ids.size
         width = self._tower_width()
         if att_dim is not None and att_dim != width:
@@ -151,7 +167,7 @@ class HFCaptioner(nn.Module):
         start = torch.tensor([[self.ids.start]], device=device)
         with torch.no_grad():
             out = self.model(pixel_values=dummy, use_cache=True, output_hidden_states=True, **{self.text_input: start})
-            self.through_model = _cache(out) is not None
+            self.through_model = output_cache(out) is not None
             if not self.through_model:
                 params = inspect.signature(self.decoder.forward).parameters
                 if "encoder_hidden_states" not in params:
@@ -159,8 +175,8 @@ class HFCaptioner(nn.Module):
                                      "encoder_hidden_states: rlcap cannot decode it step by step")
                 out = self.decoder(input_ids=start, encoder_hidden_states=dummy[:, 0], use_cache=True,
                                    output_hidden_states=True)
-        self.hidden_size = _last_hidden(out).shape[-1]  # what hidden(state) gives: a learned baseline's input width
-        self_kv, cross_kv = _flatten(_cache(out))
+        self.hidden_size = last_hidden(out).shape[-1]  # what hidden(state) gives: a learned baseline's input width
+        self_kv, cross_kv = flatten_cache(output_cache(out))
         self.n_self, self.n_cross = len(self_kv), None if cross_kv is None else len(cross_kv)
         self.image_in_cache = self_kv[0].shape[2] > 1  # more than the one text token cached: an image prefix
         call = self.model.forward if self.through_model else self.decoder.forward
@@ -171,11 +187,11 @@ class HFCaptioner(nn.Module):
         # computes its output layer over every image token at the first step (as generate() avoids too)
         self.keeps_logits = "logits_to_keep" in params
 
-    def export_pretrained(self, folder: str | Path) -> None:
+    def export_pretrained(self, folder: str | Path, decode: Mapping[str, Any] | None = None) -> None:
         """The policy as a transformers folder (``save_pretrained``: config, weights with the frozen tower back in
         place, generation config, tokenizer and image processor), which ``from_pretrained`` loads and whose
         ``generate()`` from pixels decodes as rlcap does: its generation config suppresses the pad and start
-        tokens, which rlcap never writes."""
+        tokens, which rlcap never writes, and carries the run's ``decode`` settings (:func:`generation_settings`)."""
         transformers = _import_transformers()
         parent, name, (tower,) = self._tower_place
         stored = getattr(parent, name)
@@ -184,6 +200,8 @@ class HFCaptioner(nn.Module):
         try:
             suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
             self.model.generation_config.suppress_tokens = suppress or None
+            for key, value in generation_settings(decode or {}).items():
+                setattr(self.model.generation_config, key, value)
             with no_bars(transformers):
                 self.model.save_pretrained(folder, state_dict=self._merged_state() if self.train_mode == "lora" else None)
         finally:
@@ -192,6 +210,30 @@ class HFCaptioner(nn.Module):
         with no_bars(transformers):
             for auto in (transformers.AutoTokenizer, transformers.AutoImageProcessor):
                 auto.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)
+
+    def check_store(self, records: Mapping[str, Any], store: str) -> None:
+        """Refuse features written by another encoder than this model's own tower (:class:`ReadsOwnTower`): the
+        store's ``encoder`` must be this model's class and its ``tower_weights`` this tower's (``rlcap features
+        --encoder hf:DIR`` records both for a captioner). A store that records neither passes, with a warning."""
+        own = f"{HF_PREFIX}{type(self.model).__name__}"
+        encoder, weights = records.get("encoder"), records.get("tower_weights")
+        if encoder is None or (encoder == own and weights is None):
+            log.warning("%s records no encoder weights (written before rlcap recorded them): it is taken as the "
+                        "tokens of %s's own tower, which cannot be checked", store, self.folder)
+            return
+        if self._tower_digest is None:
+            self._tower_digest = tower_digest(self._tower_place[2][0])
+        if encoder != own or weights != self._tower_digest:
+            raise DataError(f"{store} holds features of {encoder} (tower weights {weights or 'not recorded'}), but "
+                            f"model.path={self.folder} reads the tokens of its own tower, {own} (tower weights "
+                            f"{self._tower_digest}): extract them with `rlcap features --encoder hf:{self.folder}`")
+
+    def text_positions(self) -> int | None:
+        """How many text tokens the decoder reads at most (its position table: :class:`LimitedPositions`); None
+        for a decoder without one."""
+        text = self.model.config.get_text_config()
+        positions = getattr(text, "max_position_embeddings", None)  # (GPT-2's n_positions under this name too)
+        return int(positions) if positions else None
 
     def _merged_state(self) -> dict[str, torch.Tensor]:
         """The model's weights with each LoRA adapter added into the weight it adapts, under transformers' names
@@ -222,25 +264,26 @@ class HFCaptioner(nn.Module):
                 seen[where] = key
         return state
 
-    def adapt_weights(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Saved weights in this policy's own names: plain weights (an XE checkpoint that trained them all) under
-        the layers a LoRA policy adapts, its adapters as new (B = 0: the same function). LoRA weights are refused by
-        a policy without adapters: their hf/ export holds them merged."""
+    def adapt_weights(self, state: dict[str, torch.Tensor],
+                      saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+        """Saved weights in this policy's own names (rlcap.models.lora_weights). A LoRA checkpoint's go as they are
+        into a LoRA policy of the same rank and scale; else their adapters are merged first (``W + (alpha / r) B
+        A``: the function the checkpoint computes, ``saved`` its model section, which gives alpha and r). Plain
+        weights go under the layers a LoRA policy adapts, its adapters new (B = 0: the same function)."""
         own = self.state_dict()
-        adapted, given = (any(".lora_" in k for k in keys) for keys in (own, state))
-        if given and not adapted:
-            raise RlcapError("these weights hold LoRA adapters (a model.train=lora run): a run that trains otherwise "
-                             "starts from the checkpoint's hf/ folder, where they are merged (init_from=RUN/best/hf)")
-        if not adapted or given:
-            return state
-        full = dict(state)
-        for key in own:
-            plain = key.replace(".base_layer.", ".")
-            if plain != key and plain in full:
-                full[key] = full.pop(plain)
-            elif ".lora_" in key:
-                full[key] = own[key]
-        return full
+        if holds_adapters(state):
+            if same_adapters(state, own, module_scale(self.model), saved):
+                return state
+            state = merged(state, saved_scale(state, saved), self._holds_transposed)
+        return under_adapters(state, own) if holds_adapters(own) else state
+
+    def _holds_transposed(self, name: str) -> bool:
+        """Whether the linear map ``name`` (as :meth:`state_dict` names it) holds its weight in x out (GPT-2's
+        Conv1D)."""
+        from transformers.pytorch_utils import Conv1D
+
+        modules = dict(self.named_modules())
+        return isinstance(modules.get(f"{name}.base_layer", modules.get(name)), Conv1D)
 
     def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True, assign: bool = False) -> Any:
         """Weights saved by :meth:`state_dict` (or plain ones, :meth:`adapt_weights`): a tied weight's other names
@@ -290,13 +333,13 @@ class HFCaptioner(nn.Module):
     def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
         """``tokens`` (B,) rlcap ids -> rlcap log-probabilities (B, V) and the state (hidden, cache tensors)."""
         (image,) = memory
-        cache = _rebuild(state[1:1 + self.n_self], state[1 + self.n_self:] if self.n_cross else None) \
+        cache = rebuild_cache(state[1:1 + self.n_self], state[1 + self.n_self:] if self.n_cross else None) \
             if state else None
         prefix = image.shape[1] if self.image_in_cache else 0
         done = state[1].shape[2] - prefix if state else 0  # text tokens read so far
         out = self._run(self.ids.hf_ids(tokens)[:, None], image, cache, done, last_only=True)
-        self_kv, cross_kv = _flatten(_cache(out))
-        hidden = _last_hidden(out)[:, -1]  # (B, H)
+        self_kv, cross_kv = flatten_cache(output_cache(out))
+        hidden = last_hidden(out)[:, -1]  # (B, H)
         logprobs = torch.log_softmax(self.ids.rlcap_logits(out.logits[:, -1].float()), dim=-1)
         return logprobs, (hidden, *self_kv, *(cross_kv or ()))
 
@@ -323,54 +366,3 @@ def _import_peft() -> Any:
         raise RlcapError("model.train=lora needs peft: pip install 'rlcap[lora]' (peft installs beside torch 2.13 "
                          "without another torch)") from None
     return peft
-
-
-def _cache(out: Any) -> Any:
-    """The key/value cache an output returns (``cache``, or ``past_key_values`` before transformers renamed it)."""
-    for name in ("cache", "past_key_values"):
-        try:
-            value = getattr(out, name)
-        except AttributeError:
-            continue
-        if value is not None:
-            return value
-    return None
-
-
-def _flatten(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-    """A transformers cache as tensors: self-attention keys and values per layer, and cross-attention ones."""
-    from transformers.cache_utils import EncoderDecoderCache
-
-    def tensors(c: Any) -> list[torch.Tensor]:
-        return [t for layer in c.layers for t in (layer.keys, layer.values)]
-
-    if isinstance(cache, EncoderDecoderCache):
-        return tensors(cache.self_attention_cache), tensors(cache.cross_attention_cache)
-    return tensors(cache), None
-
-
-def _rebuild(self_kv: Tensors, cross_kv: Tensors | None) -> Any:
-    """The model's cache holding these tensors as they are (no copy: its constructor's own update would concatenate
-    each onto an empty tensor, and autograd would keep both)."""
-    from transformers.cache_utils import EncoderDecoderCache
-
-    own = _holding(self_kv)
-    return own if cross_kv is None else EncoderDecoderCache(own, _holding(cross_kv))  # (cross-attention: computed)
-
-
-def _holding(kv: Tensors) -> Any:
-    """A DynamicCache whose layers hold the keys and values ``kv`` (k0, v0, k1, v1, ...)."""
-    from transformers.cache_utils import DynamicCache
-
-    cache = DynamicCache(ddp_cache_data=[(None, None)] * (len(kv) // 2))  # empty layers
-    for layer, keys, values in zip(cache.layers, kv[0::2], kv[1::2]):
-        layer.keys, layer.values, layer.device, layer.is_initialized = keys, values, keys.device, True
-    return cache
-
-
-def _last_hidden(out: Any) -> torch.Tensor:
-    """The decoder's last layer's states (B, T, H), as the output names them."""
-    states = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
-    if not states:
-        raise RlcapError("the captioner returned no hidden states (output_hidden_states)")
-    return states[-1]

@@ -123,7 +123,10 @@ def xe_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
             :func:`torch.nn.functional.cross_entropy`.
 
     Returns:
-        () scalar: mean over valid tokens of ``-log softmax(logits)[target]`` (smoothed).
+        () scalar: mean over valid tokens of ``-log softmax(logits)[target]`` (smoothed). A -inf column (a token
+        the model cannot write: a transformers policy's PAD when the model has none, or a second copy of a
+        shared id) counts neither at a padded target, whose term is dropped rather than multiplied by 0, nor in
+        the smoothing, which spreads its mass over the finite columns only (all V of them without such columns).
     """
     if logits.dim() != 3 or logits.shape[:2] != targets.shape or targets.shape != mask.shape:
         raise ValueError(f"xe_loss: expected logits (B, T, V), targets and mask (B, T); got {tuple(logits.shape)}, "
@@ -131,9 +134,13 @@ def xe_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"xe_loss: label_smoothing must be in [0, 1), got {label_smoothing}")
     logits = logits.float()  # fp32 under autocast too: the loss of low-precision scores, computed in fp32
-    per_token = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none",
-                                label_smoothing=label_smoothing)  # (B*T,)
-    return masked_mean(per_token.view_as(targets).to(logits.dtype), mask)
+    logp = F.log_softmax(logits, dim=-1)  # (B, T, V)
+    per_token = -logp.gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
+    if label_smoothing:
+        finite = torch.isfinite(logits)  # (B, T, V)
+        spread = -logp.masked_fill(~finite, 0.0).sum(-1) / finite.sum(-1).clamp(min=1)  # (B, T)
+        per_token = (1.0 - label_smoothing) * per_token + label_smoothing * spread
+    return masked_mean(per_token.masked_fill(mask == 0, 0.0), mask)
 
 
 def sequence_logprob(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,12 @@ A checkpoint is a folder::
     trainer.pt           optimizers and schedulers by part name, random-generator state,
                          progress and the loop's own state (baseline statistics, phase counters)
     checkpoint.json      written last: format, part names, step, epoch, metrics
+    hf/                  a transformers captioner's policy (model.arch=hf) as a complete transformers folder
+
+Every path a checkpoint needs is found from the checkpoint itself, wherever the command runs: its data
+paths are stored relative to it (``paths_relative_to: checkpoint``), and an hf policy's ``model.path`` is its
+own ``hf/`` (``model_path_relative_to: checkpoint``); an older checkpoint's ``model.path``, relative to the
+folder its run was trained in, is read from there when it exists, else from its ``hf/`` (:func:`load_checkpoint`).
 
 Atomic by folder (never by file): a checkpoint is written into a sibling temporary folder
 ``NAME.tmp-PID``, fsynced, then swapped in by two renames (``NAME`` -> ``NAME.old``, temporary
@@ -23,11 +29,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -40,7 +47,10 @@ from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "checkpoint.json"
+EXPORT = "hf"  # the folder an hf policy's checkpoint holds it in as a transformers folder (model.path)
 FORMAT = 2
 POLICY = "policy"  # the captioner every method trains
 VALUE = "value"  # actor-critic's value network ([Shi18]), which lookahead inference reads
@@ -123,7 +133,7 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
         weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
         _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
         if hasattr(module, "export_pretrained"):  # a transformers captioner: also as a folder of its own (hf/)
-            module.export_pretrained(tmp / "hf")
+            module.export_pretrained(tmp / "hf", config["decode"])  # its generate() decodes as the run does
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
@@ -200,13 +210,24 @@ def _upgrade_trainer(trainer: dict[str, Any]) -> dict[str, Any]:
             "rng": trainer["rng"], "progress": trainer["progress"], "state": {}}
 
 
-def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], folder: str | Path, name: str) -> None:
+@runtime_checkable
+class AdaptsWeights(Protocol):
+    """A module that reads saved weights its own way first: a LoRA policy from plain weights, a plain one from a
+    LoRA checkpoint's (its adapters merged). ``saved``: the model section of the checkpoint the weights come from."""
+
+    def adapt_weights(self, state: dict[str, torch.Tensor],
+                      saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]: ...
+
+
+def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], folder: str | Path, name: str,
+                 saved: dict[str, Any] | None = None) -> None:
     """``module.load_state_dict(weights)``, with one line naming the first difference when the
     checkpoint's weights of part ``name`` do not fit the model its config describes (a damaged
-    checkpoint, an edited config.json) instead of torch's list of every tensor. A module that names saved weights
-    its own way first (a LoRA policy from plain weights) has ``adapt_weights``."""
-    if hasattr(module, "adapt_weights"):
-        weights = module.adapt_weights(weights)
+    checkpoint, an edited config.json) instead of torch's list of every tensor. A module that reads saved
+    weights its own way first (:class:`AdaptsWeights`) is given them with ``saved``, the model section of the
+    checkpoint they come from (its config's ``model``)."""
+    if isinstance(module, AdaptsWeights):
+        weights = module.adapt_weights(weights, saved)
     own = module.state_dict()
     missing = [key for key in own if key not in weights]
     unexpected = [key for key in weights if key not in own]
@@ -251,7 +272,8 @@ def check_world_size(run_dir: str | Path, world: int) -> None:
 
 
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:
-    """Read a checkpoint folder (format 1 or 2); one clear error for a missing or corrupt file."""
+    """Read a checkpoint folder (format 1 or 2); one clear error for a missing or corrupt file. The config's
+    ``model.path`` comes back absolute, found from the checkpoint (the module docstring)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise RlcapError(f"checkpoint folder not found: {folder}")
@@ -262,6 +284,7 @@ def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RlcapError(f"cannot read checkpoint {folder}: {exc}") from exc
+    config = _found_model_path(folder, config)
     weights = _read_weights(folder, manifest)
     vocab = load_vocab(folder / "vocab.json")
     trainer = None
@@ -284,3 +307,36 @@ def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
         if out.get(key):
             out[key] = os.path.relpath(Path(out[key]).resolve(), folder.resolve())
     return out
+
+
+def own_model_path(config: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``config`` with an hf policy's ``model.path`` its own ``hf/`` folder, relative to it (what
+    :func:`_save` writes there: the tuned policy, its tower, tokenizer and processor), so that it opens from any
+    working directory and after the folder the run started from has moved or gone."""
+    if config["model"]["arch"] != "hf":
+        return config
+    return {**config, "model": {**config["model"], "path": EXPORT}, "model_path_relative_to": "checkpoint"}
+
+
+def _found_model_path(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with an hf policy's ``model.path`` absolute: relative to the checkpoint ``folder`` when the config
+    says so (:func:`own_model_path`); else (an older rlcap's) relative to the working directory when it is there,
+    or else the checkpoint's own ``hf/``, with a line saying so."""
+    model = config.get("model")
+    if not isinstance(model, dict) or model.get("arch") != "hf":
+        return config
+    given = Path(model["path"]).expanduser()
+    if config.get("model_path_relative_to") == "checkpoint":
+        path = folder / given
+    elif given.is_dir():
+        path = given
+    elif (folder / EXPORT).is_dir():
+        path = folder / EXPORT
+        log.info("%s: its model.path %s is not found from %s (an older checkpoint, whose path is relative to the "
+                 "folder its run was trained in): the policy is read from the checkpoint's own %s/", folder,
+                 model["path"], Path.cwd(), EXPORT)
+    else:
+        raise RlcapError(f"{folder}: its model.path {model['path']} is not found from {Path.cwd()} (relative to "
+                         f"the folder its run was trained in) and it holds no {EXPORT}/ folder: run the command "
+                         "from that folder")
+    return {**config, "model": {**model, "path": os.path.abspath(path)}}

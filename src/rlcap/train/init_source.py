@@ -41,16 +41,18 @@ def init_checkpoint(cfg: Any) -> Checkpoint | None:
 
 def model_section(cfg: Any, source: Checkpoint, init: Checkpoint | None) -> ModelConfig:
     """The model a run builds to load ``source``'s weights: that checkpoint's architecture (an RL run's config
-    names only init_from, and on resume the run's own checkpoint is the source); from ``init`` (init_from), how
-    to train it (model.train, LoRA's rank and alpha) is the run's own where its config sets it."""
+    names only init_from, and on resume the run's own checkpoint is the source; an hf policy's ``model.path`` is
+    the checkpoint's own hf/, rlcap.train.checkpoint); from ``init`` (init_from), how to train it (model.train,
+    LoRA's rank and alpha) is the run's own where its recipe or overrides set it, to the default or not
+    (``cfg.sets``). A LoRA checkpoint's adapters then go into a policy that trains otherwise merged
+    (the policy's ``adapt_weights``, given the checkpoint's model section)."""
     taken = from_dict(ModelConfig, source.config["model"])
     if init is None:
         return taken
-    default = ModelConfig()
-    taken = dataclasses.replace(taken, **{k: getattr(cfg.model, k) for k in TRAINING_KEYS
-                                          if getattr(cfg.model, k) != getattr(default, k)})
-    # model keys a recipe or an override set (not the defaults) that are not used
-    unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items() if v not in (getattr(default, k), getattr(taken, k))]
+    taken = dataclasses.replace(taken, **{k: getattr(cfg.model, k) for k in TRAINING_KEYS if cfg.sets(f"model.{k}")})
+    # model keys a recipe or an override set that are not used
+    unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items()
+              if k not in TRAINING_KEYS and cfg.sets(f"model.{k}") and v != getattr(taken, k)]
     if unused:
         log.warning("%s are not used: a run with init_from takes the architecture of %s", ", ".join(unused),
                     cfg.init_from)

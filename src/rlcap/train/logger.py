@@ -26,7 +26,7 @@ from rlcap.errors import RlcapError
 from rlcap.files import append_text, write_text
 from rlcap.host_sync import on_host, to_host
 from rlcap.run_config import RunConfig
-from rlcap.train.checkpoint import last_checkpoint_line
+from rlcap.train.checkpoint import is_complete, last_checkpoint_line
 
 log = logging.getLogger(__name__)
 
@@ -171,9 +171,14 @@ def check_finite_loss(watch: LossWatch, cfg: RunConfig, out_dir: Path) -> None:
 
 
 def diverged(cfg: RunConfig, out_dir: Path, step: int, loss: float) -> RlcapError:
-    """The one line a run that diverged stops with: the step, the loss, its checkpoint, what to try."""
+    """The one line a run that diverged stops with: the step, the loss, its checkpoint (resume=true continues from
+    it) or that it has none (the command run again starts afresh, with other settings too), what to try."""
     optim = cfg.optim
-    return RlcapError(f"the {cfg.algorithm} loss became {loss} at step {step}: the run "
-                      f"diverged and stops; {last_checkpoint_line(out_dir)}. Try a lower optim.lr (this run: "
-                      f"{optim.lr:g}) or optim.grad_clip (this run: {optim.grad_clip:g}, 0: none), then the same "
-                      "command with resume=true continues from that checkpoint")
+    tries = (f"Try a lower optim.lr (this run: {optim.lr:g}) or optim.grad_clip (this run: {optim.grad_clip:g}, "
+             "0: none)")
+    if is_complete(Path(out_dir) / "last"):
+        then = (f"{last_checkpoint_line(out_dir)}. {tries}, then the same command with resume=true continues from "
+                "that checkpoint")
+    else:
+        then = f"it saved no checkpoint. {tries}: the command run again starts afresh in {out_dir}"
+    return RlcapError(f"the {cfg.algorithm} loss became {loss} at step {step}: the run diverged and stops; {then}")

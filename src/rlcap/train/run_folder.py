@@ -18,11 +18,17 @@ built). ``overwrite=true`` moves the old run's files aside, into ``OUT/.replaced
 deletes them only once the new run has started: :func:`mark_started`, at its first training
 step, which also writes ``config.json`` (a resume records its changed settings only then). A
 failure before that puts the old run back (:func:`abandon_start`), and so does the next run into
-the folder after a kill (:func:`recover_replaced`).
+the folder after a kill (:func:`recover_replaced`). A run that stops before its first checkpoint (a loss that
+diverged at step 1, a kill) leaves nothing that blocks the next run there: the ``config.json`` and log of a
+run folder that holds no checkpoint are not compared (:func:`saved_nothing`), and the next run replaces them.
+
+``config.json`` records the settings that name files (:data:`PATH_SETTINGS`) as absolute paths, and a rerun
+compares what they name: the same command run from another folder, its paths written from there, is the same run.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -31,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from rlcap.config import flatten, key_matches, to_dict
+from rlcap.data.loader import DATA_PATHS
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
-from rlcap.train.checkpoint import recover
+from rlcap.train.checkpoint import is_complete, recover
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +50,55 @@ FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.
 IGNORED = ("out_dir", "threads", "tensorboard")
 RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")
 ASIDE = ".replaced-"  # OUT/.replaced-<pid>/: the run that overwrite=true replaces, until the new one has started
+CHECKPOINTS = ("last", "best")
+# the settings that name a file or folder: recorded absolute, compared by what they name
+PATH_SETTINGS = ("out_dir", "init_from", "model.path", "model.critic_from", *(f"data.{key}" for key in DATA_PATHS))
+
+
+def _path(config: dict[str, Any], key: str) -> str | None:
+    """The path the dotted ``key`` of ``config`` holds, or None (not set, or not a path)."""
+    section, _, name = key.rpartition(".")
+    node = config.get(section) if section else config
+    value = node.get(name) if isinstance(node, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _set_path(config: dict[str, Any], key: str, value: str) -> None:
+    section, _, name = key.rpartition(".")
+    (config[section] if section else config)[name] = value
+
+
+def run_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's settings (``to_dict`` of its config) as ``config.json`` records them: the paths of
+    :data:`PATH_SETTINGS` absolute (what they name from the working directory; a folder that is gone too)."""
+    out = copy.deepcopy(config)
+    for key in PATH_SETTINGS:
+        path = _path(out, key)
+        if path is not None:
+            _set_path(out, key, os.path.abspath(os.path.expanduser(path)))
+    return out
+
+
+def _moved_along(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``previous`` (recorded settings, :func:`run_settings`) with each path that names, from its run folder, what
+    ``current``'s names from the current one taken as ``current``'s: a run folder moved or copied together with its
+    data and model (a project on another disk) is the same run."""
+    out = copy.deepcopy(previous)
+    old_dir, new_dir = _path(previous, "out_dir"), _path(current, "out_dir")
+    if old_dir is None or new_dir is None:
+        return out
+    for key in PATH_SETTINGS:
+        old, new = _path(previous, key), _path(current, key)
+        if old is not None and new is not None and os.path.relpath(old, old_dir) == os.path.relpath(new, new_dir):
+            _set_path(out, key, new)
+    return out
+
+
+def saved_nothing(out: Path) -> bool:
+    """Whether ``out`` holds a run (its ``config.json`` and ``log.jsonl``) that stopped before its first checkpoint
+    (no complete ``last`` or ``best``): nothing to continue or keep."""
+    return ((out / "config.json").is_file() and (out / "log.jsonl").is_file()
+            and not any(is_complete(out / name) for name in CHECKPOINTS))
 
 
 def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool,
@@ -92,12 +148,17 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
         return
     if not stored.is_file():
         return
+    if saved_nothing(out):
+        log.info("%s holds a run that stopped before its first checkpoint: this run starts afresh there", out)
+        return
     try:
         previous = json.loads(stored.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ConfigError(f"{stored} is not valid JSON ({exc}); give overwrite=true to start the run afresh") from exc
-    changes = changed_settings(previous, to_dict(cfg), model_from_checkpoint=bool(cfg.init_from),
-                               defaults=to_dict(type(cfg)()), unread=cfg.UNREAD)
+    current = run_settings(to_dict(cfg))
+    changes = changed_settings(_moved_along(run_settings(previous), current), current,
+                               model_from_checkpoint=bool(cfg.init_from), defaults=to_dict(type(cfg)()),
+                               unread=cfg.UNREAD)
     fixed = {k: v for k, v in changes.items() if key_matches(k, FIXED)}
     if resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
@@ -109,6 +170,19 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
         log.info("resuming %s with changed settings: %s", out, _describe(changes))
     elif not resume:
         log.info("%s already holds a run with these settings: continuing it (overwrite=true starts afresh)", out)
+
+
+def _kept_model(previous: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """The model section ``previous`` (the recorded settings) holds, its paths moved along with a run folder that
+    moved since (``out_dir`` in ``previous`` and in ``record``, the settings recorded now): from the run folder, they
+    name what they named."""
+    model = dict(previous.get("model", record["model"]))
+    old_dir, new_dir = _path(previous, "out_dir"), _path(record, "out_dir")
+    for key in PATH_SETTINGS:
+        section, _, name = key.partition(".")
+        if section == "model" and model.get(name) and old_dir is not None and new_dir is not None:
+            model[name] = os.path.normpath(os.path.join(new_dir, os.path.relpath(model[name], old_dir)))
+    return model
 
 
 def _aside(out: Path, pid: int | None = None) -> Path:
@@ -129,10 +203,16 @@ def set_aside(out: Path) -> Path | None:
     return aside
 
 
-def mark_started(out: Path, config: dict[str, Any]) -> None:
-    """The run has started (data, model and reward built; one step taken): record its settings in
-    ``config.json`` and delete the run it replaces."""
-    write_json(out / "config.json", config, indent=2)
+def mark_started(out: Path, config: dict[str, Any], resumed: bool = False) -> None:
+    """The run has started (data, model and reward built; one step taken): record its settings ``config`` in
+    ``config.json`` (:func:`run_settings`) and delete the run it replaces. ``resumed``: the run continues its
+    folder's checkpoint, whose model it reads (from that checkpoint's own files), and the model section the
+    folder recorded stays (it cannot change on resume; its paths moved along with a run folder that moved)."""
+    record = run_settings(config)
+    stored = out / "config.json"
+    if resumed and stored.is_file():  # (valid JSON: prepare_run_folder read it)
+        record["model"] = _kept_model(run_settings(json.loads(stored.read_text(encoding="utf-8"))), record)
+    write_json(stored, record, indent=2)
     aside = _aside(out)
     if aside.is_dir():
         shutil.rmtree(aside)

@@ -27,12 +27,13 @@ import torch
 from tqdm.auto import tqdm
 
 from rlcap.config import to_dict
-from rlcap.data.loader import Batch, CaptionData, load_data
+from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
 from rlcap.devices import grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
+from rlcap.models.base import check_policy_fits
 from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights,
-                                   relative_data_paths, rng_state, save_checkpoint, set_rng_state)
+                                   own_model_path, relative_data_paths, rng_state, save_checkpoint, set_rng_state)
 from rlcap.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
@@ -115,6 +116,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
         cfg.model = model_section(cfg, source, init)
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, vocab=source.vocab if source else model_vocab(cfg.model))
+    if cfg.READS_CAPTIONS and "train" in data.splits:  # what data.max_len cuts: logged, or refused when most
+        check_caption_lengths(data.splits["train"], cfg.data.max_len)
     if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation
         data.splits[cfg.val.split].features.check_all(cfg.val.max_images)
     check_start(cfg, init, data)  # init_from made for this data? an RL loop without one warns
@@ -126,6 +129,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     if policy:
         model = (build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]) if source is not None
                  else new_model(cfg.model, data.vocab, dims["fc"], dims["att"]))  # (weights: add_part loads them)
+        check_policy_fits(model, dims, str(cfg.data.features),
+                          {"data.max_len": cfg.data.max_len, "decode.max_len": cfg.decode.max_len})
         add_part(session, POLICY, model, cfg.optim)
     return session
 
@@ -138,7 +143,8 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     source = session.source
     if source is not None and name in source.weights:
         load_weights(module, source.weights[name],
-                     session.out_dir / "last" if session.resuming else session.cfg.init_from, name)
+                     session.out_dir / "last" if session.resuming else session.cfg.init_from, name,
+                     saved=source.config["model"])
     module.to(session.device)
     part = Part(module)
     if optim is not None:
@@ -178,10 +184,11 @@ def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
 def run_started(session: Session) -> None:
     """Once a run is under way (its first step taken, so data, model and reward all work): write its
     ``config.json`` (a resume's changed settings are recorded only now) and delete the run that
-    ``overwrite=true`` replaces. A run that fails before leaves the folder as it found it."""
+    ``overwrite=true`` replaces. A run that fails before leaves the folder as it found it. A resumed run's
+    model section stays the one its folder recorded (the session's is its checkpoint's, read from its hf/)."""
     if not session.started:
         if session.ranks.main:
-            mark_started(session.out_dir, to_dict(session.cfg))
+            mark_started(session.out_dir, to_dict(session.cfg), resumed=session.resuming)
         session.started = True
 
 
@@ -235,6 +242,7 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     folder = session.out_dir / name
     config = {**to_dict(session.cfg), "feature_dims": feature_dims(session.data), "paths_relative_to": "checkpoint"}
     config["data"] = relative_data_paths(config["data"], folder)
+    config = own_model_path(config)  # an hf policy: from the checkpoint's own hf/, wherever the command runs
     trained = {name: part for name, part in session.parts.items() if part.optimizer is not None}
     trainer = {
         "optimizers": {name: part.optimizer.state_dict() for name, part in trained.items()},
