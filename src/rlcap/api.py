@@ -24,20 +24,20 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
     run ``overwrite`` was to replace. One training at a time in a run folder: its lock
     (:func:`rlcap.locks.hold_run_folder`) is taken before anything is written there, which also checks
     that the folder can be written, and released however the training ends."""
-    from rlcap.devices import autocast
     from rlcap.locks import hold_run_folder
-    from rlcap.distributed import launched_rank
+    from rlcap.distributed import finish_together, launched_rank
     from rlcap.train.run_folder import abandon_start, open_run_folder
 
     loop = method(cfg.algorithm).train
     main = launched_rank() == 0  # under torchrun, rank 0 holds the run folder and cleans it up
-    device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
+    resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     with hold_run_folder(cfg.out_dir) if main else contextlib.nullcontext():
         try:
             if main:
                 open_run_folder(cfg, resume, overwrite)
-            with autocast(device, cfg.precision):  # fp32: no autocast at all
-                return loop(cfg)
+            result = loop(cfg)  # (its forward passes in cfg.precision: rlcap.devices.Precision)
+            finish_together()  # under torchrun: no rank leaves while another still works (rank 0's last save)
+            return result
         except BaseException:
             if main:
                 abandon_start(cfg.out_dir)
@@ -78,9 +78,10 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
              data_overrides: list[str] | None = None, batch_size: int = 100,
              progress: bool = False, length_penalty: float | None = None,
              dataset: str | Path | None = None, no_repeat_ngram: int | None = None,
-             device: str = "auto") -> dict[str, Any]:
+             device: str = "auto", precision: str | None = None) -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
-    ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU).
+    ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU); ``precision``: its
+    forward passes' (None: the run's own, which its validation decoded in).
 
     Decoding settings left as None are the checkpoint's own (its run's ``decode`` section). The data are
     the checkpoint's, found and checked as :meth:`rlcap.eval.open_run.OpenRun.data_config` says, with
@@ -102,7 +103,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     if out_dir is not None:
         check_writable(out_dir, folder=True)  # before the decoding, not after it
     run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
-                   no_repeat_ngram=no_repeat_ngram)
+                   no_repeat_ngram=no_repeat_ngram, precision=precision)
     data_cfg = run.data_config(data_overrides, dataset)
     data = run.data((split, "train") if references else (split,), data_config=data_cfg)
     dec = run.decode
@@ -112,7 +113,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
     predictions = decode_split(run.policy, data.splits[split], run.vocab, dec.beam_size, dec.max_len, batch_size,
                                progress=progress, length_penalty=dec.length_penalty,
-                               no_repeat_ngram=dec.no_repeat_ngram)
+                               no_repeat_ngram=dec.no_repeat_ngram, precision=run.precision)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
@@ -153,7 +154,7 @@ def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", 
     data = run.data((split,), data_overrides, dataset)
     dec = run.decode
     choice = lookahead_scores(run.policy, run.value, data.splits[split], run.vocab, lambdas, dec.beam_size,
-                              dec.max_len, dec.length_penalty, batch_size, progress=progress)
+                              dec.max_len, dec.length_penalty, batch_size, progress=progress, precision=run.precision)
     if out_dir is not None:
         write_choice(Path(out_dir) / "lookahead.json", choice, split, str(checkpoint))
     return choice
@@ -180,9 +181,10 @@ REFERENCE_CAPTIONERS: dict[str, Callable[[Any, Any], dict[str, str]]] = {
 def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: int | None = None,
                    max_len: int | None = None, image_size: int | None = None, batch_size: int = 16,
                    on_bad_image: Callable[[str, str], None] | None = None, video_frames: int = 16,
-                   device: str = "auto") -> dict[str, str]:
+                   device: str = "auto", precision: str | None = None) -> dict[str, str]:
     """Caption image (or video) files end to end: frozen encoder, then the checkpoint's model, both on
-    ``device`` (auto: CUDA when torch sees it, else the CPU).
+    ``device`` (auto: CUDA when torch sees it, else the CPU), the model's forward passes in ``precision``
+    (None: the run's own).
 
     A video file (``.mp4``, ``.avi``, ...) is read with PyAV, ``video_frames`` frames evenly spaced
     (as ``rlcap features`` samples by default), each frame's pooled vector one region; a model
@@ -206,7 +208,7 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     from rlcap.eval.open_run import open_run
     from rlcap.models.base import Feats
 
-    run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len)
+    run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len, precision=precision)
     model, vocab, dec, where = run.policy, run.vocab, run.decode, run.device
     encoder = checkpoint_encoder(checkpoint, run.config["feature_dims"], image_size, where)  # the one its features had
 
@@ -217,10 +219,11 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     paths = expand_image_paths(images)
 
     def decode(feats: Feats) -> torch.Tensor:
-        if dec.beam_size <= 1:
-            return greedy(model, feats, max_len=dec.max_len).tokens
-        return beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
-                           length_penalty=dec.length_penalty, no_repeat_ngram=dec.no_repeat_ngram).tokens
+        with run.precision.forward():
+            if dec.beam_size <= 1:
+                return greedy(model, feats, max_len=dec.max_len).tokens
+            return beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
+                               length_penalty=dec.length_penalty, no_repeat_ngram=dec.no_repeat_ngram).tokens
 
     order = [str(p) for p in paths]
     videos = [p for p in paths if is_video(p)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from dataclasses import dataclass
 
 import torch
 
@@ -55,19 +56,31 @@ def check_precision(name: str) -> None:
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """The context a run computes in: ``torch.autocast`` at ``precision`` on ``device`` (nothing for
-    fp32). Under it the matrix products run in bf16 or fp16 while softmaxes, losses and rewards stay
-    in fp32 (autocast's own op lists; rlcap's losses read log-probabilities)."""
+    """``torch.autocast`` at ``precision`` on ``device`` (nothing for fp32): under it the matrix products run
+    in bf16 or fp16 while softmaxes stay in fp32 (autocast's own op lists). A run enters it around its
+    forward passes only (:class:`Precision`)."""
     check_precision(precision)
     dtype = PRECISIONS[precision]
     return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
-def full_precision(like: torch.Tensor) -> contextlib.AbstractContextManager:
-    """Autocast off on ``like``'s device, inside a run's autocast region: for the similarities that
-    become losses, rewards and retrieval ranks, whose matrix products autocast would run in bf16 or
-    fp16 (with 8 bits of mantissa, cosines 0.004 apart tie). The caller gives fp32 inputs."""
-    return torch.autocast(like.device.type, enabled=False)
+@dataclass(frozen=True)
+class Precision:
+    """The precision of a run's forward passes, which the engine owns (nanoGPT's ``ctx``): a loop enters
+    :meth:`forward` around each call of a learned part (the policy's decoding and teacher forcing, a value
+    network, a discriminator), and nothing else runs under autocast: rewards, losses, the optimizer step and
+    checkpoints compute in fp32. Leaving the region drops autocast's low-precision copies of the weights,
+    so the next forward reads the weights the optimizer has just changed."""
+
+    name: str = "fp32"
+    device_type: str = "cpu"
+
+    def __post_init__(self) -> None:
+        check_precision(self.name)
+
+    def forward(self) -> contextlib.AbstractContextManager:
+        """The context of one forward pass (or one decoding): autocast at this precision, nothing for fp32."""
+        return autocast(torch.device(self.device_type), self.name)
 
 
 def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:

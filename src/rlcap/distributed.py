@@ -49,6 +49,14 @@ def _leave() -> None:
         dist.destroy_process_group()
 
 
+def finish_together() -> None:
+    """At a run's normal end, under torchrun: wait until every rank has finished (rank 0 still writing its last
+    checkpoint, or choosing lookahead's lambda), so that no process tears its side of the group down while
+    another still works in it. A rank that failed never gets here; the others then stop on torchrun's signal."""
+    if dist.is_initialized():
+        dist.barrier()
+
+
 def launched_rank() -> int:
     """The rank torchrun gave this process (0 without torchrun), before any process group exists."""
     return int(os.environ.get("RANK", "0"))

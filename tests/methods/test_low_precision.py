@@ -12,7 +12,8 @@ within that rounding of a boundary picks another word (measured: one caption of 
 first step, which moved its loss by 14%; every other method drew fp32's captions and is within 1%).
 Each run starts in the phase that trains the policy (no value or discriminator pretraining), so that the
 policy's loss is the one compared; HRL switches phase every step, so both of its phases run.
-(That a bf16 run learns at all, its weights read fresh after each step: tests/train/test_optimizer.py.)"""
+(That a bf16 run learns at all, its weights read fresh after each step: tests/train/test_session.py and
+tests/test_precision_engine.py.)"""
 
 from __future__ import annotations
 

@@ -36,24 +36,30 @@ def test_no_clipping():
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_under_one_autocast_region_each_forward_reads_the_weights_of_the_last_step(precision):
-    """A run computes inside one autocast region, whose cache of low-precision weight copies would
-    otherwise keep the first forward's weights for the whole run (the loss never moved)."""
-    from rlcap.devices import autocast
+def test_each_forward_reads_the_weights_of_the_last_step(precision):
+    """A loop enters the run's precision around each forward pass only (rlcap.devices.Precision): leaving it drops
+    autocast's low-precision weight copies, so the forward after an optimizer step reads the new weights. (When one
+    region wrapped the whole run, its cache kept the first forward's weights and the loss never moved.)"""
+    from rlcap.devices import Precision
 
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     part = Part(model, torch.optim.SGD(model.parameters(), lr=0.1), None, OptimConfig())
     session = SimpleNamespace(parts={"policy": part}, ranks=Ranks())
+    forward = Precision(precision, "cpu").forward
     x, y = torch.randn(8, 4), torch.ones(8, 1)
     losses = []
-    with autocast(torch.device("cpu"), precision):
-        for _ in range(3):
-            loss = ((model(x).float() - y) ** 2).mean()
-            optimizer_step(session, loss)
-            losses.append(loss.item())
-            fresh = model(x)  # the forward after the step, against the weights computed outside autocast's cache
-            assert torch.allclose(fresh.float(), x @ model.weight.detach().T + model.bias.detach(), atol=0.02)
+    for _ in range(3):
+        with forward():
+            out = model(x)
+        assert out.dtype != torch.float32  # the forward ran low
+        loss = ((out.float() - y) ** 2).mean()
+        assert not torch.is_autocast_enabled("cpu")  # the loss and the step outside autocast
+        optimizer_step(session, loss)
+        losses.append(loss.item())
+        with forward():
+            fresh = model(x)  # the forward after the step, against the weights computed outside autocast
+        assert torch.allclose(fresh.float(), x @ model.weight.detach().T + model.bias.detach(), atol=0.02)
     assert losses[0] > losses[1] > losses[2]
 
 

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.out)  # before the captioning, not after it
     captions = api.caption_images(args.checkpoint, args.images, args.beam_size, args.max_len, args.image_size,
                                   batch_size=args.batch_size, on_bad_image=report if args.skip_bad else None,
-                                  device=args.device)
+                                  device=args.device, precision=args.precision)
     for path, text in captions.items():
         print(f"{path}\t{text}")
     if args.out:

@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     scores = api.evaluate(args.checkpoint, split=args.split, beam_size=args.beam_size, max_len=args.max_len,
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
                           length_penalty=args.length_penalty, dataset=args.dataset,
-                          no_repeat_ngram=args.no_repeat_ngram, device=args.device)
+                          no_repeat_ngram=args.no_repeat_ngram, device=args.device,
+                          precision=args.precision)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")

@@ -106,7 +106,7 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
-    """``--device``, ``--beam-size`` and ``--max-len``, shared by ``rlcap eval`` and ``rlcap caption``
+    """``--device``, ``--beam-size``, ``--max-len`` and ``--precision``, shared by ``rlcap eval`` and ``rlcap caption``
     (decoding settings left out are the checkpoint's own)."""
     p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
                                                     "the CPU), cpu, cuda, cuda:N or mps")
@@ -114,6 +114,11 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
                    help=f"longest caption in words, 1 to {MAX_LEN_LIMIT} (default: the checkpoint's decode.max_len)")
+    from rlcap.devices import PRECISIONS  # (here, not at the top: `rlcap score` imports this module without torch)
+
+    p.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
+                   help="the forward passes' precision (default: the run's own `precision`, which its validation "
+                        "decoded in, so that its scores are reproduced)")
 
 
 def add_data_folder_arguments(p: argparse.ArgumentParser, data_default: str | None, data_help: str,

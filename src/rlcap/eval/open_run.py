@@ -24,7 +24,7 @@ from rlcap.data.concepts import DATASET_FILE, FEATURES_FILE
 from rlcap.data.features import open_feature_store
 from rlcap.data.loader import DATA_PATHS, CaptionData, DataConfig, load_data
 from rlcap.data.vocab import Vocab
-from rlcap.devices import resolve_device
+from rlcap.devices import Precision, resolve_device
 from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
 from rlcap.models.base import check_policy_fits
@@ -44,6 +44,7 @@ class OpenRun:
     decode: DecodeSettings     # the run's ``decode`` section, with the values given to open_run over it
     device: torch.device
     value: ValueModel | None = None  # actor-critic's value network ([Shi18]; open_run(value=True)), eval mode
+    precision: Precision = Precision()  # the forward passes': the run's own unless open_run was given another
 
     def data_config(self, overrides: list[str] | None = None, dataset: str | Path | None = None) -> DataConfig:
         """The run's data section with ``key=value`` ``overrides``, its paths found as
@@ -72,13 +73,14 @@ class OpenRun:
 
 def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, beam_size: int | None = None,
              max_len: int | None = None, length_penalty: float | None = None,
-             no_repeat_ngram: int | None = None) -> OpenRun:
+             no_repeat_ngram: int | None = None, precision: str | None = None) -> OpenRun:
     """The checkpoint folder ``checkpoint`` opened for inference, its models on ``device`` (auto: CUDA
     when torch sees it, else the CPU).
 
     ``value``: also the value network of an ``algorithm: ac`` checkpoint (what lookahead inference and
     ``rlcap diagnose value-fit`` read); a checkpoint without one is an :class:`RlcapError`. Decoding
-    settings left as None are the run's own (:func:`checkpoint_decoding`). Building the models draws random
+    settings left as None are the run's own (:func:`checkpoint_decoding`), and so is ``precision`` (the run's
+    ``precision``, which its validation decoded in: that score is what ``rlcap eval`` then reproduces). Building the models draws random
     initial weights before the checkpoint's replace them: the caller's random state is left as it was."""
     folder = Path(checkpoint)
     where = resolve_device(device, "--device")
@@ -90,8 +92,10 @@ def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, 
         policy = _captioner(ckpt, folder, POLICY)
         value_net = _value_network(ckpt, folder) if value else None
     decode = checkpoint_decoding(ckpt.config, beam_size, max_len, length_penalty, no_repeat_ngram)
+    # (a config of a release before `precision` trained and validated in fp32)
+    forward = Precision(precision or ckpt.config.get("precision", "fp32"), where.type)
     return OpenRun(folder, policy.to(where), ckpt.vocab, ckpt.config, decode, where,
-                   value_net.to(where) if value_net is not None else None)
+                   value_net.to(where) if value_net is not None else None, forward)
 
 
 def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:

@@ -112,9 +112,11 @@ def value_inputs(tokens: torch.Tensor) -> torch.Tensor:
 
 def critic(session: Session, batch: Batch, roll: Rollout) -> torch.Tensor:
     """v(s_t) of every step of the sampled captions: (B*n, T), with the value network's gradient."""
-    if roll.hidden is not None:  # ac.value_features=hidden: the policy's states, detached (no feedback loop)
-        return session.parts[VALUE].module(roll.hidden.detach())
-    return session.parts[VALUE].module(batch.feats, value_inputs(roll.tokens), seq_per_img=session.cfg.rl.n_samples)
+    value = session.parts[VALUE].module
+    with session.precision.forward():
+        if roll.hidden is not None:  # ac.value_features=hidden: the policy's states, detached (no feedback loop)
+            return value(roll.hidden.detach())
+        return value(batch.feats, value_inputs(roll.tokens), seq_per_img=session.cfg.rl.n_samples)
 
 
 def ac_stats(loss: Stat, policy_loss: Stat, value_loss: Stat, rewards: torch.Tensor, values: torch.Tensor,
@@ -131,7 +133,7 @@ def ac_stats(loss: Stat, policy_loss: Stat, value_loss: Stat, rewards: torch.Ten
 def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. sample n captions per image from the frozen XE policy (no gradient reaches it)
-    with torch.no_grad():
+    with torch.no_grad(), session.precision.forward():
         roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
@@ -150,7 +152,8 @@ def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats
 def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. sample n captions per image; their log-probabilities carry the policy's gradient
-    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
+    with session.precision.forward():
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)

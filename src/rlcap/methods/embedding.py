@@ -24,7 +24,7 @@ import torch
 from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch, SplitData
-from rlcap.devices import full_precision, model_device
+from rlcap.devices import Precision, model_device
 from rlcap.errors import ConfigError
 from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
@@ -116,8 +116,9 @@ def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
 def embedding_step(session: Session, batch: Batch, cfg: EmbeddingConfig) -> torch.Tensor:
     model = session.parts[EMBEDDING].module
     # 1. embed the B images and their B captions (one each) into the joint space
-    images = model.embed_images(batch.feats)  # (B, D)
-    texts = model.embed_texts(batch.tokens)  # (B, D)
+    with session.precision.forward():
+        images = model.embed_images(batch.feats)  # (B, D)
+        texts = model.embed_texts(batch.tokens)  # (B, D)
     # 2. every other caption and image of the batch is a negative: eq. 5's hinge, or InfoNCE ([Chaffin24]'s retriever)
     same = identical_captions(batch.tokens) if cfg.skip_identical else None
     if cfg.loss == "infonce":
@@ -131,24 +132,25 @@ def embedding_step(session: Session, batch: Batch, cfg: EmbeddingConfig) -> torc
 
 @torch.no_grad()
 def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 100,
-                     limit: int = 0) -> dict[str, float]:
+                     limit: int = 0, precision: Precision = Precision()) -> dict[str, float]:
     """R@1/5/10, median rank and MRR in both directions over the first ``limit`` images (0: all)
-    and all their captions, plus ``mean_R``, the mean of the six recalls."""
+    and all their captions, plus ``mean_R``, the mean of the six recalls; the embeddings computed in the run's
+    ``precision``, their similarities in fp32 (cosines 0.004 apart would tie in bf16)."""
     was_training = model.training
     model.eval()
     n = len(split) if limit <= 0 else min(limit, len(split))
     device = model_device(model)
-    # cpu: row indices of the split's data
-    images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))).to(device))
-                        for i in range(0, n, batch_size)])  # (I, D)
     caps = split.caps[: int(split.cap_offsets[n])]  # (C, T)
+    with precision.forward():
+        # cpu: row indices of the split's data
+        images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))).to(device))
+                            for i in range(0, n, batch_size)])  # (I, D)
+        texts = torch.cat([model.embed_texts(caps[i:i + batch_size].to(device))
+                           for i in range(0, len(caps), batch_size)])  # (C, D)
     # cpu: the image of each caption, for the metrics (numpy)
     owner = torch.arange(n).repeat_interleave(split.cap_offsets[1:n + 1] - split.cap_offsets[:n])  # (C,)
-    texts = torch.cat([model.embed_texts(caps[i:i + batch_size].to(device))
-                       for i in range(0, len(caps), batch_size)])  # (C, D)
     model.train(was_training)
-    with full_precision(images):  # fp32 under autocast too: ranks
-        similarity = images.float() @ texts.float().T  # (I, C)
+    similarity = images.float() @ texts.float().T  # (I, C), fp32
     scores = retrieval_metrics(similarity.cpu().numpy(), owner.numpy())
     scores["mean_R"] = float(np.mean([scores[f"{direction}_R@{k}"] for direction in ("t2i", "i2t")
                                       for k in RECALL_AT]))
@@ -173,7 +175,8 @@ def train_dual_encoder(cfg: DualEncoderRunConfig, section: EmbeddingConfig) -> T
     val = cfg.val
 
     def validate(session: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
-        return retrieval_scores(model, session.data.splits[val.split], val.batch_size, val.max_images)
+        return retrieval_scores(model, session.data.splits[val.split], val.batch_size, val.max_images,
+                                session.precision)
 
     for batch in train_batches(session, section.epochs, section.batch_size, 1, validate=validate):
         if finish_step(session, {"loss": embedding_step(session, batch, section)}):

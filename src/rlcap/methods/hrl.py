@@ -151,14 +151,16 @@ def worker_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     model.train(cfg.rl.rollout_dropout)  # the mode every loop samples in (a manager phase decodes in eval mode)
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
-    out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True,
-                 **decode_options(session.device))
+    with session.precision.forward():
+        out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True,
+                     **decode_options(session.device))
     # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
     context = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, session.data.vocab, out.tokens, context), out.mask)
     returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
     # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
-    b = session.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
+    with session.precision.forward():
+        b = session.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(out.logprobs, out.mask, returns - b.detach())
     # the manager frozen (line 9)
     optimizer_step(session, loss * word_share(out.mask, session.ranks), frozen=manager_params(model))
@@ -171,15 +173,17 @@ def manager_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, model, start = session.cfg, session.model, time.perf_counter()
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
     # 1. greedy decoding (dropout off) by the frozen worker under the manager's explored goals (line 13)
-    tokens, logprobs, starts, h_m = greedy_segments(model, batch.feats, cfg.decode.max_len,
-                                                    decode_options(session.device)["exit_every"])
+    with session.precision.forward():
+        tokens, logprobs, starts, h_m = greedy_segments(model, batch.feats, cfg.decode.max_len,
+                                                        decode_options(session.device)["exit_every"])
     mask = tokens != PAD
     # 2. eq. 25: delta rewards summed per segment, discounted over segments
     f = delta_rewards(prefix_scores(reward, session.data.vocab, tokens, reward_batch(batch, 1)), mask)
     ends = torch.cat([starts[:, 1:], torch.zeros_like(starts[:, :1])], 1)  # a segment ends before the next starts
     returns = segment_returns(f, ends, mask, cfg.hrl.gamma)
     # 3. eq. 22: the linear baseline on h^M (cut from the manager), the loss through the goals only
-    b = session.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
+    with session.precision.forward():
+        b = session.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(logprobs, mask, returns - b.detach())
     # the worker frozen (line 15)
     optimizer_step(session, loss * word_share(mask, session.ranks), frozen=worker_params(model))

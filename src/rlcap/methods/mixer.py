@@ -76,9 +76,10 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     # 1. continue each reference after its first M words by sampling (the words from M on are the policy's)
     t0 = time.perf_counter()
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
-    out = sample(session.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
-                 **decode_options(session.device),
-                 prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
+    with session.precision.forward():
+        out = sample(session.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
+                     **decode_options(session.device),
+                     prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
     xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
     # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
@@ -86,7 +87,8 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     scored = score_unique(reward, captions, reward_batch(batch, n))
     rewards = scored.rewards  # (B*n,)
     # 3. the baseline (Ranzato: a regressor of the reward on the hidden state), advantages r - b_t
-    base = session.parts[BASELINE].module(out.hidden.detach())  # (B*n, T)
+    with session.precision.forward():
+        base = session.parts[BASELINE].module(out.hidden.detach())  # (B*n, T)
     adv = value_advantages(rewards, base, out.mask)  # (B*n, T), detached
     # 4. XE on the first M reference words (teacher forcing) and REINFORCE on the rest, every word
     #    weighted alike (Ranzato's per-sequence sum over t), then a step of each part
@@ -94,7 +96,8 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     n_xe, n_rl = float(xe_mask.sum()), float(rl_mask.sum())
     xe = torch.zeros((), device=out.logprobs.device)
     if n_xe > 0:
-        logits = session.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
+        with session.precision.forward():
+            logits = session.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
         xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)
     rl = reinforce_loss(out.logprobs, rl_mask, adv)
     loss = (n_xe * xe + n_rl * rl) / max(n_xe + n_rl, 1.0)

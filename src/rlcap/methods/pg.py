@@ -109,14 +109,15 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, pg = session.cfg, session.cfg.pg
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
-    out = sample(session.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len,
-                 **decode_options(session.device), temperature=cfg.decode.temperature,
-                 return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
+    with session.precision.forward():
+        out = sample(session.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len,
+                     **decode_options(session.device), temperature=cfg.decode.temperature,
+                     return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
     t0 = time.perf_counter()
     feats, context = sample_context(batch, pg.samples)
-    with torch.no_grad():
+    with torch.no_grad(), session.precision.forward():
         rolls = prefix_rollouts(session.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
                                 temperature=cfg.decode.temperature,
                                 exit_every=decode_options(session.device)["exit_every"])  # R*T*K rows, (r, t, k)
@@ -126,7 +127,8 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     scored = rollout_rewards(reward, session.data.vocab, out, rolls, pg.rollouts, context)
     q = mc_q_estimates(scored.rollout, scored.final, out.mask)  # (R, T)
     # 4. the baseline B_phi(s_t) on the detached hidden state; per-word advantages Q - B_phi
-    base = session.parts[BASELINE].module(out.hidden.detach())  # (R, T)
+    with session.precision.forward():
+        base = session.parts[BASELINE].module(out.hidden.detach())  # (R, T)
     adv = value_advantages(q, base, out.mask)  # (R, T), detached
     # 5. the policy's step (the gradient of V(s_0) with Q - B) and the baseline's step (L_phi)
     t0 = time.perf_counter()

@@ -85,7 +85,8 @@ def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torc
 def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. generate n captions per image (policy in training mode); their words only for a reward that reads them
-    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
+    with session.precision.forward():
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
     # 2. rewards of the samples
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)

@@ -58,14 +58,15 @@ def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalRew
     cfg, start = session.cfg, time.perf_counter()
     b, n = len(batch.ids), cfg.rl.n_samples
     # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
-    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
+    with session.precision.forward():
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
     traj = decode_trajectories(session, batch, beam=False)
     captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
     ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
     texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
     # 2. the discriminator's step on ground truth against the samples, then p_D
     d_loss, d_acc = discriminator_step(session, texts, images, b * n, human_from=b * n + b)
-    with torch.no_grad():
+    with torch.no_grad(), session.precision.forward():
         discriminator = session.parts[DISCRIMINATOR].module
         p_human = torch.sigmoid(discriminator(texts.to(session.device), images.to(session.device)))
     # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples

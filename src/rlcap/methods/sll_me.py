@@ -52,7 +52,8 @@ class SllMeRunConfig(SequenceRunConfig):
 def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, me = session.cfg, session.cfg.sll_me
     # 1. sample n captions per image; their log-probabilities and per-step entropies carry gradient
-    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
+    with session.precision.forward():
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
     # 2. score the samples, and 3. subtract SCST's baseline
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)

@@ -63,7 +63,8 @@ class SllSleRunConfig(SequenceRunConfig):
 def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, n, alpha = session.cfg, session.cfg.rl.n_samples, session.cfg.sll_sle.alpha
     # 1. sample s captions per image (Algorithm 1, line 4)
-    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
+    with session.precision.forward():
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)          # (B*s,)

@@ -185,7 +185,7 @@ def decode_trajectories(session: Session, batch: Batch, beam: bool = True) -> Tr
     cfg, model, vocab = session.cfg, session.model, session.data.vocab
     was_training = model.training
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), session.precision.forward():
         options = decode_options(session.device)
         gs = greedy(model, batch.feats, cfg.decode.max_len, **options).tokens
         bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty,
@@ -207,8 +207,9 @@ def discriminator_step(session: Session, texts: torch.Tensor, images: torch.Tens
     # the retriever's embeddings come on the CPU
     texts, images = texts.to(session.device), images.to(session.device)
     human_from = 2 * b if human_from is None else human_from
-    human = discriminator(texts[human_from:], images[human_from:])
-    generated = discriminator(texts[:b], images[:b])
+    with session.precision.forward():
+        human = discriminator(texts[human_from:], images[human_from:])
+        generated = discriminator(texts[:b], images[:b])
     accuracy = torch.cat([human > 0, generated < 0]).float().mean()
     loss = discriminator_loss(human, generated)
     share = count_share(torch.tensor(float(b), device=session.device), session.ranks)
@@ -231,7 +232,7 @@ def mined_captions(session: Session, batch: Batch, reward: RetrievalReward, k: i
         return {}
     model, was_training = session.model, session.model.training
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), session.precision.forward():
         # cpu: row indices of the split's data
         feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(session.device)
         tokens = greedy(model, feats, session.cfg.decode.max_len, **decode_options(session.device)).tokens
@@ -253,7 +254,7 @@ def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stat
     images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
     # 3. the discriminator's step first ([Chaffin24 sec. 4.1]), then p_D of x_bs and x_gt
     d_loss, d_acc = discriminator_step(session, texts, images, b)
-    with torch.no_grad():
+    with torch.no_grad(), session.precision.forward():
         discriminator = session.parts[DISCRIMINATOR].module
         p_human = torch.sigmoid(discriminator(texts.to(session.device), images.to(session.device)))  # (2B + B*S,)
     # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
@@ -264,10 +265,12 @@ def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stat
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
     terms = []
     if cfg.trajectories in ("both", "bs"):
-        lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1)
+        with session.precision.forward():
+            lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1)
         terms.append((lp, traj.bs != PAD, w_bs))
     if cfg.trajectories in ("both", "gt"):
-        lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b)
+        with session.precision.forward():
+            lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b)
         terms.append((lp, traj.gt != PAD, r_gt))
     loss = eq3_loss(terms)
     optimizer_step(session, loss * word_share(torch.cat([m.flatten() for _, m, _ in terms]), session.ranks))

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import torch
 
+from rlcap.models.amp import backward_context, forward_state
+
 
 class _AdditiveScores(torch.autograd.Function):
     @staticmethod
     def forward(ctx, keys: torch.Tensor, query: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.amp = forward_state(keys)
         s = torch.add(keys.unsqueeze(1), query.unsqueeze(2)).sigmoid_()  # (B, n, N, A)
         ctx.save_for_backward(s, w)
         return torch.matmul(s, w)  # (B, n, N)
@@ -32,9 +35,10 @@ class _AdditiveScores(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         s, w = ctx.saved_tensors  # grad (B, n, N)
-        grad_w = torch.mv(s.flatten(0, 2).t(), grad.reshape(-1))  # (A,) sum over b, n, i of g s
-        grad_z = torch.addcmul(s, s, s, value=-1.0)  # (B, n, N, A) s (1 - s), the sigmoid's derivative
-        grad_z.mul_(w).mul_(grad.unsqueeze(3))  # (B, n, N, A) g w s (1 - s)
+        with backward_context(ctx.amp):
+            grad_w = torch.mv(s.flatten(0, 2).t(), grad.reshape(-1))  # (A,) sum over b, n, i of g s
+            grad_z = torch.addcmul(s, s, s, value=-1.0)  # (B, n, N, A) s (1 - s), the sigmoid's derivative
+            grad_z.mul_(w).mul_(grad.unsqueeze(3))  # (B, n, N, A) g w s (1 - s)
         return grad_z.sum(1), grad_z.sum(2), grad_w  # keys (B, N, A), query (B, n, A)
 
 
@@ -49,17 +53,19 @@ def additive_scores(keys: torch.Tensor, query: torch.Tensor, w: torch.Tensor) ->
 class _WeightedSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        ctx.amp = forward_state(values)
         ctx.save_for_backward(weights, values)
         return torch.bmm(weights, values)  # (B, n, H)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         weights, values = ctx.saved_tensors  # grad (B, n, H)
-        grad_weights = torch.bmm(grad, values.transpose(1, 2))  # (B, n, N) g . v_i
-        if weights.size(1) == 1:  # an outer product: a broadcast product, not a matmul with inner dimension 1
-            grad_values = weights.transpose(1, 2) * grad  # (B, N, H)
-        else:
-            grad_values = torch.bmm(weights.transpose(1, 2), grad)  # (B, N, H) sum over rows of alpha_i g
+        with backward_context(ctx.amp):
+            grad_weights = torch.bmm(grad, values.transpose(1, 2))  # (B, n, N) g . v_i
+            if weights.size(1) == 1:  # an outer product: a broadcast product, not a matmul with inner dimension 1
+                grad_values = weights.transpose(1, 2) * grad  # (B, N, H)
+            else:
+                grad_values = torch.bmm(weights.transpose(1, 2), grad)  # (B, N, H) sum over rows of alpha_i g
         return grad_weights, grad_values
 
 

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcap.models.amp import backward_context, forward_state
+
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
@@ -94,6 +96,7 @@ class _Collect(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight: torch.Tensor, bias: torch.Tensor | None, stash: list) -> torch.Tensor:
         ctx.stash, ctx.has_bias = stash, bias is not None
+        ctx.amp = forward_state(weight)  # (the block's: the decoding's forward passes run under it)
         return weight.new_zeros(())
 
     @staticmethod
@@ -103,7 +106,8 @@ class _Collect(torch.autograd.Function):
         xs, gs = zip(*ctx.stash)
         ctx.stash.clear()  # a second backward (retain_graph) collects only its own calls
         x, g = torch.cat(xs), torch.cat(gs)  # (rows, in), (rows, out) over all the calls
-        return g.t().mm(x), (g.sum(0) if ctx.has_bias else None), None
+        with backward_context(ctx.amp):
+            return g.t().mm(x), (g.sum(0) if ctx.has_bias else None), None
 
 
 class _DeferredLinear(torch.autograd.Function):
@@ -113,11 +117,12 @@ class _DeferredLinear(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, token: torch.Tensor,
                 stash: list) -> torch.Tensor:
         ctx.save_for_backward(x, weight)
-        ctx.stash = stash
+        ctx.stash, ctx.amp = stash, forward_state(x)
         return linear(x, weight, bias)  # autograd is off here: the fast kernel
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         x, weight = ctx.saved_tensors
         ctx.stash.append((x, g))
-        return g.mm(weight), None, None, g.new_zeros(()), None
+        with backward_context(ctx.amp):
+            return g.mm(weight), None, None, g.new_zeros(()), None

@@ -24,7 +24,6 @@ import torch
 
 from rlcap.data.loader import SplitData
 from rlcap.data.readers import read_dataset
-from rlcap.devices import full_precision
 from rlcap.encoders.hf import local_folder
 from rlcap.encoders.images import load_image
 from rlcap.errors import DataError
@@ -125,8 +124,7 @@ def mine_neighbours(embeddings: torch.Tensor, candidates: torch.Tensor, k: int) 
     out = []
     for start in range(0, embeddings.size(0), MINING_BLOCK):
         block = embeddings[start:start + MINING_BLOCK]  # (b, D)
-        with full_precision(block):  # (b, C), fp32 under autocast too: ranks
-            sim = block.float() @ pool.float().T
+        sim = block.float() @ pool.float().T  # (b, C), fp32: ranks
         # cpu: the bank and its mining live on the CPU
         itself = candidates[None, :] == torch.arange(start, start + block.size(0))[:, None]  # (b, C)
         sim = sim.masked_fill(itself, float("-inf"))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlcap.devices import full_precision
 from rlcap.host_sync import device_check
 
 CLIP_S_WEIGHT = 2.5  # Hessel et al. 2021: rescales CLIP-S to about [0, 1] on COCO
@@ -44,8 +43,7 @@ def info_nce_loss(images: torch.Tensor, texts: torch.Tensor, temperature: float,
     if images.dim() != 2 or images.shape != texts.shape:
         raise ValueError(f"info_nce_loss: expected images and texts of one shape (B, D), got "
                          f"{tuple(images.shape)} and {tuple(texts.shape)}")
-    with full_precision(images):
-        logits = images.float() @ texts.float().T / temperature  # (B, B) fp32 under autocast too
+    logits = images.float() @ texts.float().T / temperature  # (B, B), fp32: a loss outside autocast
     if not_negative is not None:
         off_diagonal = ~torch.eye(images.size(0), dtype=torch.bool, device=images.device)
         logits = logits.masked_fill(not_negative.bool() & off_diagonal, float("-inf"))
@@ -74,8 +72,7 @@ def i2t_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor, t
     from its image. texts (N, D), images (M, D), owner (N,) -> (N,). A pool of one caption has no
     baseline: +inf (tau times the log of an empty sum, -inf, subtracted; give a pool of two or more)."""
     _check_pools(texts, images, owner)
-    with full_precision(texts):  # (N, N): row n, s(x, i_{c(n)}) for every caption x of the pool
-        sim = images[owner].float() @ texts.float().T
+    sim = images[owner].float() @ texts.float().T  # (N, N): row n, s(x, i_{c(n)}) for every caption x of the pool
     positive = sim.diagonal()  # (N,) s(x_n, i_{c(n)})
     itself = torch.eye(texts.size(0), dtype=torch.bool, device=texts.device)
     return _decoupled(positive, sim, itself, tau)
@@ -85,8 +82,7 @@ def t2i_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor, t
     """Text-to-image reward of eq. 2: caption n's image against every other image of the pool.
     texts (N, D), images (M, D), owner (N,) -> (N,)."""
     _check_pools(texts, images, owner)
-    with full_precision(texts):  # (N, M) s(x_n, i) for every image i of the pool
-        sim = texts.float() @ images.float().T
+    sim = texts.float() @ images.float().T  # (N, M) s(x_n, i) for every image i of the pool
     positive = sim.gather(1, owner[:, None]).squeeze(1)  # (N,)
     own = owner[:, None] == torch.arange(images.size(0), device=owner.device)  # (N, M) (one_hot reads the values)
     return _decoupled(positive, sim, own, tau)

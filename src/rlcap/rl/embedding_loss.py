@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from rlcap.devices import full_precision
 
 
 def _check_pairs(name: str, images: torch.Tensor, texts: torch.Tensor) -> None:
@@ -48,8 +47,7 @@ def ranking_loss(images: torch.Tensor, texts: torch.Tensor, margin: float,
     """
     _check_pairs("ranking_loss", images, texts)
     b = images.size(0)
-    with full_precision(images):  # (B, B) s(i, j): image i, caption j, fp32 under autocast too
-        sim = images.float() @ texts.float().T
+    sim = images.float() @ texts.float().T  # (B, B) s(i, j): image i, caption j, fp32
     pos = sim.diagonal()  # (B,) s(i, i)
     skip = torch.eye(b, dtype=torch.bool, device=sim.device)
     if not_negative is not None:

@@ -245,7 +245,6 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], fold
         raise RlcapError(f"{folder}: the weights of part {name!r} do not fit the model its config.json describes: "
                          f"{'; '.join(problems)} (a damaged checkpoint, or an edited config.json)")
     module.load_state_dict(weights)
-    torch.clear_autocast_cache()  # low-precision copies of the weights replaced (rlcap.train.optimizer)
 
 
 def last_checkpoint_line(run_dir: str | Path) -> str:

@@ -66,7 +66,3 @@ def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
         p.scaler.update()
     else:
         p.optimizer.step()
-    # A run computes inside one autocast region (rlcap.api.train), and autocast keeps the low-precision
-    # copy it makes of each weight for as long as the region lasts: without this, every later forward
-    # pass would read the weights as they were at the first one, and a bf16 or fp16 run would not learn.
-    torch.clear_autocast_cache()

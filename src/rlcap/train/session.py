@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
-from rlcap.devices import grad_scaler, resolve_device
+from rlcap.devices import Precision, grad_scaler, resolve_device
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.base import check_policy_fits
@@ -72,7 +72,8 @@ class Session:
     ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
     phase: str | None = None  # the pretraining phase running (its state key, :func:`train_batches`), or None
     watch: LossWatch = field(default_factory=LossWatch)
-    epochs: int | None = None  # the main loop's epochs (train_batches without a phase): whether a run stopped early  # the first non-finite loss, read at log lines and saves
+    epochs: int | None = None  # the main loop's epochs (train_batches without a phase): whether a run stopped early
+    precision: Precision = Precision()  # the forward passes' (``precision``): loops enter precision.forward() around them
 
     @property
     def model(self) -> torch.nn.Module:
@@ -125,7 +126,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     if ckpt is not None:
         check_world_size(out_dir, ranks.world)
     session = Session(cfg, data, {}, Progress(), out_dir, source=source, resuming=ckpt is not None,
-                device=device, ranks=ranks)
+                      device=device, ranks=ranks, precision=Precision(cfg.precision, device.type))
     if policy:
         model = (build_model(cfg.model, len(data.vocab), dims["fc"], dims["att"]) if source is not None
                  else new_model(cfg.model, data.vocab, dims["fc"], dims["att"]))  # (weights: add_part loads them)
@@ -374,7 +375,8 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
     progress.step_in_epoch = 0
     scores = None
     if validate is None:  # the captioner's: every rank decodes its share of the batches, rank 0 scores
-        scores = captioner_scores(session.model, session.data, session.cfg.val, session.cfg.decode, session.ranks)
+        scores = captioner_scores(session.model, session.data, session.cfg.val, session.cfg.decode, session.ranks,
+                                  session.precision)
     elif session.ranks.main:  # a method's own validation runs on rank 0
         scores = validate(session)
     scores = from_main(scores, session.ranks)  # the others take rank 0's scores, so that all keep the same best/

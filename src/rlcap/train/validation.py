@@ -13,6 +13,7 @@ import torch
 from rlcap.data.loader import CaptionData, SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding.split import decode_split
+from rlcap.devices import Precision
 from rlcap.distributed import Ranks
 from rlcap.metrics.scoring import score_captions
 from rlcap.metrics.spider import spider
@@ -73,16 +74,17 @@ def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric
 
 
 def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeSettings,
-             ranks: Ranks = Ranks()) -> dict[str, float] | None:
+             ranks: Ranks = Ranks(), precision: Precision = Precision()) -> dict[str, float] | None:
     """Validation scores of the beam-search captions of ``v.split``: CIDEr-D (pycocoevalcap's,
-    document frequencies from the validation references) and ``v.metric``, decoded by ``d``.
+    document frequencies from the validation references) and ``v.metric``, decoded by ``d`` in the run's
+    ``precision`` (as ``rlcap eval`` decodes its checkpoints).
 
     Under torchrun every rank decodes its share of the batches and rank 0 scores them all (the other
     ranks get None: the session sends them rank 0's scores)."""
     split = data.splits[v.split]
     predictions = decode_split(model, split, data.vocab, d.beam_size, d.max_len, batch_size=v.batch_size,
                                limit=v.max_images, length_penalty=d.length_penalty,
-                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks)
+                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks, precision=precision)
     if not ranks.main:
         return None
     return validation_scores(lambda names: dict(score_predictions(split, predictions, names).corpus), v.metric)
