@@ -39,6 +39,10 @@ bench-feature-batching: $(STAMP)
 bench-xe-width: $(STAMP)
 	$(PY) benchmarks/bench_xe_width.py
 
+# seconds to save a checkpoint of a base-size GIT policy with and without its hf/ folder (the frozen tower linked)
+bench-checkpoint-save: $(STAMP)
+	$(PY) benchmarks/bench_checkpoint_save.py --family git --size base --repeats 5
+
 bench-decode: $(STAMP)
 	$(PY) benchmarks/bench_decode.py
 

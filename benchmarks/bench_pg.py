@@ -72,7 +72,7 @@ SHARED = ["model.arch=updown", "model.dropout=0.5", "rl.n_samples=5", "optim.lr=
 
 
 def session(vocab: Vocab) -> Session:
-    cfg = load_run_config(None, ["algorithm=pg", *SHARED, f"pg.rollouts={K}"])
+    cfg = load_run_config(None, ["algorithm=pg", *SHARED, "rl.n_samples=1", f"pg.rollouts={K}"])  # M = 1
     s = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."))
     add_part(s, "policy", build_model(cfg.model, len(vocab), 2048, 2048), cfg.optim)
     add_part(s, BASELINE, BaselineMLP(cfg.model.hidden_dim, cfg.pg.baseline_hidden),

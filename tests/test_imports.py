@@ -90,3 +90,69 @@ def test_no_import_circle_in_src():
     assert len(graph) > 150 and "rlcap.run_config" in graph["rlcap.methods.scst"]
     assert "rlcap.cli.train" in graph["rlcap.cli"]  # the CLI's lazy imports, named by string, are counted
     assert circles(graph) == []
+
+
+def _in(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def arrows(graph: dict[str, set[str]], lower: str, higher: str) -> list[tuple[str, str]]:
+    """The imports from a module of package ``lower`` to one of package ``higher``: what the layering forbids."""
+    return sorted((m, t) for m, targets in graph.items() if _in(lower, m) for t in targets if _in(higher, t))
+
+
+def test_the_arrow_checker_finds_an_upward_import():
+    graph = {"rlcap.data.a": {"rlcap.encoders.hf", "rlcap.errors"}, "rlcap.encoders.hf": {"rlcap.data.a"},
+             "rlcap.database": {"rlcap.encoders"}}
+    assert arrows(graph, "rlcap.data", "rlcap.encoders") == [("rlcap.data.a", "rlcap.encoders.hf")]
+
+
+def test_report_and_eval_import_no_method():
+    """The report and a run opened for inference read what a run recorded, never a method's code."""
+    graph = import_graph()
+    assert "rlcap.report.page" in graph and "rlcap.eval.open_run" in graph
+    assert arrows(graph, "rlcap.report", "rlcap.methods") == []
+    assert arrows(graph, "rlcap.eval", "rlcap.methods") == []
+
+
+def test_data_imports_no_encoder():
+    """The transformers helpers data/ and encoders/ share live below both, in rlcap.transformers_io."""
+    graph = import_graph()
+    assert "rlcap.transformers_io" in graph["rlcap.data.hf_text"]
+    assert arrows(graph, "rlcap.data", "rlcap.encoders") == []
+
+
+def test_metrics_import_no_reward():
+    """Corpus scores combined from metrics (SPIDEr, BCMR) are the metrics'; a reward takes its weights from them."""
+    graph = import_graph()
+    assert "rlcap.metrics.combined" in graph["rlcap.rewards.bcmr"]
+    assert arrows(graph, "rlcap.metrics", "rlcap.rewards") == []
+
+
+# what the engine may import of rlcap.models: the package's builders, the protocols, the model section and the
+# families' registry; every other module of it is a family's (or a part's) own
+ENGINE_MAY_IMPORT = {"rlcap.models", "rlcap.models.base", "rlcap.models.family", "rlcap.models.families",
+                     "rlcap.models.model_config"}
+
+
+def engine_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of a module of rlcap.train that the layering forbids: a model family's module, a method, a
+    reward."""
+    return sorted((m, t) for m, targets in graph.items() if _in("rlcap.train", m) for t in targets
+                  if (_in("rlcap.models", t) and t not in ENGINE_MAY_IMPORT) or _in("rlcap.methods", t)
+                  or _in("rlcap.rewards", t))
+
+
+def test_the_engine_checker_finds_a_family_a_method_and_a_reward():
+    graph = {"rlcap.train.a": {"rlcap.models.hf_family", "rlcap.models.families", "rlcap.methods.xe"},
+             "rlcap.train.b": {"rlcap.rewards.bcmr", "rlcap.models.base"}, "rlcap.eval.c": {"rlcap.models.hf_family"}}
+    assert engine_arrows(graph) == [("rlcap.train.a", "rlcap.methods.xe"), ("rlcap.train.a", "rlcap.models.hf_family"),
+                                    ("rlcap.train.b", "rlcap.rewards.bcmr")]
+
+
+def test_the_engine_imports_no_model_family_no_method_and_no_reward():
+    """train/ asks a model family what it needs through the registry (rlcap.models.families), never its module."""
+    graph = import_graph()
+    assert "rlcap.models.families" in graph["rlcap.train.checkpoint"]
+    assert "rlcap.models.hf_family" in graph["rlcap.models.families"]
+    assert engine_arrows(graph) == []

@@ -14,13 +14,20 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import yaml
 
 from rlcap.errors import ConfigError
 
 T = TypeVar("T")
+
+
+@runtime_checkable
+class Validates(Protocol):
+    """A config section that checks its allowed values and cross-field rules once loaded."""
+
+    def validate(self) -> None: ...
 
 
 def help_field(default: Any, help: str, **kwargs: Any) -> Any:
@@ -107,6 +114,8 @@ REMOVED_KEYS = {
     "decode.exit_every": "decoding checks whether every caption has ended after each word on the CPU and never on "
                          "CUDA by itself (docs/TRAINING.md, Host synchronisations); the environment variable "
                          "RLCAP_DECODE_EXIT_EVERY=N forces a check every N words (0: never)",
+    "pg.samples": "PG-SPIDEr samples rl.n_samples captions per image, the samples per image of every method that "
+                  "samples (pg.samples: 1 is rl.n_samples: 1)",
     "reward.device": "a run on CUDA scores CIDEr-D on the GPU and one on the CPU there, by itself, with the same "
                      "values (docs/RL.md, CIDEr-D on the device)",
 }
@@ -147,7 +156,7 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
         obj = cls(**kwargs)
     except TypeError as exc:
         raise ConfigError(f"{prefix or cls.__name__}: {exc}") from exc
-    if hasattr(obj, "validate"):  # a section may check allowed values and cross-field rules
+    if isinstance(obj, Validates):
         obj.validate()
     return obj
 

@@ -51,10 +51,12 @@ def _leave() -> None:
 
 def finish_together() -> None:
     """At a run's normal end, under torchrun: wait until every rank has finished (rank 0 still writing its last
-    checkpoint, or choosing lookahead's lambda), so that no process tears its side of the group down while
-    another still works in it. A rank that failed never gets here; the others then stop on torchrun's signal."""
+    checkpoint, or choosing lookahead's lambda), then destroy the group on every rank while all of them are still
+    running, not at interpreter exit (a rank of torchrun also skips the interpreter's teardown: rlcap/__main__.py).
+    A rank that failed never gets here; the others then stop on torchrun's signal (and :func:`_leave`)."""
     if dist.is_initialized():
         dist.barrier()
+        dist.destroy_process_group()
 
 
 def launched_rank() -> int:

@@ -12,14 +12,17 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from rlcap.config import flatten, help_field, key_matches, to_dict
 from rlcap.data.loader import MAX_LEN_HELP_HF, DataConfig
 from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
+from rlcap.metrics.combined import COMBINED
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
-from rlcap.models.model_config import TRAINING_KEYS, ModelConfig
+from rlcap.models.families import family, training_keys
+from rlcap.models.model_config import ModelConfig
+from rlcap.rewards.registry import OPTIMISES
 from rlcap.rewards.reward_config import RewardConfig
 
 OPTIMIZERS = ("adam", "adamw")
@@ -102,7 +105,8 @@ class RLConfig:
 
     epochs: int = help_field(5, "training epochs")
     batch_size: int = help_field(50, "images per batch")
-    n_samples: int = help_field(5, "captions generated per image (s in [Chen20])")
+    n_samples: int = help_field(5, "captions sampled per image by the method's loop (s in [Chen20], M in [Liu17]); "
+                                   "MIXER draws mixer.references, HRL hrl.worker_samples instead")
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
@@ -117,9 +121,9 @@ class RLConfig:
         check_min("rl.n_samples", self.n_samples, 1)
 
 
-# val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and BCMR
-# ([Liu17]'s four metrics summed, as the bcmr reward sums them: rlcap.metrics.combined.COMBINED).
-VAL_METRICS = (*PYCOCOEVALCAP_METRICS, "SPIDEr", "BCMR")
+# val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and those combined from
+# them (rlcap.metrics.combined.COMBINED: SPIDEr, BCMR)
+VAL_METRICS = (*PYCOCOEVALCAP_METRICS, *COMBINED)
 AUTO = "auto"
 
 
@@ -129,10 +133,11 @@ class ValConfig:
     max_images: int = help_field(0, "validate on at most this many images (0: all)")
     batch_size: int = help_field(100, "images decoded at once")
     metric: str = help_field(
-        AUTO, "the validation score best/ is kept by: auto (the metric the reward optimises: SPIDEr when "
-              "reward.weights has spider, BCMR when it has bcmr, else CIDEr, also for xe), or one of "
-              + ", ".join(VAL_METRICS) + " (BCMR: the corpus Bleu_4 + CIDEr + METEOR + ROUGE_L, the bcmr reward's "
-              "sum; METEOR and BCMR need Java). CIDEr is validated and logged in any case")
+        AUTO, "the validation score best/ is kept by: auto (the metric the reward optimises: "
+              + ", ".join(f"{metric} when reward.weights has {name}" for name, metric in OPTIMISES.items())
+              + ", else CIDEr, also for xe), or one of " + ", ".join(VAL_METRICS) + " ("
+              + "; ".join(f"{name}: {combined.help}" for name, combined in COMBINED.items())
+              + "; METEOR and a metric combined from it need Java). CIDEr is validated and logged in any case")
 
     def validate(self) -> None:
         check_min("val.max_images", self.max_images, 0)
@@ -147,11 +152,7 @@ def auto_val_metric(reward: RewardConfig | None) -> str:
     in SPICE, which selecting by CIDEr-D would select against); CIDEr-D for a run without a reward."""
     if reward is None:
         return "CIDEr"
-    if "spider" in reward.weights:
-        return "SPIDEr"
-    if "bcmr" in reward.weights:
-        return "BCMR"
-    return "CIDEr"
+    return next((metric for name, metric in OPTIMISES.items() if name in reward.weights), "CIDEr")
 
 
 def cpu_threads(threads: int | str) -> int:
@@ -170,6 +171,20 @@ def metric_label(name: str) -> str:
 
 ALGORITHM_HELP = ("the training method, one of rlcap.methods.METHODS (rlcap train --help-config algorithm=NAME "
                   "lists its keys)")
+
+
+@runtime_checkable
+class ReadsKeys(Protocol):
+    """A config section whose keys are read only under conditions of its own (the model's by its arch)."""
+
+    def reads(self, key: str) -> bool: ...
+
+
+@runtime_checkable
+class ChecksRun(Protocol):
+    """A config section with rules across sections (scst's baseline and ``rl``): ``name`` is its key in the run."""
+
+    def check_run(self, run: Any, name: str) -> None: ...
 
 
 def algorithm_field(name: str) -> Any:
@@ -240,6 +255,7 @@ class RunConfig:
     def validate(self) -> None:
         check_device_name(self.device)
         check_precision(self.precision)
+        family(self.model.arch)  # a model.arch no family registers: ConfigError listing those that are
         if self.threads != AUTO:
             if not isinstance(self.threads, int):
                 raise ConfigError(f"threads: expected a number or auto, got {self.threads!r}")
@@ -249,7 +265,7 @@ class RunConfig:
         check_min("max_steps", self.max_steps, 0)
         for field in dataclasses.fields(self):  # a section's rules across sections (e.g. scst's baseline and rl)
             section = getattr(self, field.name)
-            if hasattr(section, "check_run"):
+            if isinstance(section, ChecksRun):
                 section.check_run(self, field.name)
 
     def reads(self, key: str) -> bool:
@@ -269,13 +285,13 @@ class RunConfig:
         if key == "allow_init_mismatch":
             return self.init_from is not None
         if key == "data.min_count":
-            return self.init_from is None and self.model.arch != "hf"
+            return self.init_from is None and not family(self.model.arch).brings_text_codec
         if key == "model.arch":
             return self.init_from is None
         if section == "model":
-            return self.model.reads(rest) and (self.init_from is None or rest in TRAINING_KEYS)
+            return self.model.reads(rest) and (self.init_from is None or rest in training_keys())
         own = getattr(self, section, None) if rest else None
-        return own.reads(rest) if hasattr(own, "reads") else True
+        return own.reads(rest) if isinstance(own, ReadsKeys) else True
 
     def key_help(self, key: str, text: str) -> str:
         """The help ``--help-config`` shows for ``key`` (its field's, ``text``) in a run of this config: what

@@ -109,7 +109,8 @@ def xe_checkpoint(tiny_xe):
 
 
 def _config(dataset, feats, init, out, algorithm, **extra):
-    items = {"algorithm": algorithm, "init_from": init, "rl.epochs": 1, "rl.batch_size": 8, "rl.n_samples": 3,
+    items = {"algorithm": algorithm, "init_from": init, "rl.epochs": 1, "rl.batch_size": 8, "rl.n_samples": 1,
+             "mixer.references": 3,
              "decode.max_len": 6, "optim.lr": 0.001, "pg.rollouts": 2, "mixer.start": 3, "mixer.delta": 2,
              "mixer.epochs_per_stage": 1}
     items.update(extra)
@@ -148,7 +149,7 @@ def test_pg_step_wiring(xe_checkpoint, tmp_path, monkeypatch):
     assert grads[(BASELINE, "loss")] == pytest.approx(float((q[mask] ** 2).mean()), rel=1e-6)
 
 
-SMOKE = {"pg": ("pg", {}), "pg_two_samples": ("pg", {"pg.samples": 2}), "mixer": ("mixer", {})}
+SMOKE = {"pg": ("pg", {}), "pg_two_samples": ("pg", {"rl.n_samples": 2}), "mixer": ("mixer", {})}
 
 
 @pytest.mark.parametrize("name", sorted(SMOKE))

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS
 from rlcap.errors import ConfigError
-from rlcap.models import MODELS, Feats, ModelConfig, build_model, expand_batch, select_batch
+from rlcap.models import FAMILIES, Feats, ModelConfig, build_model, expand_batch, select_batch
+from rlcap.methods.registry import load_run_config
 from rlcap.models.model_config import ARCHS
 
 OWN = tuple(a for a in ARCHS if a != "hf")  # rlcap's own captioners (hf: tests/models/test_hf_captioner.py)
@@ -155,8 +156,8 @@ def test_value_network_shapes():
 
 
 def test_unknown_arch_lists_the_allowed_ones():
-    with pytest.raises(ConfigError, match="fc, updown, transformer"):
-        ModelConfig(arch="lstm")
+    with pytest.raises(ConfigError, match="unknown architecture 'lstm'; expected one of fc, updown, transformer"):
+        load_run_config(None, ["model.arch=lstm"])
     cfg = tiny_config("fc")
     cfg.arch = "lstm"  # bypasses __post_init__, as a hand-edited object could
     with pytest.raises(ConfigError, match="fc, updown, transformer"):
@@ -164,9 +165,9 @@ def test_unknown_arch_lists_the_allowed_ones():
 
 
 def test_registry_matches_config():
-    assert tuple(MODELS) == ARCHS
+    assert tuple(FAMILIES) == ARCHS
     for arch in OWN:
-        assert isinstance(build(arch), MODELS[arch])
+        assert isinstance(build(arch), FAMILIES[arch].model)
 
 
 @pytest.mark.parametrize("change", [{"hidden_dim": 0}, {"dropout": 1.0}, {"num_enc_layers": -1},

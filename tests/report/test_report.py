@@ -13,6 +13,7 @@ from rlcap.errors import RlcapError
 from rlcap.metrics.retrieval import expected_ranks
 from rlcap.report import write_report
 from rlcap.report.collect import System, collect
+from rlcap.train.logger import OWN_REWARD
 from rlcap.report.stats import best_cells, diversity, gallery_ids
 from tests.report.conftest import SCRIPT_CAPTION
 
@@ -126,7 +127,32 @@ def test_the_report_reads_captions_without_tokenizing_them(reported):
 def test_settings_say_when_a_method_has_its_own_reward():
     from rlcap.report.page import settings_rows
 
+    # the reward each run's log records it learned from (not what its method's code says)
+    learned = {"scst": {"cider_d": 1.0}, "wtf_rl": OWN_REWARD}
     rows = dict(settings_rows({"scst": {"algorithm": "scst", "reward": {"weights": {"cider_d": 1.0}}},
-                               "wtf_rl": {"algorithm": "wtf_rl", "reward": {"weights": {"cider_d": 1.0}}}}))
+                               "wtf_rl": {"algorithm": "wtf_rl", "reward": {"weights": {"cider_d": 1.0}}}},
+                              learned=learned, epochs={"scst": 2}))
     assert rows["reward"] == ["{'cider_d': 1.0}", "the method's own (conventions below)"]
     assert rows["algorithm"] == ["scst", "wtf_rl"] and "XE epochs" not in rows
+    assert rows["epochs done"] == ["2", "-"]  # the epochs each run's last checkpoint records
+    no_log = dict(settings_rows({"scst": {"algorithm": "scst", "reward": {"weights": {"cider_d": 1.0}}}}))
+    assert no_log["reward"] == ["{'cider_d': 1.0}"]  # a run whose log records none: its config's weights
+
+
+@pytest.mark.slow  # the tiny runs of tests/report/conftest.py
+def test_the_settings_table_is_what_each_run_recorded(reported, tmp_path):
+    """Epochs from each run's last checkpoint, the reward its log records it learned from: no method's code nor a
+    method's own section read (tests/test_imports.py: report/ imports no method)."""
+    from rlcap.report.page import settings_rows
+
+    data = collect(reported["runs"])
+    runs = list(data.settings)
+    assert sorted(runs) == ["scst", "xe"] and data.learned == {"scst": {"cider_d": 1.0}}  # (xe's log records none)
+    rows = dict(settings_rows(data.settings, data.drawn, data.learned, data.epochs))
+    epochs = {run: json.loads((reported["runs"] / run / "last" / "checkpoint.json").read_text())["epoch"]
+              for run in runs}
+    assert rows["epochs done"] == [str(epochs[run]) for run in runs] and epochs["scst"] == 1
+    assert rows["reward"][runs.index("scst")] == "{'cider_d': 1.0}" and rows["reward"][runs.index("xe")] == "-"
+    out = tmp_path / "r.html"
+    assert main(["report", str(reported["runs"]), "--out", str(out), "--sample", "2"]) == 0
+    assert "<td>epochs done</td>" in out.read_text(encoding="utf-8")

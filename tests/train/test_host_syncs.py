@@ -74,7 +74,7 @@ def counting_steps(monkeypatch) -> list:
         if "counter" in state:
             state.pop("counter").__exit__(None, None, None)
             if state.pop("session") is s:  # (not a new run's set-up after another run's last step)
-                counts.append((Path(s.out_dir).name + (f":{s.phase}" if s.phase else ""), state.pop("n")))
+                counts.append((Path(s.out_dir).name + (f":{s.phase.name}" if s.phase.name else ""), state.pop("n")))
         stop = finish(s, values)
         state["session"] = s
         optimizers = [p.optimizer for p in s.parts.values() if p.optimizer is not None]

@@ -20,6 +20,7 @@ import torch
 
 from rlcap.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from rlcap.errors import DataError, RlcapError
+from rlcap.transformers_io import import_transformers
 
 KIND = "hf_tokenizer"  # vocab.json's "kind" for this interface
 
@@ -154,9 +155,7 @@ class TokenizerVocab:
 def captioner_config(folder: str | Path) -> tuple[Any, Any]:
     """The config and the model class of the transformers captioner saved in ``folder``; a folder that is not
     there, or holds no captioner (a vision-only or text-only model writes no text), refused in one line."""
-    from rlcap.encoders.hf import _import_transformers
-
-    transformers = _import_transformers()
+    transformers = import_transformers("model.arch=hf")
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise RlcapError(f"{folder}: no such folder; model.arch=hf reads a captioner from a local folder that "
@@ -178,9 +177,7 @@ def tokenizer_ids(folder: str | Path, config: Any, hf_size: int) -> tuple[Any, T
     """The fast tokenizer saved in ``folder`` and the model's token ids (:meth:`TokenIds.from_config`), refused in
     one line when the tokenizer is not the model's: missing (transformers then builds an empty BertTokenizer),
     of another size than the output layer, or without the config's special tokens among its own."""
-    from rlcap.encoders.hf import _import_transformers
-
-    transformers = _import_transformers()
+    transformers = import_transformers("model.arch=hf")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
@@ -283,6 +284,15 @@ class CaptionData(NamedTuple):
     splits: dict[str, SplitData]
 
 
+def _check_paths(cfg: DataConfig) -> None:
+    """:class:`DataError` naming the key of the first data path that names nothing (data that moved: give its new
+    place). A features path may name self-critical ``<prefix>_fc``/``_att`` folders by their prefix."""
+    for key in DATA_PATHS:
+        path = getattr(cfg, key)
+        if path and not Path(path).exists() and not (key == "features" and Path(f"{path}_att").is_dir()):
+            raise DataError(f"data.{key}: {path} not found; pass data.{key}=PATH (where it is now)")
+
+
 def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"),
               vocab: Vocab | None = None) -> CaptionData:
     """Read captions, build (or reuse) the vocabulary from the training split, load features."""
@@ -290,6 +300,7 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
         raise ConfigError("data.dataset is not set: give the caption file (e.g. data.dataset=path/to/dataset.json)")
     if not cfg.features:
         raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5)")
+    _check_paths(cfg)
     grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits))
     if cfg.max_train_images and "train" in grouped:
         grouped["train"] = grouped["train"][: cfg.max_train_images]

@@ -19,7 +19,7 @@ from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, s
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.decoding.stepping import resolve_exit_every, stepper
 from rlcap.errors import ConfigError
-from rlcap.models.base import Captioner, Feats, Tensors, expand_memory
+from rlcap.models.base import Captioner, Feats, ScoresDecoded, Tensors, expand_memory
 from rlcap.models.linear import weight_grads_once
 
 CONTINUE_METHODS = ("greedy", "sample")
@@ -126,7 +126,8 @@ def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, choose: Choos
     memory = expand_memory(model, model.encode(feats), n)
     word = torch.full((rows,), BOS, dtype=torch.long, device=device)  # (R,)
     done = torch.zeros(rows, dtype=torch.bool, device=device)  # (R,) EOS already emitted
-    if getattr(model, "scores_decoded", False) and torch.is_grad_enabled() and prefix is None and not return_hidden:
+    scores_decoded = isinstance(model, ScoresDecoded) and model.scores_decoded
+    if scores_decoded and torch.is_grad_enabled() and prefix is None and not return_hidden:
         return _decode_then_score(model, memory, word, max_len, choose, done, uniform, exit_every, compile)
     return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden,
                   uniform, exit_every, compile)

@@ -70,7 +70,7 @@ def diagnose_value(checkpoint: str | Path | OpenRun, data: CaptionData, split: s
     n = config["rl"]["n_samples"] if n_samples is None else n_samples
     temperature = config["decode"]["temperature"] if temperature is None else temperature
     max_len = config["decode"]["max_len"]
-    features = config["ac"].get("value_features", "fc")  # a config without the key trained an fc value network
+    features = value_net.part_spec()["settings"]["features"]  # the network's own spec (DescribesItself)
     train, held_out = data.splits["train"], data.splits[split]
     gen = torch.Generator().manual_seed(seed)
     values, returns, masks = [], [], []

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,10 @@ import numpy as np
 import torch
 
 from rlcap.errors import RlcapError
+from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
+
+# the name models/hf_captioner.py imports it by (with no_bars and load_weights_of) from here
+_import_transformers = import_transformers
 
 HF_PREFIX = "hf:"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -50,26 +53,6 @@ def local_folder(name: str | Path) -> Path:
     ``reward.paths.retrieval: hf:DIR`` name one local model the same way."""
     text = str(name)
     return Path(text[len(HF_PREFIX):] if text.startswith(HF_PREFIX) else text)
-
-
-def _import_transformers() -> Any:
-    try:
-        import transformers
-    except ImportError as exc:
-        raise RlcapError("a transformers encoder needs transformers: pip install 'rlcap[hf]'") from exc
-    return transformers
-
-
-@contextmanager
-def no_bars(transformers: Any) -> Iterator[None]:
-    """transformers' progress bars (loading and saving weights: not rlcap's progress) off, as they were after."""
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if bars:
-            transformers.utils.logging.enable_progress_bar()
 
 
 def _digest(*chunks: bytes) -> str:
@@ -108,19 +91,6 @@ def tower_digest(tower: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def load_weights_of(model_class: Any, folder: Path) -> Any:
-    """``model_class.from_pretrained(folder)`` (local files only), a weights file that cannot be read (a
-    truncated download or copy) refused in one line."""
-    from safetensors import SafetensorError
-
-    try:
-        return model_class.from_pretrained(folder, local_files_only=True)
-    except (SafetensorError, OSError, ValueError, KeyError) as exc:
-        raise RlcapError(f"{folder}: its weights cannot be read ({exc.__class__.__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}); a truncated download or copy? copy the "
-                         "folder again") from None
-
-
 def _reads_pixels(module: Any) -> bool:
     return getattr(module, "main_input_name", None) == "pixel_values"
 
@@ -154,7 +124,7 @@ class HFImageEncoder:
     (B, N, Datt), float32."""
 
     def __init__(self, folder: str | Path, device: torch.device | str = "cpu"):
-        transformers = _import_transformers()
+        transformers = import_transformers("a transformers encoder")
         self.folder = Path(folder).expanduser().resolve()
         if not (self.folder / "config.json").is_file():
             raise RlcapError(f"{HF_PREFIX}{folder}: no config.json there; give a folder that save_pretrained "

@@ -29,6 +29,7 @@ from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
 from rlcap.models.base import check_policy_fits
 from rlcap.models.model_config import ModelConfig
+from rlcap.models.value import value_features
 from rlcap.run_config import DecodeSettings
 from rlcap.train.checkpoint import POLICY, VALUE, Checkpoint, load_checkpoint, load_weights
 
@@ -109,9 +110,8 @@ def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:
 
 def _value_network(ckpt: Checkpoint, folder: Path) -> ValueModel:
     config, dims = ckpt.config, ckpt.config["feature_dims"]
-    # ac.value_features says which network was trained; a run config without it trained one that reads the
-    # pooled vector only
-    features = config["ac"].get("value_features", "fc")
+    # the part's own spec says which network was trained (an older checkpoint's weights do)
+    features = value_features(ckpt.manifest.get("specs", {}).get(VALUE), ckpt.weights[VALUE])
     value_net = build_value_model(from_dict(ModelConfig, config["model"]), len(ckpt.vocab), dims["fc"], dims["att"],
                                   features)
     load_weights(value_net, ckpt.weights[VALUE], folder, VALUE)

@@ -197,7 +197,8 @@ def train_actor_critic(cfg: ActorCriticRunConfig) -> TrainResult:
     with train_reward(session) as reward:
         stated = conventions(cfg, len(session.data.splits["train"]), "value network v(s_t), per word ([Shi18 eq. 10])")
         session.logger.note(f"{stated}; value pretraining epochs {cfg.ac.value_pretrain_epochs}; "
-                            f"value lr {cfg.ac.value_lr}")
+                            f"value lr {cfg.ac.value_lr}", samples_per_image=cfg.rl.n_samples,
+                            learns_from=cfg.reward.weights)
         session.model.train(cfg.rl.rollout_dropout)
         value_net.train()
         if not pretrain_value(session, reward):

@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -38,6 +39,7 @@ from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
 from rlcap.decoding import sample
+from rlcap.models.base import MarksSegments
 from rlcap.decoding.segments import greedy_segments
 from rlcap.errors import ConfigError
 from rlcap.rewards import Reward, RewardContext, resolve_reward
@@ -50,7 +52,7 @@ from rlcap.methods.samples import caption_lengths
 from rlcap.decoding.stepping import decode_options
 from rlcap.rewards.batch import reward_batch
 from rlcap.methods.sequence import train_reward
-from rlcap.train.logger import Stat, Stats
+from rlcap.train.logger import OWN_REWARD, Stat, Stats
 from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import (Session, TrainResult, add_part, finish_run, finish_step, open_session, resume_or_start,
@@ -102,6 +104,9 @@ class HrlConfig:
 @dataclass
 class HrlRunConfig(SequenceRunConfig):
     """``algorithm: hrl``: hierarchical RL for video: alternating worker and manager phases [Wang18]."""
+
+    # a worker phase samples hrl.worker_samples captions per clip, a manager phase one greedy caption
+    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples",)
 
     algorithm: str = algorithm_field("hrl")
     hrl: HrlConfig = help_field(HrlConfig, "hierarchical RL for video: alternating worker and manager phases [Wang18]")
@@ -196,7 +201,7 @@ def manager_step(session: Session, batch: Batch, reward: Reward) -> Stats:
 def train_hrl(cfg: HrlRunConfig) -> TrainResult:
     session = open_session(cfg, splits=("train", cfg.val.split))
     model = session.model
-    if not hasattr(model, "segment_start"):
+    if not isinstance(model, MarksSegments):
         raise ConfigError("algorithm=hrl trains a model of arch hrl: give init_from an XE checkpoint of model.arch=hrl")
     add_part(session, BASELINES, Baselines(model.worker.hidden_size, model.manager.hidden_size),
              dataclasses.replace(cfg.optim, lr=cfg.hrl.baseline_lr, lr_decay_every=0))
@@ -208,7 +213,9 @@ def train_hrl(cfg: HrlRunConfig) -> TrainResult:
         session.logger.note(f"[Wang18]: alternating phases of {cfg.hrl.switch_every} steps from the {cfg.hrl.first}; "
                             f"gamma {cfg.hrl.gamma}; goal noise {cfg.hrl.goal_noise}; prefixes scored by {scored} for "
                             f"the delta rewards; worker samples at temperature {cfg.decode.temperature}, rollout "
-                            f"dropout {cfg.rl.rollout_dropout}; the manager's greedy worker in eval mode")
+                            f"dropout {cfg.rl.rollout_dropout}; the manager's greedy worker in eval mode",
+                            samples_per_image=cfg.hrl.worker_samples,
+                            learns_from=cfg.reward.weights if cfg.hrl.prefix_metric == "cider_d" else OWN_REWARD)
         for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
             step = worker_step if phase["phase"] == "worker" else manager_step
             stats = step(session, batch, reward)

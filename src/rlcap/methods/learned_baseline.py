@@ -28,7 +28,8 @@ def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
                  settings: str) -> Iterator[tuple[Session, WeightedReward]]:
     """Session with the policy and a :class:`BaselineMLP` of ``width`` units trained at ``lr``
     (the run's optimizer settings otherwise), resumed when asked; the reward (closed on exit); the
-    conventions line with ``samples`` captions per image; the policy in its sampling mode."""
+    conventions line with ``samples`` captions per image (PG-SPIDEr's ``rl.n_samples``, MIXER's
+    ``mixer.references``), recorded as the run's samples per image; the policy in its sampling mode."""
     if cfg.rl.sample_method != "sample":
         raise ConfigError(f"{cfg.algorithm} samples its captions: rl.sample_method must be 'sample', "
                           f"got {cfg.rl.sample_method!r}")
@@ -41,6 +42,7 @@ def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
     with train_reward(session) as reward:
         stated = replace(cfg, rl=replace(cfg.rl, n_samples=samples))
         conventions_line = conventions(stated, len(session.data.splits["train"]), "learned (MLP on the hidden state)")
-        session.logger.note(f"{conventions_line}; {settings}")
+        session.logger.note(f"{conventions_line}; {settings}", samples_per_image=samples,
+                            learns_from=cfg.reward.weights)
         session.model.train(cfg.rl.rollout_dropout)
         yield session, reward

@@ -3,10 +3,11 @@ XE checkpoint: cross-entropy on the first M words of a reference, REINFORCE on t
 policy samples after them, M annealed towards 0 (``mixer.start``, ``mixer.delta`` every
 ``mixer.epochs_per_stage`` epochs; rl/mixer.py).
 
-Each step draws ``rl.n_samples`` references per image (as XE draws captions) and continues each
-with one sampled completion. The REINFORCE baseline is Ranzato's regressor of the reward on the
-hidden state, here the baseline MLP of PG-SPIDEr (part ``baseline``) on the detached hidden state.
-Choices where the papers are silent: docs/RL.md, "PG-SPIDEr and MIXER ([Liu17])".
+Each step draws ``mixer.references`` references per image (as XE draws captions) and continues each with one
+sampled completion: the run's samples per image (``rl.n_samples`` is not read). The REINFORCE baseline is
+Ranzato's regressor of the reward on the hidden state, here the baseline MLP of PG-SPIDEr (part ``baseline``)
+on the detached hidden state. Choices where the papers are silent: docs/RL.md, "PG-SPIDEr and MIXER
+([Liu17])".
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class MixerConfig:
     start: int = help_field(16, "M in the first epoch (Ranzato: the longest caption, i.e. pure XE)")
     delta: int = help_field(2, "Delta: M decreases by this every epochs_per_stage epochs, down to 0")
     epochs_per_stage: int = help_field(2, "epochs trained at each M")
+    references: int = help_field(5, "references drawn per image each step, each continued by one sampled "
+                                    "completion after its first M words (the run's samples per image)")
     baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP on the hidden state (part 'baseline')")
     baseline_hidden: int = help_field(256, "hidden units of the baseline MLP")
 
@@ -54,6 +57,7 @@ class MixerConfig:
         check_min("mixer.start", self.start, 0)
         check_min("mixer.delta", self.delta, 1)
         check_min("mixer.epochs_per_stage", self.epochs_per_stage, 1)
+        check_min("mixer.references", self.references, 1)
         check_min("mixer.baseline_hidden", self.baseline_hidden, 1)
         check_lr("mixer.baseline_lr", self.baseline_lr)
 
@@ -64,6 +68,7 @@ class MixerRunConfig(SequenceRunConfig):
 
     READS_CAPTIONS: ClassVar[bool] = True  # its XE prefix is the references'
     CAPTIONS_PER_IMAGE: ClassVar[bool] = False  # one reference per sampled row
+    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples",)  # it samples one completion per reference: mixer.references
 
     algorithm: str = algorithm_field("mixer")
     mixer: MixerConfig = help_field(MixerConfig,
@@ -71,7 +76,7 @@ class MixerRunConfig(SequenceRunConfig):
 
 
 def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
-    cfg, n = session.cfg, session.cfg.rl.n_samples
+    cfg, n = session.cfg, session.cfg.mixer.references
     targets = batch.tokens[:, 1:]  # (B*n, L) w_1 .. w_k EOS PAD.., the references
     # 1. continue each reference after its first M words by sampling (the words from M on are the policy's)
     t0 = time.perf_counter()
@@ -119,8 +124,8 @@ def train_mixer(cfg: MixerRunConfig) -> TrainResult:
     mx = cfg.mixer
     settings = (f"MIXER: XE on the first M reference words, M = {mx.start} minus {mx.delta} every "
                 f"{mx.epochs_per_stage} epochs, down to 0; baseline MLP of {mx.baseline_hidden} units")
-    with baseline_run(cfg, mx.baseline_lr, mx.baseline_hidden, cfg.rl.n_samples, settings) as (session, reward):
-        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, seq_per_img=cfg.rl.n_samples):
+    with baseline_run(cfg, mx.baseline_lr, mx.baseline_hidden, mx.references, settings) as (session, reward):
+        for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size, seq_per_img=mx.references):
             m = mixer_prefix_len(session.progress.epoch, mx.start, mx.delta, mx.epochs_per_stage)
             if finish_step(session, mixer_step(session, batch, reward, m)):
                 break

@@ -1,12 +1,12 @@
 """PG-SPIDEr: policy gradient with Monte-Carlo rollouts and a learned baseline
 (Liu et al. 2017, [Liu17]), from an XE checkpoint.
 
-Each step samples M captions per image ([Liu17]: M = 1). For every word g_t of a caption, K rollouts
-complete the prefix g_1:t and ``Q(g_1:t-1, g_t)`` is the mean of their K rewards; at the
-caption's last word Q is the caption's own reward. The MLP ``B_phi`` reads the decoder's hidden
-state (detached) and is trained to predict Q (``L_phi``); the policy's per-word advantage is
-``Q - B``. The reward is the run's ``reward.weights``: ``spider`` (PG-SPIDEr), ``cider_d``,
-``bcmr`` (PG-BCMR), ... Choices where [Liu17] is silent: docs/RL.md, "PG-SPIDEr and MIXER ([Liu17])".
+Each step samples M = ``rl.n_samples`` captions per image ([Liu17]: M = 1, as the recipes set it). For every
+word g_t of a caption, K rollouts complete the prefix g_1:t and ``Q(g_1:t-1, g_t)`` is the mean of their K
+rewards; at the caption's last word Q is the caption's own reward. The MLP ``B_phi`` reads the decoder's
+hidden state (detached) and is trained to predict Q (``L_phi``); the policy's per-word advantage is ``Q - B``.
+The reward is the run's ``reward.weights``: ``spider`` (PG-SPIDEr), ``cider_d``, ``bcmr`` (PG-BCMR), ...
+Choices where [Liu17] is silent: docs/RL.md, "PG-SPIDEr and MIXER ([Liu17])".
 """
 
 from __future__ import annotations
@@ -43,13 +43,11 @@ class PgConfig:
     """PG-SPIDEr ([Liu17]): Monte-Carlo Q per word and a learned baseline MLP."""
 
     rollouts: int = help_field(3, "K: Monte-Carlo rollouts completing every prefix g_1:t ([Liu17]'s Q estimate)")
-    samples: int = help_field(1, "M: captions sampled per image ([Liu17] uses M = 1)")
     baseline_lr: float = help_field(1e-3, "learning rate of the baseline MLP B_phi (its own Adam, part 'baseline')")
     baseline_hidden: int = help_field(256, "hidden units of the baseline MLP B_phi")
 
     def validate(self) -> None:
         check_min("pg.rollouts", self.rollouts, 1)
-        check_min("pg.samples", self.samples, 1)
         check_min("pg.baseline_hidden", self.baseline_hidden, 1)
         check_lr("pg.baseline_lr", self.baseline_lr)
 
@@ -106,17 +104,17 @@ def sample_context(batch: Batch, m: int) -> tuple[Feats, RewardBatch]:
 
 
 def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
-    cfg, pg = session.cfg, session.cfg.pg
+    cfg, pg, m = session.cfg, session.cfg.pg, session.cfg.rl.n_samples
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
     with session.precision.forward():
-        out = sample(session.model, batch.feats, n=pg.samples, max_len=cfg.decode.max_len,
+        out = sample(session.model, batch.feats, n=m, max_len=cfg.decode.max_len,
                      **decode_options(session.device), temperature=cfg.decode.temperature,
                      return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
     t0 = time.perf_counter()
-    feats, context = sample_context(batch, pg.samples)
+    feats, context = sample_context(batch, m)
     with torch.no_grad(), session.precision.forward():
         rolls = prefix_rollouts(session.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
                                 temperature=cfg.decode.temperature,
@@ -150,7 +148,7 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
 def train_pg(cfg: PgRunConfig) -> TrainResult:
     pg = cfg.pg
     settings = f"PG-SPIDEr ([Liu17]): {pg.rollouts} rollouts per word, baseline MLP of {pg.baseline_hidden} units"
-    with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, pg.samples, settings) as (session, reward):
+    with baseline_run(cfg, pg.baseline_lr, pg.baseline_hidden, cfg.rl.n_samples, settings) as (session, reward):
         for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):
             if finish_step(session, pg_step(session, batch, reward)):
                 break

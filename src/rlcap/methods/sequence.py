@@ -45,7 +45,8 @@ def sequence_session(cfg: RunConfig, baseline: str,
     session = start_session(cfg, splits=("train", cfg.val.split))
     with train_reward(session) as reward:
         stated = conventions(cfg, len(session.data.splits["train"]), baseline)
-        session.logger.note(stated + (f"; {settings}" if settings else ""))
+        session.logger.note(stated + (f"; {settings}" if settings else ""), samples_per_image=cfg.rl.n_samples,
+                            learns_from=cfg.reward.weights)
         session.model.train(cfg.rl.rollout_dropout)
         yield session, reward
 

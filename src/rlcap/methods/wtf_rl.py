@@ -49,7 +49,7 @@ from rlcap.rewards.image_bank import ImageBank, build_image_bank, load_image_ban
 from rlcap.rewards.retrieval import RETRIEVAL_SETTINGS, SIMILARITIES, RetrievalReward
 from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
-from rlcap.train.logger import Stat, Stats
+from rlcap.train.logger import OWN_REWARD, Stat, Stats
 from rlcap.run_config import OptimConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.samples import caption_lengths, teacher_forced_logprobs
 from rlcap.decoding.result import decode_captions
@@ -371,7 +371,9 @@ def open_distinct_session(cfg: DistinctRunConfig, section: DiscriminatorRewardCo
     mixed = f"{section.alpha} * {section.similarity} + {1 - section.alpha:.2f} * p_D"
     session.logger.note(f"[Chaffin24]: {what}; r = {mixed}; tau {reward.tau:g}; hard negatives {reward.hard_negatives} "
                         f"(their captions in the text pool: {reward.negative_captions} each, the policy's greedy "
-                        f"captions of {mined}); retriever {paths['retrieval']} ({reward.retriever.kind})")
+                        f"captions of {mined}); retriever {paths['retrieval']} ({reward.retriever.kind})",
+                        samples_per_image=cfg.rl.n_samples if cfg.reads("rl.n_samples") else None,
+                        learns_from=OWN_REWARD)
     session.model.train()
     discriminator.train()
     return session, reward

@@ -44,10 +44,17 @@ def expand_batch(tensors: Tensors, n: int) -> Tensors:
     return tuple(t.repeat_interleave(n, dim=0, output_size=t.size(0) * n) for t in tensors)
 
 
+@runtime_checkable
+class ExpandsMemory(Protocol):
+    """A model that repeats its own memory for n rows per image, keeping some tensors once per image (UpDown's
+    regions, the transformer's cross-attention keys and values); its ``step`` then accepts both forms."""
+
+    def expand_memory(self, memory: Tensors, n: int) -> Tensors: ...
+
+
 def expand_memory(model: object, memory: Tensors, n: int) -> Tensors:
-    """The model's own ``expand_memory`` if it has one, else :func:`expand_batch`."""
-    own = getattr(model, "expand_memory", None)
-    return own(memory, n) if own is not None else expand_batch(memory, n)
+    """The model's own ``expand_memory`` (:class:`ExpandsMemory`) if it has one, else :func:`expand_batch`."""
+    return model.expand_memory(memory, n) if isinstance(model, ExpandsMemory) else expand_batch(memory, n)
 
 
 def select_batch(tensors: Tensors, index: torch.Tensor) -> Tensors:
@@ -91,6 +98,48 @@ class LimitedPositions(Protocol):
     limit)."""
 
     def text_positions(self) -> int | None: ...
+
+
+@runtime_checkable
+class ScoresDecoded(Protocol):
+    """A model that can score whole decoded sequences in one teacher-forced pass (the transformer): sampling with
+    autograd decodes without it, then scores the words (:func:`rlcap.decoding.sample`) when ``scores_decoded``."""
+
+    scores_decoded: bool
+
+
+@runtime_checkable
+class MarksSegments(Protocol):
+    """A hierarchical captioner (HRL's manager and worker): ``segment_start(state)`` (B,) whether the word just
+    read began a new segment, where the manager sets a new goal."""
+
+    def segment_start(self, state: Any) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class StatesHiddenSize(Protocol):
+    """A policy whose ``hidden(state)`` width is not the model section's ``hidden_dim`` (a transformers
+    captioner: its text decoder's width), which it states as ``hidden_size``."""
+
+    hidden_size: int
+
+
+@runtime_checkable
+class ExportsPretrained(Protocol):
+    """A policy that also saves itself as a transformers folder (``hf/`` of a checkpoint) that ``from_pretrained``
+    loads; ``decode``: the run's decode section, so that its ``generate()`` decodes as the run does; ``previous``:
+    the folder the export replaces (what did not change is taken from there)."""
+
+    def export_pretrained(self, folder: Any, decode: Mapping[str, Any] | None = None,
+                          previous: Any = None) -> None: ...
+
+
+@runtime_checkable
+class DescribesItself(Protocol):
+    """A checkpoint part that states how it was built, recorded as its spec in the checkpoint's manifest (a value
+    network: ``{"family": "value", "settings": {"features": "att"}}``), from which inference builds it again."""
+
+    def part_spec(self) -> dict[str, Any]: ...
 
 
 def check_policy_fits(model: object, records: Mapping[str, Any], store: str, lengths: Mapping[str, int]) -> None:

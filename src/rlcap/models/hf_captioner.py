@@ -41,6 +41,7 @@ from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, sam
                                        under_adapters)
 from rlcap.models.base import Tensors
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf_export import write_weights
 
 log = logging.getLogger(__name__)
 
@@ -187,26 +188,26 @@ class HFCaptioner(nn.Module):
         # computes its output layer over every image token at the first step (as generate() avoids too)
         self.keeps_logits = "logits_to_keep" in params
 
-    def export_pretrained(self, folder: str | Path, decode: Mapping[str, Any] | None = None) -> None:
-        """The policy as a transformers folder (``save_pretrained``: config, weights with the frozen tower back in
-        place, generation config, tokenizer and image processor), which ``from_pretrained`` loads and whose
-        ``generate()`` from pixels decodes as rlcap does: its generation config suppresses the pad and start
-        tokens, which rlcap never writes, and carries the run's ``decode`` settings (:func:`generation_settings`)."""
+    def export_pretrained(self, folder: str | Path, decode: Mapping[str, Any] | None = None,
+                          previous: Path | None = None) -> None:
+        """The policy as a transformers folder (config, weights with the frozen tower, generation config, tokenizer
+        and image processor), which ``from_pretrained`` loads and whose ``generate()`` from pixels decodes as rlcap
+        does: its generation config suppresses the pad and start tokens, which rlcap never writes, and carries the
+        run's ``decode`` settings (:func:`generation_settings`). ``previous``: the folder this export replaces,
+        whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf_export`)."""
         transformers = _import_transformers()
         parent, name, (tower,) = self._tower_place
-        stored = getattr(parent, name)
-        device = next(self.model.parameters()).device
-        setattr(parent, name, tower.to(device))
-        try:
-            suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
-            self.model.generation_config.suppress_tokens = suppress or None
-            for key, value in generation_settings(decode or {}).items():
-                setattr(self.model.generation_config, key, value)
-            with no_bars(transformers):
-                self.model.save_pretrained(folder, state_dict=self._merged_state() if self.train_mode == "lora" else None)
-        finally:
-            setattr(parent, name, stored)
-            tower.to("cpu")  # (kept aside on the CPU: the policy runs without it)
+        prefix = next(path for path, module in self.model.named_modules() if module is parent)
+        suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
+        self.model.generation_config.suppress_tokens = suppress or None
+        for key, value in generation_settings(decode or {}).items():
+            setattr(self.model.generation_config, key, value)
+        if self._tower_digest is None:
+            self._tower_digest = tower_digest(tower)
+        state = self._merged_state() if self.train_mode == "lora" else dict(self.model.state_dict())
+        with no_bars(transformers):  # (the stored tower in its place has no weights: the state leaves it out)
+            write_weights(self.model, state, tower, f"{prefix}.{name}".lstrip("."), self._tower_digest,
+                          Path(folder), previous)
         with no_bars(transformers):
             for auto in (transformers.AutoTokenizer, transformers.AutoImageProcessor):
                 auto.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)

@@ -8,9 +8,6 @@ from rlcap.errors import ConfigError
 
 ARCHS = ("fc", "updown", "transformer", "hrl", "hf")
 TRAINS = ("all", "decoder", "lora")  # model.train: what of a transformers captioner trains
-# how a run trains its captioner rather than what the captioner is: a run that starts from a checkpoint
-# (init_from) takes these from its own config when set there, the architecture from the checkpoint
-TRAINING_KEYS = ("train", "lora_rank", "lora_alpha")
 RLCAP_ARCHS = ("fc", "updown", "transformer", "hrl")  # rlcap's own captioners (hf: a transformers one)
 # model key -> the architectures that read it (every other key: all of them)
 READ_BY_ARCHS = {
@@ -50,8 +47,8 @@ class ModelConfig:
     lora_alpha: float = field(default=16.0, metadata={"help": "hf, train=lora: the adapters' alpha (scale alpha/r)"})
 
     def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise ConfigError(f"model.arch: unknown architecture {self.arch!r}; expected one of {', '.join(ARCHS)}")
+        if not isinstance(self.arch, str) or not self.arch:
+            raise ConfigError(f"model.arch: expected the name of a model family, got {self.arch!r}")
         positive = ("embed_dim", "hidden_dim", "att_hidden_dim", "num_layers", "num_heads", "ff_dim", "max_len",
                     "manager_dim", "goal_dim")
         for name, value in asdict(self).items():
@@ -75,7 +72,9 @@ class ModelConfig:
 
     def reads(self, key: str) -> bool:
         """Whether a captioner of this section reads ``key`` (a key of this section, without ``model.``):
-        the keys of its architecture, the LoRA sizes only when a transformers captioner trains LoRA adapters."""
+        the keys of its architecture (a family registered elsewhere: the keys every family reads), the LoRA sizes
+        only when a transformers captioner trains LoRA adapters. Whether ``arch`` names a registered family is
+        checked with the run config (:func:`rlcap.models.families.family`)."""
         if key in ("lora_rank", "lora_alpha"):
             return self.arch == "hf" and self.train == "lora"
-        return self.arch in READ_BY_ARCHS.get(key, ARCHS)
+        return key not in READ_BY_ARCHS or self.arch in READ_BY_ARCHS[key]

@@ -17,7 +17,7 @@ attention (Eq. 3-5, :mod:`rlcap.models.attention`) conditioned on its LSTM state
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -57,6 +57,9 @@ class ValueNetwork(nn.Module):
         # the three-layer perceptron of [Shi18 sec. 4.1]
         self.head = nn.Sequential(nn.Linear(hid + emb, hid), nn.ReLU(), nn.Linear(hid, hid), nn.ReLU(),
                                   nn.Linear(hid, 1))
+
+    def part_spec(self) -> dict[str, Any]:
+        return {"family": VALUE_FAMILY, "settings": {"features": "fc"}}
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         img = self.drop(self.img_embed(feats.fc)).repeat_interleave(seq_per_img, dim=0)  # (B, E)
@@ -103,6 +106,9 @@ class AttValueNetwork(nn.Module):
         self.alpha = nn.Linear(att_hid, 1, bias=False)  # w_a; its weight is used by additive_scores
         self.head = nn.Sequential(nn.Linear(2 * hid, hid), nn.ReLU(), nn.Linear(hid, hid), nn.ReLU(),
                                   nn.Linear(hid, 1))  # reads [h_t; v_hat_t]
+
+    def part_spec(self) -> dict[str, Any]:
+        return {"family": VALUE_FAMILY, "settings": {"features": "att"}}
 
     def regions(self, feats: Feats) -> Tensors:
         """Once per image: ``(att (I, N, H), p_att2 (I, N, A), att_bias (I, N))``, -inf at padded regions."""
@@ -158,6 +164,9 @@ class HiddenValueNetwork(nn.Module):
         self.head = nn.Sequential(nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, hidden_dim),
                                   nn.ReLU(), nn.Linear(hidden_dim, 1))
 
+    def part_spec(self) -> dict[str, Any]:
+        return {"family": VALUE_FAMILY, "settings": {"features": FROM_POLICY_STATE}}
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.head(hidden).squeeze(-1).float()  # (R, T)
 
@@ -166,3 +175,15 @@ class HiddenValueNetwork(nn.Module):
 FROM_POLICY_STATE = "hidden"
 # ac.value_features -> the value network that reads them; each is built as cls(cfg, vocab_size, fc_dim, att_dim)
 VALUE_MODELS: dict[str, type[nn.Module]] = {"fc": ValueNetwork, "att": AttValueNetwork}
+VALUE_FAMILY = "value"  # the family a value network's part spec names (DescribesItself)
+
+
+def value_features(spec: dict[str, Any] | None, weights: dict[str, torch.Tensor]) -> str:
+    """The features a saved value network reads: its part spec's (``settings.features``), or, for a checkpoint of a
+    release that recorded no specs, what its weights show (regions' attention: ``att``; no RNN of its own:
+    ``hidden``)."""
+    if spec is not None:
+        return spec["settings"]["features"]
+    if any(key.startswith("att_embed.") for key in weights):
+        return "att"
+    return "fc" if any(key.startswith("rnn.") for key in weights) else FROM_POLICY_STATE

@@ -53,6 +53,9 @@ class ReportData:
     systems: list[System] = field(default_factory=list)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> its config (dict of sections)
     conventions: list[str] = field(default_factory=list)    # the logs' conventions lines
+    learned: dict[str, Any] = field(default_factory=dict)   # run name -> the reward its log records it learned from
+    epochs: dict[str, int] = field(default_factory=dict)    # run name -> the epochs its last checkpoint completed
+    drawn: dict[str, int] = field(default_factory=dict)     # run name -> the captions it sampled per image (its log)
     notes: list[str] = field(default_factory=list)          # what is missing, said on the page
     data: dict[str, Any] = field(default_factory=dict)      # the evaluation's data section (absolute paths), if known
 
@@ -142,11 +145,52 @@ def _conventions(log: Path | None) -> list[str]:
             if r.get("split") == "note" and "text" in r][:1]
 
 
+def learned_from(log: Path | None) -> Any:
+    """The reward a run's loop learned from, as its log records it (the note that states it: ``learns_from``, its
+    ``reward.weights`` or "its own"); None for a run whose log records none (XE; a log of an earlier release)."""
+    if log is None or not log.exists():
+        return None
+    from rlcap.train.logger import read_log
+
+    return next((r["learns_from"] for r in read_log(log) if r.get("split") == "note" and "learns_from" in r), None)
+
+
+def samples_drawn(log: Path | None) -> int | None:
+    """The captions per image a run's loop sampled, as its log records them (the note that states its sampling:
+    ``samples_per_image``); None for a run that samples none, or whose log records none."""
+    if log is None or not log.exists():
+        return None
+    from rlcap.train.logger import read_log
+
+    return next((r["samples_per_image"] for r in read_log(log)
+                 if r.get("split") == "note" and "samples_per_image" in r), None)
+
+
+def _record_drawn(data: ReportData, name: str, log: Path) -> None:
+    drawn = samples_drawn(log)
+    if drawn is not None:
+        data.drawn[name] = drawn
+
+
+def _record_run(data: ReportData, name: str, run: Path) -> None:
+    """What run folder ``run`` recorded beside its settings: the reward its log records it learned from
+    (:func:`learned_from`) and the epochs its last checkpoint completed."""
+    learned = learned_from(run / "log.jsonl")
+    if learned is not None:
+        data.learned[name] = learned
+    last = run / "last" / "checkpoint.json"
+    epoch = _read(last).get("epoch") if last.is_file() else None
+    if isinstance(epoch, int):
+        data.epochs[name] = epoch
+
+
 def _run_data(run: Path, data: ReportData, name: str | None = None) -> None:
     """Add one run folder's system(s): the model of its first evaluation folder (or only its curves)."""
     name = name or run.name
     data.settings[name] = _read(run / "config.json")
     data.conventions += [f"{name}: {c}" for c in _conventions(run / "log.jsonl")]
+    _record_drawn(data, name, run / "log.jsonl")
+    _record_run(data, name, run)
     evals = _eval_folders(run)
     if not evals:
         data.systems.append(System(name, {}, log=run / "log.jsonl", checkpoint=run / "best"))
@@ -189,6 +233,8 @@ def _bench_rows(folder: Path, results: dict[str, Any]) -> ReportData:
         if (run / "config.json").exists():
             data.settings[name] = _read(run / "config.json")
         data.conventions += [f"{name}: {c}" for c in _conventions(run / "log.jsonl")]
+        _record_drawn(data, name, run / "log.jsonl")
+        _record_run(data, name, run)
     for ref, metrics in results.get("references", {}).items():
         file = folder / "captions" / f"{ref}.json"
         saved = _read(file) if file.exists() else {}
@@ -242,6 +288,7 @@ def _eval_data(path: Path) -> ReportData:
     data.systems = eval_systems(path, run.name if run is not None else "model")
     if run is not None:
         data.settings[data.systems[0].name] = _read(run / "config.json")
+        _record_drawn(data, data.systems[0].name, run / "log.jsonl")
         data.systems[0].log = run / "log.jsonl"
     data.systems[0].checkpoint = checkpoint
     return data

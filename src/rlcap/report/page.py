@@ -8,20 +8,21 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rlcap.config import key_matches
-from rlcap.methods import METHODS
 from rlcap.report.collect import METRICS, ReportData, System, collect
 from rlcap.report.media import picture
 from rlcap.report.stats import best_cells, diversity, gallery_ids
+from rlcap.train.logger import OWN_REWARD
 
 log = logging.getLogger(__name__)
 
 SAMPLE = 48  # gallery items by default (a seeded sample, plus each pair's extremes)
+EPOCHS_ROW = "epochs done"  # what each run's last checkpoint records it completed (ReportData.epochs)
+SAMPLES_ROW = "samples per image"  # what each run's log records it sampled (ReportData.drawn), not a config key
 # The settings summary: (label, section, key) of the run config
 SUMMARY = [("algorithm", None, "algorithm"), ("dataset", "data", "dataset"), ("features", "data", "features"),
            ("model", "model", "arch"), ("seed", None, "seed"), ("init_from", None, "init_from"),
-           ("learning rate", "optim", "lr"), ("XE epochs", "xe", "epochs"), ("RL epochs", "rl", "epochs"),
-           ("images per batch", "rl", "batch_size"), ("samples per image", "rl", "n_samples"),
+           ("learning rate", "optim", "lr"), (EPOCHS_ROW, None, EPOCHS_ROW), ("RL epochs", "rl", "epochs"),
+           ("images per batch", "rl", "batch_size"), (SAMPLES_ROW, None, SAMPLES_ROW),
            ("reward", "reward", "weights"), ("end token scored", "reward", "eos_counts"),
            ("validation metric", "val", "metric"), ("beam size", "decode", "beam_size"),
            ("device", None, "device"), ("precision", None, "precision")]
@@ -29,24 +30,27 @@ SUMMARY = [("algorithm", None, "algorithm"), ("dataset", "data", "dataset"), ("f
 
 
 
-def reads_reward_weights(algorithm: str | None) -> bool:
-    """Whether a run of ``algorithm`` learns from ``reward.weights``: not a method whose reward is its own (the
-    retrieval reward and discriminator of [Chaffin24], whose run config leaves reward.weights unread), whose
-    "reward" row points to the conventions line, which states it. A method not registered here: assumed to."""
-    method = METHODS.get(algorithm or "")
-    return method is None or not key_matches("reward.weights", method.config.UNREAD)
-
-
-def settings_rows(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """(label, one value per run) for each :data:`SUMMARY` key some run sets ("-" where a run lacks it)."""
+def settings_rows(configs: dict[str, dict[str, Any]],
+                  drawn: dict[str, int] | None = None, learned: dict[str, Any] | None = None,
+                  epochs: dict[str, int] | None = None) -> list[tuple[str, list[str]]]:
+    """(label, one value per run) for each :data:`SUMMARY` key some run sets ("-" where a run lacks it); the
+    samples per image are those each run's log records it drew (``drawn``: run name -> captions per image), the
+    epochs those its last checkpoint records it completed (``epochs``), and the reward the one its log records it
+    learned from (``learned``: run name -> its reward.weights, or "its own" for a method whose reward is its own:
+    [Chaffin24]'s retrieval reward and discriminator, HRL's plain-CIDEr prefixes); a run whose log records none
+    shows its config's weights."""
     rows = []
     for label, section, key in SUMMARY:
         values = []
-        for config in configs.values():
+        for name, config in configs.items():
             where = config.get(section, {}) if section else config
             value = where.get(key) if isinstance(where, dict) else None
-            if section == "reward" and not reads_reward_weights(config.get("algorithm")):
-                value = "the method's own (conventions below)"
+            if label == SAMPLES_ROW:
+                value = (drawn or {}).get(name)
+            if label == EPOCHS_ROW:
+                value = (epochs or {}).get(name)
+            if key == "weights" and name in (learned or {}):
+                value = learned[name] if learned[name] != OWN_REWARD else "the method's own (conventions below)"
             values.append("-" if value in (None, "") else str(value))
         if any(v != "-" for v in values):
             rows.append((label, values))
@@ -134,7 +138,8 @@ def build_context(data: ReportData, sample: int = SAMPLE, seed: int = 0, everyth
     return {
         "title": data.title, "source": str(data.source), "split": data.split, "n_images": len(ids),
         "written": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "version": __version__,
-        "notes": data.notes, "settings": settings_rows(data.settings), "runs": list(data.settings), "conventions": data.conventions,
+        "notes": data.notes, "settings": settings_rows(data.settings, data.drawn, data.learned, data.epochs),
+        "runs": list(data.settings), "conventions": data.conventions,
         "columns": columns + extra, "extra_columns": bool(extra), "table": table,
         "plots": plot_all({s.name: s.log for s in systems if s.log is not None}),
         "diversity": [{"name": s.name, **diversity([s.captions[i] for i in ids if i in s.captions])}

@@ -1,11 +1,11 @@
 """BCMR: the weighted sum of BLEU-4, CIDEr-D, METEOR and ROUGE-L that [Liu17]
 optimises as PG-BCMR (the four COCO metrics of the time).
 
-The summary of [Liu17] we hold names the four metrics but not their weights, so rlcap uses equal
-weights (a plain sum, :data:`BCMR_WEIGHTS`): the simplest choice that favours no metric by
-design. On their own scales CIDEr-D (pycocoevalcap's, about 1 on COCO and 0-10 in range) varies
-the most between captions, so it carries most of the reward's variance; a run that wants other
-weights lists the four rewards in ``reward.weights`` itself instead of naming ``bcmr``.
+The weights are the metrics' (:data:`rlcap.metrics.combined.BCMR_WEIGHTS`, equal: the summary of [Liu17] we
+hold names the four metrics but not their weights), so that the reward a run learns from and the corpus BCMR
+it validates by (``val.metric: BCMR``) weigh the same. On their own scales CIDEr-D (pycocoevalcap's, about 1
+on COCO and 0-10 in range) varies the most between captions, so it carries most of the reward's variance; a
+run that wants other weights lists the four rewards in ``reward.weights`` itself instead of naming ``bcmr``.
 METEOR needs Java; the reward is closed with the run's :class:`WeightedReward`, which stops its
 process.
 """
@@ -13,12 +13,15 @@ process.
 from __future__ import annotations
 
 from rlcap.errors import ConfigError, RlcapError
+from rlcap.metrics.combined import BCMR_WEIGHTS as METRIC_WEIGHTS
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.context import RewardContext
 from rlcap.rewards.cider_device import make_cider_d
 from rlcap.rewards.metric_rewards import BleuReward, MeteorReward, RougeLReward
 
-BCMR_WEIGHTS: dict[str, float] = {"bleu_4": 1.0, "cider_d": 1.0, "meteor": 1.0, "rouge_l": 1.0}
+# the reward that scores each of BCMR's metrics (score_captions' names) caption by caption
+PART_REWARDS: dict[str, str] = {"Bleu_4": "bleu_4", "CIDEr": "cider_d", "METEOR": "meteor", "ROUGE_L": "rouge_l"}
+BCMR_WEIGHTS: dict[str, float] = {PART_REWARDS[metric]: weight for metric, weight in METRIC_WEIGHTS.items()}
 
 
 def make_bcmr(ctx: RewardContext) -> WeightedReward:

@@ -42,6 +42,10 @@ REWARDS: dict[str, Callable[[Any], Any]] = {
 }
 # reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
 SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), **{name: RETRIEVAL_SETTINGS for name in SIMILARITIES}}
+# reward name -> the combined corpus metric it optimises (a name of rlcap.metrics.combined.COMBINED): what
+# val.metric: auto keeps best/ by in a run that learns from it, the first one named here that the run's weights
+# have (CIDEr-D when none)
+OPTIMISES: dict[str, str] = {"spider": "SPIDEr", "bcmr": "BCMR"}
 
 
 def _is_dotted(name: str) -> bool:

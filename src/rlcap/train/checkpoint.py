@@ -7,13 +7,15 @@ A checkpoint is a folder::
     vocab.json           the vocabulary
     trainer.pt           optimizers and schedulers by part name, random-generator state,
                          progress and the loop's own state (baseline statistics, phase counters)
-    checkpoint.json      written last: format, part names, step, epoch, metrics
-    hf/                  a transformers captioner's policy (model.arch=hf) as a complete transformers folder
+    checkpoint.json      written last: format, part names, each part's spec (class, family, settings), step,
+                         epoch, metrics
+    hf/                  what the policy's family keeps beside its weights (model.arch=hf: the policy as a
+                         complete transformers folder, rlcap.models.hf_family)
 
 Every path a checkpoint needs is found from the checkpoint itself, wherever the command runs: its data
-paths are stored relative to it (``paths_relative_to: checkpoint``), and an hf policy's ``model.path`` is its
-own ``hf/`` (``model_path_relative_to: checkpoint``); an older checkpoint's ``model.path``, relative to the
-folder its run was trained in, is read from there when it exists, else from its ``hf/`` (:func:`load_checkpoint`).
+paths are stored relative to it (``paths_relative_to: checkpoint``), and its model's paths as its family
+writes and reads them (:class:`rlcap.models.family.ModelFamily`: an hf policy's ``model.path`` is its own
+``hf/``). The engine asks the family through the registry (:mod:`rlcap.models.families`), never importing it.
 
 Atomic by folder (never by file): a checkpoint is written into a sibling temporary folder
 ``NAME.tmp-PID``, fsynced, then swapped in by two renames (``NAME`` -> ``NAME.old``, temporary
@@ -46,11 +48,12 @@ from rlcap.data.hf_text import load_vocab
 from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
+from rlcap.models.base import DescribesItself
+from rlcap.models.families import family
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "checkpoint.json"
-EXPORT = "hf"  # the folder an hf policy's checkpoint holds it in as a transformers folder (model.path)
 FORMAT = 2
 POLICY = "policy"  # the captioner every method trains
 VALUE = "value"  # actor-critic's value network ([Shi18]), which lookahead inference reads
@@ -97,6 +100,15 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _fsync_folders(folder: Path) -> None:
+    """fsync every file in the folders under ``folder`` (written by others than :func:`_fsync_write`), then them."""
+    for sub in sorted(p for p in folder.rglob("*") if p.is_dir()):
+        for path in sorted(p for p in sub.iterdir() if p.is_file()):
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+        _fsync_dir(sub)
+
+
 # Fault injection (tests/train/test_faults.py): seconds to pause inside every save, before the
 # manifest and between the two renames, so that kills land there.
 _SAVE_HOOK_ENV = "RLCAP_TEST_SLOW_SAVE"
@@ -132,16 +144,18 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
     for name, module in modules.items():
         weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
         _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
-        if hasattr(module, "export_pretrained"):  # a transformers captioner: also as a folder of its own (hf/)
-            module.export_pretrained(tmp / "hf", config["decode"])  # its generate() decodes as the run does
+        if name == POLICY:  # what its family keeps beside the weights (a transformers captioner: its own folder)
+            family(config["model"]["arch"]).export(module, tmp, config, folder if is_complete(folder) else None)
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
         buf = io.BytesIO()
         torch.save(trainer, buf)
         _fsync_write(tmp / "trainer.pt", buf.getvalue())
+    _fsync_folders(tmp)  # what a family exported (hf/): on disk before the manifest says the checkpoint is whole
     _pause()
-    full = {"format": FORMAT, "parts": sorted(modules), **manifest}
+    specs = {name: part_spec(name, module, config) for name, module in modules.items()}
+    full = {"format": FORMAT, "parts": sorted(modules), "specs": specs, **manifest}
     _fsync_write(tmp / MANIFEST, json.dumps(full, indent=2).encode())
     _fsync_dir(tmp)
     old = folder.with_name(folder.name + ".old")
@@ -155,6 +169,17 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
     if old.exists():
         shutil.rmtree(old)
     return folder
+
+
+def part_spec(name: str, module: torch.nn.Module, config: dict[str, Any]) -> dict[str, Any]:
+    """What part ``name`` was built as, recorded in the manifest's ``specs``: its class, and its family and the
+    settings it was built with: its own (:class:`DescribesItself`), or, for the policy, the run's model section."""
+    spec: dict[str, Any] = {"class": f"{type(module).__module__}.{type(module).__qualname__}"}
+    if isinstance(module, DescribesItself):
+        return {**spec, **module.part_spec()}
+    if name == POLICY:
+        return {**spec, "family": config["model"]["arch"], "settings": config["model"]}
+    return spec
 
 
 def recover(run_dir: str | Path) -> list[str]:
@@ -309,33 +334,17 @@ def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def own_model_path(config: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's ``config`` with an hf policy's ``model.path`` its own ``hf/`` folder, relative to it (what
-    :func:`_save` writes there: the tuned policy, its tower, tokenizer and processor), so that it opens from any
-    working directory and after the folder the run started from has moved or gone."""
-    if config["model"]["arch"] != "hf":
-        return config
-    return {**config, "model": {**config["model"], "path": EXPORT}, "model_path_relative_to": "checkpoint"}
+    """A checkpoint's ``config`` as it records it: its model's paths found from the checkpoint itself (its
+    family's :meth:`~rlcap.models.family.ModelFamily.saved_section`: an hf policy's ``model.path`` its own ``hf/``),
+    so that it opens from any working directory and after the folder the run started from has moved or gone."""
+    return family(config["model"]["arch"]).saved_section(config)
 
 
 def _found_model_path(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with an hf policy's ``model.path`` absolute: relative to the checkpoint ``folder`` when the config
-    says so (:func:`own_model_path`); else (an older rlcap's) relative to the working directory when it is there,
-    or else the checkpoint's own ``hf/``, with a line saying so."""
+    """``config`` read from checkpoint ``folder`` with its model's paths absolute (its family's
+    :meth:`~rlcap.models.family.ModelFamily.found_section`); a config with no model section (a retriever's) as
+    it is."""
     model = config.get("model")
-    if not isinstance(model, dict) or model.get("arch") != "hf":
+    if not isinstance(model, dict) or "arch" not in model:
         return config
-    given = Path(model["path"]).expanduser()
-    if config.get("model_path_relative_to") == "checkpoint":
-        path = folder / given
-    elif given.is_dir():
-        path = given
-    elif (folder / EXPORT).is_dir():
-        path = folder / EXPORT
-        log.info("%s: its model.path %s is not found from %s (an older checkpoint, whose path is relative to the "
-                 "folder its run was trained in): the policy is read from the checkpoint's own %s/", folder,
-                 model["path"], Path.cwd(), EXPORT)
-    else:
-        raise RlcapError(f"{folder}: its model.path {model['path']} is not found from {Path.cwd()} (relative to "
-                         f"the folder its run was trained in) and it holds no {EXPORT}/ folder: run the command "
-                         "from that folder")
-    return {**config, "model": {**model, "path": os.path.abspath(path)}}
+    return family(model["arch"]).found_section(folder, config)

@@ -14,27 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 from typing import Any
 
 from rlcap.config import from_dict
 from rlcap.data.loader import CaptionData
 from rlcap.data.vocab import SPECIALS, Vocab
 from rlcap.errors import DataError
-from rlcap.models.hf_captioner import is_transformers_folder
-from rlcap.models.model_config import TRAINING_KEYS, ModelConfig
+from rlcap.models.families import family, folder_section
+from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import Checkpoint, load_checkpoint
 
 log = logging.getLogger(__name__)
 
 
 def init_checkpoint(cfg: Any) -> Checkpoint | None:
-    """The checkpoint of ``cfg.init_from``; None for a transformers captioner's folder (an ``hf/`` export, a
-    downloaded captioner), which makes the run's model ``model.arch=hf`` with ``model.path`` there: its weights
-    and tokenizer start the run."""
-    if is_transformers_folder(cfg.init_from):
-        cfg.model = dataclasses.replace(cfg.model, arch="hf", path=str(Path(cfg.init_from).expanduser().resolve()))
-        log.info("init_from %s is a transformers captioner: model.arch=hf with model.path there", cfg.init_from)
+    """The checkpoint of ``cfg.init_from``; None for a folder of a model family's own kind (a transformers
+    captioner's: an ``hf/`` export, a downloaded captioner), which makes the run's model section the one its
+    family starts there (``model.arch=hf`` with ``model.path`` there: its weights and tokenizer start the run)."""
+    section = folder_section(cfg.model, cfg.init_from)
+    if section is not None:
+        cfg.model = section
         return None
     return load_checkpoint(cfg.init_from, with_trainer=False)
 
@@ -49,10 +48,11 @@ def model_section(cfg: Any, source: Checkpoint, init: Checkpoint | None) -> Mode
     taken = from_dict(ModelConfig, source.config["model"])
     if init is None:
         return taken
-    taken = dataclasses.replace(taken, **{k: getattr(cfg.model, k) for k in TRAINING_KEYS if cfg.sets(f"model.{k}")})
+    keys = family(taken.arch).training_keys  # (how its family trains it, not what it is)
+    taken = dataclasses.replace(taken, **{k: getattr(cfg.model, k) for k in keys if cfg.sets(f"model.{k}")})
     # model keys a recipe or an override set that are not used
     unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items()
-              if k not in TRAINING_KEYS and cfg.sets(f"model.{k}") and v != getattr(taken, k)]
+              if k not in keys and cfg.sets(f"model.{k}") and v != getattr(taken, k)]
     if unused:
         log.warning("%s are not used: a run with init_from takes the architecture of %s", ", ".join(unused),
                     cfg.init_from)

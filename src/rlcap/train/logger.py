@@ -30,6 +30,10 @@ from rlcap.train.checkpoint import is_complete, last_checkpoint_line
 
 log = logging.getLogger(__name__)
 
+# a note's ``learns_from`` for a method whose reward is its own (not reward.weights: [Chaffin24]'s retrieval reward
+# and discriminator, HRL's plain-CIDEr prefixes)
+OWN_REWARD = "its own"
+
 
 class RunLogger:
     """Appends ``{"step", "split", ...}`` records; on resume, drops records past the checkpoint."""
@@ -62,14 +66,20 @@ class RunLogger:
                 if line.strip() and json.loads(line).get("step", 0) <= step]
         write_text(self.path, "".join(line + "\n" for line in kept))
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, samples_per_image: int | None = None,
+             learns_from: dict[str, float] | str | None = None) -> None:
         """A free-text line for the record (e.g. the conventions that change the numbers); a resumed
-        run does not repeat a note its log already holds."""
+        run does not repeat a note its log already holds. ``samples_per_image``: the captions the run samples per
+        image, recorded with the note that states its sampling (the report's "samples per image");
+        ``learns_from``: the reward the run learns from, recorded with it (its ``reward.weights``, or
+        :data:`OWN_REWARD` for a method whose reward is its own: the report's "reward")."""
         log.info("%s", text)
         if text in self._notes:
             return
         self._notes.add(text)
-        self.write(0, "note", {"text": text})
+        drawn = {} if samples_per_image is None else {"samples_per_image": samples_per_image}
+        learned = {} if learns_from is None else {"learns_from": learns_from}
+        self.write(0, "note", {"text": text, **drawn, **learned})
 
     def write(self, step: int, split: str, values: dict[str, Any]) -> None:
         """One record; ``time`` (Unix seconds) is added for the training cost the benchmarks report."""
@@ -92,7 +102,8 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
 class SilentLogger:
     """The logger of a process that does not write the run's log (a rank other than 0 under torchrun)."""
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, samples_per_image: int | None = None,
+             learns_from: dict[str, float] | str | None = None) -> None:
         log.debug("%s", text)
 
     def write(self, step: int, split: str, values: dict[str, Any]) -> None:

@@ -82,14 +82,20 @@ def run_settings(config: dict[str, Any]) -> dict[str, Any]:
 def _moved_along(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
     """``previous`` (recorded settings, :func:`run_settings`) with each path that names, from its run folder, what
     ``current``'s names from the current one taken as ``current``'s: a run folder moved or copied together with its
-    data and model (a project on another disk) is the same run."""
+    data and model (a project on another disk) is the same run. A data file the record names that is gone, given
+    now where it exists, has moved: its new place is taken too (the run's checkpoints hold the rest)."""
     out = copy.deepcopy(previous)
     old_dir, new_dir = _path(previous, "out_dir"), _path(current, "out_dir")
-    if old_dir is None or new_dir is None:
-        return out
     for key in PATH_SETTINGS:
         old, new = _path(previous, key), _path(current, key)
-        if old is not None and new is not None and os.path.relpath(old, old_dir) == os.path.relpath(new, new_dir):
+        if old is None or new is None or old == new:
+            continue
+        moved_along = old_dir is not None and new_dir is not None and (
+            os.path.relpath(old, old_dir) == os.path.relpath(new, new_dir))
+        if moved_along:
+            _set_path(out, key, new)
+        elif key.startswith("data.") and not os.path.exists(old) and os.path.exists(new):
+            log.info("%s %s is gone and given at %s: the run's data has moved there", key, old, new)
             _set_path(out, key, new)
     return out
 

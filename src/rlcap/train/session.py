@@ -56,6 +56,19 @@ class Progress:
     history: list[dict[str, Any]] = field(default_factory=list)  # validation results per epoch
 
 
+@dataclass(frozen=True)
+class Phase:
+    """The epochs a loop runs now, entered by :func:`train_batches`: the main phase's (``name`` None, counted in the
+    run's :class:`Progress`) or a pretraining phase's (counted in ``state[name]``, so a killed run resumes in it)."""
+
+    name: str | None
+    epochs: int
+
+    def counter(self, state: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """The phase's ``{"epoch", "step_in_epoch"}``: the progress's fields (written through), or ``state[name]``."""
+        return vars(progress) if self.name is None else state.setdefault(self.name, {"epoch": 0, "step_in_epoch": 0})
+
+
 @dataclass
 class Session:
     cfg: RunConfig
@@ -70,9 +83,8 @@ class Session:
     started: bool = False              # config.json written (:func:`run_started`)
     device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
     ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
-    phase: str | None = None  # the pretraining phase running (its state key, :func:`train_batches`), or None
+    phase: Phase | None = None  # the phase the loop is in (entered by :func:`train_batches`); None: none yet
     watch: LossWatch = field(default_factory=LossWatch)
-    epochs: int | None = None  # the main loop's epochs (train_batches without a phase): whether a run stopped early
     precision: Precision = Precision()  # the forward passes' (``precision``): loops enter precision.forward() around them
 
     @property
@@ -278,43 +290,38 @@ Batches = Callable[[int, int], Iterable[Any]]
 def train_batches(session: Session, epochs: int, batch_size: int, seq_per_img: int = 1,
                   validate: Validator | None = None, batches: Batches | None = None,
                   steps_per_epoch: int | None = None, phase: str | None = None) -> Iterator[Any]:
-    """The training batches from where the run stands to the end of ``epochs``; after each epoch's
-    last batch, :func:`end_epoch` (decay, validation, checkpoints). A loop that stops early
-    (``max_steps``) simply leaves the ``for``. Every method's epochs run here, the auxiliary
-    models' and the pretraining phases' too:
-
-    * ``validate(session) -> scores``: the epoch's validation, whose scores hold the run's
-      ``Progress.best_metric`` (default: the captioner's, :func:`rlcap.train.validation.validate`);
-    * ``batches(epoch, start)``: the epoch's batches from its step ``start`` (default: the training
-      split's, ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), with
-      ``steps_per_epoch`` of them;
-    * ``phase``: a phase before the main one ([Shi18]'s value pretraining, [Chaffin24]'s discriminator
-      pretraining) whose epochs are counted in ``session.state[phase]``, not in the run's progress (the
-      run's epochs, validation and decay are the main phase's), so that a killed run resumes inside it;
-      its epochs end with no validation."""
-    progress = session.progress
-    train = session.data.splits["train"]
+    """Enter the phase (``session.phase``, a :class:`Phase`: now, before the first batch) and return its batches
+    from where the run stands to the end of ``epochs``, each epoch ended by :func:`end_epoch` (decay, validation,
+    checkpoints); a loop that stops early (``max_steps``) leaves the ``for``. Every method's epochs run here, the
+    auxiliary models' and the pretraining phases' too. ``validate(session) -> scores``: the epoch's validation,
+    whose scores hold ``Progress.best_metric`` (default: the captioner's, :func:`rlcap.train.validation.validate`);
+    ``batches(epoch, start)``: the epoch's batches from its step ``start`` (default: the training split's,
+    ``batch_size`` images of ``seq_per_img`` captions, in the run's seeded order), ``steps_per_epoch`` of them;
+    ``phase``: a pretraining phase ([Shi18]'s value, [Chaffin24]'s discriminator), :class:`Phase`'s other kind."""
     if batches is None:
         def batches(epoch: int, start: int) -> Iterable[Batch]:
-            return train.batches(batch_size, seq_per_img, session.cfg.seed, epoch, start)
-        steps_per_epoch = math.ceil(len(train) / batch_size)
-    count = session.state.setdefault(phase, {"epoch": 0, "step_in_epoch": 0}) if phase else vars(progress)
-    session.phase = phase
-    if phase is None:
-        session.epochs = epochs
-    while count["epoch"] < epochs:
-        desc = f"{phase or session.cfg.algorithm} epoch {count['epoch'] + 1}"
+            return session.data.splits["train"].batches(batch_size, seq_per_img, session.cfg.seed, epoch, start)
+        steps_per_epoch = math.ceil(len(session.data.splits["train"]) / batch_size)
+    session.phase = Phase(phase, epochs)
+    return _phase_batches(session, session.phase, batches, steps_per_epoch, validate)
+
+
+def _phase_batches(session: Session, phase: Phase, batches: Batches, steps_per_epoch: int | None,
+                   validate: Validator | None) -> Iterator[Any]:
+    """:func:`train_batches`' batches of ``phase``, each epoch ended (:func:`end_epoch` for the main phase)."""
+    count = phase.counter(session.state, session.progress)
+    while count["epoch"] < phase.epochs:
+        desc = f"{phase.name or session.cfg.algorithm} epoch {count['epoch'] + 1}"
         for batch in tqdm(batches(count["epoch"], count["step_in_epoch"]), total=steps_per_epoch,
                           initial=count["step_in_epoch"], desc=desc, leave=False, disable=None):
             if isinstance(batch, Batch):
                 batch = batch.shard(shard_rows(len(batch.ids), session.ranks)).to(session.device)
             yield batch
-        if phase:
-            count["epoch"], count["step_in_epoch"] = count["epoch"] + 1, 0
-            log.info("%s: epoch %d of %d done", phase, count["epoch"], epochs)
-        else:
+        if phase.name is None:
             end_epoch(session, validate)
-    session.phase = None
+        else:
+            count["epoch"], count["step_in_epoch"] = count["epoch"] + 1, 0
+            log.info("%s: epoch %d of %d done", phase.name, count["epoch"], phase.epochs)
 
 
 def finish_step(session: Session, values: Stats) -> bool:
@@ -325,8 +332,7 @@ def finish_step(session: Session, values: Stats) -> bool:
     progress, cfg = session.progress, session.cfg
     session.watch.update(values["loss"], progress.step + 1)
     run_started(session)
-    # the epoch's steps: a pretraining phase's, or the run's
-    count = session.state[session.phase] if session.phase else vars(progress)
+    count = session.phase.counter(session.state, progress)  # the epoch's steps: a pretraining phase's, or the run's
     progress.step += 1
     count["step_in_epoch"] += 1  # before a checkpoint below, which saves it
     if progress.step % cfg.log_every == 0 or count["step_in_epoch"] == 1:
@@ -349,12 +355,12 @@ def finish_step(session: Session, values: Stats) -> bool:
 
 
 def finish_run(session: Session) -> TrainResult:
-    """Close the log; the run stopped early when its epochs are not all done."""
+    """Close the log; the run stopped early when its main phase's epochs are not all done (or it never reached it)."""
     run_started(session)  # (a run with no step left: its settings are recorded all the same)
     check_finite_loss(session.watch, session.cfg, session.out_dir)
     session.logger.close()
-    progress = session.progress
-    stopped_early = session.epochs is None or progress.epoch < session.epochs  # (None: stopped in a pretraining phase)
+    progress, phase = session.progress, session.phase
+    stopped_early = phase is None or phase.name is not None or progress.epoch < phase.epochs
     return TrainResult(str(session.out_dir), progress.best_score, progress.step, stopped_early, progress.best_metric)
 
 

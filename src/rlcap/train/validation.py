@@ -1,10 +1,9 @@
 """Validation during training: the beam-search captions of the validation split scored by CIDEr-D and by
-the run's ``val.metric`` (one of score_captions' metrics, or SPIDEr or BCMR combined from them). A split's
-captions scored (:func:`score_predictions`) are also what ``rlcap eval`` and the benchmarks report."""
+the run's ``val.metric`` (one of score_captions' metrics, or one that rlcap.metrics.combined combines from
+them). A split's captions scored (:func:`score_predictions`) are also what ``rlcap eval`` and the benchmarks report."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Callable, NamedTuple
 
@@ -15,9 +14,8 @@ from rlcap.data.vocab import Vocab
 from rlcap.decoding.split import decode_split
 from rlcap.devices import Precision
 from rlcap.distributed import Ranks
+from rlcap.metrics.combined import with_combined
 from rlcap.metrics.scoring import score_captions
-from rlcap.metrics.spider import spider
-from rlcap.rewards.bcmr import BCMR_WEIGHTS
 from rlcap.run_config import DecodeSettings, ValConfig
 
 
@@ -42,35 +40,11 @@ def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_
     return score_predictions(split, predictions, metrics)
 
 
-# Validation metrics combined from score_captions' corpus scores: name -> (its parts, the combination).
-# SPIDEr: (CIDEr-D + SPICE) / 2, what score_captions' SPIDEr is. BCMR: the bcmr reward's weighted sum of
-# its four metrics ([Liu17]; rewards/bcmr.py), here of their corpus scores, with pycocoevalcap's
-# conventions (corpus BLEU-4, CIDEr-D without the end token) rather than the reward's per caption ones.
-BCMR_PARTS = {"bleu_4": "Bleu_4", "cider_d": "CIDEr", "meteor": "METEOR", "rouge_l": "ROUGE_L"}
-
-
-def _spider(corpus: dict[str, float]) -> float:
-    return spider(corpus["CIDEr"], corpus["SPICE"])
-
-
-def _bcmr(corpus: dict[str, float]) -> float:
-    return math.fsum(weight * corpus[BCMR_PARTS[name]] for name, weight in BCMR_WEIGHTS.items())
-
-
-VAL_COMBINED: dict[str, tuple[tuple[str, ...], Callable[[dict[str, float]], float]]] = {
-    "SPIDEr": (("CIDEr", "SPICE"), _spider),
-    "BCMR": (tuple(BCMR_PARTS.values()), _bcmr),
-}
-
-
 def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric: str) -> dict[str, float]:
-    """CIDEr-D (always: the logs and tables read it) and ``metric``, with the parts of a combined one.
-    ``corpus_of(names)`` scores the validation captions by score_captions' metrics ``names``."""
-    parts = VAL_COMBINED[metric][0] if metric in VAL_COMBINED else (metric,)
-    scores = corpus_of(list(dict.fromkeys(("CIDEr", *parts))))
-    if metric in VAL_COMBINED:
-        scores[metric] = VAL_COMBINED[metric][1](scores)
-    return scores
+    """CIDEr-D (always: the logs and tables read it) and ``metric``, with the parts of a combined one
+    (:data:`rlcap.metrics.combined.COMBINED`). ``corpus_of(names)`` scores the validation captions by
+    score_captions' metrics ``names``."""
+    return with_combined(corpus_of, list(dict.fromkeys(("CIDEr", metric))))
 
 
 def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeSettings,

@@ -1,0 +1,54 @@
+"""What a model family is: one protocol every family of captioners implements (rlcap's own, transformers
+captioners, HRL), which the engine (``rlcap.train``) and inference (``rlcap.eval``) ask through the registry
+(:mod:`rlcap.models.families`), never importing a family's module.
+
+A family builds its captioner from the model section and the vocabulary's size, says whether it starts from a
+folder of its own kind (``init_from``), brings its text codec (a tokenizer) or leaves the vocabulary to the
+training captions, and says how its model section is written into a checkpoint and read back from one, and what
+it exports beside its weights there. Its modules read saved weights their own way through
+:class:`rlcap.train.checkpoint.AdaptsWeights` (a LoRA policy's adapters)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from torch import nn
+
+from rlcap.models.model_config import ModelConfig
+
+
+@runtime_checkable
+class ModelFamily(Protocol):
+    """One family of captioners (docs/ARCHITECTURE.md, "How to add a model family")."""
+
+    # model keys that say how a run trains the captioner rather than what it is: a run started from a checkpoint
+    # (init_from) takes them from its own settings, the rest from the checkpoint
+    training_keys: tuple[str, ...]
+    # whether :meth:`text_codec` brings the vocabulary (a tokenizer): then none is built from the captions
+    brings_text_codec: bool
+
+    def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
+        """The captioner of ``cfg``, its weights random (or its folder's, for a pretrained one)."""
+
+    def new(self, cfg: ModelConfig, vocab: Any, fc_dim: int, att_dim: int) -> nn.Module:
+        """A captioner to train from scratch (not loaded from a checkpoint): :meth:`build` and any set-up it needs
+        (HRL's trained internal critic)."""
+
+    def text_codec(self, cfg: ModelConfig) -> Any:
+        """The vocabulary a new captioner of ``cfg`` brings (its tokenizer), or None: built from the captions."""
+
+    def start_section(self, model: ModelConfig, folder: str | Path) -> ModelConfig | None:
+        """``init_from`` a folder of this family (not an rlcap checkpoint): the model section that starts there,
+        ``model`` the run's own; None when ``folder`` is not one."""
+
+    def saved_section(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint's run config as the checkpoint records it: every path its model reads found from the
+        checkpoint itself (a transformers policy: its own exported folder)."""
+
+    def found_section(self, folder: Path, config: dict[str, Any]) -> dict[str, Any]:
+        """The run config read from checkpoint ``folder`` with its model's paths absolute."""
+
+    def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
+        """Write what the checkpoint being saved in ``folder`` holds beside the weights (a transformers folder);
+        ``previous``: the complete checkpoint this save replaces, or None (what did not change may come from it)."""

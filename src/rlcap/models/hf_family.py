@@ -1,0 +1,92 @@
+"""The transformers captioners' family (``model.arch: hf``, :class:`rlcap.models.family.ModelFamily`): a
+captioner from a local folder (:mod:`rlcap.models.hf_captioner`), its tokenizer the text codec, started from such
+a folder by ``init_from``, trained whole, by its decoder or by LoRA adapters (:data:`TRAINING_KEYS`).
+
+A checkpoint holds the policy as a complete transformers folder, ``hf/`` (:data:`EXPORT`), that
+``from_pretrained`` loads, and its ``model.path`` is that folder, relative to the checkpoint
+(``model_path_relative_to: checkpoint``), so that it opens from any working directory and after the folder its
+run started from has moved or gone; an older checkpoint's ``model.path``, relative to the folder its run was
+trained in, is read from there when it exists, else from its ``hf/`` (:meth:`HFFamily.found_section`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from rlcap.data.hf_text import TokenizerVocab
+from rlcap.errors import RlcapError
+from rlcap.models.base import ExportsPretrained
+from rlcap.models.hf_captioner import HFCaptioner, is_transformers_folder
+from rlcap.models.model_config import ModelConfig
+
+log = logging.getLogger(__name__)
+
+EXPORT = "hf"  # the folder of a checkpoint that holds the policy as a transformers folder (its model.path)
+TRAINING_KEYS = ("train", "lora_rank", "lora_alpha")  # what trains (model.train) and LoRA's rank and alpha
+
+
+class HFFamily:
+    """Transformers captioners from a local folder: VisionEncoderDecoder, BLIP, GIT (docs/MODELS.md)."""
+
+    training_keys = TRAINING_KEYS
+    brings_text_codec = True  # its tokenizer
+
+    def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
+        """The captioner of ``model.path``, on its stored tower tokens (``att_dim`` wide)."""
+        return HFCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
+                           lora_alpha=cfg.lora_alpha)
+
+    def new(self, cfg: ModelConfig, vocab: Any, fc_dim: int, att_dim: int) -> nn.Module:
+        return self.build(cfg, len(vocab), fc_dim, att_dim)
+
+    def text_codec(self, cfg: ModelConfig) -> Any:
+        """The captioner's own tokenizer: it reads text through it."""
+        return TokenizerVocab.from_folder(cfg.path)
+
+    def start_section(self, model: ModelConfig, folder: str | Path) -> ModelConfig | None:
+        """A transformers captioner's folder (an ``hf/`` export, a downloaded captioner): ``model.arch=hf`` with
+        ``model.path`` there, whose weights and tokenizer start the run."""
+        if not is_transformers_folder(folder):
+            return None
+        log.info("init_from %s is a transformers captioner: model.arch=hf with model.path there", folder)
+        return dataclasses.replace(model, arch="hf", path=str(Path(folder).expanduser().resolve()))
+
+    def saved_section(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``model.path`` the checkpoint's own ``hf/``, relative to it (what :meth:`export` writes there: the tuned
+        policy, its tower, tokenizer and processor)."""
+        return {**config, "model": {**config["model"], "path": EXPORT}, "model_path_relative_to": "checkpoint"}
+
+    def found_section(self, folder: Path, config: dict[str, Any]) -> dict[str, Any]:
+        """``model.path`` absolute: relative to the checkpoint ``folder`` when the config says so; else (an older
+        rlcap's) relative to the working directory when it is there, or else the checkpoint's own ``hf/``, with a
+        line saying so."""
+        model = config["model"]
+        given = Path(model["path"]).expanduser()
+        if config.get("model_path_relative_to") == "checkpoint":
+            path = folder / given
+        elif given.is_dir():
+            path = given
+        elif (folder / EXPORT).is_dir():
+            path = folder / EXPORT
+            log.info("%s: its model.path %s is not found from %s (an older checkpoint, whose path is relative to "
+                     "the folder its run was trained in): the policy is read from the checkpoint's own %s/", folder,
+                     model["path"], Path.cwd(), EXPORT)
+        else:
+            raise RlcapError(f"{folder}: its model.path {model['path']} is not found from {Path.cwd()} (relative to "
+                             f"the folder its run was trained in) and it holds no {EXPORT}/ folder: run the command "
+                             "from that folder")
+        return {**config, "model": {**model, "path": os.path.abspath(path)}}
+
+    def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
+        """The policy as a transformers folder of its own, ``hf/``, whose ``generate()`` decodes as the run does;
+        its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf_export`)."""
+        if isinstance(module, ExportsPretrained):
+            module.export_pretrained(folder / EXPORT, config["decode"], previous / EXPORT if previous else None)
+
+
+HF = HFFamily()

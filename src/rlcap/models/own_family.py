@@ -1,0 +1,68 @@
+"""rlcap's own captioners (fc, updown, transformer) and [Wang18]'s HRL captioner as model families
+(:class:`rlcap.models.family.ModelFamily`): built from the model section, their vocabulary from the training
+captions, nothing beside their weights in a checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from rlcap.errors import ConfigError
+from rlcap.models.hrl import HRLCaptioner
+from rlcap.models.model_config import ModelConfig
+from rlcap.models.show_tell import ShowTell
+from rlcap.models.transformer import TransformerCaptioner
+from rlcap.models.updown import UpDown
+
+
+@dataclass(frozen=True)
+class OwnFamily:
+    """A captioner class built as ``model(cfg, vocab_size, fc_dim, att_dim)``; ``setup(model, cfg, vocab)``: what a
+    new one needs beyond its random weights."""
+
+    model: Callable[..., nn.Module]
+    setup: Callable[[nn.Module, ModelConfig, Any], None] | None = None
+    training_keys: tuple[str, ...] = ()
+    brings_text_codec: bool = False  # (a vocabulary built from the training captions)
+
+    def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
+        return self.model(cfg, vocab_size, fc_dim, att_dim)
+
+    def new(self, cfg: ModelConfig, vocab: Any, fc_dim: int, att_dim: int) -> nn.Module:
+        model = self.build(cfg, len(vocab), fc_dim, att_dim)
+        if self.setup is not None:
+            self.setup(model, cfg, vocab)
+        return model
+
+    def text_codec(self, cfg: ModelConfig) -> Any:
+        return None
+
+    def start_section(self, model: ModelConfig, folder: str | Path) -> ModelConfig | None:
+        return None
+
+    def saved_section(self, config: dict[str, Any]) -> dict[str, Any]:
+        return config
+
+    def found_section(self, folder: Path, config: dict[str, Any]) -> dict[str, Any]:
+        return config
+
+    def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
+        return None
+
+
+def _take_trained_critic(model: nn.Module, cfg: ModelConfig, vocab: Any) -> None:
+    """A new HRL captioner takes the trained internal critic, frozen inside ([Wang18 sec. 3.2])."""
+    if not cfg.critic_from:
+        raise ConfigError("model.arch=hrl needs model.critic_from: the internal critic's checkpoint "
+                          "(train it first with algorithm=critic)")
+    model.load_critic(cfg.critic_from, vocab)
+
+
+SHOW_TELL = OwnFamily(ShowTell)
+UPDOWN = OwnFamily(UpDown)
+TRANSFORMER = OwnFamily(TransformerCaptioner)
+HRL = OwnFamily(HRLCaptioner, setup=_take_trained_critic)  # [Wang18]'s manager, worker and internal critic
