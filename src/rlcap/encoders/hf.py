@@ -39,10 +39,6 @@ import torch
 
 from rlcap.errors import RlcapError
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
-
-# the name models/hf_captioner.py imports it by (with no_bars and load_weights_of) from here
-_import_transformers = import_transformers
-
 HF_PREFIX = "hf:"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 _NOT_SETTINGS = ("transformers_version", "_name_or_path", "architectures", "processor_class")

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlcap.encoders.hf import no_bars
+from rlcap.transformers_io import no_bars
 from rlcap.errors import ConfigError
 
 FAMILIES = ("git", "blip", "vision_encoder_decoder")

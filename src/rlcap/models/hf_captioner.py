@@ -35,7 +35,8 @@ from torch import nn
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import captioner_config, tokenizer_ids
 from rlcap.data.vocab import PAD
-from rlcap.encoders.hf import HF_PREFIX, _import_transformers, load_weights_of, no_bars, tower_digest, vision_forward
+from rlcap.encoders.hf import HF_PREFIX, tower_digest, vision_forward
+from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
                                        under_adapters)
@@ -109,7 +110,7 @@ class HFCaptioner(nn.Module):
         """``vocab_size``, ``att_dim``: the run's text vocabulary and stored tokens, checked against the model's;
         ``train``: what trains (:meth:`_set_training`, ``model.train``)."""
         super().__init__()
-        transformers = _import_transformers()
+        transformers = import_transformers()
         self.folder = Path(folder).expanduser().resolve()
         _, cls = captioner_config(self.folder)  # (a missing folder, or no captioner: one line)
         with no_bars(transformers):
@@ -195,7 +196,7 @@ class HFCaptioner(nn.Module):
         does: its generation config suppresses the pad and start tokens, which rlcap never writes, and carries the
         run's ``decode`` settings (:func:`generation_settings`). ``previous``: the folder this export replaces,
         whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf_export`)."""
-        transformers = _import_transformers()
+        transformers = import_transformers()
         parent, name, (tower,) = self._tower_place
         prefix = next(path for path, module in self.model.named_modules() if module is parent)
         suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
