@@ -29,6 +29,8 @@ from tqdm.auto import tqdm
 from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
 from rlcap.devices import Precision, grad_scaler, resolve_device
+from rlcap.metrics.combined import parts_of
+from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.base import check_policy_fits
@@ -214,12 +216,10 @@ def selection_metric(session: Session) -> str:
         log.warning("%s has kept best/ by validation %s: it goes on with %s (val.metric %s applies to a new run)",
                     session.out_dir, kept, kept, metric_label(wanted))
         session.cfg.val.metric = session.progress.best_metric  # so that config.json records what the run does
-    if session.cfg.val.metric in ("METEOR", "BCMR"):  # refuse now, not after the first epoch
-        from rlcap.metrics.java import java_executable, packaged_jar
-
+    if "METEOR" in parts_of(session.cfg.val.metric):  # METEOR, or combined from it: refused now, not after an epoch
         try:
-            java_executable()
-            packaged_jar("meteor/meteor-1.5.jar")
+            java.java_executable()
+            java.packaged_jar("meteor/meteor-1.5.jar")
         except RlcapError as exc:
             raise ConfigError(f"val.metric {session.cfg.val.metric} needs METEOR: {exc}") from exc
     return session.cfg.val.metric
