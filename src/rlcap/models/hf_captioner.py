@@ -119,6 +119,7 @@ class HFCaptioner(nn.Module):
         parent, name, tower = swap_tower(model)
         self._tower_place = (parent, name, [tower.requires_grad_(False)])
         self._tower_digest: str | None = None  # (computed when a store is checked: check_store)
+        self._text_and_pixels: tuple[Any, Any] | None = None  # tokenizer and image processor (export_pretrained)
         self.model = model
         self.text_input = "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"
         head = model.get_output_embeddings()
@@ -210,8 +211,11 @@ class HFCaptioner(nn.Module):
             write_weights(self.model, state, tower, f"{prefix}.{name}".lstrip("."), self._tower_digest,
                           Path(folder), previous)
         with no_bars(transformers):
-            for auto in (transformers.AutoTokenizer, transformers.AutoImageProcessor):
-                auto.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)
+            if self._text_and_pixels is None:  # read from the model's folder once, not at every save
+                self._text_and_pixels = tuple(auto.from_pretrained(self.folder, local_files_only=True) for auto in
+                                              (transformers.AutoTokenizer, transformers.AutoImageProcessor))
+            for part in self._text_and_pixels:
+                part.save_pretrained(folder)
 
     def check_store(self, records: Mapping[str, Any], store: str) -> None:
         """Refuse features written by another encoder than this model's own tower (:class:`ReadsOwnTower`): the
