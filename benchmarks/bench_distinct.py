@@ -29,13 +29,14 @@ def hacking_examples(out: str, benchmark_data: list[str], shown: int = 5) -> lis
     from rlcap.metrics.retrieval import expected_ranks
     from rlcap.models.retriever import load_retriever
     from rlcap.methods import load_run_config
+    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
     from rlcap.eval.open_run import open_run
 
     run = open_run(REPO / out / "wtf_rl" / "last", device="cpu")  # the checkpoint the table judges
     model, vocab = run.policy, run.vocab
     test = load_data(load_run_config(None, benchmark_data).data, ("test",), vocab=vocab).splits["test"]
-    predictions = decode_split(model, test, vocab, 3, 16)
+    predictions = decode_split(model, test, vocab, Decoding.search(run.device, 3, 16))
     captions = [predictions[i] for i in test.ids]
     ranks = {}
     for name in ("retrieval", "judge"):

@@ -27,6 +27,10 @@ Then one SCST step (``rlcap.methods.scst.scst_step``, greedy baseline, CIDEr-D a
 benchmarks/bench_scst.py times it, with its split: sampling, reward (with the greedy baseline's decoding),
 backward and optimizer step. Each configuration runs in its own process (its peak memory is its own).
 
+Then, each in a process of its own, an SCST step sampled with autograd through every step against sampled
+without it and scored in one teacher-forced pass (with and without ``rl.micro_batch``), and an XE step at the
+same batch: samples a second and peak memory (benchmarks/hf_scored.py).
+
 A measurement's calls alternate (rlcap without autograd, generate, rlcap with autograd, again), so that a slow
 spell of a shared machine hits all three; each figure is the median of up to ``--repeats`` rounds, fewer once
 the rounds have taken ``--budget`` seconds. Writes the bench-hf section of docs/BENCHMARKS.md (the CPU part)
@@ -39,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -48,11 +51,13 @@ import time
 from pathlib import Path
 
 from benchdoc import DOC, REPO, load_note, machine, replace_section
+from hf_scored import MODES, measure_step, peak_rss_mb, scored_figures, scored_lines
 
 COCO = REPO / ".." / "shared" / "data" / "coco" / "human_agreement_5k.json"
 SAMPLES, MAX_LEN = 5, 16
 CPU_CONFIGS = "small:10,small:50,base:10"
 GPU_CONFIGS = "small:50,base:10,base:50"
+SCORED_CONFIGS, GPU_SCORED_CONFIGS = "small:10,base:10", "base:10,base:50"  # the second table's (hf_scored.py)
 SAMPLERS = ("rlcap", "generate", "rlcap_grad")
 
 
@@ -134,7 +139,7 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
     if len(tokens) < images:
         raise SystemExit(f"bench_hf: {folder / 'tokens.pt'} holds {len(tokens)} images, not {images}")
     width = tokens.shape[-1]
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_before = peak_rss_mb()
     session = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."), device=dev)
     policy = add_part(session, "policy", build_model(cfg.model, len(vocab), width, width), cfg.optim).module
     ids = policy.ids
@@ -214,36 +219,43 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
             "parameters": sum(p.numel() for p in policy.parameters()),
             "sampling": sampling, "scst": {**step, "steps": done, "samples_per_s": images * SAMPLES / step["step_s"],
                                         "tokens_per_caption": length / done},
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "rss_before_mb": rss_before / 1024,
+            "peak_rss_mb": peak_rss_mb(), "rss_before_mb": rss_before,
             "peak_gpu_gb": torch.cuda.max_memory_allocated(dev) / 1024 ** 3 if cuda else None}
 
 
-def child(folder: Path, images: int, device: str, precision: str, args: argparse.Namespace) -> dict:
+def child(folder: Path, images: int, device: str, precision: str, args: argparse.Namespace, mode: str = "") -> dict:
+    """The samplers and SCST steps in a child process; with ``mode``, one row of the second table (hf_scored.py)."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", str(folder), str(images), device, precision,
             "--repeats", str(args.repeats), "--steps", str(args.steps), "--budget", str(args.budget),
-            "--coco", str(args.coco), "--threads", str(args.threads)]
+            "--coco", str(args.coco), "--threads", str(args.threads), "--mode", mode,
+            "--micro-batch", str(args.micro_batch)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env)
     if out.returncode:
         sys.stderr.write(out.stderr[-4000:])
-        raise SystemExit(f"bench_hf: the child for {folder.name} x {images} images on {device} ({precision}) failed")
+        raise SystemExit(f"bench_hf: the child for {folder.name} x {images} images on {device} ({precision}) "
+                         f"{mode} failed")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_part(family: str, configs: list[tuple[str, int]], device: str, precisions: tuple[str, ...],
-             args: argparse.Namespace) -> list[dict]:
-    rows = []
+             args: argparse.Namespace, scored: list[tuple[str, int]]) -> tuple[list[dict], list[dict]]:
+    """The samplers' rows of ``configs`` and the second table's of ``scored`` (each of hf_scored.MODES)."""
+    rows, scored_rows = [], []
     with tempfile.TemporaryDirectory(prefix="bench_hf_") as tmp:
         folders = {}
-        for size in dict.fromkeys(s for s, _ in configs):  # one captioner a size, tokens for its largest batch
-            most = max(n for s, n in configs if s == size)
+        for size in dict.fromkeys(s for s, _ in configs + scored):  # one captioner a size, tokens for its largest batch
+            most = max(n for s, n in configs + scored if s == size)
             folders[size] = prepare(family, size, most, Path(tmp) / size, args.coco, device)
         for size, images in configs:
             for precision in precisions:
                 rows.append({"size": size, **child(folders[size], images, device, precision, args)})
                 print(f"bench_hf: {size} {images} x {SAMPLES} on {device} ({precision}) done", file=sys.stderr)
-    return rows
+        for (size, images), precision, mode in ((c, p, m) for c in scored for p in precisions for m in MODES):
+            scored_rows.append({"size": size, "precision": precision,
+                                **child(folders[size], images, device, precision, args, mode)})
+            print(f"bench_hf: {size} {images} x {SAMPLES} on {device} ({precision}) {mode} done", file=sys.stderr)
+    return rows, scored_rows
 
 
 def key(row: dict) -> str:
@@ -319,11 +331,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="torch threads on the CPU (default 2)")
     p.add_argument("--coco", type=Path, default=COCO, help="COCO references (a list of {image_id, references})")
     p.add_argument("--out", type=Path, default=DOC, help="the benchmarks document to update")
+    p.add_argument("--scored-configs", default=SCORED_CONFIGS,
+                   help=f"SIZE:IMAGES,... of the autograd / sample-then-score / XE table on the CPU (default "
+                        f"{SCORED_CONFIGS}; '' for none)")
+    p.add_argument("--gpu-scored-configs", default=GPU_SCORED_CONFIGS,
+                   help=f"the same on CUDA (default {GPU_SCORED_CONFIGS})")
+    p.add_argument("--micro-batch", type=int, default=10, help="rl.micro_batch of its last row (default 10)")
     p.add_argument("--child", nargs=4, metavar=("FOLDER", "IMAGES", "DEVICE", "PRECISION"), help=argparse.SUPPRESS)
+    p.add_argument("--mode", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         folder, images, device, precision = args.child
-        print(json.dumps(measure(Path(folder), int(images), device, precision, args.repeats, args.steps, args.budget,
+        print(json.dumps(measure_step(Path(folder), int(images), device, precision, args.mode, args.micro_batch,
+                                      args.steps, args.budget, coco_references(args.coco), SAMPLES, MAX_LEN,
+                                      args.threads) if args.mode else
+                         measure(Path(folder), int(images), device, precision, args.repeats, args.steps, args.budget,
                                  args.coco, args.threads)))
         return 0
     import torch
@@ -337,15 +359,19 @@ def main(argv: list[str] | None = None) -> int:
     gpu = "gpu" in parts and torch.cuda.is_available()
     load = [os.getloadavg()[0]]
     results: dict[str, list[dict]] = {}
+    scored: dict[str, list[dict]] = {}
     if "cpu" in parts:
-        results["cpu"] = run_part(args.family, cpu_configs, "cpu", ("fp32",), args)
+        results["cpu"], scored["cpu"] = run_part(args.family, cpu_configs, "cpu", ("fp32",), args,
+                                                 parse_configs(args.scored_configs))
     if gpu:
-        results["cuda"] = run_part(args.family, gpu_configs, "cuda", ("fp32", "bf16"), args)
+        results["cuda"], scored["cuda"] = run_part(args.family, gpu_configs, "cuda", ("fp32", "bf16"), args,
+                                                   parse_configs(args.gpu_scored_configs))
     load.append(os.getloadavg()[0])
     versions = machine(torch=torch.__version__, transformers=transformers.__version__)
     options = "".join(f" --{name} {value}" for name, value, default in (
         ("family", args.family, "git"), ("configs", args.configs, CPU_CONFIGS), ("repeats", args.repeats, 5),
-        ("steps", args.steps, 3), ("budget", f"{args.budget:g}", "60"), ("threads", args.threads, 2))
+        ("steps", args.steps, 3), ("budget", f"{args.budget:g}", "60"), ("threads", args.threads, 2),
+        ("scored-configs", f"'{args.scored_configs}'", f"'{SCORED_CONFIGS}'"), ("micro-batch", args.micro_batch, 10))
         if str(value) != str(default))
     if "cpu" in results:
         command = "make bench-hf" if not options else f"python benchmarks/bench_hf.py --parts cpu{options}"
@@ -362,20 +388,24 @@ def main(argv: list[str] | None = None) -> int:
                 "and `generate` gets the tokens as its `pixel_values` (B, 1, T, D), so neither side runs the vision "
                 "tower. Eval mode for the three samplers; the SCST step (greedy baseline, CIDEr-D against the real "
                 "COCO references) in training mode, its split as in the SCST table above. Each configuration runs in "
-                "its own process.", "", reading(results["cpu"]), "", "### CPU", "", *table(results["cpu"], gpu=False)]
+                "its own process.", "", reading(results["cpu"]), "", "### CPU", "", *table(results["cpu"], gpu=False),
+                "", *scored_lines(scored["cpu"], gpu=False)]
         replace_section("bench-hf", "\n".join(body), args.out)
     if "gpu" in parts:
         if gpu:
             name = torch.cuda.get_device_name(0)
             gpu_options = options.replace(f" --configs {args.configs}", "").replace(f" --threads {args.threads}", "")
+            gpu_options = gpu_options.replace(f" --scored-configs '{args.scored_configs}'", "")
             gpu_options += f" --gpu-configs {args.gpu_configs}" if args.gpu_configs != GPU_CONFIGS else ""
+            gpu_options += (f" --gpu-scored-configs '{args.gpu_scored_configs}'"
+                            if args.gpu_scored_configs != GPU_SCORED_CONFIGS else "")
             body = [f"### GPU ({name})", "",
                     f"`python benchmarks/bench_hf.py --parts gpu{gpu_options}` on {versions}, "
                     f"CUDA {torch.version.cuda}: "
                     "as above, on the GPU, in fp32 and under bf16 autocast (`precision=bf16`, as a run with it "
                     "computes: the SCST step inside `torch.autocast`, and `generate` too).", "",
                     describe(results["cuda"], args.family), "", reading(results["cuda"]), "",
-                    *table(results["cuda"], gpu=True)]
+                    *table(results["cuda"], gpu=True), "", *scored_lines(scored["cuda"], gpu=True)]
             replace_section("bench-hf-gpu", "\n".join(body), args.out)
         elif "Not run" in section_text(args.out, "bench-hf-gpu") or not section_text(args.out, "bench-hf-gpu"):
             replace_section("bench-hf-gpu", "### GPU\n\nNot run: this machine has no CUDA device "
@@ -396,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
                                "peak_rss_mb": round(r["peak_rss_mb"]),
                                **({"peak_gpu_gb": round(r["peak_gpu_gb"], 3)} if r["peak_gpu_gb"] is not None else {})}
                           for r in rows} for part, rows in results.items()}
+    for part, rows in scored.items():
+        figures[part].update(scored_figures(rows))
     for part, rows in results.items():
         print("\n".join(table(rows, gpu=part == "cuda")))
     print(json.dumps({"family": args.family, **figures}))

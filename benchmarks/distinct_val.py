@@ -29,6 +29,7 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
     from rlcap.data.loader import load_data
     from rlcap.metrics import score_captions
     from rlcap.methods import load_run_config
+    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
     from rlcap.eval.open_run import open_run
 
@@ -43,7 +44,8 @@ def score_runs(bench: Path, runs: dict[str, Path], split_name: str, beam: int = 
             split = load_data(data, (split_name,), vocab=vocab).splits[split_name]
             judges = load_judges({j: bench / j / "best" for j in ("retrieval", "judge")}, split)
         with torch.no_grad():
-            predictions = decode_split(model, split, vocab, beam, MAX_LEN, no_repeat_ngram=no_repeat_ngram)
+            decoding = Decoding.search(run.device, beam, MAX_LEN, no_repeat_ngram=no_repeat_ngram)
+            predictions = decode_split(model, split, vocab, decoding)
         row = distinct_row(predictions, split, judges)
         refs, cands = dict(zip(split.ids, split.refs)), {i: [predictions[i]] for i in split.ids}
         row["CIDEr-D"] = score_captions(refs, cands, metrics=("CIDEr",)).corpus["CIDEr"]

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlcap.data.synthetic.agreement import salient_object_accuracy, salient_template
     from rlcap.data.synthetic.captions import SIZE_WORDS
     from rlcap.metrics import score_captions
+    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
     from rlcap.eval.open_run import open_run
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             refs = dict(zip(split.ids, split.refs))
         scores = {}
         for name, (beam, lp) in DECODINGS.items():
-            predictions = decode_split(model, split, vocab, beam, 16, length_penalty=lp)
+            predictions = decode_split(model, split, vocab, Decoding.search(run.device, beam, 16, length_penalty=lp))
             scores[name] = score_captions(refs, {i: [c] for i, c in predictions.items()}, ["CIDEr"]).corpus["CIDEr"]
             if name == "beam 3":
                 accuracy = salient_object_accuracy(scenes, predictions)

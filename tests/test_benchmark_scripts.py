@@ -9,8 +9,9 @@ import pytest
 import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-# benchdoc: the scripts' shared helpers; gpu_checks: gpu_check.py's comparisons (tests/test_gpu_check.py)
-HELPERS = ("benchdoc.py", "gpu_checks.py")
+# benchdoc: the scripts' shared helpers; gpu_checks: gpu_check.py's comparisons (tests/test_gpu_check.py); hf_scored:
+# bench_hf.py's table of SCST sampled with and without autograd
+HELPERS = ("benchdoc.py", "gpu_checks.py", "hf_scored.py")
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
 
 
@@ -227,7 +228,8 @@ def test_bench_hf_runs_at_the_tiny_size(tmp_path):
     """make bench-hf's script end to end on a tiny GIT captioner (tokenizer and CIDEr-D references from a
     4-image caption file): one round of the three samplers and one SCST step, in a child process; the JSON
     line holds every figure of the row, positive, both samplers' captions of at most 16 tokens; the document
-    gets the CPU table and, where CUDA is absent, the GPU section saying so."""
+    gets the CPU table, the table of XE and SCST with and without autograd through sampling (one child each)
+    and, where CUDA is absent, the GPU section saying so."""
     import torch
 
     words = ["a dog runs on the grass", "two cats sleep on a red sofa", "a man rides a bike down the street",
@@ -237,11 +239,13 @@ def test_bench_hf_runs_at_the_tiny_size(tmp_path):
                                 for i, w in enumerate(words)]))
     doc = tmp_path / "BENCHMARKS.md"
     done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_hf.py"), "--configs", "tiny:2", "--gpu-configs",
-                           "tiny:2", "--repeats", "1", "--steps", "1", "--budget", "0", "--coco", str(coco),
+                           "tiny:2", "--scored-configs", "tiny:2", "--gpu-scored-configs", "tiny:2", "--micro-batch",
+                           "4", "--repeats", "1", "--steps", "1", "--budget", "0", "--coco", str(coco),
                            "--out", str(doc)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["family"] == "git" and list(result["cpu"]) == ["tiny_2x5"]
+    modes = [f"tiny_2x5_{mode}" for mode in ("xe", "autograd", "scored", "scored_mb")]
+    assert result["family"] == "git" and list(result["cpu"]) == ["tiny_2x5", *modes]
     row = result["cpu"]["tiny_2x5"]
     speeds = ("rlcap_samples_per_s", "generate_samples_per_s", "rlcap_grad_samples_per_s", "scst_samples_per_s",
               "scst_sample_s", "scst_reward_s", "scst_backward_s", "peak_rss_mb")
@@ -249,9 +253,16 @@ def test_bench_hf_runs_at_the_tiny_size(tmp_path):
     assert all(0 < row[k] <= 16 for k in ("rlcap_tokens_per_caption", "generate_tokens_per_caption")), row
     text = doc.read_text()
     assert "<!-- bench-hf:start -->" in text and "--configs tiny:2" in text
-    assert len([line for line in text.splitlines() if line.startswith("| tiny | 2 x 5 |")]) == 1
+    assert len([line for line in text.splitlines() if line.startswith("| tiny | 2 x 5 |")]) == 5
+    # the second table: XE, SCST with autograd through sampling, sampled then scored (and in micro-batches of 4),
+    # each in its own process; the goals read from its figures
+    assert all(result["cpu"][m]["samples_per_s"] > 0 and result["cpu"][m]["peak_rss_mb"] > 0 for m in modes)
+    assert result["cpu"]["tiny_2x5_scored_mb"]["micro_batch"] == 4
+    assert "| tiny | 2 x 5 | SCST, sample then score, rl.micro_batch=4 |" in text and "--micro-batch 4" in text
+    assert "tiny 2 x 5, rl.micro_batch=4: peak " in text and "x autograd's samples/s (" in text
     if torch.cuda.is_available():  # the GPU table: a row in fp32, one under bf16 autocast
-        assert all(f"| tiny | {p} | 2 x 5 |" in text for p in ("fp32", "bf16")) and list(result["cuda"]) == [
+        assert all(f"| tiny | {p} | 2 x 5 |" in text for p in ("fp32", "bf16")) and list(result["cuda"])[:2] == [
             "tiny_2x5", "tiny_2x5_bf16"]
+        assert {f"{m}".replace("tiny_2x5", f"tiny_2x5{p}") for m in modes for p in ("", "_bf16")} <= set(result["cuda"])
     else:
         assert "<!-- bench-hf-gpu:start -->\n### GPU\n\nNot run" in text

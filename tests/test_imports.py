@@ -5,8 +5,11 @@ tool follows it like any other)."""
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -156,3 +159,113 @@ def test_the_engine_imports_no_model_family_no_method_and_no_reward():
     assert "rlcap.models.families" in graph["rlcap.train.checkpoint"]
     assert "rlcap.models.hf_family" in graph["rlcap.models.families"]
     assert engine_arrows(graph) == []
+
+
+# --- docs/ARCHITECTURE.md's layering table, row by row -----------------------------------------------------------
+
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
+TORCH = "torch"  # the one name outside rlcap a row's "never imports" may give
+
+
+class Row(NamedTuple):
+    packages: tuple[str, ...]  # the first column's backticked names: rlcap packages and modules
+    imports: tuple[str, ...]   # the third column's backticked names outside parentheses (a package by its short
+    never: tuple[str, ...]     # name, `data`), and the fourth column's; a parenthesis says why, in any words
+
+
+def layering_rows(page: str) -> list[Row]:
+    """The rows of the table under "## Packages and their layering", the lowest first."""
+    lines = page.split("## Packages and their layering", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))[2:]  # (header, rule)
+    rows = []
+    for line in table:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        names = [tuple(re.findall(r"`([^`]+)`", re.sub(r"\([^()]*\)", "", cell))) for cell in cells]
+        rows.append(Row(names[0], names[2], names[3]))
+    return rows
+
+
+def short_names(rows: list[Row]) -> dict[str, int]:
+    """A package's short name (``rlcap.data``: ``data``) -> its row."""
+    return {name.removeprefix("rlcap."): i for i, row in enumerate(rows) for name in row.packages}
+
+
+def row_of(rows: list[Row], module: str) -> int | None:
+    """The row whose package holds ``module`` (the root package ``rlcap`` holds only itself)."""
+    found = [i for i, row in enumerate(rows) for p in row.packages if module == p or (p != "rlcap" and _in(p, module))]
+    return found[0] if len(found) == 1 else None
+
+
+def row_arrows(graph: dict[str, set[str]], rows: list[Row]) -> dict[int, dict[int, list[tuple[str, str]]]]:
+    """row -> the rows its modules import (the first row, the foundation every row may import, and its own left
+    out) -> the imports that make each arrow."""
+    arrows: dict[int, dict[int, list[tuple[str, str]]]] = {i: {} for i in range(len(rows))}
+    for module, targets in graph.items():
+        for target in targets:
+            i, j = row_of(rows, module), row_of(rows, target)
+            if i != j and j != 0:
+                arrows[i].setdefault(j, []).append((module, target))
+    return arrows
+
+
+def imports_torch(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(name == TORCH or name.startswith(TORCH + ".") for name in names):
+            return True
+    return False
+
+
+def test_the_table_reader_reads_names_from_each_column():
+    page = ("## Packages and their layering\n\n| package | holds | imports | never imports |\n|---|---|---|---|\n"
+            "| `rlcap.errors`, `rlcap` | the foundation | nothing outside it | |\n"
+            "| `rlcap.data` | `Vocab` | `metrics` (the `Vocab`'s tokenizer) | `models`, `torch` |\n\nprose\n| `x` | | | |\n")
+    rows = layering_rows(page)
+    assert rows == [Row(("rlcap.errors", "rlcap"), (), ()), Row(("rlcap.data",), ("metrics",), ("models", "torch"))]
+    assert short_names(rows) == {"errors": 0, "rlcap": 0, "data": 1}
+    assert row_of(rows, "rlcap.data.vocab") == 1 and row_of(rows, "rlcap") == 0 and row_of(rows, "rlcap.api") is None
+    graph = {"rlcap.data.vocab": {"rlcap.errors", "rlcap.data.feats"}, "rlcap.data.feats": set()}
+    assert row_arrows(graph, rows) == {0: {}, 1: {}}  # the foundation and its own package: no arrow
+
+
+def test_every_module_of_src_is_in_one_row_of_the_table():
+    rows = layering_rows(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert len(rows) > 15 and "rlcap.errors" in rows[0].packages  # the foundation: the first row
+    graph = import_graph()
+    assert [m for m in sorted(graph) if row_of(rows, m) is None] == []
+    assert [p for row in rows for p in row.packages if not any(m == p or _in(p, m) for m in graph)] == []
+
+
+def test_each_row_imports_exactly_the_rows_it_lists_and_only_rows_above_it():
+    """The table is the import graph: a row's third column lists every package its modules import (the foundation
+    aside), no other, and each is a row above it (a lower package never imports a higher one)."""
+    rows = layering_rows(ARCHITECTURE.read_text(encoding="utf-8"))
+    short = short_names(rows)
+    unknown = [(row.packages[0], name) for row in rows for name in (*row.imports, *row.never)
+               if name not in short and name != TORCH]
+    assert unknown == [], "a name in the table's third or fourth column that is no row's package"
+    arrows = row_arrows(import_graph(), rows)
+    for i, row in enumerate(rows):
+        listed = {short[name] for name in row.imports}
+        unlisted = {rows[j].packages[0]: pairs[0] for j, pairs in arrows[i].items() if j not in listed}
+        assert unlisted == {}, f"{row.packages[0]} imports what its row does not list (one import each)"
+        absent = [rows[j].packages[0] for j in listed if j not in arrows[i]]
+        assert absent == [], f"{row.packages[0]}'s row lists packages it does not import"
+        assert all(j < i for j in listed), f"{row.packages[0]} imports a row below it in the table"
+
+
+def test_no_row_imports_what_it_never_imports():
+    rows = layering_rows(ARCHITECTURE.read_text(encoding="utf-8"))
+    short = short_names(rows)
+    arrows = row_arrows(import_graph(), rows)
+    assert any(row.never for row in rows) and any(TORCH in row.never for row in rows)
+    for i, row in enumerate(rows):
+        never = {short[name] for name in row.never if name != TORCH}
+        assert never.isdisjoint(short[name] for name in row.imports), row.packages[0]
+        assert {rows[j].packages[0]: arrows[i][j][0] for j in never if j in arrows[i]} == {}, row.packages[0]
+        if TORCH in row.never:
+            files = [p for name in row.packages for p in (sorted((SRC / name.replace(".", "/")).rglob("*.py"))
+                     if (SRC / name.replace(".", "/")).is_dir() else [SRC / f"{name.replace('.', '/')}.py"])]
+            assert files and [p.name for p in files if imports_torch(p)] == [], row.packages[0]

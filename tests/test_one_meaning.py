@@ -61,15 +61,17 @@ def test_every_pg_recipe_samples_one_caption_per_image():
 
 
 def _drawn_per_image(monkeypatch, module) -> list[int]:
-    """The rows per image each call of ``module.sample`` really returned."""
-    seen, real = [], module.sample
+    """The rows per image each call of ``module.decode`` (the loops' decoding, rlcap.decoding.options) that samples
+    really returned."""
+    seen, real = [], module.decode
 
     def spy(model, feats, *args, **kwargs):
         out = real(model, feats, *args, **kwargs)
-        seen.append(out.tokens.size(0) // feats.fc.size(0))
+        if args[0].method == "sample":
+            seen.append(out.tokens.size(0) // feats.fc.size(0))
         return out
 
-    monkeypatch.setattr(module, "sample", spy)
+    monkeypatch.setattr(module, "decode", spy)
     return seen
 
 

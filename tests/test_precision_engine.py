@@ -98,5 +98,6 @@ def test_autocast_is_entered_by_the_engine_and_the_frozen_encoders_only():
     src = Path(rlcap.__file__).parent
     files = {path.relative_to(src).as_posix(): path.read_text(encoding="utf-8") for path in src.rglob("*.py")}
     entered = {name for name, text in files.items() if "torch.autocast(" in text}
-    assert entered == {"devices.py", "models/amp.py", "models/lstm.py", "encoders/efficientnet.py", "encoders/hf.py"}
+    assert entered == {"devices.py", "models/amp.py", "models/lstm.py", "encoders/efficientnet.py", "encoders/hf.py",
+                       "encoders/hf_vlm.py"}
     assert [name for name, text in files.items() if "clear_autocast_cache" in text] == []

@@ -11,8 +11,10 @@ from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import (DecodeResult, beam_search, continue_decoding, entropy, greedy,
                             prefix_rollouts, sample)
 from rlcap.models import Feats, ModelConfig, build_model, expand_memory
-from rlcap.models.model_config import ARCHS
+from rlcap.models.families import archs
 from tests.test_decoding import A, B_, PrefixModel, TableModel, brute_force, captions, feats_for
+
+ARCHS = archs()  # every registered family
 
 V = 13
 NEG = float("-inf")

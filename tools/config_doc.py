@@ -47,7 +47,7 @@ def config_markdown() -> str:
            "recipe or `config.json` holds them; in Python, `resume` and `overwrite` are arguments of `api.train`): "
            + "; ".join(f"`{key}=...` {text}" for key, text in OPTION_HELP.items()) + ".", "",
            "## Every run", ""]
-    shared = [(k, d, t) for k, d, t in describe(RunConfig) if k != "algorithm"]
+    shared = [(k, d, RunConfig().key_help(k, t)) for k, d, t in describe(RunConfig) if k != "algorithm"]
     out += _table([("algorithm", "'xe'", "the training method: " + ", ".join(f"`{n}`" for n in METHODS)), *shared])
     out += ["", "## `rl`: the sequence-level methods", "",
             "Read by " + ", ".join(f"`{n}`" for n, m in METHODS.items() if issubclass(m.config, SequenceRunConfig)) + ".", ""]

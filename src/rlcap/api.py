@@ -78,8 +78,11 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
              data_overrides: list[str] | None = None, batch_size: int = 100,
              progress: bool = False, length_penalty: float | None = None,
              dataset: str | Path | None = None, no_repeat_ngram: int | None = None,
-             device: str = "auto", precision: str | None = None) -> dict[str, Any]:
-    """Caption ``split`` with a checkpoint and score it; optionally reference captioners too.
+             device: str = "auto", precision: str | None = None, clip: str | Path | None = None,
+             images: str | Path | None = None) -> dict[str, Any]:
+    """Caption ``split`` with a checkpoint and score it; optionally reference captioners too. ``clip``: a local
+    CLIP folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) from the pictures in ``images`` (None: the
+    dataset's own folder, where its file names are relative to).
     ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU); ``precision``: its
     forward passes' (None: the run's own, which its validation decoded in).
 
@@ -96,8 +99,10 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     import time
 
     from rlcap.decoding.split import decode_split
+    from rlcap.eval.clip_score import add_clip_scores, load_clip
     from rlcap.eval.open_run import evaluation_record, open_run
     from rlcap.files import check_writable
+    from rlcap.models.model_card import add_scores
     from rlcap.train.validation import score_predictions
 
     if out_dir is not None:
@@ -106,16 +111,18 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
                    no_repeat_ngram=no_repeat_ngram, precision=precision)
     data_cfg = run.data_config(data_overrides, dataset)
     data = run.data((split, "train") if references else (split,), data_config=data_cfg)
-    dec = run.decode
+    clip_model = load_clip(clip, run.device) if clip is not None else None  # (a bad folder: before the decoding)
+    dec = run.decoding
     metrics = evaluation_metrics()
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
     started = time.perf_counter()
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
-    predictions = decode_split(run.policy, data.splits[split], run.vocab, dec.beam_size, dec.max_len, batch_size,
-                               progress=progress, length_penalty=dec.length_penalty,
-                               no_repeat_ngram=dec.no_repeat_ngram, precision=run.precision)
+    predictions = decode_split(run.policy, data.splits[split], run.vocab, dec, batch_size, progress=progress,
+                               precision=run.precision)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
     result = score_predictions(data.splits[split], predictions, metrics)
+    if clip_model is not None:
+        add_clip_scores(result, clip_model, data_cfg, data.splits[split], images)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
                               "evaluated": evaluation_record(checkpoint, split, data_cfg)}
     reference_preds = {}
@@ -131,6 +138,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
             write_json(out / f"predictions_{name}.json", coco_results(ref.predictions))
             write_json(out / f"per_image_{name}.json", ref.per_image)
         write_json(out / "scores.json", scores)
+        add_scores(checkpoint, scores)  # the exported folder's model card, when the checkpoint has one
     log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, dec.beam_size, result.corpus)
     return scores
 
@@ -152,9 +160,8 @@ def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", 
         check_writable(out_dir, folder=True)
     run = open_run(checkpoint, "cpu", value=True, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty)
     data = run.data((split,), data_overrides, dataset)
-    dec = run.decode
-    choice = lookahead_scores(run.policy, run.value, data.splits[split], run.vocab, lambdas, dec.beam_size,
-                              dec.max_len, dec.length_penalty, batch_size, progress=progress, precision=run.precision)
+    choice = lookahead_scores(run.policy, run.value, data.splits[split], run.vocab, lambdas, run.decoding, batch_size,
+                              progress=progress, precision=run.precision)
     if out_dir is not None:
         write_choice(Path(out_dir) / "lookahead.json", choice, split, str(checkpoint))
     return choice
@@ -200,8 +207,8 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     """
     import torch
 
-    from rlcap.decoding import beam_search, greedy
-    from rlcap.encoders.load import checkpoint_encoder
+    from rlcap.decoding.options import decode as decode_with
+    from rlcap.encoders.load import CountsRegions, checkpoint_encoder
     from rlcap.encoders.sources import expand_image_paths, is_video
     from rlcap.encoders.video import read_frames
     from rlcap.errors import DataError
@@ -209,7 +216,8 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     from rlcap.models.base import Feats
 
     run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len, precision=precision)
-    model, vocab, dec, where = run.policy, run.vocab, run.decode, run.device
+    # a few images: a compilation of the decoding steps (5-30 s) would cost more than it saves
+    model, vocab, dec, where = run.policy, run.vocab, run.decoding.eager(), run.device
     encoder = checkpoint_encoder(checkpoint, run.config["feature_dims"], image_size, where)  # the one its features had
 
     def features(images: list[Any]) -> tuple[Any, Any]:
@@ -220,13 +228,13 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
 
     def decode(feats: Feats) -> torch.Tensor:
         with run.precision.forward():
-            if dec.beam_size <= 1:
-                return greedy(model, feats, max_len=dec.max_len).tokens
-            return beam_search(model, feats, beam_size=dec.beam_size, max_len=dec.max_len,
-                               length_penalty=dec.length_penalty, no_repeat_ngram=dec.no_repeat_ngram).tokens
+            return decode_with(model, feats, dec).tokens
 
     order = [str(p) for p in paths]
     videos = [p for p in paths if is_video(p)]
+    if videos and isinstance(encoder, CountsRegions):  # (its store holds pictures' image tokens, no frame vectors)
+        raise DataError(f"{videos[0]}: {checkpoint} is a vision-language model policy, which captions pictures, "
+                        "not videos")
     for path in videos:  # frames sampled as `rlcap features` does by default, each frame a region
         try:
             frames = read_frames(path, n_frames=video_frames)

@@ -20,7 +20,7 @@ from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
 from rlcap.metrics.combined import COMBINED
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
-from rlcap.models.families import family, training_keys
+from rlcap.models.families import archs, family, model_reads, training_keys
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards.registry import OPTIMISES
 from rlcap.rewards.reward_config import RewardConfig
@@ -108,17 +108,30 @@ class RLConfig:
     n_samples: int = help_field(5, "captions sampled per image by the method's loop (s in [Chen20], M in [Liu17]); "
                                    "MIXER draws mixer.references, HRL hrl.worker_samples instead")
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
+    micro_batch: int = help_field(
+        0, "captions a scoring pass reads, for a policy sampled without autograd and scored in one teacher-forced "
+        "pass (model.arch=hf): the pass runs in micro-batches of this many, each computed again in the backward "
+        "pass, so that memory holds one micro-batch's activations; the loss and gradients are one pass's "
+        "(docs/MODELS.md); 0: one pass")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
         "(false: sample from the network validation decodes with; measured in "
-        "docs/notes/2026-11-21-shapes-rl-recipes.md)")
+        "docs/notes/2026-11-21-shapes-rl-recipes.md); a policy scored in one pass (model.arch=hf) samples and "
+        "scores without dropout either way")
+    kl_coef: float = help_field(
+        0.0, "beta: weight of the KL term to the reference policy, the run's starting weights (its adapters off "
+        "for model.train=lora), estimated per word by k3 ([Shao24 eq. 4]; docs/RL.md, \"The KL term\"); "
+        "0: no term and no reference built")
 
     def validate(self) -> None:
+        if self.kl_coef < 0:
+            raise ConfigError(f"rl.kl_coef: expected >= 0, got {self.kl_coef}")
         if self.sample_method not in SAMPLE_METHODS:
             raise ConfigError(f"rl.sample_method: {self.sample_method!r} is not one of {list(SAMPLE_METHODS)}")
         check_min("rl.epochs", self.epochs, 1)
         check_min("rl.batch_size", self.batch_size, 1)
         check_min("rl.n_samples", self.n_samples, 1)
+        check_min("rl.micro_batch", self.micro_batch, 0)
 
 
 # val.metric: the caption metrics of rlcap.metrics.score_captions a run can keep best/ by, and those combined from
@@ -175,7 +188,7 @@ ALGORITHM_HELP = ("the training method, one of rlcap.methods.METHODS (rlcap trai
 
 @runtime_checkable
 class ReadsKeys(Protocol):
-    """A config section whose keys are read only under conditions of its own (the model's by its arch)."""
+    """A config section whose keys are read only under conditions of its own (the reward's by its weights)."""
 
     def reads(self, key: str) -> bool: ...
 
@@ -289,13 +302,16 @@ class RunConfig:
         if key == "model.arch":
             return self.init_from is None
         if section == "model":
-            return self.model.reads(rest) and (self.init_from is None or rest in training_keys())
+            return model_reads(self.model, rest) and (self.init_from is None or rest in training_keys())
         own = getattr(self, section, None) if rest else None
         return own.reads(rest) if isinstance(own, ReadsKeys) else True
 
     def key_help(self, key: str, text: str) -> str:
-        """The help ``--help-config`` shows for ``key`` (its field's, ``text``) in a run of this config: what
-        ``data.max_len`` and ``decode.max_len`` count is the subwords of an hf captioner built by the run."""
+        """The help ``--help-config`` shows for ``key`` (its field's, ``text``) in a run of this config: the
+        architectures ``model.arch`` takes (the registered families); what ``data.max_len`` and ``decode.max_len``
+        count is the subwords of an hf captioner built by the run."""
+        if key == "model.arch":  # the families registered now (a family's module and its line in FAMILIES)
+            return f"{text}: {', '.join(archs())}"
         if self.init_from is None and self.model.arch == "hf":
             return {"data.max_len": MAX_LEN_HELP_HF, "decode.max_len": DECODE_MAX_LEN_HELP_HF}.get(key, text)
         return text

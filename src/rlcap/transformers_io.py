@@ -35,12 +35,15 @@ def no_bars(transformers: Any) -> Iterator[None]:
             transformers.utils.logging.enable_progress_bar()
 
 
-def load_weights_of(model_class: Any, folder: Path) -> Any:
-    """``model_class.from_pretrained(folder)`` (local files only), a weights file that cannot be read (a
-    truncated download or copy) refused in one line."""
+def load_weights_of(model_class: Any, folder: Path, dtype: Any = None) -> Any:
+    """``model_class.from_pretrained(folder)`` (local files only; ``dtype``: its weights in that torch dtype, None:
+    as transformers loads them), a weights file that cannot be read (a truncated download or copy) refused in one
+    line."""
     from safetensors import SafetensorError
 
     try:
+        if dtype is not None:
+            return model_class.from_pretrained(folder, local_files_only=True, dtype=dtype)
         return model_class.from_pretrained(folder, local_files_only=True)
     except (SafetensorError, OSError, ValueError, KeyError) as exc:
         raise RlcapError(f"{folder}: its weights cannot be read ({exc.__class__.__name__}: "

@@ -80,6 +80,7 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     from rlcap.bench.rows import caption_sets, method_row
     from rlcap.bench.registry import BENCHMARKS
     from rlcap.data.loader import DataConfig, load_data
+    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
     from rlcap.eval.open_run import open_run
 
@@ -89,7 +90,7 @@ def test_tempered_samples_follow_the_benchmark_temperature(tiny_data, tmp_path):
     model, vocab = opened.policy, opened.vocab
     test = load_data(DataConfig(dataset=str(dataset), features=str(feats), min_count=1), ("test",),
                      vocab=vocab).splits["test"]
-    greedy = decode_split(model, test, vocab, 1, 6)
+    greedy = decode_split(model, test, vocab, Decoding("greedy", 6))
     cold = caption_sets(model, test, vocab, "rs", 5, 6, seed=0, temperature=1e-4)
     same = [c == greedy[i] for i in test.ids for c in cold[i]]
     assert len(same) == 5 * len(test.ids) and sum(same) >= 0.9 * len(same)  # (a near-tie of two words may differ)

@@ -70,12 +70,14 @@ def test_caption_missing_and_corrupt_images(capsys, encoder_ckpt, tmp_path):
 
 
 def test_eval_length_penalty_reaches_the_beam_search(capsys, trained, tmp_path, monkeypatch):
-    import rlcap.decoding.split as evaluate
+    import inspect
+
+    import rlcap.decoding.options as evaluate  # (decode_split decodes through rlcap.decoding.options.decode)
 
     seen = []
 
     def recording(*args, **kwargs):
-        seen.append(kwargs["length_penalty"])
+        seen.append(inspect.signature(beam_search).bind(*args, **kwargs).arguments["length_penalty"])
         return beam_search(*args, **kwargs)
 
     beam_search = evaluate.beam_search

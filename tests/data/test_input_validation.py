@@ -302,12 +302,12 @@ def test_checkpoint_weights_that_do_not_fit_its_config(xe, tmp_path, capsys):
     _, _, best = xe
     edited = tmp_path / "edited"
     shutil.copytree(best, edited)
-    config = json.loads((edited / "config.json").read_text())
-    config["model"]["hidden_dim"] = 24  # trained with 16
-    (edited / "config.json").write_text(json.dumps(config))
+    manifest = json.loads((edited / "checkpoint.json").read_text())
+    manifest["specs"]["policy"]["settings"]["hidden_dim"] = 24  # trained with 16; the policy is built from its spec
+    (edited / "checkpoint.json").write_text(json.dumps(manifest))
     assert main(["eval", str(edited), "--split", "test"]) == 2
     # the fc model's LSTM: word.proj (4 x hidden, embed), its bias, w_hh (4 x hidden, hidden), logit (vocab, hidden)
     assert capsys.readouterr().err == (
-        f"rlcap eval: error: {edited}: the weights of part 'policy' do not fit the model its config.json describes: "
+        f"rlcap eval: error: {edited}: the weights of part 'policy' do not fit the model the checkpoint describes: "
         "word.proj.weight is (64, 16) there but (96, 16) in the model, and 3 more tensors differ in shape "
-        "(a damaged checkpoint, or an edited config.json)\n")
+        "(a damaged checkpoint, or an edited checkpoint.json or config.json)\n")

@@ -88,9 +88,9 @@ def test_worker_phase_with_several_samples_per_clip(clips, monkeypatch):
     if not (folder / "hrl" / "best").exists():
         test_hrl_xe_with_the_frozen_critic(clips)
     drawn, scored = [], []
-    real_sample, real_batch = hrl.sample, hrl.reward_batch
-    monkeypatch.setattr(hrl, "sample", lambda model, feats, n, *a, **k: drawn.append((feats.att.size(0), n))
-                        or real_sample(model, feats, n, *a, **k))
+    real_sample, real_batch = hrl.decode, hrl.reward_batch
+    monkeypatch.setattr(hrl, "decode", lambda model, feats, decoding, n, **k: drawn.append((feats.att.size(0), n))
+                        or real_sample(model, feats, decoding, n, **k))
     monkeypatch.setattr(hrl, "reward_batch", lambda batch, n: scored.append(n) or real_batch(batch, n))
     over = small(ann, feats, folder / "k3", **hrl_settings(folder, max_steps=2, **{"hrl.worker_samples": 3}))
     api.train(api.load_run_config(None, over))

@@ -83,17 +83,17 @@ def spy(monkeypatch):
     """Record (phase, dropout on, temperature) of each worker sample and each manager decode (which turns the
     dropout layers off, not the whole model: the LSTMs' cuDNN backward refuses a module in eval mode)."""
     calls = []
-    real_sample, real_decode = hrl.sample, segments._greedy_segments
+    real_sample, real_decode = hrl.decode, segments._greedy_segments
 
-    def sample(model, feats, n, *args, **kwargs):
-        calls.append(("worker", dropout_on(model), kwargs.get("temperature")))
-        return real_sample(model, feats, n, *args, **kwargs)
+    def sample(model, feats, decoding, n, **kwargs):
+        calls.append(("worker", dropout_on(model), decoding.temperature if decoding.method == "sample" else None))
+        return real_sample(model, feats, decoding, n, **kwargs)
 
     def decode(model, feats, max_len, exit_every):
         calls.append(("manager", dropout_on(model), None))
         return real_decode(model, feats, max_len, exit_every)
 
-    monkeypatch.setattr(hrl, "sample", sample)
+    monkeypatch.setattr(hrl, "decode", sample)
     monkeypatch.setattr(segments, "_greedy_segments", decode)
     return calls
 

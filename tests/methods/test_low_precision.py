@@ -44,6 +44,7 @@ def _commands(recipe_runs) -> dict[str, tuple[str, list[str]]]:
         "wtf_rl": (commands["wtf_rl"][0], [*wtf, "wtf_rl.discriminator_pretrain_epochs=0"]),
         "hrl": (commands["hrl"][0], [*commands["hrl"][1], "hrl.switch_every=1"]),
         "sll_me": ("shapes_sll_me", scst),
+        "grpo": ("shapes_grpo", [*scst, "grpo.iterations=2", "rl.kl_coef=0.04"]),
         "mixer": ("shapes_mixer", [*scst, "mixer.start=2", "mixer.delta=1", "mixer.baseline_hidden=16"]),
         "scst_discriminator": ("shapes_scst_discriminator", [
             *scst, *rewards, "decode.beam_size=2", "scst_discriminator.discriminator_hidden=16",

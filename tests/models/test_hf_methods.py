@@ -1,6 +1,6 @@
 """Every method that trains a captioner, on a transformers captioner as the policy (`model.arch: hf`), for each
 family (VisionEncoderDecoder ViT + GPT-2, BLIP, GIT) built tiny with a tokenizer trained on the captions:
-XE, SCST, SLL-ME, SLL-SLE, PG with rollouts, MIXER, actor-critic with its value network on the decoder's hidden
+XE, SCST, SLL-ME, SLL-SLE, GRPO, PG with rollouts, MIXER, actor-critic with its value network on the decoder's hidden
 state (ac.value_features=hidden), WTF-RL and SCST-Discriminator each take two steps that move the policy; XE,
 SCST, SLL-SLE and WTF-RL resume exactly after SIGKILL; what model.train trains; init_from a transformers folder."""
 
@@ -57,6 +57,7 @@ def _method_runs(retrieval: str, embedding: str) -> dict[str, tuple[str, dict]]:
         "scst": ("shapes_scst", {}),
         "sll_me": ("shapes_sll_me", {}),
         "sll_sle": ("shapes_sll_sle", {}),
+        "grpo": ("shapes_grpo", {"grpo.iterations": 2}),
         "pg": ("shapes_pg_cider", {"pg.baseline_hidden": 16}),
         "mixer": ("shapes_mixer", {"mixer.baseline_hidden": 16, "mixer.start": 2, "mixer.delta": 1}),
         "ac": ("shapes_ac", {"ac.lookahead": "[]", "ac.value_features": "hidden", "ac.value_pretrain_epochs": 0,

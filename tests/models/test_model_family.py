@@ -16,6 +16,7 @@ from rlcap import api
 from rlcap.cli import main
 from rlcap.config import to_dict
 from rlcap.data.vocab import Vocab
+from rlcap.errors import ConfigError, RlcapError
 from rlcap.eval.open_run import open_run
 from rlcap.models import FAMILIES, AttValueNetwork, ModelConfig, ShowTell, ValueNetwork
 from rlcap.train.checkpoint import MANIFEST, load_checkpoint, save_checkpoint
@@ -50,6 +51,32 @@ def test_each_part_records_its_spec_and_an_older_checkpoint_without_specs_still_
     assert type(opened) is value_class
     for key, tensor in opened.state_dict().items():
         assert tensor.equal(modules["value"].state_dict()[key]), key
+
+
+def test_the_policy_is_built_from_its_spec_and_an_older_checkpoint_from_its_config(tmp_path):
+    """open_run builds the policy from checkpoint.json's spec of it, not from config.json's model section (here
+    edited to another architecture); a checkpoint that recorded no specs is built from that section."""
+    cfg = api.load_run_config(None, ["model.arch=fc", "model.embed_dim=8", "model.hidden_dim=8"])
+    vocab = Vocab.build([["a", "red", "circle"]], 1)
+    policy = ShowTell(cfg.model, len(vocab), 6, 5)
+    config = {**to_dict(cfg), "feature_dims": {"fc": 6, "att": 5, "image_size": None}}
+    folder = save_checkpoint(tmp_path / "best", {"policy": policy}, config, vocab, None, {"step": 1, "epoch": 1})
+    recorded = (folder / "config.json").read_text()
+    (folder / "config.json").write_text(json.dumps({**config, "model": {**config["model"], "arch": "updown",
+                                                                        "hidden_dim": 16}}))
+
+    def same_policy() -> bool:
+        opened = open_run(folder, device="cpu").policy
+        return type(opened) is ShowTell and all(t.equal(policy.state_dict()[k]) for k, t in opened.state_dict().items())
+
+    assert same_policy()
+    manifest = json.loads((folder / MANIFEST).read_text())
+    del manifest["specs"]
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(RlcapError, match="weights of part 'policy' do not fit the model the checkpoint describes"):
+        open_run(folder, device="cpu")  # no spec: config.json's section, the edited one
+    (folder / "config.json").write_text(recorded)
+    assert same_policy()
 
 
 def _require_transformers() -> None:
@@ -105,6 +132,29 @@ def test_a_moved_hf_run_without_its_model_folder_captions_reports_evaluates_and_
 def toy(monkeypatch):
     """The toy family registered: the one line of src/rlcap/models/families.py that adds it there."""
     monkeypatch.setitem(FAMILIES, "toy", TOY)
+
+
+def _help_lines(capsys, *argv) -> dict[str, str]:
+    assert main(["train", "--help-config", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {line.split()[0]: line for line in lines[1:lines.index("")]}
+
+
+def test_the_registry_line_is_all_that_names_a_family(toy, capsys):
+    """With its one line in FAMILIES (the fixture), model.arch takes the toy, --help-config lists it among the
+    architectures, and a toy run's model keys are those the family names: nothing else in src/ lists families."""
+    shown = _help_lines(capsys, "algorithm=xe", "model.arch=toy")
+    assert shown["model.arch"].endswith(": fc, updown, transformer, hrl, hf, toy")
+    assert sorted(k for k in shown if k.startswith("model.")) == ["model.arch", "model.embed_dim", "model.hidden_dim"]
+    assert api.load_run_config(None, ["model.arch=toy", "model.hidden_dim=8"]).reads("model.hidden_dim")
+    assert not api.load_run_config(None, ["model.arch=toy"]).reads("model.num_heads")
+
+
+def test_an_unregistered_family_is_refused_and_not_listed(capsys):
+    shown = _help_lines(capsys, "algorithm=xe")
+    assert "toy" not in shown["model.arch"] and shown["model.arch"].endswith(": " + ", ".join(FAMILIES))
+    with pytest.raises(ConfigError, match="model.arch: unknown architecture 'toy'; expected one of fc, updown"):
+        api.load_run_config(None, ["model.arch=toy"])
 
 
 @pytest.mark.slow

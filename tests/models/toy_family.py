@@ -52,8 +52,9 @@ class ToyGRU(nn.Module):
         return self.logit(torch.stack(states, dim=1))  # (B, T, V)
 
 
-# its family: built from the model section, its vocabulary from the training captions, nothing beside its
-# weights in a checkpoint (a family with a folder of its own implements ModelFamily in full: models/hf_family.py)
-TOY = OwnFamily(ToyGRU)
+# its family: built from the model section, reading the model keys named here (what --help-config lists for
+# model.arch=toy), its vocabulary from the training captions, nothing beside its weights in a checkpoint (a family
+# with a folder of its own implements ModelFamily in full: models/hf_family.py)
+TOY = OwnFamily(ToyGRU, ("embed_dim", "hidden_dim"))
 # the registry line, in src/rlcap/models/families.py's FAMILIES: "toy": TOY,
 # --- to here ---

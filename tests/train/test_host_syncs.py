@@ -242,6 +242,7 @@ def test_a_split_is_decoded_with_one_transfer_a_batch(xe_runs):
     and with no early-exit check (as on a GPU) nothing else is read, greedy or beam."""
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.eval.open_run import open_run
+    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
 
     dataset, feats, runs = xe_runs
@@ -251,9 +252,9 @@ def test_a_split_is_decoded_with_one_transfer_a_batch(xe_runs):
                       vocab=vocab).splits["train"]  # 24 images: 3 batches of 10
     for beam in (1, 3):
         with count_host_syncs() as n:
-            predictions = decode_split(model, split, vocab, beam, 6, batch_size=10, exit_every=0)
+            predictions = decode_split(model, split, vocab, Decoding.search("cpu", beam, 6, exit_every=0), batch_size=10)
         assert len(predictions) == 24 and n.by_kind["to_host"] == 3, str(n)
         # the rest: the batches' image rows, host data of the loader (its features then copied to the device)
         assert all(site.startswith("to_host") or "loader.py" in site.split(" < ")[0] for site in n.sites), str(n)
     with pytest.raises(ConfigError, match="exit_every: expected -1"):
-        decode_split(model, split, vocab, 1, 6, exit_every=-2)
+        Decoding.search("cpu", 1, 6, exit_every=-2)

@@ -6,6 +6,7 @@ import torch
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import EOS, SPECIALS, Vocab
 from rlcap.models import Feats, ModelConfig, build_model
+from rlcap.decoding.options import Decoding
 from rlcap.run_config import DecodeSettings, RLConfig
 from rlcap.methods.samples import rollout
 
@@ -22,7 +23,8 @@ def test_captions_that_end_early_give_finite_logprobs_and_gradients(method):
     feats = Feats(torch.randn(2, 6), torch.randn(2, 3, 6), torch.ones(2, 3, dtype=torch.bool))
     batch = Batch(torch.arange(2), ["1", "2"], feats, torch.zeros(2, 3, dtype=torch.long), [["a b"], ["c d"]])
     vocab = Vocab([*SPECIALS, "a", "b", "c", "d"])
-    roll = rollout(model, batch, vocab, RLConfig(n_samples=3, sample_method=method), DecodeSettings(max_len=8))
+    roll = rollout(model, batch, vocab, RLConfig(n_samples=3, sample_method=method),
+                   Decoding.of_run(DecodeSettings(max_len=8), "cpu"))
     assert (~roll.mask).any(), "some captions must end before max_len for this test to mean anything"
     assert torch.isfinite(roll.logprobs).all() and torch.isfinite(roll.entropy).all()
     assert (roll.logprobs[~roll.mask] == 0).all() and (roll.logprobs[roll.mask] < 0).all()

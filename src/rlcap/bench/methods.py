@@ -6,6 +6,7 @@ quality and diversity of 5 random samples (rs) and of the 5-best beam (bs).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -14,7 +15,9 @@ from typing import Any, Callable
 
 from rlcap import api
 from rlcap.bench.registry import BENCHMARKS, BenchRow, bench_rows, check_names, stages_of
+from rlcap.eval.clip_score import clip_scores_of, load_clip
 from rlcap.eval.open_run import OpenRun, open_run
+from rlcap.models.retriever import ClipRetriever
 from rlcap.files import check_writable
 from rlcap.recipes import find_recipes
 from rlcap.methods import load_run_config
@@ -50,7 +53,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
                   configs: str | Path | None = None, rl_overrides: list[str] | None = None,
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
                   prepared: tuple[Path, Path] | None = None, image_size: int = 128,
-                  max_train_images: int = 0, regenerate: bool = False) -> dict[str, Any]:
+                  max_train_images: int = 0, regenerate: bool = False,
+                  clip: str | Path | None = None) -> dict[str, Any]:
     """Train, evaluate on the test split, and write results.json, results.md, curves.png, each method's test
     captions with their scores (captions/METHOD.json) and the report (report.html, docs/REPORT.md).
 
@@ -61,7 +65,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     (``data.max_train_images``; 0: all), the budget of a quick or time-boxed table.
     ``regenerate``: generate the benchmark's data over a folder generated with other settings
     (refused otherwise, :attr:`Benchmark.check`). ``configs``: the folder of the recipes (None: rlcap's
-    own, :func:`rlcap.recipes.find_recipes`), checked before any data is generated.
+    own, :func:`rlcap.recipes.find_recipes`), checked before any data is generated. ``clip``: a local CLIP
+    folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) of each method's beam captions.
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
     from rlcap.bench.rows import method_row
@@ -74,6 +79,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     bench = BENCHMARKS[benchmark]
     configs = find_recipes(configs, [f"{bench.recipes}_{stage.recipe}.yaml" for stage in stages_of(methods, benchmark)])
     check_writable(out, folder=True)  # before the data is generated and the methods trained
+    clip_model = load_clip(clip) if clip is not None else None  # (a bad folder: before the training)
     if prepared is None and bench.check is not None and not regenerate:
         bench.check(data_dir)
     dataset, feats = prepared or bench.prepare(data_dir, image_size, report)
@@ -95,14 +101,15 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         if test is None:
             test = load_data(load_run_config(None, data).data, ("test",), vocab=vocab).splits["test"]
             judges = load_judges(best, test)  # [Chaffin24]'s retrievers, when the methods train them
-        key = evaluation_key(checkpoints[method], {n: best[n] for n in sorted(judges)}, data, metrics,
+        scored = [*metrics, *([f"CLIP-S and RefCLIP-S with {clip}"] if clip is not None else [])]
+        key = evaluation_key(checkpoints[method], {n: best[n] for n in sorted(judges)}, data, scored,
                              BENCHMARKS[benchmark].sample_temperature)
         row = evaluated_before(out, method, key)
         if row is not None:
             report(f"{method}: evaluated before with this checkpoint (rows/{method}.json), not again")
         else:
             report(f"evaluating {method}")
-            max_len = run.decode.max_len  # the run's caption length (16 on images, 40 on video)
+            max_len = run.decoding.max_len  # the run's caption length (16 on images, 40 on video)
             beam = None
             if lookahead:
                 beam, chosen = _lookahead_beam(run, test, max_len)
@@ -112,6 +119,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
                              sample_temperature=BENCHMARKS[benchmark].sample_temperature, captions=captions)
             if beam is not None:
                 row["lookahead"] = chosen
+            if clip is not None:
+                _add_clip_scores(row, captions, clip_model, load_run_config(None, data).data, test)
             api.write_json(out / "captions" / f"{method}.json", captions)
             api.write_json(out / "rows" / f"{method}.json", {"key": key, "row": row})
         results["methods"][method] = row
@@ -125,6 +134,16 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
 
     report(f"report: {write_report(out, dataset=dataset)}")
     return results
+
+
+def _add_clip_scores(row: dict[str, Any], captions: dict[str, Any], clip: ClipRetriever, data_cfg: Any,
+                     test: Any) -> None:
+    """CLIP-S and RefCLIP-S of the beam captions (``clip``: the CLIP): into the row's beam column and each
+    caption's scores."""
+    corpus, per_image = clip_scores_of(clip, data_cfg, test, captions["captions"])
+    row["beam"].update(corpus)
+    for i, values in per_image.items():
+        captions["per_image"].setdefault(i, {}).update(values)
 
 
 def evaluation_key(checkpoint: Path, judges: dict[str, Path], data: list[str], metrics: list[str],
@@ -203,5 +222,5 @@ def _lookahead_beam(run: OpenRun, test: Any, max_len: int) -> tuple[dict[str, st
     from rlcap.eval.lookahead import lookahead_predictions, read_choice
 
     chosen = read_choice(run.folder.parent)
-    return lookahead_predictions(run.policy, run.value, test, run.vocab, chosen["best_lambda"], 3, max_len,
-                                 run.decode.length_penalty), chosen
+    decoding = dataclasses.replace(run.decoding, method="beam", beam_size=3, max_len=max_len)
+    return lookahead_predictions(run.policy, run.value, test, run.vocab, chosen["best_lambda"], decoding), chosen

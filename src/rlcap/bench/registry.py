@@ -94,10 +94,29 @@ def _prepare_shapes_hf(data_dir: Path, image_size: int, report: Report) -> tuple
     built from a small config with random weights and a wordpiece tokenizer trained on the training captions
     (``rlcap hf-captioner``), and the store of its tower's tokens (``rlcap features --encoder hf:DIR``), each
     reused when there. ``image_size`` does not apply: the captioner's image processor sizes the pictures."""
+    from rlcap.models.hf_build import build_captioner
+
+    return _shapes_with_policy(data_dir, report, "a small GIT captioner",
+                               lambda folder, captions: build_captioner("git", folder, captions, "small"))
+
+
+def _prepare_shapes_vlm(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
+    """The shapes benchmark with a small instruction vision-language model as the policy (docs/MODELS.md): a
+    SmolVLM (Idefics3) built offline at size small (``rlcap hf-captioner --family smolvlm --size small``) and the
+    store of its image tokens, as :func:`_prepare_shapes_hf`."""
+    from rlcap.models.hf_vlm_build import build_vlm
+
+    return _shapes_with_policy(data_dir, report, "a small SmolVLM",
+                               lambda folder, captions: build_vlm("smolvlm", folder, captions, "small"))
+
+
+def _shapes_with_policy(data_dir: Path, report: Report, what: str,
+                        build: Callable[[Path, list[str]], Path]) -> tuple[Path, Path]:
+    """The shapes pictures, the policy ``build`` makes in ``data_dir``/:data:`HF_CAPTIONER` (random weights, a
+    tokenizer of the training captions) and the store ``rlcap features --encoder hf:DIR`` writes for it."""
     from rlcap.data.readers import read_dataset
     from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes
     from rlcap.encoders.extract import extract_features
-    from rlcap.models.hf_build import build_captioner
     from rlcap.progress import progress
 
     config = ShapesConfig()
@@ -106,11 +125,11 @@ def _prepare_shapes_hf(data_dir: Path, image_size: int, report: Report) -> tuple
         dataset = generate_shapes(config, data_dir, progress=bar.update)
     records = read_dataset(dataset)
     captioner = data_dir / HF_CAPTIONER
-    report(f"[2/3] a small GIT captioner (random weights, tokenizer of the training captions) -> {captioner}")
+    report(f"[2/3] {what} (random weights, tokenizer of the training captions) -> {captioner}")
     if not (captioner / "config.json").is_file():
-        build_captioner("git", captioner, [c for r in records if r.split == "train" for c in r.captions], "small")
+        build(captioner, [c for r in records if r.split == "train" for c in r.captions])
     feats = data_dir / f"{HF_CAPTIONER}.h5"
-    report(f"[3/3] its tower's tokens -> {feats}")
+    report(f"[3/3] the tokens it reads of each picture -> {feats}")
     images = {r.id: data_dir / r.filename for r in records}
     with progress(len(images), "features", unit="img") as bar:
         extract_features(images, feats, batch_size=64, progress=bar.update, encoder=f"hf:{captioner}")
@@ -255,6 +274,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                         check=_check_shapes),
     "shapes-hf": Benchmark(_prepare_shapes_hf, "shapes-hf", "synthetic coloured shapes, a small transformers (GIT) "
                            "captioner as the policy (docs/MODELS.md)", check=_check_shapes, policy=HF_CAPTIONER),
+    "shapes-vlm": Benchmark(_prepare_shapes_vlm, "shapes-vlm", "synthetic coloured shapes, a small instruction "
+                            "vision-language model (SmolVLM) as the policy (docs/MODELS.md)", check=_check_shapes,
+                            policy=HF_CAPTIONER),
     "coco-concepts": Benchmark(_prepare_coco_concepts, "coco-concepts",
                                "COCO val2014 scenes as noisy concept regions, human captions (docs/CONCEPTS.md)",
                                sample_temperature=0.5),

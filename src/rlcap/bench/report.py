@@ -7,7 +7,7 @@ from typing import Any
 
 from rlcap.train.logger import read_log
 
-BEAM_COLUMNS = ["METEOR", "CIDEr", "SPICE"]
+BEAM_COLUMNS = ["METEOR", "CIDEr", "SPICE", "CLIP-S", "RefCLIP-S"]  # the last two: rlcap bench --clip
 SET_COLUMNS = ["CIDEr", "Div-1", "Div-2", "mBLEU-4"]
 # [Wang18]'s Table 2 (the video table): every pycocoevalcap metric of the beam captions
 VIDEO_BEAM_COLUMNS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE"]

@@ -65,11 +65,13 @@ def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: 
     captions (``"captions"``), their per-image scores (``"per_image"``) and, with judges, their retrieval ranks
     (``"ranks"``), for ``rlcap report``'s gallery."""
     from rlcap.bench.distinct import distinct_row
+    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
+    from rlcap.devices import model_device
     from rlcap.train.validation import score_predictions
 
     if predictions is None:
-        predictions = decode_split(model, split, vocab, 3, max_len)
+        predictions = decode_split(model, split, vocab, Decoding.search(model_device(model), 3, max_len))
     scored = score_predictions(split, predictions, metrics)
     beam = scored.corpus
     rs = set_scores(split, caption_sets(model, split, vocab, "rs", 5, max_len, seed))

@@ -26,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="a budget: every stage trains on the first N training images (0: all)")
     p.add_argument("--image-size", type=IMAGE_SIZE, default=128,
                    help="encoder input size for the benchmark's features (default 128: 4x4 grid; 224: 7x7)")
+    p.add_argument("--clip", default=None, metavar="DIR",
+                   help="also CLIP-S and RefCLIP-S ([Hessel21], docs/METRICS.md) of each method's beam captions, "
+                        "with the CLIP of this local transformers folder")
     p.set_defaults(func=run)
     return p
 
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
                           f"{', '.join(sorted(bench_rows(args.benchmark)))}")
     results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
                             image_size=args.image_size, max_train_images=args.max_train_images,
-                            regenerate=args.regenerate)
+                            regenerate=args.regenerate, clip=args.clip)
     for how in ("beam", "rs", "bs"):
         print(f"\n{how}:")
         print_scores({m: r[how] for m, r in results["methods"].items()})

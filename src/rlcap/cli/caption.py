@@ -19,7 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="checkpoint folder (e.g. runs/demo/xe/best)")
     p.add_argument("images", nargs="+",
                    help="image or video files (JPEG, PNG, ...; MP4, AVI, ...) or folders (every image and video "
-                        "under them)")
+                        "under them), or a Hugging Face datasets dataset (its pictures, read in place, each "
+                        "named by its row: DATASET train row 0)")
     add_decoding_arguments(p)
     p.add_argument("--image-size", type=IMAGE_SIZE, default=None,
                    help="encoder input size (default: the size of the checkpoint's training features)")

@@ -35,6 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "kept (unknown words count as <unk>)")
     p.add_argument("--reference", action="append", default=[], choices=sorted(api.REFERENCE_CAPTIONERS),
                    help="also score this reference captioner, which needs no training (repeatable)")
+    p.add_argument("--clip", default=None, metavar="DIR",
+                   help="also CLIP-S and RefCLIP-S ([Hessel21], docs/METRICS.md) with the CLIP of this local "
+                        "transformers folder, from the split's pictures")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="with --clip: the folder the dataset's file names are relative to (default: the caption "
+                        "file's folder)")
     p.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
                    help="data overrides, anywhere after the checkpoint, e.g. data.features=other.h5")
     p.set_defaults(func=run)
@@ -62,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
                           length_penalty=args.length_penalty, dataset=args.dataset,
                           no_repeat_ngram=args.no_repeat_ngram, device=args.device,
-                          precision=args.precision)
+                          precision=args.precision, clip=args.clip, images=args.images)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")

@@ -10,6 +10,7 @@ import torch
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
+from rlcap.data.hf_datasets import Columns, layout
 from rlcap.encoders.extract import extract_features
 from rlcap.encoders.load import DEFAULT_ENCODER, check_encoder_name
 from rlcap.encoders.sources import dataset_files, find_media, is_video, karpathy_images
@@ -52,6 +53,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--dataset", help="Karpathy dataset JSON (ids from cocoid|id|imgid, files at "
                         "IMAGE_DIR/[filepath/]filename) or any caption file with file names (MSR-VTT annotations: "
                         "IMAGE_DIR/<video_id>.mp4)")
+    parser.add_argument("--columns", default="", metavar="image=COL,id=COL,...",
+                        help="a Hugging Face datasets dataset (IMAGE_DIR itself, or --dataset): the columns of its "
+                             "pictures, captions, ids and splits when they are not image, caption, the file name "
+                             "and its own splits (the data.*_column keys; docs/TRAINING.md)")
     parser.add_argument("--frames", type=COUNT, default=16,
                         help="videos: frames sampled evenly over each clip (default 16)")
     parser.add_argument("--fps", type=float_range(0.01), default=None,
@@ -126,15 +131,29 @@ def _rows(path: str) -> int:
         return 0
 
 
+def _columns(text: str) -> Columns:
+    """``image=img,id=img_id`` -> the columns of a datasets dataset (the others their defaults)."""
+    given = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+    unknown = sorted(set(given) - set(Columns._fields))
+    if unknown or any("=" not in item for item in text.split(",") if item):
+        raise ConfigError(f"--columns {text!r}: expected KEY=COLUMN pairs, KEY one of {', '.join(Columns._fields)}")
+    return Columns(**given)
+
+
 def _run(args: argparse.Namespace) -> int:
     check_encoder_name(args.encoder)  # before any image is looked for
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.dataset:
+    columns = _columns(args.columns)
+    if args.dataset is None and layout(args.image_dir) is not None:  # a datasets dataset: its pictures, in place
+        args.dataset = args.image_dir
+    if args.dataset and layout(args.dataset) is not None:
+        images = dataset_files(args.dataset, args.image_dir, columns)
+    elif args.dataset:
         try:
             images = karpathy_images(args.dataset, args.image_dir)
         except DataError:
-            images = dataset_files(args.dataset, args.image_dir)
+            images = dataset_files(args.dataset, args.image_dir, columns)
     else:
         images = find_media(args.image_dir)  # its images or its videos, never both
     if images and all(is_video(p) for p in images.values()):

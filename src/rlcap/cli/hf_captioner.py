@@ -12,16 +12,19 @@ from rlcap.cli.options import int_range
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from rlcap.models.hf_build import FAMILIES, SIZES
+    from rlcap.models.hf_vlm_build import VLM_FAMILIES
 
     parser = subparsers.add_parser(
         "hf-captioner", help="build a transformers captioner folder from a small config (random weights)",
-        description="Build a VisionEncoderDecoder (ViT + GPT-2), BLIP or GIT captioner with random weights and a "
-                    "tokenizer trained on the dataset's training captions, saved as save_pretrained writes a "
-                    "downloaded model: a folder for model.arch=hf model.path=OUT. docs/MODELS.md.")
+        description="Build a VisionEncoderDecoder (ViT + GPT-2), BLIP or GIT captioner, or an instruction "
+                    "vision-language model (Qwen2-VL, Qwen2.5-VL, SmolVLM, PaliGemma, LLaVA, Florence-2; sizes tiny "
+                    "and small) with its processor and chat template, with random weights and a tokenizer trained on "
+                    "the dataset's training captions, saved as save_pretrained writes a downloaded model: a folder "
+                    "for model.arch=hf model.path=OUT. docs/MODELS.md.")
     parser.add_argument("out", type=Path, help="the folder to write (must not hold a model already)")
     parser.add_argument("--dataset", type=Path, required=True, help="the caption file whose training captions the "
                                                                     "tokenizer learns")
-    parser.add_argument("--family", choices=FAMILIES, default="git")
+    parser.add_argument("--family", choices=FAMILIES + VLM_FAMILIES, default="git")
     parser.add_argument("--size", choices=list(SIZES), default="small")
     parser.add_argument("--tokenizer", choices=["wordpiece", "word"], default="wordpiece")
     parser.add_argument("--vocab-size", type=int_range(8), default=30522, help="most wordpiece tokens (default 30522)")
@@ -35,11 +38,15 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.errors import ConfigError
     from rlcap.files import check_writable
     from rlcap.models.hf_build import build_captioner
+    from rlcap.models.hf_vlm_build import VLM_FAMILIES, build_vlm
 
     if (args.out / "config.json").exists():
         raise ConfigError(f"{args.out} already holds a model (config.json): choose another folder")
     check_writable(args.out, folder=True)
     captions = [c for r in read_dataset(args.dataset) if r.split == "train" for c in r.captions]
-    build_captioner(args.family, args.out, captions, args.size, args.seed, args.tokenizer, args.vocab_size)
+    if args.family in VLM_FAMILIES:
+        build_vlm(args.family, args.out, captions, args.size, args.seed, args.tokenizer, args.vocab_size)
+    else:
+        build_captioner(args.family, args.out, captions, args.size, args.seed, args.tokenizer, args.vocab_size)
     print(f"hf-captioner: {args.out} ({args.family}, {args.size}, tokenizer of {len(captions)} training captions)")
     return 0

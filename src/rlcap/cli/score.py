@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--train-refs", type=Path, help="training captions (same formats as --refs), for Novelty")
     parser.add_argument("--similarity", type=Path,
                         help=".npz with 'similarity' (images, captions) and 'caption_image' (captions,) for R@k")
+    parser.add_argument("--clip", metavar="DIR",
+                        help="also CLIP-S and RefCLIP-S ([Hessel21], docs/METRICS.md) with the CLIP of this local "
+                             "transformers folder (needs --images)")
+    parser.add_argument("--images", type=Path, metavar="DIR",
+                        help="with --clip: the pictures, a folder whose file names (without suffix) are the image ids")
     parser.set_defaults(func=run)  # fmt: skip
     return parser
 
@@ -48,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
         if not metrics:
             raise ConfigError(f"--metrics {args.metrics!r} names no metric; give one or more of "
                               f"{', '.join(METRIC_NAMES)} (or leave --metrics out for the default set)")
+    if (args.clip is None) != (args.images is None):
+        raise ConfigError("--clip DIR and --images DIR go together: CLIP-S reads the pictures with the CLIP")
     refs, preds = read_refs(args.refs), read_preds(args.preds)
+    clip = _load_clip(args.clip) if args.clip is not None else None  # (a bad folder: before the scoring)
     if args.out is not None:
         check_writable(args.out, folder=args.out.is_dir())  # before scoring (SPICE can take minutes)
     training = None
@@ -59,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     corpus = dict(report.corpus)
     if args.similarity is not None:
         corpus.update(_retrieval(args.similarity))
+    if clip is not None:
+        corpus.update(_clip_scores(clip, args.images, refs, preds, report.per_image))
     _print_table(corpus, len(report.per_image))
     if report.spice_impl is not None:
         print(f"spice_impl: {report.spice_impl}")
@@ -76,6 +87,25 @@ def _write_scores(path: Path, scores: dict) -> Path:
         path = path / "scores.json"
     write_text(path, json.dumps(scores, indent=1))  # atomic; a full disk or read-only folder is one line
     return path
+
+
+def _load_clip(folder: str) -> Any:
+    from rlcap.eval.clip_score import load_clip
+
+    return load_clip(folder)
+
+
+def _clip_scores(clip: Any, images: Path, refs: dict, preds: dict, per_image: dict) -> dict[str, float]:
+    """CLIP-S and RefCLIP-S of the first prediction of each image, its picture in ``images`` (file name without
+    suffix: the id): the corpus values; the per-caption ones are added to ``per_image``."""
+    from rlcap.encoders.sources import find_images
+    from rlcap.eval.clip_score import score_with_clip
+
+    captions = {i: c[0] for i, c in preds.items() if c}
+    corpus, per_caption = score_with_clip(clip, captions, find_images(images), refs)
+    for i, values in per_caption.items():
+        per_image.setdefault(i, {}).update(values)
+    return corpus
 
 
 def _retrieval(path: Path) -> dict[str, float]:

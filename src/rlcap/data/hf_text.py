@@ -63,11 +63,22 @@ class TokenIds:
         start = start if start is not None else read("bos_token_id")
         end = read("sep_token_id", (config, text))
         end = end if end is not None else read("eos_token_id")
+        if start is None:  # a model that answers after a prompt (Qwen2-VL): rlcap's BOS stands for the prompt's end
+            start = read("pad_token_id")
         if start is None or end is None:
             raise RlcapError(f"{type(config).__name__}: no start or end token in its config or tokenizer "
                              "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
         # (unk from the configs only, as rlcap always read it: a checkpoint's ids stay the ones it was trained with)
         return cls(start, end, read("pad_token_id"), read("unk_token_id", (config, text)), hf_size)
+
+    def forbid(self, hf_ids: Iterable[int]) -> None:
+        """Never write these model tokens (-inf: a vision-language model's image placeholder, which its forward
+        replaces by image features wherever it stands)."""
+        for hf in hf_ids:
+            if hf in self.from_hf:
+                self.dead[self.from_hf[hf]] = True
+        self.lacks = bool(self.dead.any())
+        self._on.clear()
 
     def _index(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         if device not in self._on:
@@ -169,7 +180,7 @@ def captioner_config(folder: str | Path) -> tuple[Any, Any]:
                          f"({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     if not model_class.can_generate():
         raise RlcapError(f"{folder}: a {architecture} is not a captioner, it writes no text; model.arch=hf takes a "
-                         "captioner (VisionEncoderDecoder, BLIP, GIT)")
+                         "captioner (VisionEncoderDecoder, BLIP, GIT) or a vision-language model (Qwen2-VL, ...)")
     return config, model_class
 
 

@@ -20,6 +20,7 @@ import torch
 
 from rlcap.config import help_field
 from rlcap.data.split_features import IN_MEMORY_LIMIT, SplitFeatures, check_in_memory
+from rlcap.data.hf_datasets import Columns
 from rlcap.data.readers import by_split, read_dataset
 from rlcap.data.records import ImageRecord
 from rlcap.data.vocab import BOS, EOS, PAD, SPECIALS, Vocab
@@ -44,10 +45,20 @@ MAX_LEN_HELP_HF = ("training captions are cut to this many of the model's subwor
 
 @dataclass
 class DataConfig:
-    dataset: str = help_field("", "caption file: Karpathy split JSON, COCO annotations (with coco_splits), MSR-VTT "
+    dataset: str = help_field("", "caption file: Karpathy split JSON, COCO annotations (with coco_splits), a Hugging "
+                                  "Face datasets dataset (a save_to_disk folder, .parquet files or an image folder "
+                                  "with metadata.jsonl/.csv: docs/TRAINING.md), MSR-VTT "
                                   "annotations (videos) or JSONL")
-    format: str = help_field("auto", "dataset format: auto, karpathy, coco, msrvtt or jsonl")
+    format: str = help_field("auto", "dataset format: auto, karpathy, coco, msrvtt, jsonl or hf (a datasets dataset)")
     coco_splits: str | None = help_field(None, "for the coco format: JSON mapping split name to a list of image ids")
+    image_column: str = help_field("image", "a datasets dataset: the column of pictures (the Image feature, bytes or "
+                                            "file names); an image folder's is its metadata's file_name")
+    caption_column: str = help_field("caption", "a datasets dataset: the column of captions, a string or a list of "
+                                                "strings per image")
+    id_column: str = help_field("", "a datasets dataset: the column of image ids (empty: each picture's file name "
+                                    "without its suffix)")
+    split_column: str = help_field("", "a datasets dataset: the column naming each row's split (empty: the "
+                                       "dataset's own splits; validation is val)")
     features: str = help_field("", "feature store: an HDF5 file or a folder of per-id .npz files")
     min_count: int = help_field(5, "words seen fewer times in training captions become <unk> (rlcap's own "
                                    "vocabulary; a model.arch=hf run's is its tokenizer)")
@@ -62,10 +73,14 @@ class DataConfig:
                                         f"batch's rows from the store (with the next batch read ahead); auto: in "
                                         f"memory up to {IN_MEMORY_LIMIT // 1024 ** 3} GiB of features a split")
 
+    def columns(self) -> Columns:
+        """Which columns of a datasets dataset hold what."""
+        return Columns(self.image_column, self.caption_column, self.id_column, self.split_column)
+
     def validate(self) -> None:
         check_in_memory(self.in_memory)
-        if self.format not in ("auto", "karpathy", "coco", "msrvtt", "jsonl"):
-            raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, msrvtt, jsonl")
+        if self.format not in ("auto", "karpathy", "coco", "msrvtt", "jsonl", "hf"):
+            raise ConfigError(f"data.format: {self.format!r} is not one of auto, karpathy, coco, msrvtt, jsonl, hf")
         if self.min_count < 1 or self.max_len < 1 or self.seq_per_img < 1:
             raise ConfigError("data.min_count, data.max_len and data.seq_per_img must be at least 1")
         if self.train_captions not in CAPTION_SUBSETS:
@@ -283,6 +298,10 @@ class CaptionData(NamedTuple):
     vocab: Vocab
     splits: dict[str, SplitData]
 
+    def sizes(self) -> dict[str, int]:
+        """Images per split (what a checkpoint's model card says of its data)."""
+        return {name: len(split.ids) for name, split in self.splits.items()}
+
 
 def _check_paths(cfg: DataConfig) -> None:
     """:class:`DataError` naming the key of the first data path that names nothing (data that moved: give its new
@@ -301,7 +320,7 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
     if not cfg.features:
         raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5)")
     _check_paths(cfg)
-    grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits))
+    grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits, cfg.columns()))
     if cfg.max_train_images and "train" in grouped:
         grouped["train"] = grouped["train"][: cfg.max_train_images]
     if cfg.train_captions != "all" and "train" in grouped:

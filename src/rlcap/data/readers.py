@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rlcap.data.hf_datasets import Columns, layout, read_hf_dataset
 from rlcap.data.records import SPLITS, ImageRecord
 from rlcap.errors import DataError
 from rlcap.metrics.io import read_json  # one JSON reader for every file rlcap reads
@@ -258,9 +259,14 @@ def _looks_like_msrvtt(path: Path) -> bool:
     return b'"videos"' in head and b'"images"' not in head
 
 
-def read_dataset(path: str | Path, fmt: str = "auto", coco_splits: str | Path | None = None) -> list[ImageRecord]:
-    """Read any supported format; ``auto`` picks JSONL by the ``.jsonl`` suffix, else inspects the JSON."""
+def read_dataset(path: str | Path, fmt: str = "auto", coco_splits: str | Path | None = None,
+                 columns: Columns = Columns()) -> list[ImageRecord]:
+    """Read any supported format; ``auto`` picks a Hugging Face datasets dataset by its layout (``columns``: which
+    of its columns hold what, :mod:`rlcap.data.hf_datasets`), JSONL by the ``.jsonl`` suffix, else inspects the
+    JSON."""
     path = Path(path)
+    if fmt == "hf" or (fmt == "auto" and layout(path) is not None):
+        return _tokenize_all(read_hf_dataset(path, columns))
     if fmt == "auto":
         if path.suffix == ".jsonl":
             fmt = "jsonl"
@@ -269,7 +275,7 @@ def read_dataset(path: str | Path, fmt: str = "auto", coco_splits: str | Path | 
         else:
             fmt = "msrvtt" if _looks_like_msrvtt(path) else "karpathy"
     if fmt not in READERS:
-        raise DataError(f"unknown dataset format {fmt!r}; expected one of {['auto', *READERS]}")
+        raise DataError(f"unknown dataset format {fmt!r}; expected one of {['auto', *READERS, 'hf']}")
     if fmt == "coco":
         if coco_splits is None:
             raise DataError("the coco format needs a split list (data.coco_splits)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlcap.data.embedded import EmbeddedImage
+
 SPLITS = ("train", "val", "test", "restval")
 
 
@@ -21,3 +23,4 @@ class ImageRecord:
     captions: list[str]
     tokens: list[list[str]] = field(default_factory=list)
     filename: str | None = None
+    image: EmbeddedImage | None = None  # a picture stored in the dataset's own files (a datasets dataset), or None

@@ -79,9 +79,10 @@ class SplitFeatures:
         self._store = open_feature_store(store_path)
         store = self._store
         self.image_size: int | None = int(store.attrs["image_size"]) if "image_size" in store.attrs else None
-        # which encoder made the features, and from where (an hf: model's folder), when the store records it
-        self.encoder = {key: str(store.attrs[key]) for key in ("encoder", "encoder_path", "tower_weights")
-                        if key in store.attrs}
+        # which encoder made the features, and from where (an hf: model's folder), when the store records it; what
+        # a vision-language model's fc holds beside the mean token (the picture's size: encoders/hf_vlm.py)
+        self.encoder = {key: str(store.attrs[key]) for key in ("encoder", "encoder_path", "tower_weights",
+                                                               "fc_layout", "preprocessing") if key in store.attrs}
         self.fc_dim, self.att_dim = store.fc_dim, store.att_dim
         self.in_memory = in_memory is True or (in_memory == "auto"
                                                and estimated_bytes(store, self.ids) <= IN_MEMORY_LIMIT)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.policy import Chooser, banned_words, entropy, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, cut_after_eos, zero_pads
+from rlcap.decoding.scoring import sampling_mode
 from rlcap.decoding.stepping import resolve_exit_every
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, same_kind, select_batch
 
@@ -66,13 +67,14 @@ def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int
     # 1. teacher-force the captions: the state after every prefix (and all hidden states if asked)
     positions = max(int(group_t.max()) + 1 if group_t.numel() else 0, t_max if return_hidden else 0)
     encoded = model.encode(feats)
-    starts = _teacher_force(model, encoded, tokens, positions, return_hidden)
-    # 2. sample on from every prefix, groups joining at their first free position
-    joins = group_t.tolist()  # ascending
-    draws = uniforms(max_len - joins[0] if joins else 0, len(joins) * k, tokens.device, generator)  # (S, G*K)
-    steps = _sample_on(model, select_batch(encoded, group_b), starts, group_b, joins, k, max_len,
-                       sampler(temperature, top_k, top_p), draws, return_hidden,
-                       resolve_exit_every(exit_every, tokens.device))
+    with sampling_mode(model):  # (a policy that scores its samples decodes without dropout)
+        starts = _teacher_force(model, encoded, tokens, positions, return_hidden)
+        # 2. sample on from every prefix, groups joining at their first free position
+        joins = group_t.tolist()  # ascending
+        draws = uniforms(max_len - joins[0] if joins else 0, len(joins) * k, tokens.device, generator)  # (S, G*K)
+        steps = _sample_on(model, select_batch(encoded, group_b), starts, group_b, joins, k, max_len,
+                           sampler(temperature, top_k, top_p), draws, return_hidden,
+                           resolve_exit_every(exit_every, tokens.device))
     # 3. full captions in (b, t, j) order
     forced_hidden = torch.stack([h for _, _, h in starts[:t_max]], 1) if return_hidden else None  # (B, T, H)
     return _assemble(tokens, k, steps, row_of, forced_hidden)

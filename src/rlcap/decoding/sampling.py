@@ -17,9 +17,10 @@ import torch.nn.functional as F
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
+from rlcap.decoding.scoring import forced_positions, sampling_mode, score_rows
 from rlcap.decoding.stepping import resolve_exit_every, stepper
 from rlcap.errors import ConfigError
-from rlcap.models.base import Captioner, Feats, ScoresDecoded, Tensors, expand_memory
+from rlcap.models.base import Captioner, Feats, ScoresDecoded, ScoresSamples, Tensors, expand_memory
 from rlcap.models.linear import weight_grads_once
 
 CONTINUE_METHODS = ("greedy", "sample")
@@ -118,19 +119,25 @@ def continue_decoding(model: Captioner, memory: Tensors, state: Tensors, word: t
 
 
 def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, choose: Chooser, prefix: torch.Tensor | None,
-             return_hidden: bool, uniform: torch.Tensor | None, exit_every: int | None, compile: bool) -> DecodeResult:
+             return_hidden: bool, uniform: torch.Tensor | None, exit_every: int | None, compile: bool,
+             micro_batch: int = 0) -> DecodeResult:
     """Left-to-right decoding of n rows per image from BOS, forcing ``prefix`` (B*n, P) if given."""
     rows, device = feats.fc.size(0) * n, feats.fc.device
     prefix = check_prefix(prefix, rows, max_len, model.vocab_size)
     exit_every = resolve_exit_every(exit_every, device)
-    memory = expand_memory(model, model.encode(feats), n)
+    encoded = model.encode(feats)
     word = torch.full((rows,), BOS, dtype=torch.long, device=device)  # (R,)
     done = torch.zeros(rows, dtype=torch.bool, device=device)  # (R,) EOS already emitted
+    if isinstance(model, ScoresSamples) and model.scores_samples and torch.is_grad_enabled():
+        return _sample_then_score(model, encoded, n, word, max_len, choose, done, prefix, return_hidden, uniform,
+                                  exit_every, compile, micro_batch)
+    memory = expand_memory(model, encoded, n)
     scores_decoded = isinstance(model, ScoresDecoded) and model.scores_decoded
     if scores_decoded and torch.is_grad_enabled() and prefix is None and not return_hidden:
         return _decode_then_score(model, memory, word, max_len, choose, done, uniform, exit_every, compile)
-    return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden,
-                  uniform, exit_every, compile)
+    with sampling_mode(model):  # (a policy that scores its samples decodes without dropout)
+        return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden,
+                      uniform, exit_every, compile)
 
 
 def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
@@ -152,6 +159,27 @@ def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, st
     return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies)
 
 
+def _sample_then_score(model: ScoresSamples, encoded: Tensors, n: int, word: torch.Tensor, steps: int,
+                       choose: Chooser, done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool,
+                       uniform: torch.Tensor | None, exit_every: int, compile: bool, micro_batch: int) -> DecodeResult:
+    """What :func:`_steps` returns with autograd, for a policy sampled without it and scored in one pass
+    (:class:`ScoresSamples`: a transformers captioner): the words are decoded under ``torch.no_grad`` with the
+    model's cache, then the teacher-forced scoring pass (:func:`rlcap.decoding.scoring.score_rows`, in
+    micro-batches of ``micro_batch`` rows) gives the differentiable log-probabilities, entropies and hidden
+    states; both without dropout (``dropout_off``), so that they are the distribution's the words were drawn from."""
+    with model.dropout_off():
+        with torch.no_grad():
+            memory = expand_memory(model, encoded, n)
+            out = _lockstep(model, memory, model.init_state(memory), word, steps, choose, done, prefix, False,
+                            uniform, exit_every, compile)
+        inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
+        forced = forced_positions(prefix, out.tokens.size(1))  # (R, T) or None
+        counts = out.mask if forced is None else out.mask & ~forced  # (R, T) the words chosen, not forced
+        logprobs, entropies, hidden = score_rows(model, encoded, n, inputs, out.tokens, counts, return_hidden,
+                                                 micro_batch)
+    return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies, hidden)
+
+
 def greedy(model: Captioner, feats: Feats, max_len: int, prefix: torch.Tensor | None = None,
            return_hidden: bool = False, exit_every: int | None = None, compile: bool = False) -> DecodeResult:
     """The most likely word at each step: (B, T) rows. Runs without autograd.
@@ -168,7 +196,7 @@ def greedy(model: Captioner, feats: Feats, max_len: int, prefix: torch.Tensor | 
 def sample(model: Captioner, feats: Feats, n: int, max_len: int, temperature: float = 1.0,
            top_k: int = 0, top_p: float = 1.0, generator: torch.Generator | None = None,
            prefix: torch.Tensor | None = None, return_hidden: bool = False, exit_every: int | None = None,
-           compile: bool = False) -> DecodeResult:
+           compile: bool = False, micro_batch: int = 0) -> DecodeResult:
     """n sampled captions per image, (B*n, T) rows, samples of one image adjacent.
 
     Autograd follows the caller's mode: with gradients enabled, ``logprobs``, ``entropy`` and
@@ -182,7 +210,12 @@ def sample(model: Captioner, feats: Feats, n: int, max_len: int, temperature: fl
     never check (T = max_len, the ended rows padded); None: 1 on the CPU, 0 on a GPU, where each check
     waits for the device. ``compile``: run each step compiled by ``torch.compile`` (the same words and,
     up to float rounding, log-probabilities and gradients as eager, from the same seed).
+
+    With autograd, a policy that scores samples (:class:`rlcap.models.base.ScoresSamples`: a transformers
+    captioner) is sampled without autograd and without dropout, then scored in teacher-forced passes of
+    ``micro_batch`` rows each (0: one pass; ``rl.micro_batch``): the same words and, up to float rounding, the
+    log-probabilities, entropies and hidden states of its steps (:func:`_sample_then_score`).
     """
     draws = uniforms(max_len, feats.fc.size(0) * n, feats.fc.device, generator)  # (max_len, B*n)
     return _rollout(model, feats, n, max_len, sampler(temperature, top_k, top_p), prefix, return_hidden, draws,
-                    exit_every, compile)
+                    exit_every, compile, micro_batch)

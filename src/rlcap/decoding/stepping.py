@@ -93,12 +93,6 @@ def resolve_compile(setting: bool | str, device: torch.device | str) -> bool:
     return torch.device(device).type == "cuda" if setting == "auto" else bool(setting)
 
 
-def decode_options(device: torch.device | str) -> dict:
-    """The decoders' ``exit_every`` and ``compile`` on ``device`` (:func:`resolve_exit_every`,
-    :func:`resolve_compile`)."""
-    return {"exit_every": resolve_exit_every(None, device), "compile": resolve_compile("auto", device)}
-
-
 def stepper(model: torch.nn.Module, step: Callable, compile: bool, device: torch.device, **static: Any) -> Callable:
     """``step`` with the keywords ``static`` bound (hashable: they key the cache): itself, or when
     ``compile`` its compiled form, made once per model and key (see the module docstring)."""

@@ -25,13 +25,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from rlcap.data.embedded import EmbeddedImage
 from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import ImageFingerprint, file_stat, fingerprint, is_unchanged
 from rlcap.devices import resolve_device
 from rlcap.encoders.efficientnet import check_image_size
 from rlcap.encoders.hf import HF_PREFIX
 from rlcap.encoders.images import load_image
-from rlcap.encoders.load import DEFAULT_ENCODER, ImageEncoder, load_encoder
+from rlcap.encoders.load import DEFAULT_ENCODER, CountsRegions, ImageEncoder, load_encoder
 from rlcap.errors import ConfigError, DataError
 from rlcap.files import WriteError, check_writable, write_error
 
@@ -85,8 +86,8 @@ def _todo(images: Mapping[str, str | Path], writer: HDF5FeatureWriter) -> tuple[
     stored features otherwise. Touched but identical files get their new stat recorded.
     """
     todo, changed, touched, gone = [], 0, [], 0
-    for id, path in images.items():
-        path = Path(path)
+    for id, source in images.items():
+        path = source if isinstance(source, EmbeddedImage) else Path(source)  # (a picture inside a dataset file)
         if id not in writer:
             todo.append((id, path))
         elif file_stat(path) is None:
@@ -219,8 +220,11 @@ def extract_features(
                     logger.warning("skipped %s: %s", id, reason)
                 stats.failed.extend(batch.failed)
                 if batch.pixels is not None:
-                    fc, att = model.features(torch.from_numpy(batch.pixels))
-                    write_rows(writer, batch.ids, fc.cpu().numpy(), att.cpu().numpy(), fingerprints=batch.fingerprints)
+                    pixels = torch.from_numpy(batch.pixels)
+                    fc, att, counts = model.features_with_counts(pixels) if isinstance(model, CountsRegions) \
+                        else (*model.features(pixels), None)  # (a vision-language model: tokens per picture vary)
+                    write_rows(writer, batch.ids, fc.cpu().numpy(), att.cpu().numpy(),
+                               None if counts is None else counts.cpu().numpy(), fingerprints=batch.fingerprints)
                     stats.encoded += len(batch.ids)
                 if progress:
                     progress(len(batch.ids) + len(batch.failed))

@@ -193,10 +193,14 @@ class HFImageEncoder:
                 "encoder_config": _digest(_settings_json(self.model.config.to_dict()).encode()),
                 "encoder_weights": weights_digest(self.folder),
                 # a captioner's tower alone: what its policy compares, from whatever folder it is loaded
-                **({"tower_weights": tower_digest(self.forward)} if isinstance(self.forward, torch.nn.Module)
-                   and self.captioner else {}),
+                **({"tower_weights": tower_digest(self._tower())} if self.captioner else {}),
                 "preprocessing": _settings_json(self.processor.to_dict()),
                 "image_size": self.image_size, "precision": self.precision}
+
+    def _tower(self) -> torch.nn.Module:
+        """The module that computes what the store holds: the vision forward itself, or, for a model whose
+        ``get_image_features`` runs it (Florence-2), its image tower (``get_encoder(modality="image")``)."""
+        return self.forward if isinstance(self.forward, torch.nn.Module) else self.model.get_encoder(modality="image")
 
     def to(self, device: torch.device | str) -> "HFImageEncoder":
         self.device = torch.device(device)

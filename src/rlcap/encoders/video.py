@@ -27,7 +27,7 @@ from rlcap.data.features import HDF5FeatureWriter
 from rlcap.data.features.fingerprint import fingerprint
 from rlcap.encoders.efficientnet import check_image_size
 from rlcap.encoders.extract import ON_ERROR, ExtractStats, _todo, encoder_location, write_rows
-from rlcap.encoders.load import DEFAULT_ENCODER, load_encoder
+from rlcap.encoders.load import DEFAULT_ENCODER, CountsRegions, load_encoder
 from rlcap.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,9 @@ def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, im
     started = time.perf_counter()
     frames_max = max_frames if fps is not None else n_frames
     model = load_encoder(encoder, image_size if encoder == DEFAULT_ENCODER else None)
+    if isinstance(model, CountsRegions):  # (a frame's pooled vector is a row of a video's store)
+        raise ConfigError(f"--encoder {encoder}: a vision-language model's store holds each picture's image tokens, "
+                          "which make no frame vector: encode videos with efficientnet-lite0 or an hf: vision model")
     attrs = {**model.records(), "frames": "att rows are frames",
              "sampling": f"{fps} fps" if fps is not None else f"{n_frames} evenly spaced frames"}
     if attrs.get("resize") == "whole image, bicubic":

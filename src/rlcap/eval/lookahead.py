@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
 from rlcap.decoding import lookahead_search
+from rlcap.decoding.options import Decoding
 from rlcap.devices import Precision
 from rlcap.errors import RlcapError
 from rlcap.files import write_json
@@ -39,12 +40,11 @@ class LookaheadChoice(NamedTuple):
 
 @torch.inference_mode()
 def lookahead_predictions(policy: torch.nn.Module, value_net: ValueModel, split: SplitData, vocab: Vocab, lam: float,
-                          beam_size: int, max_len: int, length_penalty: float = 0.0, batch_size: int = 100,
-                          limit: int = 0, progress: bool = False,
+                          decoding: Decoding, batch_size: int = 100, limit: int = 0, progress: bool = False,
                           precision: Precision = Precision()) -> dict[str, str]:
     """image id -> the caption lookahead inference at ``lam`` gives, for ``split`` (its first ``limit``
-    images; 0: all), the forward passes in ``precision`` (the run's). Both networks are decoded in eval mode and
-    given back in the mode they came in."""
+    images; 0: all), with ``decoding``'s beam size, length and length penalty, the forward passes in ``precision``
+    (the run's). Both networks are decoded in eval mode and given back in the mode they came in."""
     modes = policy.training, value_net.training
     policy.eval()
     value_net.eval()
@@ -52,7 +52,8 @@ def lookahead_predictions(policy: torch.nn.Module, value_net: ValueModel, split:
     for batch in tqdm(list(split.eval_batches(batch_size, limit)), desc=f"lookahead {lam}", disable=not progress,
                       leave=False):
         with precision.forward():
-            out = lookahead_search(policy, value_net, batch.feats, beam_size, max_len, lam, length_penalty)
+            out = lookahead_search(policy, value_net, batch.feats, decoding.beam_size, decoding.max_len, lam,
+                                   decoding.length_penalty)
         predictions.update({i: vocab.decode(row.tolist()) for i, row in zip(batch.ids, out.tokens)})
     policy.train(modes[0])
     value_net.train(modes[1])
@@ -60,14 +61,13 @@ def lookahead_predictions(policy: torch.nn.Module, value_net: ValueModel, split:
 
 
 def lookahead_scores(policy: torch.nn.Module, value_net: ValueModel, split: SplitData, vocab: Vocab,
-                     lambdas: list[float], beam_size: int, max_len: int, length_penalty: float = 0.0,
-                     batch_size: int = 100, limit: int = 0, progress: bool = False,
-                     precision: Precision = Precision()) -> LookaheadChoice:
+                     lambdas: list[float], decoding: Decoding, batch_size: int = 100, limit: int = 0,
+                     progress: bool = False, precision: Precision = Precision()) -> LookaheadChoice:
     """Corpus CIDEr-D of ``split`` (its first ``limit`` images; 0: all) decoded at each lambda."""
     scores: dict[float, float] = {}
     for lam in lambdas:
-        predictions = lookahead_predictions(policy, value_net, split, vocab, lam, beam_size, max_len, length_penalty,
-                                            batch_size, limit, progress, precision)
+        predictions = lookahead_predictions(policy, value_net, split, vocab, lam, decoding, batch_size, limit,
+                                            progress, precision)
         scores[lam] = score_predictions(split, predictions, ["CIDEr"]).corpus["CIDEr"]
     best = max(scores, key=lambda lam: (scores[lam], lam))
     return LookaheadChoice(best, scores)
@@ -97,9 +97,8 @@ def lookahead_for_run(s: Session, lambdas: list[float]) -> LookaheadChoice:
         log.info("lookahead: %s was chosen for this best checkpoint before (%s), kept", before["best_lambda"], path)
         return LookaheadChoice(before["best_lambda"], {float(k): v for k, v in before["scores"].items()})
     run = open_run(best, device="cpu", value=True)
-    choice = lookahead_scores(run.policy, run.value, s.data.splits[cfg.val.split], run.vocab, lambdas,
-                              cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty, cfg.val.batch_size,
-                              cfg.val.max_images, precision=run.precision)
+    choice = lookahead_scores(run.policy, run.value, s.data.splits[cfg.val.split], run.vocab, lambdas, s.decoding,
+                              cfg.val.batch_size, cfg.val.max_images, precision=run.precision)
     write_choice(path, choice, cfg.val.split, str(best), made_for)
     log.info("lookahead on %s: best lambda %s (CIDEr-D %s)", cfg.val.split, choice.best,
              ", ".join(f"{lam}: {v:.4f}" for lam, v in choice.scores.items()))

@@ -24,10 +24,12 @@ from rlcap.data.concepts import DATASET_FILE, FEATURES_FILE
 from rlcap.data.features import open_feature_store
 from rlcap.data.loader import DATA_PATHS, CaptionData, DataConfig, load_data
 from rlcap.data.vocab import Vocab
+from rlcap.decoding.options import Decoding
 from rlcap.devices import Precision, resolve_device
 from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
 from rlcap.models.base import check_policy_fits
+from rlcap.models.families import family
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.value import value_features
 from rlcap.run_config import DecodeSettings
@@ -42,7 +44,7 @@ class OpenRun:
     policy: torch.nn.Module    # the captioner, in eval mode, on ``device``
     vocab: Vocab
     config: dict[str, Any]     # the run's config.json: its run config, plus ``feature_dims``
-    decode: DecodeSettings     # the run's ``decode`` section, with the values given to open_run over it
+    decoding: Decoding         # the run's ``decode`` section, with the values given to open_run over it, on ``device``
     device: torch.device
     value: ValueModel | None = None  # actor-critic's value network ([Shi18]; open_run(value=True)), eval mode
     precision: Precision = Precision()  # the forward passes': the run's own unless open_run was given another
@@ -68,7 +70,7 @@ class OpenRun:
         check_feature_dims(self.folder, self.config, data)
         for split in data.splits.values():  # a policy that reads its own tower's tokens: from that tower
             check_policy_fits(self.policy, split.features.encoder, str(config.features),
-                              {"decode.max_len": self.decode.max_len})
+                              {"decode.max_len": self.decoding.max_len})
         return data
 
 
@@ -78,7 +80,8 @@ def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, 
     """The checkpoint folder ``checkpoint`` opened for inference, its models on ``device`` (auto: CUDA
     when torch sees it, else the CPU).
 
-    ``value``: also the value network of an ``algorithm: ac`` checkpoint (what lookahead inference and
+    The policy is built from its recorded spec (:func:`part_section`). ``value``: also the value network of an
+    ``algorithm: ac`` checkpoint (what lookahead inference and
     ``rlcap diagnose value-fit`` read); a checkpoint without one is an :class:`RlcapError`. Decoding
     settings left as None are the run's own (:func:`checkpoint_decoding`), and so is ``precision`` (the run's
     ``precision``, which its validation decoded in: that score is what ``rlcap eval`` then reproduces). Building the models draws random
@@ -92,10 +95,11 @@ def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, 
     with torch.random.fork_rng(devices=[]):
         policy = _captioner(ckpt, folder, POLICY)
         value_net = _value_network(ckpt, folder) if value else None
-    decode = checkpoint_decoding(ckpt.config, beam_size, max_len, length_penalty, no_repeat_ngram)
+    decoding = Decoding.of_run(checkpoint_decoding(ckpt.config, beam_size, max_len, length_penalty, no_repeat_ngram),
+                               where)
     # (a config of a release before `precision` trained and validated in fp32)
     forward = Precision(precision or ckpt.config.get("precision", "fp32"), where.type)
-    return OpenRun(folder, policy.to(where), ckpt.vocab, ckpt.config, decode, where,
+    return OpenRun(folder, policy.to(where), ckpt.vocab, ckpt.config, decoding, where,
                    value_net.to(where) if value_net is not None else None, forward)
 
 
@@ -103,9 +107,22 @@ def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:
     if name not in ckpt.weights:
         raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")
     dims = ckpt.config["feature_dims"]
-    model = build_model(from_dict(ModelConfig, ckpt.config["model"]), len(ckpt.vocab), dims["fc"], dims["att"])
-    load_weights(model, ckpt.weights[name], folder, name, saved=ckpt.config["model"])
+    section = part_section(ckpt, folder, name)
+    model = build_model(section, len(ckpt.vocab), dims["fc"], dims["att"])
+    load_weights(model, ckpt.weights[name], folder, name, saved=dataclasses.asdict(section))
     return model.eval()
+
+
+def part_section(ckpt: Checkpoint, folder: Path, name: str) -> ModelConfig:
+    """The model section captioner part ``name`` was built with: its recorded spec's family and settings
+    (checkpoint.json's ``specs``), their paths found from the checkpoint as its family finds them
+    (:meth:`~rlcap.models.family.ModelFamily.found_section`: an hf policy's own ``hf/``); for a checkpoint of a
+    release that recorded no specs, its config's model section."""
+    spec = ckpt.manifest.get("specs", {}).get(name, {})
+    if "settings" not in spec:
+        return from_dict(ModelConfig, ckpt.config["model"])
+    recorded = {**ckpt.config, "model": {**spec["settings"], "arch": spec["family"]}}
+    return from_dict(ModelConfig, family(spec["family"]).found_section(folder, recorded)["model"])
 
 
 def _value_network(ckpt: Checkpoint, folder: Path) -> ValueModel:

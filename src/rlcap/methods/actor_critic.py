@@ -37,6 +37,7 @@ from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.run_config import OptimConfig, RunConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.reference import Scored, add_kl, add_reference
 from rlcap.methods.samples import Rollout, caption_lengths, rollout
 from rlcap.rewards.combine import score
 from rlcap.train.logger import Stat, Stats
@@ -134,7 +135,7 @@ def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats
     cfg = session.cfg
     # 1. sample n captions per image from the frozen XE policy (no gradient reaches it)
     with torch.no_grad(), session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
@@ -153,7 +154,7 @@ def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. sample n captions per image; their log-probabilities carry the policy's gradient
     with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, hidden=reads_policy(cfg))
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
@@ -164,12 +165,14 @@ def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     # 4. eq. 10: per-word advantages R - v(s_t), detached; the policy's REINFORCE step
     adv = value_advantages(rewards, values, roll.mask)  # (B*n, T)
     p_loss = reinforce_loss(roll.logprobs, roll.mask, adv)
+    # plus beta times the KL to the reference policy (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    p_loss, kl = add_kl(session, p_loss, batch, Scored(roll.tokens, roll.logprobs, roll.mask, cfg.rl.n_samples))
     optimizer_step(session, p_loss * word_share(roll.mask, session.ranks))
     # 5. eq. 9 / 11: the value network's squared error to R, and its own step (the policy is not in its graph)
     v_loss = value_loss(values, rewards, roll.mask)
     optimizer_step(session, v_loss * word_share(roll.mask, session.ranks), part=VALUE)
-    return ac_stats((p_loss + v_loss).detach(), p_loss.detach(), v_loss.detach(), rewards, values, adv, roll, 2.0,
-                    reward_s, time.perf_counter() - t0)
+    return {**ac_stats((p_loss + v_loss).detach(), p_loss.detach(), v_loss.detach(), rewards, values, adv, roll, 2.0,
+                       reward_s, time.perf_counter() - t0), **kl}
 
 
 def pretrain_value(session: Session, reward: Reward) -> bool:
@@ -193,6 +196,7 @@ def train_actor_critic(cfg: ActorCriticRunConfig) -> TrainResult:
                  build_value_model(session.cfg.model, len(session.data.vocab), dims["fc"], dims["att"],
                                    cfg.ac.value_features))
     add_part(session, VALUE, value_net, value_optim(cfg))
+    add_reference(session)  # rl.kl_coef > 0: the KL term's reference policy
     resume_or_start(session)
     with train_reward(session) as reward:
         stated = conventions(cfg, len(session.data.splits["train"]), "value network v(s_t), per word ([Shi18 eq. 10])")

@@ -38,9 +38,8 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
-from rlcap.decoding import sample
+from rlcap.decoding.options import decode, segments
 from rlcap.models.base import MarksSegments
-from rlcap.decoding.segments import greedy_segments
 from rlcap.errors import ConfigError
 from rlcap.rewards import Reward, RewardContext, resolve_reward
 from rlcap.rewards.prefix import prefix_scores
@@ -49,7 +48,6 @@ from rlcap.rl.hrl import delta_rewards
 from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.samples import caption_lengths
-from rlcap.decoding.stepping import decode_options
 from rlcap.rewards.batch import reward_batch
 from rlcap.methods.sequence import train_reward
 from rlcap.train.logger import OWN_REWARD, Stat, Stats
@@ -105,8 +103,8 @@ class HrlConfig:
 class HrlRunConfig(SequenceRunConfig):
     """``algorithm: hrl``: hierarchical RL for video: alternating worker and manager phases [Wang18]."""
 
-    # a worker phase samples hrl.worker_samples captions per clip, a manager phase one greedy caption
-    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples",)
+    # a worker phase samples hrl.worker_samples captions per clip, a manager phase one greedy caption; no KL term
+    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples", "rl.kl_coef", "rl.micro_batch")
 
     algorithm: str = algorithm_field("hrl")
     hrl: HrlConfig = help_field(HrlConfig, "hierarchical RL for video: alternating worker and manager phases [Wang18]")
@@ -157,8 +155,7 @@ def worker_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
     with session.precision.forward():
-        out = sample(model, batch.feats, k, cfg.decode.max_len, temperature=cfg.decode.temperature, return_hidden=True,
-                     **decode_options(session.device))
+        out = decode(model, batch.feats, session.decoding.as_sampling(), k, return_hidden=True)
     # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
     context = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, session.data.vocab, out.tokens, context), out.mask)
@@ -179,8 +176,7 @@ def manager_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
     # 1. greedy decoding (dropout off) by the frozen worker under the manager's explored goals (line 13)
     with session.precision.forward():
-        tokens, logprobs, starts, h_m = greedy_segments(model, batch.feats, cfg.decode.max_len,
-                                                        decode_options(session.device)["exit_every"])
+        tokens, logprobs, starts, h_m = segments(model, batch.feats, session.decoding)
     mask = tokens != PAD
     # 2. eq. 25: delta rewards summed per segment, discounted over segments
     f = delta_rewards(prefix_scores(reward, session.data.vocab, tokens, reward_batch(batch, 1)), mask)

@@ -17,6 +17,7 @@ from rlcap.models import hidden_size
 from rlcap.models.baseline_mlp import BaselineMLP
 from rlcap.rewards import WeightedReward
 from rlcap.run_config import RunConfig
+from rlcap.methods.reference import add_reference
 from rlcap.methods.sequence import conventions, train_reward
 from rlcap.train.session import Session, add_part, open_session, resume_or_start
 
@@ -38,6 +39,7 @@ def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
     # decoder's for a transformers one
     state_width = hidden_size(session.model, session.cfg.model)
     add_part(session, BASELINE, BaselineMLP(state_width, width), replace(cfg.optim, lr=lr))
+    add_reference(session)  # rl.kl_coef > 0: the KL term's reference policy
     resume_or_start(session)
     with train_reward(session) as reward:
         stated = replace(cfg, rl=replace(cfg.rl, n_samples=samples))

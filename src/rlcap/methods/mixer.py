@@ -22,7 +22,7 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
-from rlcap.decoding import sample
+from rlcap.decoding.options import decode
 from rlcap.rewards import Reward
 from rlcap.rl.credit import value_advantages, value_loss
 from rlcap.rl.losses import masked_mean, reinforce_loss, xe_loss
@@ -31,9 +31,9 @@ from rlcap.train.logger import Stats
 from rlcap.distributed import word_share
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.learned_baseline import BASELINE, baseline_run
+from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths
 from rlcap.decoding.result import decode_captions
-from rlcap.decoding.stepping import decode_options
 from rlcap.rewards.batch import reward_batch
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
@@ -82,9 +82,8 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     t0 = time.perf_counter()
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
     with session.precision.forward():
-        out = sample(session.model, batch.feats, n=n, max_len=cfg.decode.max_len, temperature=cfg.decode.temperature,
-                     **decode_options(session.device),
-                     prefix=prefix, return_hidden=True)  # (B*n, T); forced words have logprob 0
+        out = decode(session.model, batch.feats, session.decoding.as_sampling(), n, prefix=prefix,
+                     return_hidden=True, micro_batch=cfg.rl.micro_batch)  # (B*n, T); forced words have logprob 0
     xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
     # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
@@ -106,6 +105,8 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
         xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)
     rl = reinforce_loss(out.logprobs, rl_mask, adv)
     loss = (n_xe * xe + n_rl * rl) / max(n_xe + n_rl, 1.0)
+    # plus beta times the KL to the reference policy over the sampled words (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    loss, kl = add_kl(session, loss, batch, Scored(out.tokens, out.logprobs, rl_mask, n))
     # under torchrun: each rank's per-word mean weighed by its share of both parts' words (one process: 1)
     optimizer_step(session, loss * word_share(torch.cat([xe_mask.flatten(), rl_mask.flatten()]), session.ranks))
     b_loss = value_loss(base, rewards, out.mask)  # every valid step's state regresses the caption's reward
@@ -117,7 +118,7 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
             "rl_words": n_rl / max(n_xe + n_rl, 1.0), "reward": rewards.mean(),
             "baseline": masked_mean(base.detach(), out.mask), "advantage": masked_mean(adv, rl_mask),
             "baseline_loss": b_loss.detach(), "length": caption_lengths(out.tokens).mean(), "sample_s": sample_s,
-            "reward_s": scored.seconds, "backward_s": backward_s}
+            "reward_s": scored.seconds, "backward_s": backward_s, **kl}
 
 
 def train_mixer(cfg: MixerRunConfig) -> TrainResult:

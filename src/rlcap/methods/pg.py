@@ -21,7 +21,8 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import Vocab
-from rlcap.decoding import DecodeResult, prefix_rollouts, sample
+from rlcap.decoding import DecodeResult
+from rlcap.decoding.options import decode, rollouts
 from rlcap.models import Feats
 from rlcap.rewards import Reward, RewardBatch
 from rlcap.rl.credit import baseline_loss, mc_q_estimates, value_advantages
@@ -29,9 +30,9 @@ from rlcap.rl.losses import entropy_bonus, masked_mean, reinforce_loss
 from rlcap.train.logger import Stats
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.learned_baseline import BASELINE, baseline_run
+from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths
 from rlcap.decoding.result import decode_captions
-from rlcap.decoding.stepping import decode_options
 from rlcap.distributed import word_share
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
@@ -104,21 +105,18 @@ def sample_context(batch: Batch, m: int) -> tuple[Feats, RewardBatch]:
 
 
 def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
-    cfg, pg, m = session.cfg, session.cfg.pg, session.cfg.rl.n_samples
+    pg, m = session.cfg.pg, session.cfg.rl.n_samples
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
     with session.precision.forward():
-        out = sample(session.model, batch.feats, n=m, max_len=cfg.decode.max_len,
-                     **decode_options(session.device), temperature=cfg.decode.temperature,
-                     return_hidden=True)  # (R, T), R = B*M; hidden (R, T, H)
+        out = decode(session.model, batch.feats, session.decoding.as_sampling(), m, return_hidden=True,
+                     micro_batch=session.cfg.rl.micro_batch)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
     t0 = time.perf_counter()
     feats, context = sample_context(batch, m)
     with torch.no_grad(), session.precision.forward():
-        rolls = prefix_rollouts(session.model, feats, out.tokens, pg.rollouts, cfg.decode.max_len,
-                                temperature=cfg.decode.temperature,
-                                exit_every=decode_options(session.device)["exit_every"])  # R*T*K rows, (r, t, k)
+        rolls = rollouts(session.model, feats, out.tokens, pg.rollouts, session.decoding)  # R*T*K rows, (r, t, k)
     rollout_s = time.perf_counter() - t0
     # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
     #    the caption's own reward at its last word ([Liu17], the Monte-Carlo estimate of Q)
@@ -131,6 +129,8 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     # 5. the policy's step (the gradient of V(s_0) with Q - B) and the baseline's step (L_phi)
     t0 = time.perf_counter()
     loss = reinforce_loss(out.logprobs, out.mask, adv)
+    # plus beta times the KL to the reference policy (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    loss, kl = add_kl(session, loss, batch, Scored(out.tokens, out.logprobs, out.mask, m))
     optimizer_step(session, loss * word_share(out.mask, session.ranks))
     b_loss = baseline_loss(base, q, out.mask)
     optimizer_step(session, b_loss * word_share(out.mask, session.ranks), part=BASELINE)
@@ -142,7 +142,7 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
             "baseline_loss": b_loss.detach(), "entropy": entropy_bonus(out.entropy.detach(), valid),
             "length": caption_lengths(out.tokens).mean(),
             "scored": scored.scores.unique / max(1, len(scored.scores.rewards)), "sample_s": sample_s,
-            "rollout_s": rollout_s, "reward_s": scored.scores.seconds, "backward_s": backward_s}
+            "rollout_s": rollout_s, "reward_s": scored.scores.seconds, "backward_s": backward_s, **kl}
 
 
 def train_pg(cfg: PgRunConfig) -> TrainResult:

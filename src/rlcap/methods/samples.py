@@ -10,11 +10,13 @@ import torch
 
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD, Vocab
-from rlcap.decoding import DecodeResult, banned_words, beam_search, entropy, greedy, sample, word_logprobs
+from rlcap.decoding import DecodeResult, banned_words, entropy, word_logprobs
+from rlcap.decoding.options import Decoding, decode
 from rlcap.decoding.result import decode_captions
-from rlcap.decoding.stepping import decode_options
+from rlcap.decoding.scoring import score_captions
+from rlcap.models.base import ScoresSamples
 from rlcap.rewards.batch import RewardBatch, reward_batch
-from rlcap.run_config import DecodeSettings, RLConfig
+from rlcap.run_config import RLConfig
 
 
 class Rollout(NamedTuple):
@@ -37,13 +39,17 @@ class Rollout(NamedTuple):
 
 
 def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.Tensor,
-                            n: int) -> tuple[torch.Tensor, torch.Tensor]:
+                            n: int, micro_batch: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability and entropy of given captions (B*n, T) under the policy, with gradient;
     0 at padded positions, as in a :class:`DecodeResult`.
 
     The policy is the one decoding samples from: the model's softmax renormalised without PAD and
     BOS (:func:`rlcap.decoding.word_logprobs`). A padded position's log-probability is -inf under
-    it (PAD is banned), so it is zeroed with ``where``: a product with the mask would give NaN."""
+    it (PAD is banned), so it is zeroed with ``where``: a product with the mask would give NaN.
+    A policy scored in one pass (:class:`ScoresSamples`, model.arch=hf) is scored as its samples are
+    (:func:`rlcap.decoding.scoring.score_captions`: without dropout, ``micro_batch`` captions a pass)."""
+    if isinstance(model, ScoresSamples) and model.scores_samples:
+        return score_captions(model, batch.feats, n, tokens, micro_batch)
     bos = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype, device=tokens.device)
     inputs = torch.cat([bos, tokens[:, :-1]], dim=1)                 # (B*n, T)
     logits = model(batch.feats, inputs, seq_per_img=n)                      # (B*n, T, V)
@@ -54,22 +60,21 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
     return torch.where(mask, chosen, 0.0), torch.where(mask, ent, 0.0)
 
 
-def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decode: DecodeSettings,
+def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decoding: Decoding,
             hidden: bool = False, text: bool = True) -> Rollout:
-    """Generate ``cfg.n_samples`` captions per image (by sampling, or as the beam's n-best); ``hidden``: keep the
-    decoder state of each step (sampling only); ``text``: decode the captions' words (one transfer of the
-    tokens to the host: :func:`decode_captions`)."""
+    """Generate ``cfg.n_samples`` captions per image (sampled with ``decoding``'s settings, or as the beam's n-best:
+    :meth:`Decoding.as_n_best`); ``hidden``: keep the decoder state of each step (sampling only); ``text``: decode
+    the captions' words (one transfer of the tokens to the host: :func:`decode_captions`)."""
     start = time.perf_counter()
     n = cfg.n_samples
     if cfg.sample_method == "sample":
-        out: DecodeResult = sample(model, batch.feats, n=n, max_len=decode.max_len, temperature=decode.temperature,
-                                   return_hidden=hidden, **decode_options(batch.feats.fc.device))
+        out: DecodeResult = decode(model, batch.feats, decoding.as_sampling(), n, return_hidden=hidden,
+                                   micro_batch=cfg.micro_batch)
         logprobs, ent = out.logprobs, out.entropy
     else:
         with torch.no_grad():
-            out = beam_search(model, batch.feats, beam_size=max(n, 2), max_len=decode.max_len, n_best=n,
-                              **decode_options(batch.feats.fc.device))
-        logprobs, ent = teacher_forced_logprobs(model, batch, out.tokens, n)
+            out = decode(model, batch.feats, decoding.as_n_best(n), n)
+        logprobs, ent = teacher_forced_logprobs(model, batch, out.tokens, n, cfg.micro_batch)
     captions = decode_captions(vocab, out.tokens) if text else None
     # both paths give 0 at padded positions (decoding's convention)
     return Rollout(out.tokens, logprobs, out.mask, ent, captions, reward_batch(batch, n), time.perf_counter() - start,
@@ -77,18 +82,18 @@ def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, d
 
 
 @torch.no_grad()
-def greedy_tokens(model: torch.nn.Module, batch: Batch, decode: DecodeSettings) -> torch.Tensor:
+def greedy_tokens(model: torch.nn.Module, batch: Batch, decoding: Decoding) -> torch.Tensor:
     """The greedy caption of each image (B, T), decoded in eval mode (the self-critical baseline)."""
     was_training = model.training
     model.eval()
-    out = greedy(model, batch.feats, max_len=decode.max_len, **decode_options(batch.feats.fc.device))
+    out = decode(model, batch.feats, decoding.as_greedy())
     model.train(was_training)
     return out.tokens
 
 
-def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, decode: DecodeSettings) -> list[str]:
+def greedy_captions(model: torch.nn.Module, batch: Batch, vocab: Vocab, decoding: Decoding) -> list[str]:
     """The words of :func:`greedy_tokens`."""
-    return decode_captions(vocab, greedy_tokens(model, batch, decode))
+    return decode_captions(vocab, greedy_tokens(model, batch, decoding))
 
 
 def caption_lengths(tokens: torch.Tensor) -> torch.Tensor:

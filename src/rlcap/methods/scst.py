@@ -22,6 +22,7 @@ from rlcap.rl.baselines import (RunningMean, advantages, greedy_baseline, leave_
                                 running_mean_baseline, update_running_mean)
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
 from rlcap.methods.sequence import greedy_rewards, needs_text, sequence_session
@@ -86,7 +87,7 @@ def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. generate n captions per image (policy in training mode); their words only for a reward that reads them
     with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     # 2. rewards of the samples
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
@@ -97,12 +98,14 @@ def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     # 4. REINFORCE loss (Rennie et al. eq. 7-9), backward, step
     t0 = time.perf_counter()
     loss = reinforce_loss(roll.logprobs, roll.mask, adv)
+    # plus beta times the KL to the reference policy (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    loss, kl = add_kl(session, loss, batch, Scored(roll.tokens, roll.logprobs, roll.mask, cfg.rl.n_samples))
     optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)                 # logged only
     # the statistics stay on the device until a line is logged (rlcap.train.logger)
     return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
             "entropy": ent, "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
-            "reward_s": reward_s, "backward_s": time.perf_counter() - t0}
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl}
 
 
 def train_scst(cfg: ScstRunConfig) -> TrainResult:

@@ -25,6 +25,7 @@ from rlcap.rewards.retrieval import RetrievalReward
 from rlcap.rl.contrastive import weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.run_config import algorithm_field
+from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.distributed import word_share
 from rlcap.train.logger import Stats
@@ -59,7 +60,7 @@ def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalRew
     b, n = len(batch.ids), cfg.rl.n_samples
     # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
     with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
     traj = decode_trajectories(session, batch, beam=False)
     captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
     ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
@@ -74,10 +75,12 @@ def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalRew
     r = weighted_reward(sim, p_human, cfg.scst_discriminator.alpha)
     r_samples, r_greedy = r[:b * n], r[b * n:b * n + b]
     loss = reinforce_loss(roll.logprobs, roll.mask, r_samples - r_greedy.repeat_interleave(n))
+    # plus beta times the KL to the reference policy (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    loss, kl = add_kl(session, loss, batch, Scored(roll.tokens, roll.logprobs, roll.mask, n))
     optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     return wtf_stats(loss.detach(), d_loss, d_acc, r_samples.mean(), r[b * n + b:].mean(),
                      sim[:b * n].mean(), p_human[:b * n].mean(), caption_lengths(roll.tokens).mean(),
-                     2.0, time.perf_counter() - start)
+                     2.0, time.perf_counter() - start) | kl
 
 
 def train_scst_discriminator(cfg: ScstDiscriminatorRunConfig) -> TrainResult:

@@ -13,10 +13,11 @@ from rlcap.data.loader import Batch
 from rlcap.rewards import Reward, RewardBatch, WeightedReward, build_reward
 from rlcap.run_config import RunConfig
 from rlcap.decoding.result import decode_captions
+from rlcap.methods.reference import add_reference
 from rlcap.methods.samples import greedy_tokens
 from rlcap.rewards.combine import score
 from rlcap.train.logger import Stats
-from rlcap.train.session import Session, feature_dims, finish_step, start_session, train_batches
+from rlcap.train.session import Session, feature_dims, finish_step, open_session, resume_or_start, train_batches
 
 
 def train_reward(session: Session) -> WeightedReward:
@@ -41,8 +42,10 @@ def sequence_session(cfg: RunConfig, baseline: str,
                      settings: str = "") -> Iterator[tuple[Session, WeightedReward]]:
     """The set-up of a sequence-level loop whose only part is the policy: the session (resumed when
     asked), the run's reward (closed on exit), the conventions line in the log, and the policy in
-    the mode it samples in (``rl.rollout_dropout``)."""
-    session = start_session(cfg, splits=("train", cfg.val.split))
+    the mode it samples in (``rl.rollout_dropout``); with ``rl.kl_coef > 0``, the KL term's reference policy."""
+    session = open_session(cfg, splits=("train", cfg.val.split))
+    add_reference(session)
+    resume_or_start(session)
     with train_reward(session) as reward:
         stated = conventions(cfg, len(session.data.splits["train"]), baseline)
         session.logger.note(stated + (f"; {settings}" if settings else ""), samples_per_image=cfg.rl.n_samples,
@@ -60,7 +63,7 @@ def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tens
     """Reward of each image's greedy caption (the self-critical baseline of Rennie et al. 2017): (B,).
     Its words are decoded only for a reward that reads them (:meth:`WeightedReward.needs_text`)."""
     with session.precision.forward():
-        tokens = greedy_tokens(session.model, batch, session.cfg.decode)
+        tokens = greedy_tokens(session.model, batch, session.decoding)
     captions = decode_captions(session.data.vocab, tokens) if needs_text(reward) else None
     return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats), tokens)
 

@@ -20,6 +20,7 @@ from rlcap.rewards import Reward
 from rlcap.rl.baselines import advantages
 from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
 from rlcap.methods.sequence import needs_text, sequence_session
@@ -53,7 +54,7 @@ def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, me = session.cfg, session.cfg.sll_me
     # 1. sample n captions per image; their log-probabilities and per-step entropies carry gradient
     with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode, text=needs_text(reward))
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     # 2. score the samples, and 3. subtract SCST's baseline
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
@@ -64,10 +65,12 @@ def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     t0 = time.perf_counter()
     ent = entropy_bonus(roll.entropy, roll.mask)
     loss = reinforce_loss(roll.logprobs, roll.mask, adv) - me.entropy_weight * ent
+    # plus beta times the KL to the reference policy (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    loss, kl = add_kl(session, loss, batch, Scored(roll.tokens, roll.logprobs, roll.mask, cfg.rl.n_samples))
     optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
             "entropy": ent.detach(), "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
-            "reward_s": reward_s, "backward_s": time.perf_counter() - t0}
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl}
 
 
 def train_sll_me(cfg: SllMeRunConfig) -> TrainResult:

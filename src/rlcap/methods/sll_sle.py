@@ -24,6 +24,7 @@ from rlcap.rl.baselines import greedy_baseline, leave_one_out_baseline
 from rlcap.rl.losses import entropy_bonus
 from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
+from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
 from rlcap.rewards.combine import score
 from rlcap.methods.sequence import greedy_rewards, sequence_session
@@ -64,7 +65,7 @@ def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, n, alpha = session.cfg, session.cfg.rl.n_samples, session.cfg.sll_sle.alpha
     # 1. sample s captions per image (Algorithm 1, line 4)
     with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, cfg.decode)
+        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)          # (B*s,)
@@ -79,11 +80,13 @@ def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     # 4. surrogate loss of eq. 15-16, backward, step
     t0 = time.perf_counter()
     loss = sle_loss(roll.logprobs, roll.mask, rewards, baseline, distances, alpha)
+    # plus beta times the KL to the reference policy (rl.kl_coef; [Shao24 eq. 4]'s k3)
+    loss, kl = add_kl(session, loss, batch, Scored(roll.tokens, roll.logprobs, roll.mask, n))
     optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)
     return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
             "entropy": ent, "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
-            "reward_s": reward_s, "backward_s": time.perf_counter() - t0}
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl}
 
 
 def train_sll_sle(cfg: SllSleRunConfig) -> TrainResult:

@@ -41,7 +41,7 @@ from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import PAD
-from rlcap.decoding import beam_search, greedy
+from rlcap.decoding.options import decode
 from rlcap.errors import ConfigError
 from rlcap.models.discriminator import Discriminator
 from rlcap.models.retriever import load_retriever
@@ -51,9 +51,9 @@ from rlcap.rl.contrastive import discriminator_loss, weighted_reward
 from rlcap.rl.losses import reinforce_loss
 from rlcap.train.logger import OWN_REWARD, Stat, Stats
 from rlcap.run_config import OptimConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
+from rlcap.methods.reference import Scored, add_kl, add_reference
 from rlcap.methods.samples import caption_lengths, teacher_forced_logprobs
 from rlcap.decoding.result import decode_captions
-from rlcap.decoding.stepping import decode_options
 from rlcap.methods.sequence import pretrain_phase
 from rlcap.distributed import count_share, global_mean, word_share
 from rlcap.train.optimizer import optimizer_step
@@ -182,15 +182,12 @@ class Trajectories(NamedTuple):
 def decode_trajectories(session: Session, batch: Batch, beam: bool = True) -> Trajectories:
     """x_bs and x_gs from the policy in eval mode (no gradient), x_gt from the batch. ``beam=False``:
     x_bs is the greedy caption too (not decoded twice)."""
-    cfg, model, vocab = session.cfg, session.model, session.data.vocab
+    model, vocab = session.model, session.data.vocab
     was_training = model.training
     model.eval()
     with torch.no_grad(), session.precision.forward():
-        options = decode_options(session.device)
-        gs = greedy(model, batch.feats, cfg.decode.max_len, **options).tokens
-        bs = (beam_search(model, batch.feats, cfg.decode.beam_size, cfg.decode.max_len, cfg.decode.length_penalty,
-                          no_repeat_ngram=cfg.decode.no_repeat_ngram, **options).tokens
-              if beam else gs)
+        gs = decode(model, batch.feats, session.decoding.as_greedy()).tokens
+        bs = decode(model, batch.feats, session.decoding.as_beam()).tokens if beam else gs
     model.train(was_training)
     gt = batch.tokens[:, 1:]  # (B*S, T+1): drop BOS
     per_image = gt.size(0) // len(batch.ids)
@@ -235,7 +232,7 @@ def mined_captions(session: Session, batch: Batch, reward: RetrievalReward, k: i
     with torch.no_grad(), session.precision.forward():
         # cpu: row indices of the split's data
         feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(session.device)
-        tokens = greedy(model, feats, session.cfg.decode.max_len, **decode_options(session.device)).tokens
+        tokens = decode(model, feats, session.decoding.as_greedy()).tokens
     model.train(was_training)
     words = [session.data.vocab.decode(row.tolist()) for row in tokens]
     embedded = reward.retriever.embed_captions(words)  # (K, D)
@@ -263,19 +260,23 @@ def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stat
     r_bs, r_gt = r[:b], gt_weights(r[2 * b:], cfg.gt_weight)
     w_bs = bs_weights(r_bs, cfg.bs_baseline, global_mean(r_bs, session.ranks))
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
-    terms = []
+    terms, scored = [], []
     if cfg.trajectories in ("both", "bs"):
         with session.precision.forward():
-            lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1)
+            lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1, session.cfg.rl.micro_batch)
         terms.append((lp, traj.bs != PAD, w_bs))
+        scored.append(Scored(traj.bs, lp, traj.bs != PAD, 1))
     if cfg.trajectories in ("both", "gt"):
         with session.precision.forward():
-            lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b)
+            lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b,
+                                            session.cfg.rl.micro_batch)
         terms.append((lp, traj.gt != PAD, r_gt))
-    loss = eq3_loss(terms)
+        scored.append(Scored(traj.gt, lp, traj.gt != PAD, traj.gt.size(0) // b))
+    # plus beta times k3 over the trajectories' words (rl.kl_coef; not samples of the policy: docs/RL.md, "The KL term")
+    loss, kl = add_kl(session, eq3_loss(terms), batch, *scored)
     optimizer_step(session, loss * word_share(torch.cat([m.flatten() for _, m, _ in terms]), session.ranks))
     return wtf_stats(loss.detach(), d_loss, d_acc, r_bs.mean(), r_gt.mean(), sim[:b].mean(),
-                     p_human[:b].mean(), caption_lengths(traj.bs).mean(), 2.0, time.perf_counter() - start)
+                     p_human[:b].mean(), caption_lengths(traj.bs).mean(), 2.0, time.perf_counter() - start) | kl
 
 
 def gt_weights(r_gt: torch.Tensor, mode: str) -> torch.Tensor:
@@ -367,6 +368,7 @@ def open_distinct_session(cfg: DistinctRunConfig, section: DiscriminatorRewardCo
     dim = reward.bank.embeddings.size(1)
     discriminator = Discriminator(dim, section.discriminator_hidden, section.discriminator_image)
     add_part(session, DISCRIMINATOR, discriminator, discriminator_optim(cfg, section))
+    add_reference(session)  # rl.kl_coef > 0: the KL term's reference policy
     resume_or_start(session)
     mixed = f"{section.alpha} * {section.similarity} + {1 - section.alpha:.2f} * p_D"
     session.logger.note(f"[Chaffin24]: {what}; r = {mixed}; tau {reward.tau:g}; hard negatives {reward.hard_negatives} "

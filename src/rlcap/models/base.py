@@ -28,6 +28,7 @@ Decoding contract (used by :mod:`rlcap.decoding`):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -109,6 +110,38 @@ class ScoresDecoded(Protocol):
 
 
 @runtime_checkable
+class ScoresSamples(Protocol):
+    """A policy that is sampled without autograd and scored in one teacher-forced pass, as RL libraries for large
+    language models do (TRL, torchtune): with gradients enabled, :func:`rlcap.decoding.sample` decodes under
+    ``torch.no_grad`` with the model's cache, then takes the log-probabilities, entropies and hidden states the
+    losses read from :meth:`score_samples` over the decoded words, ``micro_batch`` rows a pass
+    (:func:`rlcap.decoding.scoring.score_rows`), the words' log-probabilities and entropies gathered per pass
+    (no (R, T, V) log-probabilities kept for the whole batch). Prefixes (MIXER) and ``return_hidden`` (learned
+    baselines, actor-critic) take it too. A transformers captioner implements it (models/hf_captioner.py).
+
+    * ``scores_samples``: whether sampling with autograd takes this route (False: autograd through every step,
+      what a benchmark compares it with).
+    * ``dropout_off()``: a context in which the policy computes without dropout; both passes run in it, so that
+      the scored log-probabilities are those of the distribution the words were drawn from. Re-entrant (a pass
+      recomputed in the backward pass enters it again).
+    * ``score_samples(memory, inputs, return_hidden)``: ``memory`` is ``expand_memory(model, memory of the
+      images, n)`` for R rows (n adjacent rows an image; n = 1 for a micro-batch that splits an image's rows),
+      ``inputs`` (R, T) the word each step read (BOS, then the decoded words; PAD after a row's EOS). Returns the
+      scores (R, T, V) that ``step`` computes at each position (log-probabilities or logits: the caller
+      renormalises them without PAD and BOS, :func:`rlcap.decoding.word_logprobs`) and, with ``return_hidden``,
+      ``model.hidden`` of each step's state (R, T, H), else None; equal to the step-by-step values up to float
+      rounding (tests/models/test_hf_scoring.py).
+    """
+
+    scores_samples: bool
+
+    def dropout_off(self) -> AbstractContextManager[None]: ...
+
+    def score_samples(self, memory: Tensors, inputs: torch.Tensor,
+                      return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
+
+@runtime_checkable
 class MarksSegments(Protocol):
     """A hierarchical captioner (HRL's manager and worker): ``segment_start(state)`` (B,) whether the word just
     read began a new segment, where the manager sets a new goal."""
@@ -132,6 +165,17 @@ class ExportsPretrained(Protocol):
 
     def export_pretrained(self, folder: Any, decode: Mapping[str, Any] | None = None,
                           previous: Any = None) -> None: ...
+
+
+@runtime_checkable
+class TrainsAdapters(Protocol):
+    """A policy that may train adapters (LoRA) over weights that stay frozen: ``trains_adapters`` says whether this
+    one does, and ``adapters_off()`` is a context in which it computes without them, the frozen weights' function
+    (a KL term's reference policy with no second copy: rlcap.methods.reference)."""
+
+    trains_adapters: bool
+
+    def adapters_off(self) -> AbstractContextManager[None]: ...
 
 
 @runtime_checkable

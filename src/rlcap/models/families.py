@@ -20,6 +20,17 @@ FAMILIES: dict[str, ModelFamily] = {
 }
 
 
+def archs() -> tuple[str, ...]:
+    """The architectures ``model.arch`` takes: the registered families' names."""
+    return tuple(FAMILIES)
+
+
+def model_reads(model: ModelConfig, key: str) -> bool:
+    """Whether the captioner of ``model`` reads its model key ``key`` (without ``model.``): its family says
+    (:meth:`ModelFamily.reads`); ``arch`` always."""
+    return key == "arch" or family(model.arch).reads(model, key)
+
+
 def family(arch: str) -> ModelFamily:
     """The family of ``model.arch``; ConfigError listing the known ones."""
     if arch not in FAMILIES:

@@ -35,6 +35,10 @@ class ModelFamily(Protocol):
         """A captioner to train from scratch (not loaded from a checkpoint): :meth:`build` and any set-up it needs
         (HRL's trained internal critic)."""
 
+    def reads(self, cfg: ModelConfig, key: str) -> bool:
+        """Whether a captioner of this family built from ``cfg`` reads the model key ``key`` (without ``model.``,
+        ``arch`` aside): what ``--help-config`` lists for it, and what a run warns of when set but never read."""
+
     def text_codec(self, cfg: ModelConfig) -> Any:
         """The vocabulary a new captioner of ``cfg`` brings (its tokenizer), or None: built from the captions."""
 

@@ -15,6 +15,9 @@ declares and returns, not on its family:
   cross-attention keys after the first).
 * **the state** of rlcap's decoding: the cache's key and value tensors (batch first, so beam search reorders
   them as any state) and the decoder's last hidden state, rebuilt into the model's cache at each step.
+* **sampling with autograd**: without it, then scored in one teacher-forced pass, without dropout
+  (:class:`rlcap.models.base.ScoresSamples`, models/hf_scoring.py); the first step runs once per image and its
+  cache serves the image's n rows (:meth:`HFCaptioner.expand_memory`).
 * **the words**: rlcap's ids keep PAD, BOS, EOS and UNK at 0-3 (:mod:`rlcap.data.vocab`) and give the
   tokenizer's other ids the places after them (:class:`TokenIds`); logits are gathered into that order, so
   every decoder, loss and reward runs unchanged.
@@ -26,6 +29,7 @@ import inspect
 import json
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +42,12 @@ from rlcap.data.vocab import PAD
 from rlcap.encoders.hf import HF_PREFIX, tower_digest, vision_forward
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 from rlcap.errors import DataError, RlcapError
-from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
-                                       under_adapters)
+from rlcap.models.lora_weights import (adapters_off, holds_adapters, merged, module_scale, same_adapters,
+                                       saved_scale, under_adapters)
 from rlcap.models.base import Tensors
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
-from rlcap.models.hf_export import write_weights
+from rlcap.models.hf_export import generation_settings, write_weights
+from rlcap.models.hf_scoring import eval_mode, first_step_once, image_and_rows, score_samples
 
 log = logging.getLogger(__name__)
 
@@ -84,22 +89,6 @@ def swap_tower(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
                 setattr(parent, name, StoredTower(getattr(tower, "config", config)))
                 return parent, name, tower
     raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
-
-
-def generation_settings(decode: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's ``decode`` section as transformers' generation settings, so that ``generate()`` decodes as
-    ``rlcap eval`` does: its beam size, its most tokens (EOS included, as rlcap's ``max_len`` counts steps), its
-    n-gram blocking, and its length penalty, which both divide a finished caption's summed log-probability by its
-    length (EOS counted, BOS not) to that power (0: off, where transformers' default of 1.0 ranks otherwise).
-    A run that decodes greedily exports neither (whatever the folder it started from set): rlcap's greedy
-    decoding blocks no n-gram, and transformers refuses to save a length penalty other than its default
-    without beams."""
-    keys = {"beam_size": "num_beams", "max_len": "max_new_tokens", "length_penalty": "length_penalty",
-            "no_repeat_ngram": "no_repeat_ngram_size"}
-    settings = {theirs: decode[ours] for ours, theirs in keys.items() if ours in decode}
-    if settings.get("num_beams", 1) <= 1:
-        settings.update(no_repeat_ngram_size=0, length_penalty=1.0)  # (transformers' defaults: off, unset)
-    return settings
 
 
 class HFCaptioner(nn.Module):
@@ -254,6 +243,15 @@ class HFCaptioner(nn.Module):
         return {k.replace(".base_layer.", "."): v for k, v in state.items() if ".lora_" not in k}
 
     @property
+    def trains_adapters(self) -> bool:
+        """Whether the policy trains LoRA adapters (``model.train: lora``): :class:`~rlcap.models.base.TrainsAdapters`."""
+        return self.train_mode == "lora"
+
+    def adapters_off(self) -> AbstractContextManager[None]:
+        """The model without its LoRA adapters (:func:`~rlcap.models.lora_weights.adapters_off`), on the same module."""
+        return adapters_off(self.model)
+
+    @property
     def decoder(self) -> nn.Module:
         return self.model.get_decoder()  # (not a submodule of its own: its weights are the model's)
 
@@ -316,6 +314,19 @@ class HFCaptioner(nn.Module):
     def init_state(self, memory: Tensors) -> Tensors:
         return ()  # no cache yet: the first step reads the image
 
+    # sampled without autograd, then scored in one pass (rlcap.models.base.ScoresSamples; models/hf_scoring.py)
+    scores_samples = True
+
+    def dropout_off(self) -> AbstractContextManager[None]:
+        return eval_mode(self)
+
+    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
+        return image_and_rows(memory, n)
+
+    def score_samples(self, memory: Tensors, inputs: torch.Tensor,
+                      return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return score_samples(self, memory, inputs, return_hidden)
+
     def hidden(self, state: Tensors) -> torch.Tensor:
         return state[0]
 
@@ -336,14 +347,19 @@ class HFCaptioner(nn.Module):
             kwargs["pixel_values"] = image[:, None]
         return self.model(**{self.text_input: tokens}, **kwargs)
 
-    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
-        """``tokens`` (B,) rlcap ids -> rlcap log-probabilities (B, V) and the state (hidden, cache tensors)."""
-        (image,) = memory
+    def read(self, image: torch.Tensor, state: Tensors, tokens: torch.Tensor, last_only: bool = False) -> Any:
+        """The model's output over ``tokens`` (hf ids, (B, t)) read after the text its ``state`` holds."""
         cache = rebuild_cache(state[1:1 + self.n_self], state[1 + self.n_self:] if self.n_cross else None) \
             if state else None
         prefix = image.shape[1] if self.image_in_cache else 0
         done = state[1].shape[2] - prefix if state else 0  # text tokens read so far
-        out = self._run(self.ids.hf_ids(tokens)[:, None], image, cache, done, last_only=True)
+        return self._run(tokens, image, cache, done, last_only=last_only)
+
+    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
+        """``tokens`` (B,) rlcap ids -> rlcap log-probabilities (B, V) and the state (hidden, cache tensors)."""
+        if not state and len(memory) == 2:  # the first step of rows expanded n an image: once per image
+            return first_step_once(self, memory, tokens)
+        out = self.read(memory[-1], state, self.ids.hf_ids(tokens)[:, None], last_only=True)
         self_kv, cross_kv = flatten_cache(output_cache(out))
         hidden = last_hidden(out)[:, -1]  # (B, H)
         logprobs = torch.log_softmax(self.ids.rlcap_logits(out.logits[:, -1].float()), dim=-1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,19 @@ def _linked_tower(previous: Path | None, folder: Path, digest: str) -> bool:
     except OSError:  # a file system without hard links
         shutil.copyfile(previous / TOWER_FILE, folder / TOWER_FILE)
     return True
+
+
+def generation_settings(decode: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's ``decode`` section as transformers' generation settings, so that ``generate()`` decodes as
+    ``rlcap eval`` does: its beam size, its most tokens (EOS included, as rlcap's ``max_len`` counts steps), its
+    n-gram blocking, and its length penalty, which both divide a finished caption's summed log-probability by its
+    length (EOS counted, BOS not) to that power (0: off, where transformers' default of 1.0 ranks otherwise).
+    A run that decodes greedily exports neither (whatever the folder it started from set): rlcap's greedy
+    decoding blocks no n-gram, and transformers refuses to save a length penalty other than its default
+    without beams."""
+    keys = {"beam_size": "num_beams", "max_len": "max_new_tokens", "length_penalty": "length_penalty",
+            "no_repeat_ngram": "no_repeat_ngram_size"}
+    settings = {theirs: decode[ours] for ours, theirs in keys.items() if ours in decode}
+    if settings.get("num_beams", 1) <= 1:
+        settings.update(no_repeat_ngram_size=0, length_penalty=1.0)  # (transformers' defaults: off, unset)
+    return settings

@@ -19,34 +19,57 @@ from typing import Any
 from torch import nn
 
 from rlcap.data.hf_text import TokenizerVocab
-from rlcap.errors import RlcapError
+from rlcap.errors import ConfigError, RlcapError
 from rlcap.models.base import ExportsPretrained
 from rlcap.models.hf_captioner import HFCaptioner, is_transformers_folder
+from rlcap.models.hf_vlm import HFVLMCaptioner, is_vlm_folder, vlm_codec
+from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner, is_seq2seq_vlm
 from rlcap.models.model_config import ModelConfig
+from rlcap.models.model_card import FromFolder, base_model_of, write_card
 
 log = logging.getLogger(__name__)
 
 EXPORT = "hf"  # the folder of a checkpoint that holds the policy as a transformers folder (its model.path)
-TRAINING_KEYS = ("train", "lora_rank", "lora_alpha")  # what trains (model.train) and LoRA's rank and alpha
+# what trains (model.train), LoRA's rank and alpha, and how (the weights' dtype, gradient checkpointing)
+TRAINING_KEYS = ("train", "lora_rank", "lora_alpha", "dtype", "gradient_checkpointing")
 
 
 class HFFamily:
-    """Transformers captioners from a local folder: VisionEncoderDecoder, BLIP, GIT (docs/MODELS.md)."""
+    """Transformers captioners from a local folder: VisionEncoderDecoder, BLIP, GIT, and vision-language models
+    (decoder-only ones: :class:`~rlcap.models.hf_vlm.HFVLMCaptioner`; docs/MODELS.md)."""
 
     training_keys = TRAINING_KEYS
     brings_text_codec = True  # its tokenizer
 
     def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
-        """The captioner of ``model.path``, on its stored tower tokens (``att_dim`` wide)."""
+        """The captioner of ``model.path``, on its stored tower tokens (``att_dim`` wide); an encoder-decoder
+        vision-language model (Florence-2: :func:`~rlcap.models.hf_vlm_seq2seq.is_seq2seq_vlm`) as its policy."""
+        if is_vlm_folder(cfg.path):
+            return HFVLMCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
+                                  lora_alpha=cfg.lora_alpha, prompt=cfg.prompt, dtype=cfg.dtype,
+                                  gradient_checkpointing=cfg.gradient_checkpointing)
+        if is_seq2seq_vlm(cfg.path):
+            return Seq2SeqVLMCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
+                                       lora_alpha=cfg.lora_alpha, prompt=cfg.prompt, dtype=cfg.dtype,
+                                       gradient_checkpointing=cfg.gradient_checkpointing)
+        if cfg.dtype != "float32" or cfg.gradient_checkpointing:
+            raise ConfigError(f"model.dtype={cfg.dtype}, model.gradient_checkpointing={cfg.gradient_checkpointing}: "
+                              f"{cfg.path} is a captioner (VisionEncoderDecoder, BLIP, GIT), which rlcap loads in "
+                              "float32 and runs without checkpointing; both keys apply to vision-language models")
         return HFCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
                            lora_alpha=cfg.lora_alpha)
 
     def new(self, cfg: ModelConfig, vocab: Any, fc_dim: int, att_dim: int) -> nn.Module:
         return self.build(cfg, len(vocab), fc_dim, att_dim)
 
+    def reads(self, cfg: ModelConfig, key: str) -> bool:
+        """Its folder and what trains; LoRA's rank and alpha only when LoRA adapters train."""
+        return key in ("path", "train", "prompt", "dtype", "gradient_checkpointing") or \
+            (key in ("lora_rank", "lora_alpha") and cfg.train == "lora")
+
     def text_codec(self, cfg: ModelConfig) -> Any:
         """The captioner's own tokenizer: it reads text through it."""
-        return TokenizerVocab.from_folder(cfg.path)
+        return vlm_codec(cfg.path) if is_vlm_folder(cfg.path) else TokenizerVocab.from_folder(cfg.path)
 
     def start_section(self, model: ModelConfig, folder: str | Path) -> ModelConfig | None:
         """A transformers captioner's folder (an ``hf/`` export, a downloaded captioner): ``model.arch=hf`` with
@@ -84,9 +107,16 @@ class HFFamily:
 
     def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
         """The policy as a transformers folder of its own, ``hf/``, whose ``generate()`` decodes as the run does;
-        its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf_export`)."""
+        its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf_export`), and
+        its model card (:mod:`rlcap.models.model_card`)."""
         if isinstance(module, ExportsPretrained):
             module.export_pretrained(folder / EXPORT, config["decode"], previous / EXPORT if previous else None)
+            write_card(folder / EXPORT, config, _base_model(module, folder / EXPORT))
+
+
+def _base_model(module: nn.Module, exported: Path) -> str:
+    """What the exported policy was tuned from (:func:`rlcap.models.model_card.base_model_of` its source folder)."""
+    return base_model_of(module.folder) if isinstance(module, FromFolder) else exported.name
 
 
 HF = HFFamily()

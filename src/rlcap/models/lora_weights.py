@@ -10,7 +10,8 @@ their weight transposed (in x out), and take the merged term transposed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -21,6 +22,23 @@ from rlcap.errors import RlcapError
 BASE = ".base_layer."
 LORA_A = ".lora_A.default.weight"
 LORA_B = ".lora_B.default.weight"
+
+
+@contextmanager
+def adapters_off(model: nn.Module) -> Iterator[None]:
+    """``model`` without its LoRA adapters: each adapted layer switched off as peft's disable-adapter context
+    switches a PeftModel's (``BaseTunerLayer.enable_adapters(False)``), and on again on leaving, so that the model
+    computes with the weights under the adapters. The adapters' values are left as they are."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for layer in layers:
+        layer.enable_adapters(False)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.enable_adapters(True)
 
 
 def holds_adapters(state: dict[str, torch.Tensor]) -> bool:

@@ -6,23 +6,18 @@ from dataclasses import asdict, dataclass, field
 
 from rlcap.errors import ConfigError
 
-ARCHS = ("fc", "updown", "transformer", "hrl", "hf")
 TRAINS = ("all", "decoder", "lora")  # model.train: what of a transformers captioner trains
-RLCAP_ARCHS = ("fc", "updown", "transformer", "hrl")  # rlcap's own captioners (hf: a transformers one)
-# model key -> the architectures that read it (every other key: all of them)
-READ_BY_ARCHS = {
-    "hidden_dim": RLCAP_ARCHS, "dropout": RLCAP_ARCHS, "path": ("hf",), "train": ("hf",),
-    "embed_dim": ("fc", "updown", "hrl"), "att_hidden_dim": ("updown", "hrl"),
-    **{key: ("transformer",) for key in ("num_layers", "num_enc_layers", "num_heads", "ff_dim", "max_len")},
-    **{key: ("hrl",) for key in ("manager_dim", "goal_dim", "critic_from")},
-}
+DTYPES = ("float32", "bfloat16")  # model.dtype: a transformers model's weights as loaded
+# (the architectures, and the keys each reads, are the model families' own: rlcap.models.families)
+ARCH_HELP = "captioner architecture: a model family of rlcap.models.families.FAMILIES"
 
 
 @dataclass
 class ModelConfig:
-    """Sizes and regularisation of a captioner. Defaults are the field's usual COCO sizes."""
+    """Sizes and regularisation of a captioner. Defaults are the field's usual COCO sizes. Which keys a captioner
+    reads is its family's to say (:meth:`rlcap.models.family.ModelFamily.reads`)."""
 
-    arch: str = field(default="updown", metadata={"help": f"captioner architecture, one of {', '.join(ARCHS)}"})
+    arch: str = field(default="updown", metadata={"help": ARCH_HELP})
     embed_dim: int = field(default=512, metadata={"help": "word and image embedding size of the LSTM models"})
     hidden_dim: int = field(default=512, metadata={"help": "LSTM hidden size; the transformer's d_model"})
     att_hidden_dim: int = field(default=512, metadata={"help": "size of the additive-attention space (UpDown)"})
@@ -37,14 +32,27 @@ class ModelConfig:
     critic_from: str = field(default="", metadata={"help": "hrl: checkpoint of the trained internal critic "
                                                            "(algorithm=critic), loaded and frozen in a new model"})
     path: str = field(default="", metadata={"help": "hf: a transformers captioner's folder (VisionEncoderDecoder, BLIP, "
-                                                    "GIT, as save_pretrained writes it): its text decoder is the policy, "
-                                                    "its image tower read from `rlcap features --encoder hf:DIR`'s store"})
+                                                    "GIT, or an instruction vision-language model: Qwen2-VL, SmolVLM, "
+                                                    "LLaVA, PaliGemma, Florence-2; as save_pretrained writes it): its "
+                                                    "text side is the policy, its image side read from `rlcap features "
+                                                    "--encoder hf:DIR`'s store"})
     train: str = field(default="all", metadata={
         "help": "hf: what trains: all (every weight but the frozen vision tower), decoder (the text decoder's layers; "
                 "its embeddings, output layer and image projection as loaded) or lora (LoRA adapters on those "
                 "layers' linear maps, through peft: pip install rlcap[lora])"})
     lora_rank: int = field(default=8, metadata={"help": "hf, train=lora: the adapters' rank r"})
     lora_alpha: float = field(default=16.0, metadata={"help": "hf, train=lora: the adapters' alpha (scale alpha/r)"})
+    prompt: str = field(default="", metadata={
+        "help": "hf, an instruction vision-language model: the instruction before each caption, put through its "
+                "processor's chat template (empty: 'Describe this image briefly in one sentence.'; 'caption en' "
+                "for a model without a chat template, PaliGemma's task prefix; Florence-2's <CAPTION> task token; "
+                "docs/MODELS.md)"})
+    dtype: str = field(default="float32", metadata={
+        "help": "hf, a vision-language model: the weights' dtype as loaded, float32 or bfloat16 (LoRA adapters "
+                "and their optimizer state stay float32)"})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "hf, a vision-language model: recompute the language model's layers in the backward pass of "
+                "teacher-forced and scoring passes (less memory, one more forward pass)"})
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, str) or not self.arch:
@@ -56,6 +64,8 @@ class ModelConfig:
                 raise ConfigError(f"model.{name}: expected a positive integer, got {value}")
         if self.train not in TRAINS:
             raise ConfigError(f"model.train: {self.train!r} is not one of {', '.join(TRAINS)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"model.dtype: {self.dtype!r} is not one of {', '.join(DTYPES)}")
         if self.lora_rank < 1 or not self.lora_alpha > 0:
             raise ConfigError(f"model.lora_rank and model.lora_alpha: expected positive, got {self.lora_rank} and "
                               f"{self.lora_alpha}")
@@ -69,12 +79,3 @@ class ModelConfig:
             raise ConfigError(f"model.hidden_dim: hrl's Bi-LSTM splits it in two directions; {self.hidden_dim} is odd")
         if self.arch == "transformer" and self.hidden_dim % self.num_heads:
             raise ConfigError(f"model.num_heads: {self.num_heads} must divide hidden_dim {self.hidden_dim}")
-
-    def reads(self, key: str) -> bool:
-        """Whether a captioner of this section reads ``key`` (a key of this section, without ``model.``):
-        the keys of its architecture (a family registered elsewhere: the keys every family reads), the LoRA sizes
-        only when a transformers captioner trains LoRA adapters. Whether ``arch`` names a registered family is
-        checked with the run config (:func:`rlcap.models.families.family`)."""
-        if key in ("lora_rank", "lora_alpha"):
-            return self.arch == "hf" and self.train == "lora"
-        return key not in READ_BY_ARCHS or self.arch in READ_BY_ARCHS[key]

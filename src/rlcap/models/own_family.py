@@ -21,10 +21,11 @@ from rlcap.models.updown import UpDown
 
 @dataclass(frozen=True)
 class OwnFamily:
-    """A captioner class built as ``model(cfg, vocab_size, fc_dim, att_dim)``; ``setup(model, cfg, vocab)``: what a
-    new one needs beyond its random weights."""
+    """A captioner class built as ``model(cfg, vocab_size, fc_dim, att_dim)``, reading the model keys ``keys``;
+    ``setup(model, cfg, vocab)``: what a new one needs beyond its random weights."""
 
     model: Callable[..., nn.Module]
+    keys: tuple[str, ...] = ()  # the model section's keys its captioner reads (``arch`` aside)
     setup: Callable[[nn.Module, ModelConfig, Any], None] | None = None
     training_keys: tuple[str, ...] = ()
     brings_text_codec: bool = False  # (a vocabulary built from the training captions)
@@ -37,6 +38,9 @@ class OwnFamily:
         if self.setup is not None:
             self.setup(model, cfg, vocab)
         return model
+
+    def reads(self, cfg: ModelConfig, key: str) -> bool:
+        return key in self.keys
 
     def text_codec(self, cfg: ModelConfig) -> Any:
         return None
@@ -62,7 +66,10 @@ def _take_trained_critic(model: nn.Module, cfg: ModelConfig, vocab: Any) -> None
     model.load_critic(cfg.critic_from, vocab)
 
 
-SHOW_TELL = OwnFamily(ShowTell)
-UPDOWN = OwnFamily(UpDown)
-TRANSFORMER = OwnFamily(TransformerCaptioner)
-HRL = OwnFamily(HRLCaptioner, setup=_take_trained_critic)  # [Wang18]'s manager, worker and internal critic
+LSTM_KEYS = ("embed_dim", "hidden_dim", "dropout")
+SHOW_TELL = OwnFamily(ShowTell, LSTM_KEYS)
+UPDOWN = OwnFamily(UpDown, (*LSTM_KEYS, "att_hidden_dim"))
+TRANSFORMER = OwnFamily(TransformerCaptioner, ("hidden_dim", "dropout", "num_layers", "num_enc_layers", "num_heads",
+                                               "ff_dim", "max_len"))
+HRL = OwnFamily(HRLCaptioner, (*LSTM_KEYS, "att_hidden_dim", "manager_dim", "goal_dim", "critic_from"),
+                setup=_take_trained_critic)  # [Wang18]'s manager, worker and internal critic

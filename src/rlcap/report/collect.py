@@ -24,7 +24,8 @@ from typing import Any
 from rlcap.errors import RlcapError
 
 # The corpus metrics of the table, in the papers' order (those a layout lacks are left out).
-METRICS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE", "SPIDEr"]
+METRICS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE", "SPIDEr", "CLIP-S",
+           "RefCLIP-S"]  # the last two: an evaluation given a CLIP (rlcap eval --clip)
 # [Chaffin24]'s retrieval columns of a bench folder's distinct rows
 DISTINCT = ["T2I R@1", "T2I R@5", "I2T R@1", "I2T R@5", "judge T2I R@1", "judge I2T R@1", "Self-BLEU"]
 

@@ -7,6 +7,8 @@ import base64
 import io
 from pathlib import Path
 
+from rlcap.data.embedded import EmbeddedImage
+
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mkv", ".webm", ".mov", ".gif"}
 
 
@@ -16,7 +18,7 @@ def _data_uri(image) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def thumbnail(path: Path, side: int = 160) -> str:
+def thumbnail(path: Path | io.BytesIO, side: int = 160) -> str:
     """An image's thumbnail (longest side ``side`` pixels) as a data URI."""
     from PIL import Image
 
@@ -42,10 +44,16 @@ def frame_strip(path: Path, frames: int = 4, height: int = 80) -> str:
     return _data_uri(strip)
 
 
-def picture(path: Path | None) -> tuple[str | None, str]:
-    """(data URI or None, what it is or why it is missing) for an image or video file."""
+def picture(path: Path | EmbeddedImage | None) -> tuple[str | None, str]:
+    """(data URI or None, what it is or why it is missing) for an image or video file, or a picture stored in a
+    datasets dataset's own files (read there)."""
     if path is None:
         return None, "no file name in the dataset"
+    if isinstance(path, EmbeddedImage):
+        try:
+            return thumbnail(io.BytesIO(path.read())), "the image"
+        except Exception as exc:  # an unreadable picture is shown as missing, not the end of the report
+            return None, f"unreadable: {path} ({exc.__class__.__name__})"
     if not path.exists():
         return None, f"not found: {path}"
     try:

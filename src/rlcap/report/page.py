@@ -59,6 +59,7 @@ def settings_rows(configs: dict[str, dict[str, Any]],
 
 def _records(data: ReportData, dataset: str | Path | None):
     """id -> ImageRecord of the report's split (references and file names), and the dataset's folder."""
+    from rlcap.data.hf_datasets import Columns
     from rlcap.data.readers import raw_captions, read_dataset
 
     cfg = data.data or next(iter(data.settings.values()), {}).get("data", {})  # the evaluation's, else the run's
@@ -70,9 +71,11 @@ def _records(data: ReportData, dataset: str | Path | None):
         data.notes.append(f"dataset {path} not found (pass --dataset): no references or pictures in the gallery")
         return {}, None
     coco_splits = cfg.get("coco_splits") if not dataset else None
+    columns = Columns(*(cfg.get(f"{key}_column", default) for key, default in Columns._field_defaults.items()))
     with raw_captions():  # the page shows the references; their words are not needed
-        records = read_dataset(path, cfg.get("format", "auto") if not dataset else "auto", coco_splits)
-    return {r.id: r for r in records if r.split == data.split}, path.parent
+        records = read_dataset(path, cfg.get("format", "auto") if not dataset else "auto", coco_splits, columns)
+    # a datasets dataset's file names are relative to its folder, a caption file's to the folder it lies in
+    return {r.id: r for r in records if r.split == data.split}, path if path.is_dir() else path.parent
 
 
 def hrl_segments(system: System, captions: dict[str, str]) -> dict[str, list[str]]:
@@ -105,6 +108,7 @@ def hrl_segments(system: System, captions: dict[str, str]) -> dict[str, list[str
 def _score_text(system: System, i: str) -> str:
     s = system.per_image.get(i, {})
     parts = [f"CIDEr-D {s['CIDEr']:.2f}" if "CIDEr" in s else "", f"SPICE {s['SPICE']:.2f}" if "SPICE" in s else ""]
+    parts += [f"{m} {s[m]:.2f}" for m in ("CLIP-S", "RefCLIP-S") if m in s]  # an evaluation given a CLIP
     r = system.ranks.get(i, {})
     parts += [f"{d} rank {r[d]:g}" for d in ("I2T", "T2I") if d in r]
     return " · ".join(p for p in parts if p)
@@ -169,13 +173,14 @@ def _gallery_note(shown: int, total: int, everything: bool, sample: int, seed: i
     if len(trained) > 1:
         note += (f", and for each method against {trained[0].name} the 6 images where it gained most and lost most "
                  "in per-caption CIDEr-D")
-    return note + ". Per caption: CIDEr-D and SPICE against that image's references."
+    return note + (". Per caption: CIDEr-D and SPICE against that image's references (and CLIP-S, RefCLIP-S when "
+                   "the evaluation had a CLIP).")
 
 
 def _item(i: str, why: str, record: Any, folder: Path | None, systems: list[System], trained: list[System],
           segments: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
     path = folder / record.filename if record is not None and record.filename and folder is not None else None
-    uri, what = picture(path)
+    uri, what = picture(record.image if record is not None and record.image is not None else path)
     data: list[tuple[str, str]] = []
     captions = []
     for n, s in enumerate(systems):

@@ -139,7 +139,7 @@ def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Pat
     nearest training images. ``data_cfg``: a :class:`rlcap.data.loader.DataConfig` (the dual encoder
     reads its feature store); ``images_dir``: the image files, for a CLIP retriever."""
     retriever = load_retriever(retriever_path, device)
-    records = read_dataset(data_cfg.dataset, data_cfg.format, data_cfg.coco_splits)
+    records = read_dataset(data_cfg.dataset, data_cfg.format, data_cfg.coco_splits, data_cfg.columns())
     if not records:
         raise DataError(f"{data_cfg.dataset} holds no images")
     ids = [r.id for r in records]
@@ -152,13 +152,15 @@ def build_image_bank(retriever_path: str | Path, data_cfg, images_dir: str | Pat
         chunks = [retriever.embed_feats(split.feats(torch.arange(i, min(i + batch_size, len(ids)))))
                   for i in range(0, len(ids), batch_size)]
     else:
-        if images_dir is None:
+        if images_dir is None and any(r.image is None for r in records):  # (not all stored in a datasets dataset)
             raise DataError("a CLIP retriever embeds the image files: give their folder (--images)")
-        folder = Path(images_dir)
-        missing = [r.id for r in records if not r.filename]
+        folder = Path(images_dir or ".")
+        missing = [r.id for r in records if not r.filename and r.image is None]
         if missing:
             raise DataError(f"image {missing[0]!r} has no file name in {data_cfg.dataset}")
-        chunks = [retriever.embed_images([load_image(folder / r.filename) for r in records[i:i + batch_size]])
+        # a picture a datasets dataset stores in its own files is read there
+        chunks = [retriever.embed_images([load_image(r.image if r.image is not None else folder / r.filename)
+                                          for r in records[i:i + batch_size]])
                   for i in range(0, len(records), batch_size)]
     embeddings = torch.cat(chunks)  # (N, D)
     # cpu: the bank and its mining live on the CPU

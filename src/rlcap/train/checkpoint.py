@@ -247,8 +247,8 @@ class AdaptsWeights(Protocol):
 def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], folder: str | Path, name: str,
                  saved: dict[str, Any] | None = None) -> None:
     """``module.load_state_dict(weights)``, with one line naming the first difference when the
-    checkpoint's weights of part ``name`` do not fit the model its config describes (a damaged
-    checkpoint, an edited config.json) instead of torch's list of every tensor. A module that reads saved
+    checkpoint's weights of part ``name`` do not fit the model its part spec (checkpoint.json) or, for a
+    checkpoint without specs, its config describes (a damaged or edited checkpoint) instead of torch's list of every tensor. A module that reads saved
     weights its own way first (:class:`AdaptsWeights`) is given them with ``saved``, the model section of the
     checkpoint they come from (its config's ``model``)."""
     if isinstance(module, AdaptsWeights):
@@ -267,8 +267,8 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], fold
     if unexpected:
         problems.append(f"{len(unexpected)} tensors there are not in the model ({unexpected[0]}, ...)")
     if problems:
-        raise RlcapError(f"{folder}: the weights of part {name!r} do not fit the model its config.json describes: "
-                         f"{'; '.join(problems)} (a damaged checkpoint, or an edited config.json)")
+        raise RlcapError(f"{folder}: the weights of part {name!r} do not fit the model the checkpoint describes: "
+                         f"{'; '.join(problems)} (a damaged checkpoint, or an edited {MANIFEST} or config.json)")
     module.load_state_dict(weights)
 
 

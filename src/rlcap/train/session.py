@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
+from rlcap.decoding.options import Decoding
 from rlcap.devices import Precision, grad_scaler, resolve_device
 from rlcap.metrics.combined import parts_of
 from rlcap.metrics import java
@@ -39,8 +40,7 @@ from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_com
 from rlcap.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
-from rlcap.train.logger import RunLogger, SilentLogger
-from rlcap.train.logger import LossWatch, Stats, check_finite_loss, diverged, read_stats
+from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
 from rlcap.train.optimizer import Part, build_optimizer
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
@@ -88,6 +88,10 @@ class Session:
     phase: Phase | None = None  # the phase the loop is in (entered by :func:`train_batches`); None: none yet
     watch: LossWatch = field(default_factory=LossWatch)
     precision: Precision = Precision()  # the forward passes' (``precision``): loops enter precision.forward() around them
+    decoding: Decoding = field(init=False)  # the run's (``decode``, on ``device``), built once: every decode reads it
+
+    def __post_init__(self) -> None:
+        self.decoding = Decoding.of_run(self.cfg.decode, self.device)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -254,22 +258,19 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
         return session.out_dir / name
     folder = session.out_dir / name
     config = {**to_dict(session.cfg), "feature_dims": feature_dims(session.data), "paths_relative_to": "checkpoint"}
-    config["data"] = relative_data_paths(config["data"], folder)
+    config["data"], config["data_size"] = relative_data_paths(config["data"], folder), session.data.sizes()
     config = own_model_path(config)  # an hf policy: from the checkpoint's own hf/, wherever the command runs
     trained = {name: part for name, part in session.parts.items() if part.optimizer is not None}
     trainer = {
         "optimizers": {name: part.optimizer.state_dict() for name, part in trained.items()},
         "schedulers": {name: part.scheduler.state_dict() for name, part in trained.items()},
         "scalers": {name: part.scaler.state_dict() for name, part in trained.items() if part.scaler is not None},
-        "rng": rng_of_ranks[0],
-        "rng_of_ranks": rng_of_ranks,
-        "progress": vars(session.progress).copy(),
-        "state": dict(session.state),
+        "rng": rng_of_ranks[0], "rng_of_ranks": rng_of_ranks,
+        "progress": vars(session.progress).copy(), "state": dict(session.state),
     }
     best = session.progress.best_score
     manifest = {"epoch": session.progress.epoch, "step": session.progress.step, "algorithm": session.cfg.algorithm,
-                "world_size": session.ranks.world,
-                "metrics": metrics or {}, "best_metric": session.progress.best_metric,
+                "world_size": session.ranks.world, "metrics": metrics or {}, "best_metric": session.progress.best_metric,
                 "best_value": best if math.isfinite(best) else None}  # None: not validated yet
     modules = {name: part.module for name, part in session.parts.items()}
     return save_checkpoint(folder, modules, config, session.data.vocab, trainer, manifest)
@@ -377,11 +378,10 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
                 # torch, which counts steps per process, warns of the wrong one
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
                 part.scheduler.step()
-    progress.epoch += 1
-    progress.step_in_epoch = 0
+    progress.epoch, progress.step_in_epoch = progress.epoch + 1, 0
     scores = None
     if validate is None:  # the captioner's: every rank decodes its share of the batches, rank 0 scores
-        scores = captioner_scores(session.model, session.data, session.cfg.val, session.cfg.decode, session.ranks,
+        scores = captioner_scores(session.model, session.data, session.cfg.val, session.decoding, session.ranks,
                                   session.precision)
     elif session.ranks.main:  # a method's own validation runs on rank 0
         scores = validate(session)

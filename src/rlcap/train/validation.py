@@ -11,12 +11,13 @@ import torch
 
 from rlcap.data.loader import CaptionData, SplitData
 from rlcap.data.vocab import Vocab
+from rlcap.decoding.options import Decoding
 from rlcap.decoding.split import decode_split
 from rlcap.devices import Precision
 from rlcap.distributed import Ranks
 from rlcap.metrics.combined import with_combined
 from rlcap.metrics.scoring import score_captions
-from rlcap.run_config import DecodeSettings, ValConfig
+from rlcap.run_config import ValConfig
 
 
 class Evaluation(NamedTuple):
@@ -32,11 +33,9 @@ def score_predictions(split: SplitData, predictions: dict[str, str], metrics: Se
     return Evaluation(predictions, dict(report.corpus), dict(report.per_image))
 
 
-def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, beam_size: int, max_len: int,
-                   metrics: Sequence[str], batch_size: int = 100, limit: int = 0,
-                   progress: bool = False, length_penalty: float = 0.0, no_repeat_ngram: int = 0) -> Evaluation:
-    predictions = decode_split(model, split, vocab, beam_size, max_len, batch_size, limit, progress, length_penalty,
-                               no_repeat_ngram)
+def evaluate_split(model: torch.nn.Module, split: SplitData, vocab: Vocab, decoding: Decoding,
+                   metrics: Sequence[str], batch_size: int = 100, limit: int = 0, progress: bool = False) -> Evaluation:
+    predictions = decode_split(model, split, vocab, decoding, batch_size, limit, progress)
     return score_predictions(split, predictions, metrics)
 
 
@@ -47,18 +46,17 @@ def validation_scores(corpus_of: Callable[[list[str]], dict[str, float]], metric
     return with_combined(corpus_of, list(dict.fromkeys(("CIDEr", metric))))
 
 
-def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, d: DecodeSettings,
+def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, decoding: Decoding,
              ranks: Ranks = Ranks(), precision: Precision = Precision()) -> dict[str, float] | None:
     """Validation scores of the beam-search captions of ``v.split``: CIDEr-D (pycocoevalcap's,
-    document frequencies from the validation references) and ``v.metric``, decoded by ``d`` in the run's
-    ``precision`` (as ``rlcap eval`` decodes its checkpoints).
+    document frequencies from the validation references) and ``v.metric``, decoded by ``decoding`` (the run's:
+    ``session.decoding``) in the run's ``precision`` (as ``rlcap eval`` decodes its checkpoints).
 
     Under torchrun every rank decodes its share of the batches and rank 0 scores them all (the other
     ranks get None: the session sends them rank 0's scores)."""
     split = data.splits[v.split]
-    predictions = decode_split(model, split, data.vocab, d.beam_size, d.max_len, batch_size=v.batch_size,
-                               limit=v.max_images, length_penalty=d.length_penalty,
-                               no_repeat_ngram=d.no_repeat_ngram, ranks=ranks, precision=precision)
+    predictions = decode_split(model, split, data.vocab, decoding, batch_size=v.batch_size, limit=v.max_images,
+                               ranks=ranks, precision=precision)
     if not ranks.main:
         return None
     return validation_scores(lambda names: dict(score_predictions(split, predictions, names).corpus), v.metric)

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from rlcap.data.embedded import EmbeddedImage
 from rlcap.errors import DataError
 
 _CHUNK = 1 << 20  # bytes read at a time while hashing
@@ -33,18 +34,24 @@ class ImageFingerprint(NamedTuple):
 UNKNOWN = ImageFingerprint(-1, -1, "")
 
 
-def file_stat(path: str | Path) -> tuple[int, int] | None:
-    """(size, mtime_ns) of ``path``, or None when it is not a readable file."""
+def file_stat(path: str | Path | EmbeddedImage) -> tuple[int, int] | None:
+    """(size, mtime_ns) of ``path``, or None when it is not a readable file (a picture stored in a dataset file:
+    its bytes' size and its dataset file's time)."""
     try:
+        if isinstance(path, EmbeddedImage):
+            return path.stat()
         st = os.stat(path)
     except OSError:
         return None
     return st.st_size, st.st_mtime_ns
 
 
-def content_digest(path: str | Path) -> str:
+def content_digest(path: str | Path | EmbeddedImage) -> str:
     """Hex BLAKE2b-128 of the bytes of ``path``; :class:`DataError` naming it if unreadable."""
     digest = hashlib.blake2b(digest_size=16)
+    if isinstance(path, EmbeddedImage):
+        digest.update(path.read())
+        return digest.hexdigest()
     try:
         with open(path, "rb") as f:
             while chunk := f.read(_CHUNK):
@@ -54,7 +61,7 @@ def content_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(path: str | Path) -> ImageFingerprint:
+def fingerprint(path: str | Path | EmbeddedImage) -> ImageFingerprint:
     """Fingerprint of ``path`` now: stat first, so a write racing the hash shows as a change later."""
     stat = file_stat(path)
     if stat is None:
@@ -62,7 +69,7 @@ def fingerprint(path: str | Path) -> ImageFingerprint:
     return ImageFingerprint(stat[0], stat[1], content_digest(path))
 
 
-def is_unchanged(stored: ImageFingerprint, path: str | Path) -> tuple[bool, ImageFingerprint]:
+def is_unchanged(stored: ImageFingerprint, path: str | Path | EmbeddedImage) -> tuple[bool, ImageFingerprint]:
     """Whether ``path`` still holds the image ``stored`` describes, and its fingerprint now.
 
     Reads the file only when its size or modification time differ from the stored ones. An unknown

@@ -1,0 +1,243 @@
+"""An instruction vision-language model's image side as a frozen encoder: ``rlcap features --encoder hf:DIR`` on the
+folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, SmolVLM/Idefics3, LLaVA, PaliGemma).
+
+Such a model is recognised by what it declares, not by its name: its forward takes the image features precomputed
+(``mm_encoder_outputs``) in place of pixels, and it is not an encoder-decoder (:func:`reads_image_tokens`). Its
+store holds what its language model reads at the image's place, so that an rlcap policy built on it
+(:mod:`rlcap.models.hf_vlm`) never runs the vision side again:
+
+* **att**: the image tokens after the model's own projector, pixel shuffle or merger, as ``get_image_features``
+  returns them (its ``pooler_output``: a tensor per image, or one batch tensor), every tile's tokens of one image in
+  order; a variable number per image where the model has dynamic resolution (Qwen2-VL) or tiles (Idefics3), so
+  ``att_count`` says how many;
+* **fc**: their mean, then the picture's height and width as its processor received them, each written as two
+  numbers (``high * 1024 + low``, both exact in float16): what places the tokens again. The processor, given a blank
+  picture of that size, expands the prompt's image placeholder as it did for the picture (Qwen2-VL's grid, Idefics3's
+  rows and columns of tiles) and the model computes its positions from that (:data:`SIZE_PARTS`).
+
+Pictures are read at their own size (no JPEG draft: ``image_size`` is larger than any), as ``generate()`` is given
+them. Each picture is processed and encoded alone, so that its tokens are the ones the model computes for it alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlcap.errors import RlcapError
+
+SIZE_BASE = 1024  # a side is written as (side // SIZE_BASE, side % SIZE_BASE): both exact in float16
+SIZE_PARTS = 4  # fc's last entries: height high, height low, width high, width low
+AS_THEY_ARE = 1 << 16  # the encoder's image_size: larger than any picture, so the JPEG decoder never shrinks one
+FC_LAYOUT = "mean image token, then height and width as high*1024+low"  # what a store records of its fc
+
+
+def settings_json(settings: dict[str, Any]) -> str:
+    """A processor's settings as a store records them (:func:`rlcap.encoders.hf._settings_json`)."""
+    from rlcap.encoders.hf import _settings_json
+
+    return _settings_json(settings)
+
+
+def reads_image_tokens(model_class: Any, config: Any) -> bool:
+    """Whether ``model_class`` is a decoder-only model whose forward reads precomputed image features in place of
+    its image tokens (transformers' ``mm_encoder_outputs``): an instruction vision-language model."""
+    return "mm_encoder_outputs" in inspect.signature(model_class.forward).parameters and \
+        not config.is_encoder_decoder
+
+
+def vision_side(model: nn.Module) -> tuple[str, nn.Module, list[str]]:
+    """The image side of ``model``: the module that holds its language model (``get_decoder()``), its path in
+    ``model``, and the names of its other children there (the vision tower, its projector or connector)."""
+    decoder = model.get_decoder()
+    for path, module in model.named_modules():
+        children = dict(module.named_children())
+        if any(child is decoder for child in children.values()):
+            return path, module, [name for name, child in children.items() if child is not decoder]
+    raise RlcapError(f"{type(model).__name__}: its language model is not one of its modules")
+
+
+def tower_of(model: nn.Module) -> nn.ModuleDict:
+    """The image side's modules, under their names (weights only: for the digest and the export)."""
+    _, base, names = vision_side(model)
+    return nn.ModuleDict({name: getattr(base, name) for name in names})
+
+
+def pack_size(height: int, width: int) -> list[float]:
+    return [height // SIZE_BASE, height % SIZE_BASE, width // SIZE_BASE, width % SIZE_BASE]
+
+
+def unpack_sizes(fc: torch.Tensor) -> list[tuple[int, int]]:
+    """fc (B, D + 4) -> each picture's (height, width) (a host read: the processor runs on the host)."""
+    parts = fc[:, -SIZE_PARTS:].float().round().long().tolist()
+    return [(hh * SIZE_BASE + hl, wh * SIZE_BASE + wl) for hh, hl, wh, wl in parts]
+
+
+def blank(size: tuple[int, int]) -> Any:
+    """A blank RGB picture of (height, width): what the processor reads a layout from."""
+    from PIL import Image
+
+    return Image.new("RGB", (size[1], size[0]))
+
+
+def image_token(processor: Any) -> tuple[str, int]:
+    """The processor's image placeholder token and its id."""
+    try:
+        token = processor.image_token
+    except AttributeError:
+        raise RlcapError(f"{type(processor).__name__} declares no image_token: not an image-text-to-text "
+                         "model's processor") from None
+    return token, int(processor.tokenizer.convert_tokens_to_ids(token))
+
+
+def image_token_count(processor: Any, size: tuple[int, int]) -> int:
+    """How many image tokens the processor puts in a text for a picture of ``size``."""
+    token, token_id = image_token(processor)
+    ids = processor(text=[token], images=[[blank(size)]], return_tensors="pt")["input_ids"]
+    return int((ids == token_id).sum())
+
+
+def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
+    """One picture's image tokens (N, D) as the language model reads them: ``get_image_features`` on what the
+    image processor makes of it, its ``pooler_output`` (one tensor per image, or a batch) as one sequence."""
+    inputs = processor.image_processor(images=[image], return_tensors="pt")
+    params = inspect.signature(model.get_image_features).parameters
+    device = next(model.parameters()).device
+    kwargs = {k: v.to(device) for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
+    pooled = model.get_image_features(**kwargs, return_dict=True).pooler_output
+    parts = list(pooled) if isinstance(pooled, (list, tuple)) else [pooled]
+    return torch.cat([p.reshape(-1, p.shape[-1]) for p in parts])
+
+
+class HFVLMEncoder:
+    """The frozen image side of a vision-language model read from ``folder`` (module docstring): ``prepare`` keeps
+    the pictures as they are (RGBA, the alpha channel marking each picture in the padded batch), ``features`` gives
+    fc (B, D + 4) and att (B, N, D) float32, ``features_with_counts`` also each row's token count."""
+
+    def __init__(self, folder: str | Path, model: Any, processor: Any, device: torch.device | str = "cpu"):
+        self.folder = Path(folder)
+        self.processor = processor
+        self.device = torch.device(device)
+        self.model = model.eval().requires_grad_(False).to(self.device)
+        self.name = f"hf:{type(model).__name__}"
+        self.tower = tower_of(self.model)
+        self.att_dim = int(self.model.config.get_text_config().hidden_size)
+        self.fc_dim = self.att_dim + SIZE_PARTS
+        self.image_size = AS_THEY_ARE
+        # the most tokens a picture can have: a large square picture and two long ones
+        self.regions = max(image_token_count(processor, size) for size in ((4096, 4096), (4096, 512), (512, 4096)))
+
+    @property
+    def precision(self) -> str:
+        return "fp16" if self.device.type == "cuda" else "fp32"
+
+    def prepare(self, images: Sequence[Any]) -> np.ndarray:
+        """RGB PIL pictures -> (B, Hmax, Wmax, 4) uint8: each picture top left, alpha 255 on it, 0 around it."""
+        arrays = [np.asarray(image.convert("RGB"), np.uint8) for image in images]
+        out = np.zeros((len(arrays), max(a.shape[0] for a in arrays), max(a.shape[1] for a in arrays), 4), np.uint8)
+        for row, a in zip(out, arrays):
+            row[: a.shape[0], : a.shape[1], :3] = a
+            row[: a.shape[0], : a.shape[1], 3] = 255
+        return out
+
+    def features(self, prepared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        fc, att, _ = self.features_with_counts(prepared)
+        return fc, att
+
+    @torch.inference_mode()
+    def features_with_counts(self, prepared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, Hmax, Wmax, 4) uint8 -> fc (B, D + 4), att (B, N, D) zero past each count, counts (B,)."""
+        from PIL import Image
+
+        rows = []
+        for picture in prepared.cpu().numpy():  # cpu: the processor reads pictures on the host
+            alpha = picture[..., 3] > 0
+            height, width = int(alpha.any(1).sum()), int(alpha.any(0).sum())
+            image = Image.fromarray(np.ascontiguousarray(picture[:height, :width, :3]))
+            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"):
+                tokens = image_tokens(self.model, self.processor, image).float()
+            if len(tokens) > self.regions:
+                raise RlcapError(f"{self.folder}: a {width} x {height} picture gives {len(tokens)} image tokens, more "
+                                 f"than the {self.regions} the store was sized for")
+            size = torch.tensor(pack_size(height, width), device=tokens.device)
+            rows.append((torch.cat([tokens.mean(0), size]), tokens))
+        counts = torch.tensor([len(t) for _, t in rows], device=self.device)
+        att = torch.zeros(len(rows), int(counts.max()), self.att_dim, device=self.device)
+        for k, (_, tokens) in enumerate(rows):
+            att[k, : len(tokens)] = tokens
+        return torch.stack([fc for fc, _ in rows]), att, counts
+
+    def records(self) -> dict[str, str | int]:
+        """What a store records of this encoder: the model class, the image side's weights (what the policy
+        compares), the processor's settings, the fc layout and the precision."""
+        from rlcap.encoders.hf import tower_digest, weights_digest
+
+        return {"encoder": self.name, "encoder_weights": weights_digest(self.folder),
+                "tower_weights": tower_digest(self.tower),
+                "preprocessing": settings_json(self.processor.image_processor.to_dict()),
+                "fc_layout": FC_LAYOUT, "image_size": self.image_size, "precision": self.precision}
+
+    def to(self, device: torch.device | str) -> "HFVLMEncoder":
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        return self
+
+
+def load_vlm_encoder(folder: str | Path, device: torch.device | str = "cpu") -> HFVLMEncoder | None:
+    """The encoder of the vision-language model in ``folder``, or None when the folder holds another kind of model
+    (:func:`reads_image_tokens`: then :class:`rlcap.encoders.hf.HFImageEncoder` reads it)."""
+    from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
+
+    transformers = import_transformers("a transformers encoder")
+    folder = Path(folder).expanduser().resolve()
+    if not (folder / "config.json").is_file():
+        return None  # (HFImageEncoder says what is missing)
+    with no_bars(transformers):
+        try:
+            config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+        except (OSError, ValueError, KeyError):
+            return None
+        model_class = getattr(transformers, (config.architectures or [""])[0], None)
+        if model_class is None or not reads_image_tokens(model_class, config):
+            return None
+        model = load_weights_of(model_class, folder)
+        try:
+            processor = load_processor(folder)
+        except (OSError, ValueError, KeyError) as exc:
+            raise RlcapError(f"cannot load the processor of {folder}: {str(exc).splitlines()[0]}") from None
+    return HFVLMEncoder(folder, model, processor, device)
+
+
+def load_processor(folder: Path) -> Any:
+    """The processor saved in ``folder`` (``AutoProcessor``). One whose video processor needs a library that is not
+    installed (Qwen2-VL's needs torchvision) is made of its image processor, tokenizer and chat template alone:
+    rlcap gives it pictures, never videos."""
+    import json
+
+    import transformers
+
+    try:
+        return transformers.AutoProcessor.from_pretrained(folder, local_files_only=True)
+    except ImportError:
+        pass
+    try:
+        name = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))["processor_class"]
+        processor_class = getattr(transformers, name)
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        raise RlcapError(f"{folder}: its processor cannot be loaded ({exc.__class__.__name__}: {exc})") from None
+
+    class WithoutVideo(processor_class):  # type: ignore[misc, valid-type]
+        def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> Any:
+            return None if argument is None else super().check_argument_for_proper_class(argument_name, argument)
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    pixels = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    template = folder / "chat_template.jinja"
+    chat = template.read_text(encoding="utf-8") if template.is_file() else tokenizer.chat_template
+    return WithoutVideo(image_processor=pixels, tokenizer=tokenizer, video_processor=None, chat_template=chat)

@@ -1,0 +1,60 @@
+"""An instruction vision-language model built here from a small config, with random weights (seeded), a tokenizer
+trained on captions that carries the family's special tokens and image token(s), and the family's processor (image
+processor + tokenizer + chat template), saved as ``save_pretrained`` writes a downloaded one: what the tests, the
+shapes-VLM recipe and ``benchmarks/bench_hf.py`` run on, since no pretrained model can be downloaded here.
+``rlcap hf-captioner OUT --family qwen2_vl --dataset DS``; ``AutoProcessor.from_pretrained(OUT)`` and
+``AutoModelForImageTextToText.from_pretrained(OUT)`` load the folder offline.
+
+Families, each the transformers class its downloaded checkpoints name: ``qwen2_vl`` (Qwen2-VL: dynamic resolution,
+2x2 patch merger, multimodal rotary positions), ``qwen2_5_vl`` (Qwen2.5-VL: windowed vision attention),
+``smolvlm`` (Idefics3ForConditionalGeneration with Idefics3Processor, as HuggingFaceTB/SmolVLM-256M-Instruct
+declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over image and prompt), ``llava``
+(CLIP + Llama, an MLP projector) and ``florence2`` (DaViT + BART: an encoder-decoder prompted by a task token).
+
+Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests) and ``small`` (a 192-wide 4-layer vision tower,
+a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: the shapes-vlm benchmark).
+
+Qwen2-VL's and Qwen2.5-VL's processors hold a video processor, which transformers builds only with torchvision:
+their processor is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
+``AutoProcessor`` loads the folder where torchvision is installed; their tokenizer (with the chat template) and
+image processor load without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import torch
+
+from rlcap.errors import ConfigError
+from rlcap.models.hf_vlm_families import BUILDERS, Built, Size
+from rlcap.models.hf_vlm_tokenizer import Words
+from rlcap.transformers_io import no_bars
+
+SIZES: dict[str, Size] = {
+    "tiny": Size(vision=32, vision_layers=1, vision_heads=2, text=32, text_layers=2, text_heads=2, px=32),
+    "small": Size(vision=192, vision_layers=4, vision_heads=6, text=384, text_layers=6, text_heads=6, px=64),
+}
+VLM_FAMILIES = tuple(BUILDERS)
+
+
+def build_vlm(family: str, folder: str | Path, captions: list[str], size: str = "tiny", seed: int = 0,
+              tokenizer: str = "wordpiece", vocab_size: int = 4096) -> Path:
+    """A ``family`` vision-language model of ``size`` with random weights (seeded by ``seed``) and a
+    ``tokenizer`` (``wordpiece`` of at most ``vocab_size`` subwords, or ``word``) trained on ``captions``, saved
+    in ``folder`` with its processor (image processor, tokenizer, chat template) as ``save_pretrained`` writes a
+    downloaded one. Returns ``folder``."""
+    import transformers as t
+
+    if family not in BUILDERS:
+        raise ConfigError(f"--family: {family!r} is not one of {', '.join(BUILDERS)}")
+    if size not in SIZES:
+        raise ConfigError(f"--size: {size!r} is not one of {', '.join(SIZES)}")
+    if not captions:
+        raise ConfigError("no captions to train the tokenizer on")
+    torch.manual_seed(seed)
+    built: Built = BUILDERS[family](Words(captions, tokenizer, vocab_size), SIZES[size])
+    folder = Path(folder)
+    with no_bars(t):
+        built.model.save_pretrained(folder)
+    built.processor.save_pretrained(folder)
+    return folder

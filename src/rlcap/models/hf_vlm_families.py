@@ -1,0 +1,236 @@
+"""One builder per vision-language family for rlcap.models.hf_vlm_build: a processor (the family's image
+processor, a tokenizer trained on the captions with the family's special tokens and chat template) and a model of
+the family's transformers class from a small config, sized by ``Size``. The processor is made first: some families'
+processors add tokens (PaliGemma's location and segmentation tokens), and the model's vocabulary covers them all.
+The pictures' pixel classes are the PIL ones (``...ImageProcessorPil``): what transformers loads without
+torchvision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from rlcap.models.hf_vlm_tokenizer import IDEFICS3_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer
+
+
+class Size(NamedTuple):
+    """Widths, depths and heads of the vision tower and the language model; the pictures' side in pixels."""
+
+    vision: int
+    vision_layers: int
+    vision_heads: int
+    text: int
+    text_layers: int
+    text_heads: int
+    px: int
+
+
+class Built(NamedTuple):
+    model: Any  # a transformers PreTrainedModel
+    processor: Any  # its ProcessorMixin
+
+
+def _text(size: Size, vocab: int, tokenizer: Any, **extra: Any) -> dict[str, Any]:
+    """A decoder-only language model's config: ``size``'s text widths, the tokenizer's special ids."""
+    return dict(vocab_size=vocab, hidden_size=size.text, intermediate_size=4 * size.text,
+                num_hidden_layers=size.text_layers, num_attention_heads=size.text_heads,
+                num_key_value_heads=size.text_heads, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+                bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **extra)
+
+
+def _ends(model: Any, tokenizer: Any) -> Any:
+    """``model`` whose generation config ends on the tokenizer's end token and pads with its pad token."""
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    return model
+
+
+def _mrope(size: Size) -> dict[str, Any]:
+    """Qwen2-VL's multimodal rotary positions: a head's rotary half split 1/4 time, 3/8 height, 3/8 width, as the
+    released models split 64 as [16, 24, 24]."""
+    half = size.text // size.text_heads // 2
+    return {"rope_type": "default", "rope_theta": 1_000_000.0,
+            "mrope_section": [half // 4, 3 * half // 8, half - half // 4 - 3 * half // 8]}
+
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                 "<|image_pad|>", "<|video_pad|>", "[UNK]"]
+
+
+class ProcessorFiles(NamedTuple):
+    """A processor saved as the files its ``save_pretrained`` writes (tokenizer, chat_template.jinja,
+    processor_config.json with its image and video processors), for the processors transformers cannot construct
+    without torchvision (Qwen2-VL's and Qwen2.5-VL's hold a video processor, which needs it): the folder loads
+    with ``AutoProcessor`` wherever torchvision is installed, and its tokenizer, chat template and image processor
+    load without it (``AutoTokenizer``, ``AutoImageProcessor``)."""
+
+    tokenizer: Any
+    image_processor: Any
+    config: dict[str, Any]  # processor_config.json less the image processor: video_processor, processor_class
+    chat_template: str
+
+    def save_pretrained(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.tokenizer.save_pretrained(folder)
+        (folder / "chat_template.jinja").write_text(self.chat_template)
+        config = {"image_processor": self.image_processor.to_dict(), **self.config}
+        (folder / "processor_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _qwen_processor(words: Words, size: Size, processor_class: str) -> ProcessorFiles:
+    """Qwen2-VL's processor: dynamic resolution (a picture's side rounded to the 2 x 2 merger's
+    ``2 * patch`` and its area kept between ``(2 * patch)**2`` and ``px**2``), its video processor the same."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, QWEN_SPECIALS, chat_template=QWEN_TEMPLATE, pad_token="<|endoftext|>",
+                        eos_token="<|im_end|>", unk_token="[UNK]",
+                        named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"})
+    patch = 4 if size.px <= 32 else 8  # 8 x 8 patches, 4 x 4 tokens after the 2 x 2 merger
+    grid = dict(patch_size=patch, merge_size=2, temporal_patch_size=2)
+    area = {"shortest_edge": (2 * patch) ** 2, "longest_edge": size.px ** 2}
+    pixels = t.Qwen2VLImageProcessorPil(size=area, **grid)
+    video = {"video_processor_type": "Qwen2VLVideoProcessor", "size": area, "image_mean": pixels.image_mean,
+             "image_std": pixels.image_std, **grid}
+    return ProcessorFiles(tok, pixels, {"video_processor": video, "processor_class": processor_class},
+                          QWEN_TEMPLATE)
+
+
+def _qwen_ids(tok: Any) -> dict[str, int]:
+    return dict(zip(("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"),
+                    tok.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>", "<|vision_start|>",
+                                               "<|vision_end|>"])))
+
+
+def qwen2_vl(words: Words, size: Size) -> Built:
+    """Qwen2-VL: a ViT of 2-frame 3-D patches, a 2 x 2 patch merger into a Qwen2 language model."""
+    import transformers as t
+
+    processor = _qwen_processor(words, size, "Qwen2VLProcessor")
+    tok, patch = processor.tokenizer, processor.image_processor.patch_size
+    vision = dict(depth=size.vision_layers, embed_dim=size.vision, hidden_size=size.text, num_heads=size.vision_heads,
+                  mlp_ratio=4, patch_size=patch, spatial_merge_size=2, temporal_patch_size=2)
+    config = t.Qwen2VLConfig(text_config=_text(size, len(tok), tok, rope_parameters=_mrope(size)),
+                             vision_config=vision, **_qwen_ids(tok))
+    return Built(_ends(t.Qwen2VLForConditionalGeneration(config), tok), processor)
+
+
+def qwen2_5_vl(words: Words, size: Size) -> Built:
+    """Qwen2.5-VL: Qwen2-VL with windowed attention in the vision tower (full attention in its last layer)."""
+    import transformers as t
+
+    processor = _qwen_processor(words, size, "Qwen2_5_VLProcessor")
+    tok, patch = processor.tokenizer, processor.image_processor.patch_size
+    vision = dict(depth=size.vision_layers, hidden_size=size.vision, intermediate_size=4 * size.vision,
+                  num_heads=size.vision_heads, out_hidden_size=size.text, patch_size=patch, spatial_merge_size=2,
+                  temporal_patch_size=2, window_size=4 * patch, fullatt_block_indexes=[size.vision_layers - 1])
+    config = t.Qwen2_5_VLConfig(text_config=_text(size, len(tok), tok, rope_parameters=_mrope(size)),
+                                vision_config=vision, **_qwen_ids(tok))
+    return Built(_ends(t.Qwen2_5_VLForConditionalGeneration(config), tok), processor)
+
+
+def smolvlm(words: Words, size: Size) -> Built:
+    """SmolVLM as HuggingFaceTB/SmolVLM-256M-Instruct is: Idefics3 (a SigLIP tower, pixel shuffle, a Llama),
+    with the Idefics3 processor. ``tiny`` splits a picture into tiles of ``px`` plus the whole (its
+    <row_i_col_j> and <global-img> tokens); ``small`` reads the whole picture only."""
+    import transformers as t
+
+    grid = [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
+    specials = ["<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>",
+                "<global-img>", *grid, "[UNK]"]
+    tok = vlm_tokenizer(words, specials, chat_template=IDEFICS3_TEMPLATE, pad_token="<|endoftext|>",
+                        bos_token="<|im_start|>", eos_token="<end_of_utterance>", unk_token="[UNK]",
+                        named={"image_token": "<image>", "fake_image_token": "<fake_token_around_image>",
+                               "end_of_utterance_token": "<end_of_utterance>"})
+    patch, scale = size.px // 4, 2  # 4 x 4 patches, 2 x 2 tokens per tile after the pixel shuffle
+    tiles = size.px <= 32
+    pixels = t.Idefics3ImageProcessorPil(do_image_splitting=tiles, size={"longest_edge": 2 * size.px if tiles
+                                         else size.px}, max_image_size={"longest_edge": size.px})
+    processor = t.Idefics3Processor(image_processor=pixels, tokenizer=tok, image_seq_len=(size.px // patch) ** 2
+                                    // scale ** 2, chat_template=IDEFICS3_TEMPLATE)
+    vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
+                  num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
+    config = t.Idefics3Config(vision_config=vision, text_config=_text(size, len(tok), tok), scale_factor=scale,
+                              image_token_id=tok.convert_tokens_to_ids("<image>"))
+    return Built(_ends(t.Idefics3ForConditionalGeneration(config), tok), processor)
+
+
+def paligemma(words: Words, size: Size) -> Built:
+    """PaliGemma: a SigLIP tower, a linear projector, a Gemma that attends both ways over picture and prompt
+    (its prefix) and causally over the caption. No chat template: the prompt is the task, "caption en"."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"], pad_token="<pad>",
+                        eos_token="<eos>", bos_token="<bos>", unk_token="<unk>", named={"image_token": "<image>"})
+    patch = size.px // 4
+    pixels = t.SiglipImageProcessorPil(size={"height": size.px, "width": size.px})
+    pixels.image_seq_length = (size.px // patch) ** 2
+    processor = t.PaliGemmaProcessor(image_processor=pixels, tokenizer=tok)
+    tok = processor.tokenizer  # (with the location and segmentation tokens the processor adds)
+    vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
+                  num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
+    text = _text(size, len(tok), tok, head_dim=size.text // size.text_heads)
+    config = t.PaliGemmaConfig(vision_config=vision, text_config=text, image_token_index=tok.image_token_id,
+                               projection_dim=size.text, hidden_size=size.text, vocab_size=len(tok))
+    return Built(_ends(t.PaliGemmaForConditionalGeneration(config), tok), processor)
+
+
+def llava(words: Words, size: Size) -> Built:
+    """LLaVA-1.5: a CLIP tower read at its second-to-last layer without its class token, a 2-layer MLP
+    projector, a Llama."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, ["<unk>", "<s>", "</s>", "<pad>", "<image>"], chat_template=LLAVA_TEMPLATE,
+                        pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                        named={"image_token": "<image>"})
+    patch = size.px // 4
+    pixels = t.CLIPImageProcessorPil(size={"shortest_edge": size.px}, crop_size={"height": size.px, "width": size.px})
+    processor = t.LlavaProcessor(image_processor=pixels, tokenizer=tok, patch_size=patch,
+                                 vision_feature_select_strategy="default", chat_template=LLAVA_TEMPLATE,
+                                 num_additional_image_tokens=1)
+    vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers + 1,
+                  num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch,
+                  projection_dim=size.vision)
+    config = t.LlavaConfig(vision_config=t.CLIPVisionConfig(**vision), text_config=t.LlamaConfig(**_text(size, len(tok),
+                           tok)), image_token_index=tok.image_token_id, image_seq_length=(size.px // patch) ** 2,
+                           vision_feature_select_strategy="default", vision_feature_layer=-2)
+    return Built(_ends(t.LlavaForConditionalGeneration(config), tok), processor)
+
+
+def florence2(words: Words, size: Size) -> Built:
+    """Florence-2: a DaViT tower (two stages at tiny, four at small) whose tokens and the task prompt's go into a
+    BART encoder; the caption comes from its decoder. The processor turns the task token ``<CAPTION>`` into
+    "What does the image describe?"."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, ["<s>", "<pad>", "</s>", "<unk>", "<image>"], pad_token="<pad>", bos_token="<s>",
+                        eos_token="</s>", unk_token="<unk>", named={"image_token": "<image>"})
+    stages = 2 if size.px <= 32 else 4
+    widths = [size.vision // 2 ** (stages - 1 - i) for i in range(stages)]
+    heads = [max(1, size.vision_heads // 2 ** (stages - 1 - i)) for i in range(stages)]
+    grid = size.px // (4 * 2 ** (stages - 1))
+    vision = dict(depths=[1] * stages, embed_dim=widths, num_heads=heads, num_groups=heads,
+                  patch_size=[7, 3, 3, 3][:stages], patch_stride=[4, 2, 2, 2][:stages],
+                  patch_padding=[3, 1, 1, 1][:stages], patch_prenorm=[False, True, True, True][:stages],
+                  window_size=grid, projection_dim=size.text, drop_path_rate=0.0)
+    pixels = t.CLIPImageProcessorPil(size={"height": size.px, "width": size.px}, do_center_crop=False)
+    pixels.image_seq_length = grid * grid + 1  # the grid's tokens and their mean (the projector's)
+    processor = t.Florence2Processor(image_processor=pixels, tokenizer=tok)
+    text = t.BartConfig(vocab_size=len(tok), d_model=size.text, encoder_layers=size.text_layers,
+                        decoder_layers=size.text_layers, encoder_attention_heads=size.text_heads,
+                        decoder_attention_heads=size.text_heads, encoder_ffn_dim=4 * size.text,
+                        decoder_ffn_dim=4 * size.text, max_position_embeddings=512, pad_token_id=tok.pad_token_id,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                        decoder_start_token_id=tok.eos_token_id, forced_bos_token_id=tok.bos_token_id)
+    config = t.Florence2Config(vision_config=vision, text_config=text, image_token_id=tok.image_token_id)
+    model = _ends(t.Florence2ForConditionalGeneration(config), tok)
+    model.generation_config.decoder_start_token_id = tok.eos_token_id  # BART's: </s> starts, <s> is forced next
+    model.generation_config.forced_bos_token_id = tok.bos_token_id
+    return Built(model, processor)
+
+
+BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
+    "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
+    "florence2": florence2,
+}

@@ -1,0 +1,103 @@
+"""The parts of a vision-language model an rlcap policy trains, found from what the model declares: its
+language model is what its ``get_encoder()``, ``get_decoder()``, input and output embeddings hold; everything
+else (the vision tower, the projector) is the picture's side, frozen, its output read from a feature store.
+``model.train``: ``all`` (the language model), ``decoder`` (the language model's layer stacks) or ``lora``
+(LoRA adapters on those stacks' linear maps, through peft). And a model's weights each once (tied weights
+under their first name), as a safetensors checkpoint holds them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlcap.errors import ConfigError
+from rlcap.models.hf_captioner import _import_peft, _layer_stack
+
+TRAIN_MODES = ("all", "decoder", "lora")
+
+
+def language_modules(model: nn.Module) -> list[nn.Module]:
+    """The modules of ``model``'s language model: its encoder (an encoder-decoder's), decoder and embeddings."""
+    parts = [model.get_decoder(), model.get_input_embeddings(), model.get_output_embeddings()]
+    if model.config.is_encoder_decoder:
+        parts.append(model.get_encoder())
+    return [part for part in parts if part is not None]
+
+
+def language_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters of ``model``'s language model, each once."""
+    seen: dict[int, nn.Parameter] = {}
+    for part in language_modules(model):
+        for param in part.parameters():
+            seen.setdefault(id(param), param)
+    return list(seen.values())
+
+
+def layer_stacks(model: nn.Module) -> list[nn.Module]:
+    """The language model's stacks of blocks: its decoder's, and its encoder's for an encoder-decoder."""
+    parts = [model.get_encoder()] if model.config.is_encoder_decoder else []
+    return [_layer_stack(part) for part in [*parts, model.get_decoder()]]
+
+
+def set_training(model: nn.Module, train: str, rank: int, alpha: float) -> None:
+    """Freeze all of ``model`` but what ``train`` names (module docstring); ``lora``: adapters of rank ``rank``,
+    scale ``alpha / rank``, no dropout, on every linear map of the layer stacks."""
+    if train not in TRAIN_MODES:
+        raise ConfigError(f"model.train: {train!r} is not one of {', '.join(TRAIN_MODES)}")
+    model.requires_grad_(False)
+    if train == "all":
+        for param in language_parameters(model):
+            param.requires_grad_(True)
+        return
+    stacks = layer_stacks(model)
+    if train == "decoder":
+        for stack in stacks:
+            stack.requires_grad_(True)
+        return
+    peft = _import_peft()
+    names = {id(m): n for n, m in model.named_modules()}
+    maps = [names[id(m)] for stack in stacks for m in stack.modules() if isinstance(m, nn.Linear)]
+    peft.inject_adapter_in_model(peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=maps),
+                                 model)
+    for name, param in model.named_parameters():
+        param.requires_grad_(".lora_" in name)
+        if ".lora_" in name:  # adapters (and so their optimizer state) in fp32 over bf16 weights: peft casts the
+            param.data = param.data.float()  # layer's input to the adapters' dtype and the sum back
+
+
+def merged_lora_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s weights with each LoRA adapter added into the weight it adapts, under transformers' names."""
+    from peft.tuners.lora import LoraLayer
+
+    state = dict(model.state_dict())
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            key = f"{name}.base_layer.weight"
+            state[key] = state[key] + module.get_delta_weight("default").to(state[key].dtype)
+    return {k.replace(".base_layer.", "."): v for k, v in state.items() if ".lora_" not in k}
+
+
+def unique_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with each tensor once: a tied weight (an output layer that is the input embedding) under its
+    first name."""
+    seen: set[tuple[int, int]] = set()
+    out = {}
+    for key, tensor in state.items():
+        where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        if where not in seen or not tensor.numel():
+            out[key] = tensor
+        seen.add(where)
+    return out
+
+
+def with_twins(own: dict[str, torch.Tensor], state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` (saved by :func:`unique_state`) with a tied weight's other names taking the saved one's value."""
+    full = dict(state)
+    for key, tensor in own.items():
+        if key not in full:
+            twin = next((k for k, t in own.items() if k in state and t.data_ptr() == tensor.data_ptr()), None)
+            if twin is not None:
+                full[key] = state[twin]
+    return full

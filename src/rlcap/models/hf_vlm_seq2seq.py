@@ -1,0 +1,277 @@
+"""An encoder-decoder vision-language model from a local folder as an rlcap policy: Florence-2, whose language
+model is a BART encoder-decoder prompted by a task token.
+
+What the model declares decides what is read, as its own ``forward`` does:
+
+* **the prompt** (``prompt``, default the processor's captioning task token ``<CAPTION>``, which Florence-2's
+  processor turns into "What does the image describe?"): put through the folder's processor once, with a blank
+  picture, which gives the token ids the language encoder reads, the image token (``config.image_token_id``)
+  repeated where the picture's tokens go. The prompt is context: it goes into the encoder, never into the
+  caption, the loss or ``data.max_len``.
+* **the picture's tokens**: the store's ``att`` (B, h*w, C) are the cells of the vision tower's map, what
+  ``rlcap features --encoder hf:DIR`` writes for the folder (rlcap.encoders.hf). :meth:`encode` gives them to
+  the model's own ``get_image_features`` in the tower's place (:class:`StoredMap`): its frozen projector adds
+  their positions and their mean and projects them to the language model's width (h*w + 1 tokens), and they go
+  where the prompt's image tokens are in its embeddings (the model's ``masked_scatter``); then the language
+  encoder runs. The memory is that encoder's states, once per image, which every sample's decoder attends to.
+* **the caption** comes from the decoder, started as ``generate()`` starts it: ``decoder_start_token_id``,
+  then the generation config's ``forced_bos_token_id`` where it forces one (BART's ``</s> <s>``); both are
+  the decoder's prefix, read at the first step, never words of the caption.
+
+The vision tower is taken out of the model and kept aside, frozen (the store holds its output; the export
+writes it back); the projector stays, frozen. Sampling runs without autograd and is scored in one teacher-forced pass
+(:mod:`rlcap.models.hf_scoring`); the words' ids are the tokenizer's (:class:`rlcap.data.hf_text.TokenIds`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from rlcap.data.feats import Feats
+from rlcap.data.hf_text import captioner_config, tokenizer_ids
+from rlcap.encoders.hf import HF_PREFIX, tower_digest
+from rlcap.errors import ConfigError, DataError, RlcapError
+from rlcap.models.base import Tensors
+from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf_export import generation_settings
+from rlcap.models.hf_scoring import eval_mode, first_step_once, image_and_rows, score_samples
+from rlcap.models.hf_vlm import DTYPES
+from rlcap.models.hf_vlm_parts import merged_lora_state, set_training, unique_state, with_twins
+from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
+                                       under_adapters)
+from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
+
+CAPTION_TASK = "<CAPTION>"  # Florence-2's captioning task token (its processor's task_prompts_without_inputs)
+
+
+@runtime_checkable
+class DeclaresTasks(Protocol):
+    """A processor that turns task tokens into prompts (Florence-2's)."""
+
+    task_prompts_without_inputs: Mapping[str, str]
+
+
+def is_seq2seq_vlm(folder: str | Path) -> bool:
+    """Whether ``folder`` holds an encoder-decoder whose config declares an image token: its language encoder
+    reads the picture's tokens inside a text prompt (Florence-2), unlike a captioner whose decoder attends to
+    the tower alone (VisionEncoderDecoder, BLIP)."""
+    config, _ = captioner_config(folder)
+    return bool(config.is_encoder_decoder) and "image_token_id" in config.to_dict()
+
+
+def default_prompt(processor: Any, folder: Path) -> str:
+    """The captioning task token the processor declares (:data:`CAPTION_TASK`), else a one-line refusal."""
+    if isinstance(processor, DeclaresTasks) and CAPTION_TASK in processor.task_prompts_without_inputs:
+        return CAPTION_TASK
+    raise RlcapError(f"{folder}: its processor declares no {CAPTION_TASK} task: set model.prompt to the text the "
+                     "model is prompted with")
+
+
+class StoredMap(nn.Module):
+    """Stands where the model's vision tower was: its "pixel_values" are the tower's stored map (B, C, h, w),
+    returned as the tower's last hidden state, for the model's own projector."""
+
+    def forward(self, pixel_values: torch.Tensor, **_: Any) -> Any:
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        return BaseModelOutputWithPooling(last_hidden_state=pixel_values)
+
+
+def _swap(model: nn.Module, tower: nn.Module, stand_in: nn.Module) -> tuple[nn.Module, str, list[nn.Module]]:
+    """Put ``stand_in`` where ``tower`` is in ``model``: (the module holding it, its name there, [the tower],
+    frozen and kept aside: a list, not a submodule, so that the policy's weights leave it out)."""
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if child is tower:
+                setattr(parent, name, stand_in)
+                return parent, name, [tower.requires_grad_(False)]
+    raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
+
+
+class Seq2SeqVLMCaptioner(nn.Module):
+    """The Captioner interface (:mod:`rlcap.models.base`) over an encoder-decoder VLM read from ``folder``."""
+
+    scores_samples = True  # sampled without autograd, then scored in one pass (rlcap.models.base.ScoresSamples)
+
+    def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
+                 train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0, prompt: str = "",
+                 dtype: str = "float32", gradient_checkpointing: bool = False):
+        """``prompt``: the task the model is prompted with (empty: :func:`default_prompt`); ``dtype``: the weights
+        as loaded, float32 or bfloat16 (LoRA adapters in float32 either way); ``gradient_checkpointing``: the
+        language model's layers recomputed in the backward pass."""
+        super().__init__()
+        if dtype not in DTYPES:
+            raise ConfigError(f"model.dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+        transformers = import_transformers()
+        self.folder = Path(folder).expanduser().resolve()
+        _, cls = captioner_config(self.folder)
+        with no_bars(transformers):  # (in the folder's dtype: the tower kept aside stays the store's, below)
+            self.model = load_weights_of(cls, self.folder)
+            processor = transformers.AutoProcessor.from_pretrained(self.folder, local_files_only=True)
+        self.prompt = prompt or default_prompt(processor, self.folder)
+        from PIL import Image
+
+        inputs = processor(images=[Image.new("RGB", (32, 32))], text=[self.prompt], return_tensors="pt")
+        self.register_buffer("prompt_ids", inputs["input_ids"], persistent=False)  # (1, L)
+        tower = self.model.get_encoder(modality="image")
+        with torch.no_grad():  # the tower's map (1, C, h, w): what the store holds, as h*w cells of C
+            self.grid = tuple(tower(inputs["pixel_values"]).last_hidden_state.shape[1:])
+        self._tower_place = _swap(self.model, tower, StoredMap())
+        self._tower_digest: str | None = None  # (computed when a store is checked)
+        self.model.to(DTYPES[dtype])  # the language model and projector; the tower as loaded, what the store holds
+        text = self.model.config.get_text_config()
+        _, self.ids = tokenizer_ids(self.folder, self.model.config, int(text.vocab_size))
+        self.vocab_size = self.ids.size
+        forced = self.model.generation_config.forced_bos_token_id
+        self.prefix = [self.ids.start] + ([int(forced)] if forced is not None else [])  # hf ids the decoder starts on
+        if att_dim is not None and att_dim != self.grid[0]:
+            raise RlcapError(f"model.path={self.folder} reads {self.grid[0]}-d cells of its image tower's map, but "
+                             f"the feature store holds {att_dim}-d regions: extract them with `rlcap features "
+                             f"--encoder hf:{self.folder}`")
+        if vocab_size is not None and vocab_size != self.vocab_size:
+            raise RlcapError(f"model.path={self.folder} writes {self.vocab_size} tokens, but the run's vocabulary has "
+                             f"{vocab_size}: an hf run reads text through the model's own tokenizer")
+        self.train_mode = train
+        set_training(self.model, train, lora_rank, lora_alpha)
+        if gradient_checkpointing:
+            self.model.activation_checkpointing_enable()
+        with torch.no_grad():  # how many tensors the decoder's self-attention cache holds (keys, values a layer)
+            states = torch.zeros(1, 1, int(text.hidden_size), dtype=self.model.dtype)  # cpu: as the model is loaded
+            probe = self.read(states, (), torch.tensor([self.prefix]))  # cpu: as the model is loaded
+        self.n_self = len(flatten_cache(output_cache(probe))[0])
+        self.train()
+
+    def encode(self, feats: Feats) -> Tensors:
+        """The language encoder's states (B, L, D) over the prompt with the picture's tokens in it: the stored
+        cells of the tower's map (B, h*w, C) through the model's own ``get_image_features`` (its frozen projector,
+        the tower's place holding the map) into the prompt's image tokens."""
+        cells = feats.att  # (B, h*w, C)
+        channels, high, wide = self.grid
+        if cells.shape[1:] != (high * wide, channels):
+            raise RlcapError(f"model.path={self.folder} reads {high * wide} cells of {channels} a picture, the store "
+                             f"holds {cells.shape[1]} of {cells.shape[2]}: extract them with `rlcap features "
+                             f"--encoder hf:{self.folder}`")
+        grid = cells.transpose(1, 2).reshape(cells.shape[0], channels, high, wide).to(self.model.dtype)  # (B,C,h,w)
+        image = self.model.get_image_features(pixel_values=grid).pooler_output  # (B, N, D)
+        ids = self.prompt_ids.expand(cells.shape[0], -1)  # (B, L)
+        embeds = self.model.get_input_embeddings()(ids)  # (B, L, D)
+        mask = (ids == self.model.config.image_token_id)[..., None].expand_as(embeds)
+        embeds = embeds.masked_scatter(mask, image.to(embeds.dtype))
+        return (self.model.get_encoder()(inputs_embeds=embeds).last_hidden_state,)
+
+    def read(self, states: torch.Tensor, state: Tensors, tokens: torch.Tensor, last_only: bool = False) -> Any:
+        """The model's output over ``tokens`` (hf ids, (B, t)) after the text its ``state`` holds, attending to the
+        encoder's ``states`` (B, L, D)."""
+        from transformers.modeling_outputs import BaseModelOutput
+
+        cache = rebuild_cache(state[1:1 + self.n_self], state[1 + self.n_self:]) if state else None
+        return self.model(encoder_outputs=BaseModelOutput(last_hidden_state=states), decoder_input_ids=tokens,
+                          cache=cache, use_cache=True, output_hidden_states=True, logits_to_keep=1 if last_only else 0)
+
+    def check_store(self, records: Mapping[str, Any], store: str) -> None:
+        """Refuse features of another tower than this model's (:class:`~rlcap.models.base.ReadsOwnTower`): the
+        store's ``encoder`` must be this model's class and its ``tower_weights`` this tower's."""
+        own = f"{HF_PREFIX}{type(self.model).__name__}"
+        encoder, weights = records.get("encoder"), records.get("tower_weights")
+        if self._tower_digest is None:
+            self._tower_digest = tower_digest(self._tower_place[2][0])
+        if encoder != own or weights != self._tower_digest:
+            raise DataError(f"{store} holds features of {encoder} (tower weights {weights or 'not recorded'}), but "
+                            f"model.path={self.folder} reads the cells of its own tower, {own} (tower weights "
+                            f"{self._tower_digest}): extract them with `rlcap features --encoder hf:{self.folder}`")
+
+    def init_state(self, memory: Tensors) -> Tensors:
+        return ()  # no cache yet: the first step reads the decoder's prefix
+
+    def step(self, memory: Tensors, state: Tensors, tokens: torch.Tensor) -> tuple[torch.Tensor, Tensors]:
+        """``tokens`` (B,) rlcap ids -> rlcap log-probabilities (B, V) and the state (hidden, cache tensors); the
+        first step reads the decoder's prefix in place of BOS."""
+        if not state and len(memory) == 2:  # the first step of rows expanded n an image: once per image
+            return first_step_once(self, memory, tokens)
+        hf = torch.tensor([self.prefix], device=tokens.device).expand(tokens.shape[0], -1) if not state \
+            else self.ids.hf_ids(tokens)[:, None]
+        out = self.read(memory[-1], state, hf, last_only=True)
+        self_kv, cross_kv = flatten_cache(output_cache(out))
+        logprobs = torch.log_softmax(self.ids.rlcap_logits(out.logits[:, -1].float()), dim=-1)
+        return logprobs, (last_hidden(out)[:, -1], *self_kv, *(cross_kv or ()))
+
+    def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
+        """Teacher forcing: ``tokens`` (B*S, T) rlcap ids from BOS -> logits (B*S, T, V) in rlcap's order."""
+        (states,) = self.encode(feats)
+        states = states.repeat_interleave(seq_per_img, dim=0) if seq_per_img > 1 else states
+        prefix = torch.tensor([self.prefix], device=tokens.device).expand(tokens.shape[0], -1)
+        out = self.read(states, (), torch.cat([prefix, self.ids.hf_ids(tokens[:, 1:])], 1))
+        return self.ids.rlcap_logits(out.logits[:, len(self.prefix) - 1:].float())
+
+    def hidden(self, state: Tensors) -> torch.Tensor:
+        return state[0]
+
+    def dropout_off(self) -> AbstractContextManager[None]:
+        return eval_mode(self)
+
+    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
+        return image_and_rows(memory, n)
+
+    def score_samples(self, memory: Tensors, inputs: torch.Tensor,
+                      return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return score_samples(self, memory, inputs, return_hidden)
+
+    def text_positions(self) -> int | None:
+        """The decoder's position table, less the prefix's positions beyond BOS's."""
+        return int(self.model.config.get_text_config().max_position_embeddings) - (len(self.prefix) - 1)
+
+    @property
+    def trains_adapters(self) -> bool:
+        return self.train_mode == "lora"
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+        """The weights, each once (:func:`~rlcap.models.hf_vlm_parts.unique_state`: safetensors holds no twins)."""
+        return unique_state(super().state_dict(*args, **kwargs))
+
+    def adapt_weights(self, state: dict[str, torch.Tensor],
+                      saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+        """Saved weights in this policy's names (rlcap.models.lora_weights), as HFCaptioner's: a LoRA checkpoint's
+        as they are into LoRA adapters of the same rank and scale, else merged first; plain weights under the
+        layers a LoRA policy adapts (its adapters new: B = 0, the same function)."""
+        own = self.state_dict()
+        if holds_adapters(state):
+            if same_adapters(state, own, module_scale(self.model), saved):
+                return state
+            state = merged(state, saved_scale(state, saved), lambda name: False)  # (nn.Linear: out x in)
+        return under_adapters(state, own) if holds_adapters(own) else state
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        state = self.adapt_weights(dict(state))
+        return super().load_state_dict(with_twins(super().state_dict(), state), strict=strict, assign=assign)
+
+    def export_pretrained(self, folder: str | Path, decode: Mapping[str, Any] | None = None,
+                          previous: Path | None = None) -> None:
+        """The policy as a transformers folder (config, weights with the frozen tower, generation config with the
+        run's ``decode`` settings, processor), which ``from_pretrained`` loads and whose ``generate()`` from pixels
+        and the prompt decodes as rlcap does (``previous`` is not read: the folder is written whole)."""
+        transformers = import_transformers()
+        parent, name, (tower,) = self._tower_place
+        prefix = next(path for path, module in self.model.named_modules() if module is parent)
+        state = merged_lora_state(self.model) if self.train_mode == "lora" else dict(self.model.state_dict())
+        state.update({f"{prefix}.{name}.{k}".lstrip("."): v for k, v in tower.state_dict().items()})
+        with torch.device("meta"):  # (no random initialisation: no time, no memory, the global RNG untouched)
+            model = type(self.model)(self.model.config)
+        model.load_state_dict(state, assign=True)
+        model.generation_config = copy.deepcopy(self.model.generation_config)
+        model.generation_config.suppress_tokens = sorted({self.ids.pad} - {self.ids.end, None}) or None
+        model.generation_config.forced_eos_token_id = None  # (BART's: the last word EOS; rlcap's stops at max_len)
+        settings = generation_settings(decode or {})
+        if "max_new_tokens" in settings:  # (the forced <s> is a new token to generate(), not a step to rlcap)
+            settings["max_new_tokens"] += len(self.prefix) - 1
+        for key, value in settings.items():
+            setattr(model.generation_config, key, value)
+        with no_bars(transformers):
+            model.save_pretrained(folder)
+            transformers.AutoProcessor.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)

@@ -1,0 +1,75 @@
+"""Tokenizers for the vision-language models built offline (rlcap.models.hf_vlm_build): WordPiece subwords trained
+in seconds on the captions and the words of the family's prompts, the family's special tokens (image token,
+turn markers, task tokens) first in the vocabulary, and the family's chat template where it has one; and those
+chat templates, shortened from the ones the families' instruct checkpoints ship (same turn markers, same image
+placement)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from rlcap.errors import ConfigError
+
+# Qwen2-VL-Instruct's template: a default system turn, the picture as <|vision_start|><|image_pad|><|vision_end|>.
+QWEN_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# SmolVLM-Instruct's (Idefics3): "User:<image>text<end_of_utterance>\nAssistant:".
+IDEFICS3_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}"
+    "{% if message['content'][0]['type'] == 'image' %}{{ ':' }}{% else %}{{ ': ' }}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{ line['text'] }}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+# llava-hf/llava-1.5's: "USER: <image>\ntext ASSISTANT:".
+LLAVA_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}USER: {% else %}ASSISTANT: {% endif %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'text' %}{{ item['text'] }}"
+    "{% elif item['type'] == 'image' %}<image>\n{% endif %}{% endfor %}"
+    "{% if message['role'] == 'user' %} {% else %}{{ eos_token }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+# PaliGemma has no chat template: its processor puts <image>s and <bos> before the prompt ("caption en").
+PROMPT_WORDS = "you are a helpful assistant user system describe this image briefly in one sentence caption en " \
+               "what does the : . , ?"
+
+
+class Words(NamedTuple):
+    """What a tokenizer learns: the captions, ``kind`` ``wordpiece`` (subwords, at most ``vocab_size``) or
+    ``word`` (whole words)."""
+
+    captions: list[str]
+    kind: str = "wordpiece"
+    vocab_size: int = 4096
+
+
+def vlm_tokenizer(words: Words, specials: list[str], *, chat_template: str | None = None,
+                  named: dict[str, str] | None = None, **roles: str) -> Any:
+    """A fast tokenizer trained on ``words`` (and the prompts' words), lower-cased, ``specials`` at ids 0.. in
+    order, ``roles`` (pad_token=..., eos_token=..., unk_token=...) and ``named`` special tokens (image_token=...:
+    the attributes the family's processor reads) among them."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if words.kind == "word":
+        tok = Tokenizer(models.WordLevel(unk_token=roles["unk_token"]))
+        trainer = trainers.WordLevelTrainer(special_tokens=specials)
+    elif words.kind == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token=roles["unk_token"]))
+        trainer = trainers.WordPieceTrainer(vocab_size=words.vocab_size, special_tokens=specials)
+    else:
+        raise ConfigError(f"tokenizer: {words.kind!r} is not one of word, wordpiece")
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins a word's pieces, words with spaces
+    tok.train_from_iterator([*words.captions, PROMPT_WORDS], trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, extra_special_tokens=named or {}, **roles)
+    if chat_template is not None:
+        fast.chat_template = chat_template
+    return fast

@@ -1,0 +1,235 @@
+"""Instruction vision-language models as rlcap policies (rlcap.models.hf_vlm), each built tiny with random weights
+(rlcap.models.hf_vlm_build): rlcap's teacher-forced log-probabilities of a caption are the model's own forward from
+the pixels and the prompt, greedy and beam-3 decoding are its own ``generate()`` with the same prompt, the sampled
+and scored passes agree, LoRA, bf16 and gradient checkpointing, and the stores a policy refuses. Through the CLI:
+tests/models/test_hf_vlm_cli.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma")
+CAPTIONS = ["a red circle on the left", "a big blue square", "a small green triangle", "the red square ."]
+SIZES = ((16, 48), (40, 16), (32, 32))  # (height, width): a Qwen2-VL grid and an Idefics3 tiling each
+
+
+def _pictures():
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in SIZES]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """family -> (folder, policy in eval mode, its reference model, the pictures, their Feats)."""
+    from rlcap.data.feats import Feats
+    from rlcap.encoders.hf_vlm import load_vlm_encoder
+    from rlcap.models.hf_vlm import HFVLMCaptioner
+    from rlcap.models.hf_vlm_build import build_vlm
+
+    root, out = tmp_path_factory.mktemp("vlm"), {}
+    pictures = _pictures()
+    for family in FAMILIES:
+        folder = build_vlm(family, root / family, CAPTIONS)
+        encoder = load_vlm_encoder(folder)
+        fc, att, counts = encoder.features_with_counts(torch.from_numpy(encoder.prepare(pictures)))
+        feats = Feats(fc, att, torch.arange(att.shape[1])[None] < counts[:, None])
+        reference = transformers.AutoModelForImageTextToText.from_pretrained(folder).eval()
+        out[family] = (folder, HFVLMCaptioner(folder).eval(), reference, pictures, feats)
+    return out
+
+
+def _captions(policy):
+    from rlcap.models.hf_vlm import vlm_codec
+
+    vocab = vlm_codec(policy.folder)
+    rows = [[1, *vocab.encode(c.split()), 2] for c in ("a red circle", "a big blue square on the", "small green")]
+    width = max(map(len, rows))
+    return torch.tensor([r + [0] * (width - len(r)) for r in rows])  # (3, T) from BOS, PAD after EOS
+
+
+def _their_inputs(policy, picture):
+    inputs = policy.processor(text=[policy.prompt], images=[[picture]], return_tensors="pt")
+    return {k: v for k, v in inputs.items() if k != "labels"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_teacher_forced_logprobs_are_the_models_own_forward(built, family):
+    """Stored image tokens and the processor's prompt for a blank picture of the stored size give the log-
+    probabilities of the model's own forward from the picture's pixels and the prompt (1e-4), for pictures of three
+    sizes in one padded batch (Qwen2-VL: three grids; SmolVLM: tilings)."""
+    _, policy, reference, pictures, feats = built[family]
+    tokens = _captions(policy)
+    with torch.no_grad():
+        ours = torch.log_softmax(policy(feats, tokens), dim=-1)  # (3, T, V)
+        for i, picture in enumerate(pictures):
+            inputs = _their_inputs(policy, picture)
+            prompt = inputs["input_ids"].shape[1]
+            words = policy.ids.hf_ids(tokens[i:i + 1, 1:])  # the caption after BOS
+            inputs["input_ids"] = torch.cat([inputs["input_ids"], words], 1)
+            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+            if "token_type_ids" in inputs:  # PaliGemma: the caption is the causal suffix
+                inputs["token_type_ids"] = torch.cat([inputs["token_type_ids"], torch.ones_like(words)], 1)
+            if "mm_token_type_ids" in inputs:  # Qwen2-VL: the caption is text
+                inputs["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(words)], 1)
+            logits = reference(**inputs).logits[0, prompt - 1:].float()  # (T, V_hf)
+            theirs = torch.log_softmax(policy.ids.rlcap_logits(logits), dim=-1)
+            real = tokens[i, 1:] != 0
+            pick = tokens[i, 1:, None]
+            torch.testing.assert_close(ours[i, :-1].gather(1, pick)[real], theirs[:-1].gather(1, pick)[real],
+                                       rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("beams", [1, 3])
+def test_greedy_and_beam_search_are_the_models_own_generate(built, family, beams):
+    """With the generation settings `best/hf` exports: rlcap's end token, its pad, start and image tokens suppressed
+    and the scores renormalised after (as rlcap's decoding renormalises without them; transformers' beam search
+    without `renormalize_logits` ranks beams otherwise)."""
+    from rlcap.decoding import beam_search, greedy
+
+    _, policy, reference, pictures, feats = built[family]
+    ids = policy.ids
+    banned = policy.banned()  # its pad, start and image tokens
+    with torch.no_grad():
+        out = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats, beams, max_len=8)
+        for i, picture in enumerate(pictures):
+            inputs = _their_inputs(policy, picture)
+            theirs = reference.generate(**inputs, max_new_tokens=8, num_beams=beams, do_sample=False,
+                                        eos_token_id=ids.end, suppress_tokens=banned, renormalize_logits=True)
+            theirs = theirs[0, inputs["input_ids"].shape[1]:].tolist()
+            ours = ids.hf_ids(out.tokens[i][out.tokens[i] != 0]).tolist()
+            assert ours == theirs[:len(ours)] and len(ours) >= min(len(theirs), 1), (i, ours, theirs)
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "paligemma"])
+def test_sampled_and_scored_logprobs_agree(built, family):
+    """The scoring pass (one teacher-forced pass over prompt and sampled words) gives the log-probabilities the
+    sampling steps computed (fp32, 1e-5): the cache, positions and masks of the steps are the forward's."""
+    from rlcap.decoding import sample
+    from rlcap.decoding.policy import banned_words, word_logprobs
+
+    _, policy, _, _, feats = built[family]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        drawn = sample(policy, feats, n=2, max_len=6)
+        memory = policy.expand_memory(policy.encode(feats), 2)
+        inputs = torch.cat([torch.ones_like(drawn.tokens[:, :1]), drawn.tokens[:, :-1]], 1)  # BOS, then the words
+        scores, _ = policy.score_samples(memory, inputs, False)
+        scored = word_logprobs(scores, banned_words(scores.shape[-1], scores))  # (R, T, V)
+        scored = scored.gather(2, drawn.tokens[..., None])[..., 0]
+    torch.testing.assert_close(scored[drawn.mask], drawn.logprobs[drawn.mask], rtol=1e-5, atol=1e-5)
+
+
+def _xe_grads(policy, feats, tokens, phase=None) -> dict[str, torch.Tensor]:
+    """The XE loss's gradients; ``phase`` (a list) holds "forward", then "backward" while the backward pass runs."""
+    phase = [] if phase is None else phase
+    phase.append("forward")
+    logits = policy(feats, tokens)  # (B, T, V)
+    loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), ignore_index=0)
+    phase.append("backward")
+    loss.backward()
+    return {name: p.grad.clone() for name, p in policy.named_parameters() if p.requires_grad}
+
+
+def test_lora_in_fp32_over_bf16_weights_and_gradient_checkpointing(built):
+    """model.train=lora with model.dtype=bfloat16: the weights load in bf16, only the language model's LoRA adapters
+    train, in fp32 (so their optimizer state is fp32); model.gradient_checkpointing gives the gradients of a pass
+    without it (fp32)."""
+    from rlcap.models.hf_captioner import _layer_stack
+    from rlcap.models.hf_vlm import HFVLMCaptioner
+
+    folder, policy, _, _, feats = built["qwen2_vl"]
+    tokens = _captions(policy)
+    lora = HFVLMCaptioner(folder, train="lora", dtype="bfloat16").eval()
+    grads = _xe_grads(lora, feats, tokens)
+    assert grads and all(".lora_" in name and g.dtype == torch.float32 for name, g in grads.items()), list(grads)
+    assert next(lora.model.get_decoder().parameters()).dtype == torch.bfloat16
+    runs, recomputed = {}, {}
+    for name, checkpointing in (("plain", False), ("checkpointed", True)):
+        policy = HFVLMCaptioner(folder, gradient_checkpointing=checkpointing).train()  # (the tiny model: no dropout)
+        phase, calls = [], []  # a module inside the first layer: called again in the backward pass when checkpointed
+        inner = next(iter(_layer_stack(policy.model.get_decoder())[0].children()))
+        hook = inner.register_forward_hook(lambda *_: calls.append(phase[-1]))
+        runs[name] = _xe_grads(policy, feats, tokens, phase)
+        recomputed[name] = calls.count("backward")
+        hook.remove()
+    assert recomputed == {"plain": 0, "checkpointed": 1}, recomputed
+    plain, checkpointed = runs["plain"], runs["checkpointed"]
+    assert plain.keys() == checkpointed.keys() and len(plain) > 10
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_store_of_other_image_tokens_is_refused(built):
+    """The policy reads its own image side's tokens, placed by its own processor: a store of another model, of
+    other weights, or written with other image processor settings (another max_pixels: other grids and token
+    counts) is refused in one line naming what to run."""
+    from rlcap.encoders.hf_vlm import load_vlm_encoder
+    from rlcap.errors import DataError
+
+    folder, policy, _, _, _ = built["qwen2_vl"]
+    own = load_vlm_encoder(folder).records()
+    policy.check_store(own, "own.h5")
+    other_side = load_vlm_encoder(built["qwen2_5_vl"][0]).records()
+    others = [other_side, {**own, "tower_weights": other_side["tower_weights"]},
+              {**own, "preprocessing": own["preprocessing"].replace('"merge_size": 2', '"merge_size": 4')},
+              {k: v for k, v in own.items() if k != "fc_layout"}]
+    for records in others:
+        assert records != own
+        with pytest.raises(DataError, match="rlcap features --encoder hf:"):
+            policy.check_store(records, "other.h5")
+
+
+def test_a_captioner_of_the_last_release_refuses_dtype_and_checkpointing(tmp_path):
+    """model.dtype and model.gradient_checkpointing are a vision-language model's: a GIT folder refuses them in
+    one line rather than ignoring them."""
+    from rlcap.errors import ConfigError
+    from rlcap.models.hf_build import build_captioner
+    from rlcap.models.hf_family import HF
+    from rlcap.models.model_config import ModelConfig
+
+    folder = build_captioner("git", tmp_path / "git", CAPTIONS, size="tiny", tokenizer="word")
+    for setting in ({"dtype": "bfloat16"}, {"gradient_checkpointing": True}):
+        with pytest.raises(ConfigError, match="apply to vision-language models"):
+            HF.build(ModelConfig(arch="hf", path=str(folder), **setting), 0, 0, 0)
+
+
+def test_sampled_without_autograd_and_scored_in_micro_batches(built):
+    """With autograd, a vision-language policy samples without it and is scored in one pass (ScoresSamples): the
+    same words as sampling without autograd from the same seed, and micro-batches of 4 and 3 captions (3 splits an
+    image's samples) give the loss and gradients of one pass (1e-6; in float64, where the sums' order, which
+    micro-batches change, leaves no fp32 rounding of 1e-5 in the largest gradients)."""
+    from rlcap.data.feats import Feats
+    from rlcap.decoding import sample
+    from rlcap.models.hf_vlm import HFVLMCaptioner
+
+    folder, _, _, _, feats = built["smolvlm"]
+    policy = HFVLMCaptioner(folder).double()
+    feats = Feats(feats.fc.double(), feats.att.double(), feats.att_mask)
+
+    def run(micro_batch, grad=True):
+        policy.zero_grad()
+        with torch.set_grad_enabled(grad):
+            out = sample(policy, feats, n=2, max_len=6, generator=torch.Generator().manual_seed(0),
+                         micro_batch=micro_batch)
+        if not grad:
+            return out.tokens, None, None
+        loss = -(out.logprobs * torch.arange(1, 7, dtype=out.logprobs.dtype)[:, None]).sum()  # rows weighed apart
+        loss.backward()
+        return out.tokens, loss.detach(), [p.grad.clone() for p in policy.parameters() if p.requires_grad]
+
+    words, _, _ = run(0, grad=False)
+    tokens, loss, grads = run(0)
+    assert torch.equal(tokens, words)
+    for micro_batch in (4, 3):
+        tokens_m, loss_m, grads_m = run(micro_batch)
+        assert torch.equal(tokens_m, tokens)
+        torch.testing.assert_close(loss_m, loss, rtol=1e-6, atol=1e-6)
+        for g_m, g in zip(grads_m, grads):
+            torch.testing.assert_close(g_m, g, rtol=1e-6, atol=1e-6)
