@@ -141,7 +141,7 @@ def test_lora_in_fp32_over_bf16_weights_and_gradient_checkpointing(built):
     """model.train=lora with model.dtype=bfloat16: the weights load in bf16, only the language model's LoRA adapters
     train, in fp32 (so their optimizer state is fp32); model.gradient_checkpointing gives the gradients of a pass
     without it (fp32)."""
-    from rlcap.models.hf_captioner import _layer_stack
+    from rlcap.models.hf_vlm_parts import layer_stack
     from rlcap.models.hf_vlm import HFVLMCaptioner
 
     folder, policy, _, _, feats = built["qwen2_vl"]
@@ -154,7 +154,7 @@ def test_lora_in_fp32_over_bf16_weights_and_gradient_checkpointing(built):
     for name, checkpointing in (("plain", False), ("checkpointed", True)):
         policy = HFVLMCaptioner(folder, gradient_checkpointing=checkpointing).train()  # (the tiny model: no dropout)
         phase, calls = [], []  # a module inside the first layer: called again in the backward pass when checkpointed
-        inner = next(iter(_layer_stack(policy.model.get_decoder())[0].children()))
+        inner = next(iter(layer_stack(policy.model.get_decoder())[0].children()))
         hook = inner.register_forward_hook(lambda *_: calls.append(phase[-1]))
         runs[name] = _xe_grads(policy, feats, tokens, phase)
         recomputed[name] = calls.count("backward")

@@ -46,6 +46,7 @@ from rlcap.models.lora_weights import (adapters_off, holds_adapters, merged, mod
                                        saved_scale, under_adapters)
 from rlcap.models.base import Tensors
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf_vlm_parts import import_peft, layer_stack, merged_lora_state, unique_state, with_twins
 from rlcap.models.hf_export import generation_settings, write_weights
 from rlcap.models.hf_scoring import eval_mode, first_step_once, image_and_rows, score_samples
 
@@ -133,14 +134,14 @@ class HFCaptioner(nn.Module):
         self.train_mode = train
         if train == "all":
             return
-        layers = _layer_stack(self.decoder)
+        layers = layer_stack(self.decoder)
         for param in self.model.parameters():
             param.requires_grad_(False)
         if train == "decoder":
             for param in layers.parameters():
                 param.requires_grad_(True)
             return
-        peft = _import_peft()
+        peft = import_peft()
         from transformers.pytorch_utils import Conv1D
 
         names = {id(m): n for n, m in self.model.named_modules()}
@@ -233,14 +234,7 @@ class HFCaptioner(nn.Module):
     def _merged_state(self) -> dict[str, torch.Tensor]:
         """The model's weights with each LoRA adapter added into the weight it adapts, under transformers' names
         (the layers themselves are left as they are, so that training goes on with the same numbers)."""
-        from peft.tuners.lora import LoraLayer
-
-        state = dict(self.model.state_dict())
-        for name, module in self.model.named_modules():
-            if isinstance(module, LoraLayer):
-                key = f"{name}.base_layer.weight"
-                state[key] = state[key] + module.get_delta_weight("default").to(state[key].dtype)
-        return {k.replace(".base_layer.", "."): v for k, v in state.items() if ".lora_" not in k}
+        return merged_lora_state(self.model)
 
     @property
     def trains_adapters(self) -> bool:
@@ -257,16 +251,7 @@ class HFCaptioner(nn.Module):
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
         """The weights, each once: a tied weight (an output layer that is the input embedding) under its first name."""
-        state = super().state_dict(*args, **kwargs)
-        seen: dict[tuple[int, int], str] = {}
-        for key in list(state):
-            tensor = state[key]
-            where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
-            if where in seen and tensor.numel():
-                del state[key]
-            else:
-                seen[where] = key
-        return state
+        return unique_state(super().state_dict(*args, **kwargs))
 
     def adapt_weights(self, state: dict[str, torch.Tensor],
                       saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
@@ -292,14 +277,7 @@ class HFCaptioner(nn.Module):
     def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True, assign: bool = False) -> Any:
         """Weights saved by :meth:`state_dict` (or plain ones, :meth:`adapt_weights`): a tied weight's other names
         take the one it was saved under."""
-        state = self.adapt_weights(state)
-        own = super().state_dict()
-        full = dict(state)
-        for key, tensor in own.items():
-            if key not in full:
-                twin = next((k for k, t in own.items() if k in state and t.data_ptr() == tensor.data_ptr()), None)
-                if twin is not None:
-                    full[key] = state[twin]
+        full = with_twins(super().state_dict(), self.adapt_weights(state))
         return super().load_state_dict(full, strict=strict, assign=assign)
 
     def _tower_width(self) -> int:
@@ -371,20 +349,3 @@ class HFCaptioner(nn.Module):
         out = self._run(self.ids.hf_ids(tokens), image, None, 0, attention=(tokens != PAD).long())
         logits = out.logits[:, -tokens.shape[1]:]  # (a prefix model returns the image positions' too)
         return self.ids.rlcap_logits(logits.float())
-
-
-def _layer_stack(decoder: nn.Module) -> nn.Module:
-    """The text decoder's stack of blocks: its list of modules that holds the most weights."""
-    stacks = [m for m in decoder.modules() if isinstance(m, nn.ModuleList)]
-    if not stacks:
-        raise RlcapError(f"{type(decoder).__name__}: no stack of layers found to train (model.train=decoder or lora)")
-    return max(stacks, key=lambda m: sum(p.numel() for p in m.parameters()))
-
-
-def _import_peft() -> Any:
-    try:
-        import peft
-    except ImportError:
-        raise RlcapError("model.train=lora needs peft: pip install 'rlcap[lora]' (peft installs beside torch 2.13 "
-                         "without another torch)") from None
-    return peft

@@ -1,4 +1,5 @@
-"""The parts of a vision-language model an rlcap policy trains, found from what the model declares: its
+"""The parts of a transformers model an rlcap policy trains (a vision-language model here; the weight helpers at
+the end serve the captioners of hf_captioner too), found from what the model declares: its
 language model is what its ``get_encoder()``, ``get_decoder()``, input and output embeddings hold; everything
 else (the vision tower, the projector) is the picture's side, frozen, its output read from a feature store.
 ``model.train``: ``all`` (the language model), ``decoder`` (the language model's layer stacks) or ``lora``
@@ -12,8 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlcap.errors import ConfigError
-from rlcap.models.hf_captioner import _import_peft, _layer_stack
+from rlcap.errors import ConfigError, RlcapError
 
 TRAIN_MODES = ("all", "decoder", "lora")
 
@@ -38,7 +38,7 @@ def language_parameters(model: nn.Module) -> list[nn.Parameter]:
 def layer_stacks(model: nn.Module) -> list[nn.Module]:
     """The language model's stacks of blocks: its decoder's, and its encoder's for an encoder-decoder."""
     parts = [model.get_encoder()] if model.config.is_encoder_decoder else []
-    return [_layer_stack(part) for part in [*parts, model.get_decoder()]]
+    return [layer_stack(part) for part in [*parts, model.get_decoder()]]
 
 
 def set_training(model: nn.Module, train: str, rank: int, alpha: float) -> None:
@@ -56,7 +56,7 @@ def set_training(model: nn.Module, train: str, rank: int, alpha: float) -> None:
         for stack in stacks:
             stack.requires_grad_(True)
         return
-    peft = _import_peft()
+    peft = import_peft()
     names = {id(m): n for n, m in model.named_modules()}
     maps = [names[id(m)] for stack in stacks for m in stack.modules() if isinstance(m, nn.Linear)]
     peft.inject_adapter_in_model(peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=maps),
@@ -101,3 +101,20 @@ def with_twins(own: dict[str, torch.Tensor], state: dict[str, Any]) -> dict[str,
             if twin is not None:
                 full[key] = state[twin]
     return full
+
+
+def layer_stack(decoder: nn.Module) -> nn.Module:
+    """The text decoder's stack of blocks: its list of modules that holds the most weights."""
+    stacks = [m for m in decoder.modules() if isinstance(m, nn.ModuleList)]
+    if not stacks:
+        raise RlcapError(f"{type(decoder).__name__}: no stack of layers found to train (model.train=decoder or lora)")
+    return max(stacks, key=lambda m: sum(p.numel() for p in m.parameters()))
+
+
+def import_peft() -> Any:
+    try:
+        import peft
+    except ImportError:
+        raise RlcapError("model.train=lora needs peft: pip install 'rlcap[lora]' (peft installs beside torch 2.13 "
+                         "without another torch)") from None
+    return peft

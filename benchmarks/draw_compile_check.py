@@ -1,0 +1,67 @@
+"""Whether sampling's inverse-CDF draw (rlcap.decoding.policy.draw) compiles on this GPU, as decoding compiles it.
+
+    python benchmarks/draw_compile_check.py [--rows 250] [--words 8513]
+
+On an H200 with torch 2.11.0+cu130 (2026-11-28) inductor failed to generate code for the draw's float64
+cumulative sum (a split scan over 8,513 words), so every compiled decoding step fell back to eager decoding
+(docs/TRAINING.md). This script compiles the draw alone three ways and says for each whether it built and
+whether its words equal eager's: as rlcap compiles it, with inductor's ``split_reductions`` off, and with the
+sums in float32 (a candidate fix, less exact). It prints one line a way and writes nothing. Without CUDA it
+says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from rlcap.decoding.policy import draw  # noqa: E402
+
+
+def draw_float32(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """:func:`draw` with its sums in float32 (the candidate fix)."""
+    cdf = probs.float().cumsum(dim=1)  # (R, V)
+    target = (1.0 - uniform[:, None].float()) * cdf[:, -1:]  # (R, 1)
+    return torch.searchsorted(cdf, target).squeeze(1)
+
+
+def check(name: str, compiled: Callable, probs: torch.Tensor, uniform: torch.Tensor) -> str:
+    want = draw(probs, uniform=uniform)
+    start = time.perf_counter()
+    try:
+        got = compiled(probs, uniform)
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - what failed is the finding: reported, not raised
+        return f"{name}: did not build ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]})"
+    same = int((got == want).sum())
+    return f"{name}: built in {time.perf_counter() - start:.1f} s; {same} of {len(want)} words equal eager's"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=250, help="rows a draw (default 250: 50 images x 5)")
+    p.add_argument("--words", type=int, default=8513, help="vocabulary (default 8,513: COCO val2014's, as bench-gpu)")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(f"draw_compile_check: not run: this torch ({torch.__version__}) sees no CUDA device")
+        return 0
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    probs = torch.rand(args.rows, args.words, device="cuda", generator=gen).softmax(-1)  # (R, V)
+    uniform = torch.rand(args.rows, dtype=torch.float64, device="cuda", generator=gen)  # (R,)
+    ways = {"as decoding compiles it": ({}, lambda p, u: draw(p, uniform=u)),
+            "split_reductions off": ({"split_reductions": False}, lambda p, u: draw(p, uniform=u)),
+            "float32 sums": ({}, draw_float32)}
+    for name, (options, fn) in ways.items():
+        torch._dynamo.reset()
+        print(check(name, torch.compile(fn, fullgraph=True, options=options or None), probs, uniform), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
