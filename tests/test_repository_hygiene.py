@@ -4,6 +4,7 @@ read in one sitting."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -35,6 +36,19 @@ def test_no_paper_file_name_and_no_issue_number_in_src_or_docs():
 def test_no_module_in_src_over_400_lines():
     long = {str(p.relative_to(REPO)): n for p in (REPO / "src").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
+
+
+def _long_functions(source: str, most: int) -> list[str]:
+    """The functions (methods too) of ``source`` longer than ``most`` lines, decorators and docstrings counted."""
+    return [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > most]
+
+
+def test_no_function_in_src_over_80_lines():
+    assert _long_functions("def f():\n" + "    x = 1\n" * 80, 80) == ["f (81 lines)"]  # (the scan finds one)
+    long = {str(p.relative_to(REPO)): found for p in (REPO / "src").rglob("*.py")
+            if (found := _long_functions(p.read_text(encoding="utf-8"), 80))}
     assert long == {}
 
 

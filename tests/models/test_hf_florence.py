@@ -73,7 +73,8 @@ def test_decoding_is_the_models_own_generate(florence, beams):
     with torch.no_grad():
         ours = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats, beam_size=3, max_len=8)
         theirs = model.generate(pixel_values=pixels, input_ids=prompt, max_new_tokens=9, num_beams=beams,
-                                do_sample=False, suppress_tokens=[ids.pad], forced_eos_token_id=None)
+                                do_sample=False, suppress_tokens=[ids.pad], forced_eos_token_id=None,
+                                length_penalty=0.0)  # (rlcap ranks finished beams by their summed log-probability)
     theirs = theirs[:, 2:]  # (after </s> <s>: the decoder's prefix, never caption words; rlcap forces no EOS at
     # max_len, and its export turns BART's forced_eos_token_id off: docs/MODELS.md)
     for a, b in zip(ids.hf_ids(ours.tokens).tolist(), theirs.tolist()):

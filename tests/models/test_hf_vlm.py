@@ -100,8 +100,12 @@ def test_greedy_and_beam_search_are_the_models_own_generate(built, family, beams
         out = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats, beams, max_len=8)
         for i, picture in enumerate(pictures):
             inputs = _their_inputs(policy, picture)
+            # length_penalty 0: rlcap's beam search ranks finished captions by their summed log-probability, as
+            # `best/hf` exports it (transformers' default 1.0 would divide by the length: a caption ended early
+            # would rank otherwise)
             theirs = reference.generate(**inputs, max_new_tokens=8, num_beams=beams, do_sample=False,
-                                        eos_token_id=ids.end, suppress_tokens=banned, renormalize_logits=True)
+                                        eos_token_id=ids.end, suppress_tokens=banned, renormalize_logits=True,
+                                        length_penalty=0.0)
             theirs = theirs[0, inputs["input_ids"].shape[1]:].tolist()
             ours = ids.hf_ids(out.tokens[i][out.tokens[i] != 0]).tolist()
             assert ours == theirs[:len(ours)] and len(ours) >= min(len(theirs), 1), (i, ours, theirs)

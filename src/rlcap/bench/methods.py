@@ -69,7 +69,6 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) of each method's beam captions.
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
-    from rlcap.bench.rows import method_row
     from rlcap.bench.report import plot_curves, results_markdown, training_cost
     from rlcap.data.loader import load_data
 
@@ -104,25 +103,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         scored = [*metrics, *([f"CLIP-S and RefCLIP-S with {clip}"] if clip is not None else [])]
         key = evaluation_key(checkpoints[method], {n: best[n] for n in sorted(judges)}, data, scored,
                              BENCHMARKS[benchmark].sample_temperature)
-        row = evaluated_before(out, method, key)
-        if row is not None:
-            report(f"{method}: evaluated before with this checkpoint (rows/{method}.json), not again")
-        else:
-            report(f"evaluating {method}")
-            max_len = run.decoding.max_len  # the run's caption length (16 on images, 40 on video)
-            beam = None
-            if lookahead:
-                beam, chosen = _lookahead_beam(run, test, max_len)
-                report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
-            captions: dict[str, Any] = {}
-            row = method_row(run.policy, test, vocab, metrics, max_len, judges=judges, predictions=beam,
-                             sample_temperature=BENCHMARKS[benchmark].sample_temperature, captions=captions)
-            if beam is not None:
-                row["lookahead"] = chosen
-            if clip is not None:
-                _add_clip_scores(row, captions, clip_model, load_run_config(None, data).data, test)
-            api.write_json(out / "captions" / f"{method}.json", captions)
-            api.write_json(out / "rows" / f"{method}.json", {"key": key, "row": row})
+        row = _method_row(out, method, key, run, test, metrics, judges, benchmark, lookahead, clip, clip_model,
+                          data, report)
         results["methods"][method] = row
         results["methods"][method]["checkpoint"] = str(checkpoints[method])
         results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
@@ -224,3 +206,32 @@ def _lookahead_beam(run: OpenRun, test: Any, max_len: int) -> tuple[dict[str, st
     chosen = read_choice(run.folder.parent)
     decoding = dataclasses.replace(run.decoding, method="beam", beam_size=3, max_len=max_len)
     return lookahead_predictions(run.policy, run.value, test, run.vocab, chosen["best_lambda"], decoding), chosen
+
+
+def _method_row(out: Path, method: str, key: Any, run: Any, test: Any, metrics: Any, judges: Any, benchmark: str,
+                lookahead: bool, clip: str | Path | None, clip_model: Any, data: list[str],
+                report: Callable[[str], None]) -> dict[str, Any]:
+    """One method's row of the test table: read back when this checkpoint was evaluated before with the same
+    settings (``key``), else decoded and scored now, its captions and row written beside the results."""
+    from rlcap.bench.rows import method_row
+
+    row = evaluated_before(out, method, key)
+    if row is not None:
+        report(f"{method}: evaluated before with this checkpoint (rows/{method}.json), not again")
+        return row
+    report(f"evaluating {method}")
+    max_len = run.decoding.max_len  # the run's caption length (16 on images, 40 on video)
+    beam = None
+    if lookahead:
+        beam, chosen = _lookahead_beam(run, test, max_len)
+        report(f"{method}: lookahead at lambda {chosen['best_lambda']} (validation CIDEr-D {chosen['scores']})")
+    captions: dict[str, Any] = {}
+    row = method_row(run.policy, test, run.vocab, metrics, max_len, judges=judges, predictions=beam,
+                     sample_temperature=BENCHMARKS[benchmark].sample_temperature, captions=captions)
+    if beam is not None:
+        row["lookahead"] = chosen
+    if clip is not None:
+        _add_clip_scores(row, captions, clip_model, load_run_config(None, data).data, test)
+    api.write_json(out / "captions" / f"{method}.json", captions)
+    api.write_json(out / "rows" / f"{method}.json", {"key": key, "row": row})
+    return row
