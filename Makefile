@@ -54,7 +54,8 @@ bench-scst: $(STAMP)
 	$(PY) benchmarks/bench_scst.py $(if $(PREVIOUS),--previous $(PREVIOUS)) $(if $(REPEATS),--repeats $(REPEATS))
 
 # rlcap's sampling (5 captions an image) on a transformers captioner (model.arch=hf; GIT at small and base size, random
-# weights) against the same model's generate(), and one SCST step's split; the GPU section where CUDA is present
+# weights) against the same model's generate(), and one SCST step's split; the GPU section where CUDA is present;
+# each instruction VLM family's sampling against its own generate() at the small size (the bench-hf-vlm section)
 bench-hf: $(STAMP)
 	$(PY) benchmarks/bench_hf.py
 

@@ -1,6 +1,6 @@
 """rlcap's sampling on a transformers captioner (model.arch=hf) against the model's own generate(), and one SCST step.
 
-    python benchmarks/bench_hf.py [--family git] [--parts cpu,gpu] [--configs small:10,small:50,base:10]
+    python benchmarks/bench_hf.py [--family git] [--parts cpu,gpu,vlm] [--configs small:10,small:50,base:10]
                                   [--gpu-configs small:50,base:10,base:50] [--out docs/BENCHMARKS.md]
 
 The captioner is built by ``rlcap.models.hf_build.build_captioner`` (no pretrained one can be downloaded here):
@@ -35,7 +35,9 @@ A measurement's calls alternate (rlcap without autograd, generate, rlcap with au
 spell of a shared machine hits all three; each figure is the median of up to ``--repeats`` rounds, fewer once
 the rounds have taken ``--budget`` seconds. Writes the bench-hf section of docs/BENCHMARKS.md (the CPU part)
 and the bench-hf-gpu section (where CUDA is present: fp32 and bf16 autocast; elsewhere it says so, and keeps a
-GPU section measured before), and prints a last line of JSON.
+GPU section measured before); with the ``vlm`` part, the bench-hf-vlm section: each instruction VLM family's
+sampling against its own ``generate`` on the same stored image tokens (hf_vlm_speed.py, ``--vlm-families``).
+Prints a last line of JSON.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from pathlib import Path
 
 from benchdoc import DOC, REPO, load_note, machine, replace_section
 from hf_scored import MODES, measure_step, peak_rss_mb, scored_figures, scored_lines
+from hf_vlm_speed import run_vlm, vlm_families, vlm_figures, vlm_lines
 
 COCO = REPO / ".." / "shared" / "data" / "coco" / "human_agreement_5k.json"
 SAMPLES, MAX_LEN = 5, 16
@@ -59,6 +62,7 @@ CPU_CONFIGS = "small:10,small:50,base:10"
 GPU_CONFIGS = "small:50,base:10,base:50"
 SCORED_CONFIGS, GPU_SCORED_CONFIGS = "small:10,base:10", "base:10,base:50"  # the second table's (hf_scored.py)
 SAMPLERS = ("rlcap", "generate", "rlcap_grad")
+VLM_ALL = "qwen2_vl,smolvlm,paligemma,llava,florence2"  # hf_vlm_speed.py's families by default
 
 
 def parse_configs(text: str) -> list[tuple[str, int]]:
@@ -321,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--family", choices=FAMILIES, default="git", help="the captioner family (default git)")
-    p.add_argument("--parts", default="cpu,gpu", help="cpu, gpu or both (default; gpu only where CUDA is present)")
+    p.add_argument("--parts", default="cpu,gpu,vlm",
+                   help="cpu, gpu, vlm (the instruction VLMs on the CPU: hf_vlm_speed.py) or several (default all; "
+                        "gpu only where CUDA is present)")
     p.add_argument("--configs", default=CPU_CONFIGS, help=f"SIZE:IMAGES,... on the CPU (default {CPU_CONFIGS})")
     p.add_argument("--gpu-configs", default=GPU_CONFIGS, help=f"SIZE:IMAGES,... on CUDA (default {GPU_CONFIGS})")
     p.add_argument("--repeats", type=int, default=5, help="most alternating rounds of the three samplers (default 5)")
@@ -337,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-scored-configs", default=GPU_SCORED_CONFIGS,
                    help=f"the same on CUDA (default {GPU_SCORED_CONFIGS})")
     p.add_argument("--micro-batch", type=int, default=10, help="rl.micro_batch of its last row (default 10)")
+    p.add_argument("--vlm-families", default=VLM_ALL, help="instruction VLM families whose sampling is timed against "
+                   f"their generate on the CPU (hf_vlm_speed.py; default {VLM_ALL}; '' for none)")
+    p.add_argument("--vlm-size", default="small", choices=("tiny", "small"), help="their size (default small)")
+    p.add_argument("--vlm-images", type=int, default=10, help="their pictures (default 10)")
     p.add_argument("--child", nargs=4, metavar=("FOLDER", "IMAGES", "DEVICE", "PRECISION"), help=argparse.SUPPRESS)
     p.add_argument("--mode", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -353,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
 
     transformers.utils.logging.set_verbosity_error()
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
-    if unknown := sorted(parts - {"cpu", "gpu"}):
-        p.error(f"--parts: unknown {', '.join(unknown)}; the parts are cpu, gpu")
+    if unknown := sorted(parts - {"cpu", "gpu", "vlm"}):
+        p.error(f"--parts: unknown {', '.join(unknown)}; the parts are cpu, gpu, vlm")
     cpu_configs, gpu_configs = parse_configs(args.configs), parse_configs(args.gpu_configs)
     gpu = "gpu" in parts and torch.cuda.is_available()
     load = [os.getloadavg()[0]]
@@ -366,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     if gpu:
         results["cuda"], scored["cuda"] = run_part(args.family, gpu_configs, "cuda", ("fp32", "bf16"), args,
                                                    parse_configs(args.gpu_scored_configs))
+    vlm = run_vlm(vlm_families(args.vlm_families), args.vlm_size, args.vlm_images, args.repeats, args.budget,
+                  args.threads) if "vlm" in parts else []  # (on the CPU)
     load.append(os.getloadavg()[0])
     versions = machine(torch=torch.__version__, transformers=transformers.__version__)
     options = "".join(f" --{name} {value}" for name, value, default in (
@@ -391,6 +403,14 @@ def main(argv: list[str] | None = None) -> int:
                 "its own process.", "", reading(results["cpu"]), "", "### CPU", "", *table(results["cpu"], gpu=False),
                 "", *scored_lines(scored["cpu"], gpu=False)]
         replace_section("bench-hf", "\n".join(body), args.out)
+    if vlm:
+        vlm_options = "".join(f" --{name} {value}" for name, value, default in (
+            ("vlm-families", f"'{args.vlm_families}'", f"'{VLM_ALL}'"), ("vlm-size", args.vlm_size, "small"),
+            ("vlm-images", args.vlm_images, 10), ("repeats", args.repeats, 5), ("budget", f"{args.budget:g}", "60"),
+            ("threads", args.threads, 2)) if str(value) != str(default))
+        run = (f"Command: `python benchmarks/bench_hf.py --parts vlm{vlm_options}` (a part of `make bench-hf`). "
+               f"Machine: {versions}, {args.threads} torch threads. {load_note((load[0], load[1]))}")
+        replace_section("bench-hf-vlm", "\n".join(vlm_lines(vlm, run)), args.out)
     if "gpu" in parts:
         if gpu:
             name = torch.cuda.get_device_name(0)
@@ -430,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         figures[part].update(scored_figures(rows))
     for part, rows in results.items():
         print("\n".join(table(rows, gpu=part == "cuda")))
-    print(json.dumps({"family": args.family, **figures}))
+    print(json.dumps({"family": args.family, **figures, **({"vlm": vlm_figures(vlm)} if vlm else {})}))
     return 0
 
 

@@ -1,6 +1,7 @@
 """Every benchmark script answers --help (and so imports cleanly and does no work at import time)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # benchdoc: the scripts' shared helpers; gpu_checks: gpu_check.py's comparisons (tests/test_gpu_check.py); hf_scored:
-# bench_hf.py's table of SCST sampled with and without autograd
-HELPERS = ("benchdoc.py", "gpu_checks.py", "hf_scored.py")
+# bench_hf.py's table of SCST sampled with and without autograd; hf_vlm_speed: its instruction VLMs' sampling
+# against their generate
+HELPERS = ("benchdoc.py", "gpu_checks.py", "hf_scored.py", "hf_vlm_speed.py")
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
 
 
@@ -241,6 +243,7 @@ def test_bench_hf_runs_at_the_tiny_size(tmp_path):
     done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_hf.py"), "--configs", "tiny:2", "--gpu-configs",
                            "tiny:2", "--scored-configs", "tiny:2", "--gpu-scored-configs", "tiny:2", "--micro-batch",
                            "4", "--repeats", "1", "--steps", "1", "--budget", "0", "--coco", str(coco),
+                           "--vlm-families", "qwen2_vl,florence2", "--vlm-size", "tiny", "--vlm-images", "2",
                            "--out", str(doc)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.splitlines()[-1])
@@ -260,6 +263,20 @@ def test_bench_hf_runs_at_the_tiny_size(tmp_path):
     assert result["cpu"]["tiny_2x5_scored_mb"]["micro_batch"] == 4
     assert "| tiny | 2 x 5 | SCST, sample then score, rl.micro_batch=4 |" in text and "--micro-batch 4" in text
     assert "tiny 2 x 5, rl.micro_batch=4: peak " in text and "x autograd's samples/s (" in text
+    # the VLM part: a decoder-only family (generate reading the stored tokens as mm_encoder_outputs) and Florence-2
+    # (the stored map as pixel_values), each side's speed and caption length, the goal read from them
+    assert list(result["vlm"]) == ["qwen2_vl_tiny_2x5", "florence2_tiny_2x5"]
+    for figures in result["vlm"].values():
+        assert figures["rlcap_samples_per_s"] > 0 and figures["generate_samples_per_s"] > 0, figures
+        assert all(0 < figures[f"{side}_tokens_per_caption"] <= 16 for side in ("rlcap", "generate")), figures
+    assert "<!-- bench-hf-vlm:start -->" in text and "--vlm-families 'qwen2_vl,florence2' --vlm-size tiny" in text
+    assert len([line for line in text.splitlines() if line.startswith(("| qwen2_vl | 2 x 5 |",
+                                                                        "| florence2 | 2 x 5 |"))]) == 2
+    florence = result["vlm"]["florence2_tiny_2x5"]
+    ratio = florence["rlcap_samples_per_s"] / florence["generate_samples_per_s"]
+    stated = re.search(r"florence2 ([0-9.]+)x \((met|not met)\)", text)
+    assert stated and abs(float(stated[1]) - ratio) < 0.011, (stated, ratio)
+    assert abs(ratio - 1) < 0.01 or (stated[2] == "met") == (ratio > 1), (stated, ratio)
     if torch.cuda.is_available():  # the GPU table: a row in fp32, one under bf16 autocast
         assert all(f"| tiny | {p} | 2 x 5 |" in text for p in ("fp32", "bf16")) and list(result["cuda"])[:2] == [
             "tiny_2x5", "tiny_2x5_bf16"]
