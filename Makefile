@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report bench-trl clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report bench-trl bench-grpo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -142,6 +142,10 @@ bench-gpu: $(STAMP)
 bench-trl: $(STAMP)
 	$(PY) -c "import trl" 2>/dev/null || $(PY) -m pip install -q -e ".[dev,trl]"
 	$(PY) benchmarks/bench_trl.py
+
+# GRPO (TRL's defaults and one-change variants) beside SCST on shapes, UpDown and a small GIT, equal sampled captions
+bench-grpo: $(STAMP)
+	$(PY) benchmarks/bench_grpo.py
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

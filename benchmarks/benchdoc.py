@@ -69,9 +69,9 @@ def replace_section(name: str, body: str, doc: Path = DOC) -> None:
 
 
 def run_bench(benchmark: str, methods: str, out: str, max_train_images: int = 0,
-              rl: list[str] | None = None) -> tuple[list[str], float]:
+              rl: list[str] | None = None, xe: list[str] | None = None) -> tuple[list[str], float]:
     """Run ``rlcap bench`` from the repository (its training budget ``max_train_images``, 0: all;
-    ``rl``: KEY=VALUE overrides of every stage that is not XE, e.g. ``rl.epochs=2``);
+    ``rl``: KEY=VALUE overrides of every stage that is not XE, e.g. ``rl.epochs=2``; ``xe``: of the XE stages);
     return the command as a user would type it and the seconds it took."""
     import subprocess
     import sys
@@ -82,6 +82,8 @@ def run_bench(benchmark: str, methods: str, out: str, max_train_images: int = 0,
         command += ["--max-train-images", str(max_train_images)]
     if rl:
         command += ["--rl", *rl]
+    if xe:
+        command += ["--xe", *xe]
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "rlcap.cli", *command[1:]], check=True, cwd=REPO)
     return command, time.perf_counter() - start

@@ -9,7 +9,8 @@ Each row is a child process of its own (its peak RSS is its own: the policy, the
 * ``autograd``: ``rlcap.methods.scst.scst_step`` with ``policy.scores_samples = False``: every decoding step with
   autograd, its keys and values and graph kept for the backward pass (rlcap before sample-then-score);
 * ``scored``: the same step as a run takes it: sampled under ``torch.no_grad``, then one scoring pass;
-* ``scored_mb``: with ``rl.micro_batch`` (the scoring pass in micro-batches, each computed again in the backward).
+* ``scored_mb``: with ``rl.micro_batch`` (the scoring pass in micro-batches, each run once, in the backward
+  pass, from the sampling steps' own values: rlcap.decoding.scoring).
 
 The SCST steps sample ``SAMPLES`` captions an image of at most ``MAX_LEN`` tokens (random weights seldom end a
 caption, so about ``MAX_LEN``), greedy baseline, CIDEr-D against the COCO references; the policy in training mode.

@@ -110,9 +110,8 @@ class RLConfig:
     sample_method: str = help_field("sample", "how captions are generated: sample (multinomial) or beam (n-best)")
     micro_batch: int = help_field(
         0, "captions a scoring pass reads, for a policy sampled without autograd and scored in one teacher-forced "
-        "pass (model.arch=hf): the pass runs in micro-batches of this many, each computed again in the backward "
-        "pass, so that memory holds one micro-batch's activations; the loss and gradients are one pass's "
-        "(docs/MODELS.md); 0: one pass")
+        "pass (model.arch=hf): the pass runs in micro-batches of this many in the backward pass, so that memory "
+        "holds one micro-batch's activations; the loss and gradients are one pass's (docs/MODELS.md); 0: one pass")
     rollout_dropout: bool = help_field(
         True, "keep dropout on while generating the training captions, as self-critical.pytorch does "
         "(false: sample from the network validation decodes with; measured in "

@@ -90,9 +90,15 @@ def test_every_method_trains_the_hf_policy(family):
         assert any(not torch.equal(trained[k], start[k]) for k in start), f"{algorithm} left the policy as it was"
 
 
-@pytest.mark.parametrize("algorithm", ["xe", "scst", "sll_sle", "wtf_rl"])
+# (a KL run's reference resumes too: a frozen copy of the XE policy, or, under LoRA, the base with its adapters off)
+KL_RUNS = {"scst_kl": ("scst", {"rl.kl_coef": 0.05}),
+           "grpo_kl_lora": ("grpo", {"rl.kl_coef": 0.05, "model.train": "lora", "model.lora_rank": 4})}
+
+
+@pytest.mark.parametrize("algorithm", ["xe", "scst", "sll_sle", "wtf_rl", *KL_RUNS])
 def test_killed_hf_run_resumes_with_identical_losses(family, algorithm, tmp_path):
     (dataset, store, folder), xe, retrieval, _ = family
+    algorithm, kl = KL_RUNS.get(algorithm, (algorithm, {}))
     if algorithm == "xe":
         start = {"model.arch": "hf", "model.path": folder / "captioner", "xe.epochs": 4}  # 6 steps an epoch
         total = 24
@@ -104,6 +110,7 @@ def test_killed_hf_run_resumes_with_identical_losses(family, algorithm, tmp_path
             start.update({"wtf_rl.trajectories": "both", "wtf_rl.similarity": "bicont", "reward.paths": retrieval,
                           "data.seq_per_img": 1})
         total = 12  # 3 steps an epoch
+    start.update(kl)
     overrides = tiny_overrides(dataset, store, tmp_path / "unused", **{**start, "optim.lr": 0.001, "save_every": 2})
     assert_resume_is_exact(overrides, tmp_path / "reference", tmp_path / "killed", 4, total)
 

@@ -139,6 +139,35 @@ def test_micro_batches_give_the_loss_and_gradients_of_one_pass(folders, kind, mo
 
 
 @pytest.mark.parametrize("kind", CAPTIONERS)
+def test_micro_batches_run_once_each_in_the_backward_pass(folders, kind, monkeypatch):
+    """Without hidden states, rl.micro_batch's forward returns the sampling steps' own values and its backward
+    runs each micro-batch's scoring pass once (no pass is computed twice): the loss and gradients of one pass
+    within 1e-6, in training mode with dropout 0.5 (off in both passes)."""
+    policy, feats = _policy(folders[kind], dropout=0.5)
+    calls = []
+    real = type(policy).score_samples
+    monkeypatch.setattr(type(policy), "score_samples", lambda self, *a: calls.append(1) or real(self, *a))
+    results = {}
+    for micro_batch in (0, 4, 3):
+        calls.clear()
+        out = _sample(policy, feats, micro_batch=micro_batch)
+        advantage = torch.linspace(-1.0, 1.0, out.tokens.size(0))
+        loss = reinforce_loss(out.logprobs, out.mask, advantage) - 0.1 * out.entropy.sum()
+        passes = len(calls)
+        loss.backward()
+        assert (passes, len(calls)) == ((1, 1) if micro_batch == 0 else (0, 2))
+        results[micro_batch] = (out.logprobs.detach(), loss.detach(), _grads(policy))
+    one_lp, one_loss, one_grads = results[0]
+    for micro_batch in (4, 3):
+        lp, loss, grads = results[micro_batch]
+        torch.testing.assert_close(lp, one_lp, rtol=0, atol=1e-5)
+        torch.testing.assert_close(loss, one_loss, rtol=1e-6, atol=1e-6)
+        assert grads.keys() == one_grads.keys() and len(grads) > 10
+        for name, grad in one_grads.items():
+            torch.testing.assert_close(grads[name], grad, rtol=1e-6, atol=1e-6, msg=f"{micro_batch}: {name}")
+
+
+@pytest.mark.parametrize("kind", CAPTIONERS)
 def test_given_captions_are_scored_as_the_models_forward(folders, kind):
     """A beam's n-best and WTF-RL's trajectories (score_captions, what teacher_forced_logprobs gives for such a
     policy): the model's own teacher-forced log-probabilities in eval mode, 0 at padding."""

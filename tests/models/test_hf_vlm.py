@@ -111,7 +111,7 @@ def test_greedy_and_beam_search_are_the_models_own_generate(built, family, beams
             assert ours == theirs[:len(ours)] and len(ours) >= min(len(theirs), 1), (i, ours, theirs)
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "paligemma"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_sampled_and_scored_logprobs_agree(built, family):
     """The scoring pass (one teacher-forced pass over prompt and sampled words) gives the log-probabilities the
     sampling steps computed (fp32, 1e-5): the cache, positions and masks of the steps are the forward's."""

@@ -102,12 +102,12 @@ def _prepare_shapes_hf(data_dir: Path, image_size: int, report: Report) -> tuple
 
 def _prepare_shapes_vlm(data_dir: Path, image_size: int, report: Report) -> tuple[Path, Path]:
     """The shapes benchmark with a small instruction vision-language model as the policy (docs/MODELS.md): a
-    SmolVLM (Idefics3) built offline at size small (``rlcap hf-captioner --family smolvlm --size small``) and the
-    store of its image tokens, as :func:`_prepare_shapes_hf`."""
+    SmolVLM (Idefics3) built offline at size mini (``rlcap hf-captioner --family smolvlm --size mini``: the widths
+    of shapes-hf's GIT) and the store of its image tokens, as :func:`_prepare_shapes_hf`."""
     from rlcap.models.hf_vlm_build import build_vlm
 
-    return _shapes_with_policy(data_dir, report, "a small SmolVLM",
-                               lambda folder, captions: build_vlm("smolvlm", folder, captions, "small"))
+    return _shapes_with_policy(data_dir, report, "a mini SmolVLM",
+                               lambda folder, captions: build_vlm("smolvlm", folder, captions, "mini"))
 
 
 def _shapes_with_policy(data_dir: Path, report: Report, what: str,
@@ -234,6 +234,15 @@ BENCH_ROWS: dict[str, BenchRow] = {
     "pg_bcmr": BenchRow(_after_xe("pg_bcmr"), "PG with Monte-Carlo rollouts, BCMR reward ([Liu17])"),
     "pg_spider": BenchRow(_after_xe("pg_spider"), "PG-SPIDEr: Monte-Carlo rollouts, SPIDEr ([Liu17])"),
     "mixer": BenchRow(_after_xe("mixer"), "MIXER: XE on a prefix annealed to 0 (Ranzato 2016, [Liu17])"),
+    # GRPO ([Shao24]) with TRL's defaults, and the variants make bench-grpo sets beside SCST (docs/RL.md, "GRPO")
+    "grpo": BenchRow(_after_xe("grpo"), "GRPO with TRL's defaults: group-normalised advantages, one update per "
+                                        "batch, DAPO's word-level average ([Shao24], [Yu25])"),
+    "grpo_clip": BenchRow((XE, Stage("grpo_clip", "grpo", "xe", (), ("grpo.iterations=2", "grpo.epsilon_high=0.28"))),
+                          "GRPO, two clipped updates per sampled batch (epsilon 0.2, DAPO's clip-higher 0.28)"),
+    "dr_grpo": BenchRow((XE, Stage("dr_grpo", "grpo", "xe", (), ("grpo.scale=none", "grpo.loss=dr_grpo"))),
+                        "Dr. GRPO: advantages not divided by the group's std, a constant normaliser ([Liu25])"),
+    "grpo_kl": BenchRow((XE, Stage("grpo_kl", "grpo", "xe", (), ("rl.kl_coef=0.04",))),
+                        "GRPO with a KL term to the XE policy, beta 0.04 (k3, [Shao24 eq. 4])"),
     # [Chaffin24]'s Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
     "tf": BenchRow((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers "
                                            "([Chaffin24] TF)"),

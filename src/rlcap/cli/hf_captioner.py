@@ -12,20 +12,21 @@ from rlcap.cli.options import int_range
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from rlcap.models.hf_build import FAMILIES, SIZES
-    from rlcap.models.hf_vlm_build import VLM_FAMILIES
+    from rlcap.models.hf_vlm_build import SIZES as VLM_SIZES, VLM_FAMILIES
 
     parser = subparsers.add_parser(
         "hf-captioner", help="build a transformers captioner folder from a small config (random weights)",
         description="Build a VisionEncoderDecoder (ViT + GPT-2), BLIP or GIT captioner, or an instruction "
-                    "vision-language model (Qwen2-VL, Qwen2.5-VL, SmolVLM, PaliGemma, LLaVA, Florence-2; sizes tiny "
-                    "and small) with its processor and chat template, with random weights and a tokenizer trained on "
+                    "vision-language model (Qwen2-VL, Qwen2.5-VL, SmolVLM, PaliGemma, LLaVA, Florence-2; sizes tiny, "
+                    "mini and small) with its processor and chat template, with random weights and a tokenizer trained on "
                     "the dataset's training captions, saved as save_pretrained writes a downloaded model: a folder "
                     "for model.arch=hf model.path=OUT. docs/MODELS.md.")
     parser.add_argument("out", type=Path, help="the folder to write (must not hold a model already)")
     parser.add_argument("--dataset", type=Path, required=True, help="the caption file whose training captions the "
                                                                     "tokenizer learns")
     parser.add_argument("--family", choices=FAMILIES + VLM_FAMILIES, default="git")
-    parser.add_argument("--size", choices=list(SIZES), default="small")
+    parser.add_argument("--size", choices=list(dict.fromkeys([*SIZES, *VLM_SIZES])), default="small",
+                        help="tiny, small or base for a captioner; tiny, mini or small for a vision-language model")
     parser.add_argument("--tokenizer", choices=["wordpiece", "word"], default="wordpiece")
     parser.add_argument("--vocab-size", type=int_range(8), default=30522, help="most wordpiece tokens (default 30522)")
     parser.add_argument("--seed", type=int_range(0), default=0)

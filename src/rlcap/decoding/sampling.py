@@ -176,7 +176,7 @@ def _sample_then_score(model: ScoresSamples, encoded: Tensors, n: int, word: tor
         forced = forced_positions(prefix, out.tokens.size(1))  # (R, T) or None
         counts = out.mask if forced is None else out.mask & ~forced  # (R, T) the words chosen, not forced
         logprobs, entropies, hidden = score_rows(model, encoded, n, inputs, out.tokens, counts, return_hidden,
-                                                 micro_batch)
+                                                 micro_batch, drawn=(out.logprobs, out.entropy))
     return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies, hidden)
 
 

@@ -6,10 +6,14 @@ log-probabilities their loss needs from one teacher-forced forward pass over the
 torchtune's ``generate_trajectory``). Sampling with autograd instead keeps every step's keys and values, and
 the graph of every step, until the backward pass. :func:`score_rows` is that scoring pass:
 
-* in micro-batches of ``micro_batch`` rows (``rl.micro_batch``; 0: one pass), each run under
-  ``torch.utils.checkpoint``: only its outputs are kept, and the backward pass computes it again, so that the
-  activations of one micro-batch are in memory at a time. The loss and gradients are those of one pass (up to
-  float rounding: tests/models/test_hf_scoring.py);
+* in micro-batches of ``micro_batch`` rows (``rl.micro_batch``; 0: one pass), so that the activations of one
+  micro-batch are in memory at a time. The loss and gradients are those of one pass (up to float rounding:
+  tests/models/test_hf_scoring.py). Where the sampling steps' own log-probabilities and entropies are at hand
+  (``drawn``: the same distribution's, the passes agree to 1e-5) and no hidden state is asked for, the forward
+  pass returns them and the backward pass runs each micro-batch once, with autograd, and back-propagates the
+  loss's gradient through it at once (:class:`_ScoredInBackward`): one forward and one backward a row, as one
+  pass takes. Otherwise each micro-batch runs under ``torch.utils.checkpoint``: computed without autograd in
+  the forward pass and again with it in the backward pass;
 * of each pass's (rows, T, V) scores, only the sampled words' log-probabilities and the entropies leave it
   (:func:`word_stats`), so no (R, T, V) log-probabilities are kept for the batch: a VLM's vocabulary has 50k
   to 150k words;
@@ -27,6 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from rlcap.data.vocab import BOS, PAD
 from rlcap.decoding.result import zero_pads
+from rlcap.models.amp import backward_context, forward_state
 from rlcap.models.base import Feats, ScoresSamples, Tensors, expand_memory, select_batch
 
 
@@ -54,6 +59,28 @@ class _WordStats(torch.autograd.Function):
         grad = lp.add_(ent).mul_(d_entropy[..., None]).add_(d_chosen[..., None]).mul_(p).neg_()  # (R, T, V)
         grad.scatter_add_(-1, words[..., None], d_chosen[..., None])
         return grad.to(scores.dtype), None
+
+
+class _ScoredInBackward(torch.autograd.Function):
+    """Micro-batched scoring whose forward pass returns the values the sampling steps computed (``logprobs``,
+    ``entropies`` (R, T), without autograd) and whose backward pass runs each micro-batch's scoring pass
+    (``passes``: (first row, end row, pass) each) with autograd, under the autocast state of the forward, and
+    back-propagates the loss's gradient through it into the parameters at once. ``anchor``: a trainable
+    parameter, so that autograd calls the backward pass (its gradient is the passes' own, not returned)."""
+
+    @staticmethod
+    def forward(ctx, anchor: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor,
+                passes: list) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.passes, ctx.autocast = passes, forward_state(logprobs)
+        return logprobs.clone(), entropies.clone()
+
+    @staticmethod
+    def backward(ctx, d_logprobs: torch.Tensor, d_entropies: torch.Tensor) -> tuple[None, None, None, None]:
+        for a, b, run in ctx.passes:
+            with torch.enable_grad(), backward_context(ctx.autocast):
+                logprobs, entropies, _ = run()
+            torch.autograd.backward((logprobs, entropies), (d_logprobs[a:b], d_entropies[a:b]))
+        return None, None, None, None
 
 
 def _log_policy(scores: torch.Tensor) -> torch.Tensor:
@@ -88,24 +115,34 @@ def forced_positions(prefix: torch.Tensor | None, width: int) -> torch.Tensor | 
 
 
 def score_rows(model: ScoresSamples, encoded: Tensors, n: int, inputs: torch.Tensor, words: torch.Tensor,
-               counts: torch.Tensor, return_hidden: bool = False,
-               micro_batch: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+               counts: torch.Tensor, return_hidden: bool = False, micro_batch: int = 0,
+               drawn: tuple[torch.Tensor, torch.Tensor] | None = None,
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The teacher-forced scoring pass over R = B*n decoded rows (module docstring).
 
     ``encoded``: ``model.encode(feats)`` of the B images; ``inputs`` (R, T): the word each step read (BOS, then
     the words); ``words`` (R, T): the words chosen (PAD after EOS); ``counts`` (R, T) bool: the positions whose
     log-probability and entropy count (generated words, not forced ones nor padding). Returns logprobs and
     entropy (R, T), 0 where ``counts`` is False, and with ``return_hidden`` the hidden states (R, T, H), 0 at
-    padded positions. ``micro_batch``: rows a pass (0: all)."""
+    padded positions. ``micro_batch``: rows a pass (0: all); ``drawn``: the sampling steps' log-probabilities
+    and entropies of the same words (R, T), what micro-batches return without computing them again."""
     rows = inputs.size(0)
     size = rows if micro_batch <= 0 else min(micro_batch, rows)
     chunked = size < rows and torch.is_grad_enabled()
-    parts = []
-    for a in range(0, rows, size):
-        b = min(a + size, rows)
+    passes = [(a, min(a + size, rows)) for a in range(0, rows, size)]
+
+    def run(a: int, b: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         memory = _rows_memory(model, encoded, n, a, b, inputs.device)
-        args = (model, memory, inputs[a:b], words[a:b], counts[a:b], return_hidden)
-        parts.append(checkpoint(_score_pass, *args, use_reentrant=False) if chunked else _score_pass(*args))
+        return _score_pass(model, memory, inputs[a:b], words[a:b], counts[a:b], return_hidden)
+
+    anchor = next((p for p in model.parameters() if p.requires_grad), None)
+    if chunked and drawn is not None and not return_hidden and anchor is not None and not any(
+            t.requires_grad for t in encoded):
+        values = (torch.where(counts, v, 0.0) for v in drawn)
+        logprobs, entropies = _ScoredInBackward.apply(anchor, *values, [
+            (a, b, lambda a=a, b=b: run(a, b)) for a, b in passes])
+        return logprobs, entropies, None
+    parts = [checkpoint(run, a, b, use_reentrant=False) if chunked else run(a, b) for a, b in passes]
     logprobs, entropies, hidden = zip(*parts)
     return torch.cat(logprobs), torch.cat(entropies), torch.cat(hidden) if return_hidden else None
 

@@ -11,8 +11,10 @@ Families, each the transformers class its downloaded checkpoints name: ``qwen2_v
 declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over image and prompt), ``llava``
 (CLIP + Llama, an MLP projector) and ``florence2`` (DaViT + BART: an encoder-decoder prompted by a task token).
 
-Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests) and ``small`` (a 192-wide 4-layer vision tower,
-a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: the shapes-vlm benchmark).
+Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests), ``mini`` (a 64-wide 2-layer vision tower, a
+128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so that
+the two policies compare and two CPU cores train it in about an hour) and ``small`` (a 192-wide 4-layer vision tower,
+a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: bench-hf's speed tables).
 
 Qwen2-VL's and Qwen2.5-VL's processors hold a video processor, which transformers builds only with torchvision:
 their processor is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
@@ -32,6 +34,7 @@ from rlcap.transformers_io import no_bars
 
 SIZES: dict[str, Size] = {
     "tiny": Size(vision=32, vision_layers=1, vision_heads=2, text=32, text_layers=2, text_heads=2, px=32),
+    "mini": Size(vision=64, vision_layers=2, vision_heads=2, text=128, text_layers=2, text_heads=4, px=64),
     "small": Size(vision=192, vision_layers=4, vision_heads=6, text=384, text_layers=6, text_heads=6, px=64),
 }
 VLM_FAMILIES = tuple(BUILDERS)

@@ -1,0 +1,120 @@
+"""GRPO beside SCST on shapes, at equal numbers of sampled captions: the native UpDown and a small transformers
+captioner (GIT), TRL's defaults and the variants that change one thing each.
+
+Run with ``make bench-grpo``: calls ``rlcap bench --benchmark shapes`` (UpDown on EfficientNet features) and
+``rlcap bench --benchmark shapes-hf`` (a small GIT built offline) with the rows ``scst`` (the leave-one-out
+baseline), ``grpo`` (TRL's GRPOConfig defaults: group-normalised advantages, one update per batch, DAPO's word
+average, beta 0), ``grpo_clip`` (two updates per sampled batch, the ratio clipped to [0.8, 1.28]), ``dr_grpo``
+(no std scaling, a constant normaliser) and ``grpo_kl`` (beta 0.04 to the XE policy), every RL row from the same
+XE checkpoint with the same images, G, optimizer and epochs (``--rl rl.epochs=N``: equal sampled captions). Writes
+the test table (CIDEr-D, SPICE, diversity), each row's validation CIDEr-D after every epoch (what the sampled
+captions bought), what the clipping held back, and the first test images' captions into the bench-grpo section
+of docs/BENCHMARKS.md. Prints a last line of JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bench_shapes_hf import captions_table
+from benchdoc import REPO, machine, replace_section, run_bench
+
+# (benchmark, rows, output folder, overrides of the XE stage, RL epochs): UpDown trains 5 RL rows in about 30 min
+# on 2 cores; the GIT's RL epoch costs about 4x UpDown's, so it gets 3 rows and fewer epochs
+SIDES = (
+    ("shapes", "xe,scst,grpo,grpo_clip,dr_grpo,grpo_kl", "runs/bench_grpo", [], 4),
+    ("shapes-hf", "xe,scst,grpo,grpo_clip", "runs/bench_grpo-hf", ["xe.epochs=3"], 2),
+)
+POLICY = {"shapes": "UpDown (the native attention model, EfficientNet-Lite0 features at 128 px)",
+          "shapes-hf": "a small GIT built by `rlcap hf-captioner` (random weights, a 128-wide 2-layer decoder; "
+                       "configs/shapes-hf_xe.yaml)"}
+
+
+def curves(out: str, methods: list[str]) -> dict[str, dict]:
+    """Each RL row's validation CIDEr-D after every epoch, its sampled captions, and the means of what it logs
+    (``clipped``, ``kl``, seconds a step) from ``out``/METHOD/log.jsonl and config.json."""
+    from rlcap.train.logger import read_log
+
+    found = {}
+    for m in methods:
+        rows = read_log(REPO / out / m / "log.jsonl")
+        cfg = json.loads((REPO / out / m / "config.json").read_text())
+        train = [r for r in rows if r["split"] == "train"]
+        mean = {k: sum(r[k] for r in train) / len(train) for k in ("clipped", "kl", "reward") if k in train[0]}
+        found[m] = {"val": [r["CIDEr"] for r in rows if r["split"] == "val"], "steps": len(train),
+                    "captions": len(train) * cfg["rl"]["batch_size"] * cfg["rl"]["n_samples"], **mean}
+    return found
+
+
+def curve_table(found: dict[str, dict], xe_val: float) -> list[str]:
+    epochs = max(len(c["val"]) for c in found.values())
+    lines = ["| method | sampled captions | " + " | ".join(f"val CIDEr-D, epoch {e + 1}" for e in range(epochs))
+             + " | best | mean train reward | words clipped | mean KL (k3) |",
+             "|---|---|" + "---|" * (epochs + 4)]
+    for m, c in found.items():
+        vals = " | ".join(f"{v:.3f}" for v in c["val"])
+        clipped = f"{c['clipped']:.2%}" if "clipped" in c else "-"
+        lines.append(f"| {m} | {c['captions']:,} | {vals} | {max(c['val']):.3f} ({max(c['val']) / xe_val - 1:+.1%}) | "
+                     f"{c['reward']:.3f} | {clipped} | {c.get('kl', float('nan')):.4f} |".replace("nan", "-"))
+    return lines
+
+
+def xe_val(out: str) -> float:
+    from rlcap.train.logger import read_log
+
+    return max(r["CIDEr"] for r in read_log(REPO / out / "xe" / "log.jsonl") if r["split"] == "val")
+
+
+def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> tuple[list[str], dict]:
+    """One benchmark's part of the section, and its figures."""
+    command, seconds = run_bench(benchmark, methods, out, rl=[f"rl.epochs={epochs}"], xe=xe)
+    names = methods.split(",")
+    m = json.loads((REPO / out / "results.json").read_text())["methods"]
+    found = curves(out, [n for n in names if n != "xe"])
+    base = xe_val(out)
+    beam = {n: m[n]["beam"]["CIDEr"] for n in names}
+    spice = {n: m[n]["beam"]["SPICE"] for n in names}
+    figures = {"beam_cider": beam, "beam_spice": spice, "best_val": {n: max(c["val"]) for n, c in found.items()}}
+    grpo, scst, clip = figures["best_val"]["grpo"], figures["best_val"]["scst"], figures["best_val"]["grpo_clip"]
+    lines = [
+        f"### {benchmark}: {POLICY[benchmark]}", "",
+        f"Command: `{' '.join(command)}`, {seconds / 60:.0f} min in this run (stages trained by an earlier run of "
+        f"the same folder are reused). Every RL row: {epochs} epochs of 50 images x 5 samples from the XE "
+        f"checkpoint (validation CIDEr-D {base:.3f}), lr 0.0001, CIDEr-D reward without the end token, the best "
+        "epoch by beam-3 validation CIDEr-D kept for the test table.", "",
+        (REPO / out / "results.md").read_text().strip(), "",
+        "Validation CIDEr-D (500 images, beam 3) after each epoch, at equal numbers of sampled captions:", "",
+        *curve_table(found, base), "",
+        f"- GRPO with TRL's defaults against SCST: best validation CIDEr-D **{grpo:.3f} against {scst:.3f}** "
+        f"({grpo / scst - 1:+.1%}); test beam CIDEr-D {beam['grpo']:.3f} against {beam['scst']:.3f}, SPICE "
+        f"{spice['grpo']:.3f} against {spice['scst']:.3f}.",
+        f"- Two clipped updates per sampled batch against one: best validation CIDEr-D **{clip:.3f} against "
+        f"{grpo:.3f}** ({clip / grpo - 1:+.1%}) from the same sampled captions, at "
+        f"{found['grpo_clip']['clipped']:.2%} of the second update's words clipped.", "",
+        "The first test images' captions (beam 3):", "",
+        *captions_table(out, names),
+    ]
+    return lines, figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    import torch
+    import transformers
+
+    body, figures = ["## GRPO beside SCST on shapes, at equal numbers of sampled captions", "",
+                     "Command: `make bench-grpo` (`python benchmarks/bench_grpo.py`). Machine: "
+                     f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", ""], {}
+    for benchmark, methods, out, xe, epochs in SIDES:
+        lines, figures[benchmark] = side(benchmark, methods, out, xe, epochs)
+        body += [*lines, ""]
+    replace_section("bench-grpo", "\n".join(body))
+    print("\n".join(body))
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
