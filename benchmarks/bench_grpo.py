@@ -33,8 +33,9 @@ POLICY = {"shapes": "UpDown (the native attention model, EfficientNet-Lite0 feat
 
 
 def curves(out: str, methods: list[str]) -> dict[str, dict]:
-    """Each RL row's validation CIDEr-D after every epoch, its sampled captions, and the means of what it logs
-    (``clipped``, ``kl``, seconds a step) from ``out``/METHOD/log.jsonl and config.json."""
+    """Each RL row's validation CIDEr-D after every epoch, its sampled captions (its last step x images x G), and
+    the means of what it logs (``clipped``, ``kl``, the reward) over its logged steps, from ``out``/METHOD/log.jsonl
+    and config.json."""
     from rlcap.train.logger import read_log
 
     found = {}
@@ -42,22 +43,25 @@ def curves(out: str, methods: list[str]) -> dict[str, dict]:
         rows = read_log(REPO / out / m / "log.jsonl")
         cfg = json.loads((REPO / out / m / "config.json").read_text())
         train = [r for r in rows if r["split"] == "train"]
-        mean = {k: sum(r[k] for r in train) / len(train) for k in ("clipped", "kl", "reward") if k in train[0]}
-        found[m] = {"val": [r["CIDEr"] for r in rows if r["split"] == "val"], "steps": len(train),
-                    "captions": len(train) * cfg["rl"]["batch_size"] * cfg["rl"]["n_samples"], **mean}
+        mean = {k: sum(r[k] for r in train) / len(train) for k in ("clipped", "kl", "reward", "entropy")
+                if k in train[0]}
+        steps = max(r["step"] for r in train)  # (the log holds every log_every-th step)
+        found[m] = {"val": [r["CIDEr"] for r in rows if r["split"] == "val"], "steps": steps,
+                    "captions": steps * cfg["rl"]["batch_size"] * cfg["rl"]["n_samples"], **mean}
     return found
 
 
 def curve_table(found: dict[str, dict], xe_val: float) -> list[str]:
     epochs = max(len(c["val"]) for c in found.values())
     lines = ["| method | sampled captions | " + " | ".join(f"val CIDEr-D, epoch {e + 1}" for e in range(epochs))
-             + " | best | mean train reward | words clipped | mean KL (k3) |",
-             "|---|---|" + "---|" * (epochs + 4)]
+             + " | best | mean train reward | entropy | words clipped | mean KL (k3) |",
+             "|---|---|" + "---|" * (epochs + 5)]
     for m, c in found.items():
         vals = " | ".join(f"{v:.3f}" for v in c["val"])
         clipped = f"{c['clipped']:.2%}" if "clipped" in c else "-"
         lines.append(f"| {m} | {c['captions']:,} | {vals} | {max(c['val']):.3f} ({max(c['val']) / xe_val - 1:+.1%}) | "
-                     f"{c['reward']:.3f} | {clipped} | {c.get('kl', float('nan')):.4f} |".replace("nan", "-"))
+                     f"{c['reward']:.3f} | {c.get('entropy', float('nan')):.3f} | {clipped} | "
+                     f"{c.get('kl', float('nan')):.4f} |".replace("nan", "-"))
     return lines
 
 
@@ -67,6 +71,34 @@ def xe_val(out: str) -> float:
     return max(r["CIDEr"] for r in read_log(REPO / out / "xe" / "log.jsonl") if r["split"] == "val")
 
 
+def verdicts(m: dict, found: dict[str, dict]) -> list[str]:
+    """What the rows say, each against the row it changes one thing of: GRPO (TRL's defaults) against SCST, and
+    two clipped updates, Dr. GRPO and the KL term against GRPO (the last two where the benchmark runs them)."""
+    best = {n: max(c["val"]) for n, c in found.items()}
+
+    def test(row: str, against: str) -> str:
+        beam, rs = (m[row]["beam"], m[against]["beam"]), (m[row]["rs"], m[against]["rs"])
+        return (f"test beam CIDEr-D {beam[0]['CIDEr']:.3f} against {beam[1]['CIDEr']:.3f}, SPICE "
+                f"{beam[0]['SPICE']:.3f} against {beam[1]['SPICE']:.3f}, Div-2 of 5 random samples "
+                f"{rs[0]['Div-2']:.3f} against {rs[1]['Div-2']:.3f}")
+
+    lines = [f"- GRPO with TRL's defaults against SCST: best validation CIDEr-D **{best['grpo']:.3f} against "
+             f"{best['scst']:.3f}** ({best['grpo'] / best['scst'] - 1:+.1%}); {test('grpo', 'scst')}.",
+             f"- Two clipped updates per sampled batch against one: best validation CIDEr-D **{best['grpo_clip']:.3f} "
+             f"against {best['grpo']:.3f}** ({best['grpo_clip'] / best['grpo'] - 1:+.1%}) from the same sampled "
+             f"captions, at {found['grpo_clip']['clipped']:.2%} of the second update's words clipped; "
+             f"{test('grpo_clip', 'grpo')}."]
+    if "dr_grpo" in found:
+        lines.append(f"- Dr. GRPO (no std scaling, a constant normaliser) against GRPO: best validation CIDEr-D "
+                     f"**{best['dr_grpo']:.3f} against {best['grpo']:.3f}**; {test('dr_grpo', 'grpo')}.")
+    if "grpo_kl" in found:
+        lines.append(f"- The KL term (beta 0.04, mean k3 {found['grpo_kl']['kl']:.3f} a word) against none: best "
+                     f"validation CIDEr-D **{best['grpo_kl']:.3f} against {best['grpo']:.3f}**, sampling entropy "
+                     f"{found['grpo_kl']['entropy']:.3f} against {found['grpo']['entropy']:.3f}; "
+                     f"{test('grpo_kl', 'grpo')}.")
+    return lines
+
+
 def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> tuple[list[str], dict]:
     """One benchmark's part of the section, and its figures."""
     command, seconds = run_bench(benchmark, methods, out, rl=[f"rl.epochs={epochs}"], xe=xe)
@@ -74,10 +106,9 @@ def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> 
     m = json.loads((REPO / out / "results.json").read_text())["methods"]
     found = curves(out, [n for n in names if n != "xe"])
     base = xe_val(out)
-    beam = {n: m[n]["beam"]["CIDEr"] for n in names}
-    spice = {n: m[n]["beam"]["SPICE"] for n in names}
-    figures = {"beam_cider": beam, "beam_spice": spice, "best_val": {n: max(c["val"]) for n, c in found.items()}}
-    grpo, scst, clip = figures["best_val"]["grpo"], figures["best_val"]["scst"], figures["best_val"]["grpo_clip"]
+    figures = {"beam_cider": {n: m[n]["beam"]["CIDEr"] for n in names},
+               "beam_spice": {n: m[n]["beam"]["SPICE"] for n in names},
+               "best_val": {n: max(c["val"]) for n, c in found.items()}}
     lines = [
         f"### {benchmark}: {POLICY[benchmark]}", "",
         f"Command: `{' '.join(command)}`, {seconds / 60:.0f} min in this run (stages trained by an earlier run of "
@@ -85,14 +116,10 @@ def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> 
         f"checkpoint (validation CIDEr-D {base:.3f}), lr 0.0001, CIDEr-D reward without the end token, the best "
         "epoch by beam-3 validation CIDEr-D kept for the test table.", "",
         (REPO / out / "results.md").read_text().strip(), "",
-        "Validation CIDEr-D (500 images, beam 3) after each epoch, at equal numbers of sampled captions:", "",
+        "Validation CIDEr-D (500 images, beam 3) after each epoch, at equal numbers of sampled captions (the means "
+        "are over the logged steps, every 20th):", "",
         *curve_table(found, base), "",
-        f"- GRPO with TRL's defaults against SCST: best validation CIDEr-D **{grpo:.3f} against {scst:.3f}** "
-        f"({grpo / scst - 1:+.1%}); test beam CIDEr-D {beam['grpo']:.3f} against {beam['scst']:.3f}, SPICE "
-        f"{spice['grpo']:.3f} against {spice['scst']:.3f}.",
-        f"- Two clipped updates per sampled batch against one: best validation CIDEr-D **{clip:.3f} against "
-        f"{grpo:.3f}** ({clip / grpo - 1:+.1%}) from the same sampled captions, at "
-        f"{found['grpo_clip']['clipped']:.2%} of the second update's words clipped.", "",
+        *verdicts(m, found), "",
         "The first test images' captions (beam 3):", "",
         *captions_table(out, names),
     ]

@@ -391,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
             " (on 2 cores that other jobs share, one thread's figures are steadier: with 2, every operation waits "
             "for the busy core)" if args.threads == 1 else "")
         body = [f"## A transformers captioner (model.arch=hf): rlcap's sampling against `generate`, one SCST step",
-                "", f"Command: `{command}`. Machine: {versions}, {threads}. {load_note((load[0], load[1]))}", "",
+                "", f"Command: `{command}`. Machine: {versions}, {threads}. "
+                f"{load_note((load[0], load[1]), args.threads)}", "",
                 describe(results["cpu"], args.family), "",
                 "rlcap's sampling is `sample(policy, feats, n=5, max_len=16)` on the `HFCaptioner`; `generate` is the "
                 "same model's `generate(do_sample=True, num_return_sequences=5, max_new_tokens=16)` (PAD and the start "
@@ -409,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             ("vlm-images", args.vlm_images, 10), ("repeats", args.repeats, 5), ("budget", f"{args.budget:g}", "60"),
             ("threads", args.threads, 2)) if str(value) != str(default))
         run = (f"Command: `python benchmarks/bench_hf.py --parts vlm{vlm_options}` (a part of `make bench-hf`). "
-               f"Machine: {versions}, {args.threads} torch threads. {load_note((load[0], load[1]))}")
+               f"Machine: {versions}, {args.threads} torch threads. {load_note((load[0], load[1]), args.threads)}")
         replace_section("bench-hf-vlm", "\n".join(vlm_lines(vlm, run)), args.out)
     if "gpu" in parts:
         if gpu:

@@ -19,11 +19,11 @@ HEADER = ("# Benchmarks\n\nEvery figure below was measured by the command shown 
           "named with it. Runs on this 2-core machine vary by 10-15% from session to session (compare figures of one run).\n")
 
 
-def load_note(load: tuple[float, float]) -> str:
+def load_note(load: tuple[float, float], threads: int = 1) -> str:
     """The machine's 1-minute load average at a benchmark's start and end, and what it means for its
-    wall-clock figures (a benchmark alone keeps it near 1 on these 2 cores)."""
+    wall-clock figures (a benchmark alone keeps it near its ``threads`` on these 2 cores)."""
     figures = f"1-minute load average {load[0]:.1f} at the start and {load[1]:.1f} at the end"
-    if max(load) > 1.5:
+    if max(load) > threads + 0.5:
         return f"The 2 cores were shared with other jobs ({figures}), so wall-clock figures can be 2x off."
     return f"No other job ran ({figures})."
 

@@ -48,7 +48,7 @@ def test_each_row_is_the_grpo_recipe_with_one_change(recipes):
 def _run(folder: Path, vals: list[float], train: list[dict], batch: int = 4, g: int = 3) -> None:
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"rl": {"batch_size": batch, "n_samples": g}}))
-    rows = [{"step": i + 1, "split": "train", **r} for i, r in enumerate(train)]
+    rows = [{"step": 2 * i + 1, "split": "train", **r} for i, r in enumerate(train)]  # every other step logged
     rows += [{"step": 10 * (e + 1), "split": "val", "CIDEr": v, "epoch": e + 1} for e, v in enumerate(vals)]
     (folder / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -60,9 +60,25 @@ def test_the_curves_and_their_table(bench, tmp_path, monkeypatch):
                                                        {"reward": 1.5, "clipped": 0.3, "kl": 0.04}])
     _run(tmp_path / "out" / "xe", [0.8, 0.9], [{"loss": 3.0}])
     found = bench.curves("out", ["scst", "grpo_clip"])
-    assert found["scst"] == {"val": [1.0, 1.2], "steps": 2, "captions": 24, "reward": 1.5}
+    assert found["scst"] == {"val": [1.0, 1.2], "steps": 3, "captions": 36, "reward": 1.5}
     assert found["grpo_clip"]["clipped"] == pytest.approx(0.2) and found["grpo_clip"]["kl"] == pytest.approx(0.03)
     assert bench.xe_val("out") == 0.9
     table = bench.curve_table(found, 0.9)
-    assert table[2] == "| scst | 24 | 1.000 | 1.200 | 1.200 (+33.3%) | 1.500 | - | - |"
-    assert table[3] == "| grpo_clip | 24 | 1.100 | 1.050 | 1.100 (+22.2%) | 1.250 | 20.00% | 0.0300 |"
+    assert table[2] == "| scst | 36 | 1.000 | 1.200 | 1.200 (+33.3%) | 1.500 | - | - | - |"
+    assert table[3] == "| grpo_clip | 36 | 1.100 | 1.050 | 1.100 (+22.2%) | 1.250 | - | 20.00% | 0.0300 |"
+
+
+def test_the_verdicts_read_each_row_against_the_one_it_changes(bench):
+    def row(cider, spice, div2):
+        return {"beam": {"CIDEr": cider, "SPICE": spice}, "rs": {"Div-2": div2}}
+
+    m = {"scst": row(2.0, 0.30, 0.30), "grpo": row(2.1, 0.31, 0.31), "grpo_clip": row(1.9, 0.29, 0.25),
+         "grpo_kl": row(2.2, 0.33, 0.40)}
+    found = {"scst": {"val": [1.0, 1.2]}, "grpo": {"val": [1.5, 1.4], "entropy": 0.4},
+             "grpo_clip": {"val": [1.2, 1.3], "clipped": 0.08}, "grpo_kl": {"val": [1.6], "kl": 0.25, "entropy": 0.5}}
+    lines = bench.verdicts(m, found)
+    assert len(lines) == 3  # no dr_grpo row: no line for it
+    assert "**1.500 against 1.200** (+25.0%)" in lines[0] and "CIDEr-D 2.100 against 2.000" in lines[0]
+    assert "**1.300 against 1.500** (-13.3%)" in lines[1] and "8.00% of the second update's words" in lines[1]
+    assert "mean k3 0.250" in lines[2] and "entropy 0.500 against 0.400" in lines[2]
+    assert "Div-2 of 5 random samples 0.400 against 0.310" in lines[2]
