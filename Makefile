@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report bench-trl bench-grpo clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report bench-trl bench-grpo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ bench-hf: $(STAMP)
 # a small GIT trained by rlcap on shapes: XE, SCST, WTF-RL against TF (about 1.5 h on 2 cores)
 bench-shapes-hf: $(STAMP)
 	$(PY) benchmarks/bench_shapes_hf.py
+
+# a SmolVLM built offline at size mini, XE then SCST on shapes (configs/shapes-vlm_*.yaml)
+bench-shapes-vlm: $(STAMP)
+	$(PY) benchmarks/bench_shapes_vlm.py
 
 # One PG-SPIDEr update (K = 3 rollouts) next to one SCST step; rollout vs greedy throughput; reward dedupe
 bench-pg: $(STAMP)

@@ -21,11 +21,12 @@ import sys
 from bench_shapes_hf import captions_table
 from benchdoc import REPO, machine, replace_section, run_bench
 
-# (benchmark, rows, output folder, overrides of the XE stage, RL epochs): UpDown trains 5 RL rows in about 30 min
-# on 2 cores; the GIT's RL epoch costs about 4x UpDown's, so it gets 3 rows and fewer epochs
+# (benchmark, rows, output folder, overrides of the XE stage, RL epochs): on 2 cores with nothing else running,
+# UpDown's RL epoch takes about 70 s and the small GIT's about 40 s, so the 5 RL rows take about 25 and 20 min
+ROWS = "xe,scst,grpo,grpo_clip,dr_grpo,grpo_kl"
 SIDES = (
-    ("shapes", "xe,scst,grpo,grpo_clip,dr_grpo,grpo_kl", "runs/bench_grpo", [], 4),
-    ("shapes-hf", "xe,scst,grpo,grpo_clip", "runs/bench_grpo-hf", ["xe.epochs=3"], 2),
+    ("shapes", ROWS, "runs/bench_grpo", [], 4),
+    ("shapes-hf", ROWS, "runs/bench_grpo-hf", ["xe.epochs=3"], 6),
 )
 POLICY = {"shapes": "UpDown (the native attention model, EfficientNet-Lite0 features at 128 px)",
           "shapes-hf": "a small GIT built by `rlcap hf-captioner` (random weights, a 128-wide 2-layer decoder; "
@@ -113,7 +114,7 @@ def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> 
         f"### {benchmark}: {POLICY[benchmark]}", "",
         f"Command: `{' '.join(command)}`, {seconds / 60:.0f} min in this run (stages trained by an earlier run of "
         f"the same folder are reused). Every RL row: {epochs} epochs of 50 images x 5 samples from the XE "
-        f"checkpoint (validation CIDEr-D {base:.3f}), lr 0.0001, CIDEr-D reward without the end token, the best "
+        f"checkpoint (validation CIDEr-D {base:.3f}{'; XE ' + ', '.join(xe) if xe else ''}), lr 0.0001, CIDEr-D reward without the end token, the best "
         "epoch by beam-3 validation CIDEr-D kept for the test table.", "",
         (REPO / out / "results.md").read_text().strip(), "",
         "Validation CIDEr-D (500 images, beam 3) after each epoch, at equal numbers of sampled captions (the means "

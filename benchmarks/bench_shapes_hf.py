@@ -33,9 +33,9 @@ def captions_table(out: str, methods: list[str]) -> list[str]:
     return lines
 
 
-def words(out: str) -> dict[str, float]:
+def words(out: str, methods: str = METHODS) -> dict[str, float]:
     """Mean words of each method's beam captions on the test split (captions/METHOD.json)."""
-    said = {m: json.loads((REPO / out / "captions" / f"{m}.json").read_text())["captions"] for m in METHODS.split(",")}
+    said = {m: json.loads((REPO / out / "captions" / f"{m}.json").read_text())["captions"] for m in methods.split(",")}
     return {m: sum(len(c.split()) for c in caps.values()) / len(caps) for m, caps in said.items()}
 
 
