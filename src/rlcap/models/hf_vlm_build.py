@@ -12,9 +12,10 @@ declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over i
 (CLIP + Llama, an MLP projector) and ``florence2`` (DaViT + BART: an encoder-decoder prompted by a task token).
 
 Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests), ``mini`` (a 64-wide 2-layer vision tower, a
-128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so that
-the two policies compare and two CPU cores train it in about an hour) and ``small`` (a 192-wide 4-layer vision tower,
-a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: bench-hf's speed tables).
+128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so
+that the two policies compare and two CPU cores train XE and SCST in about 15 minutes) and ``small`` (a 192-wide
+4-layer vision tower, a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: bench-hf's speed
+tables).
 
 Qwen2-VL's and Qwen2.5-VL's processors hold a video processor, which transformers builds only with torchvision:
 their processor is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
