@@ -100,6 +100,21 @@ def verdicts(m: dict, found: dict[str, dict]) -> list[str]:
     return lines
 
 
+def template_line(out: str, names: list[str]) -> str:
+    """The most frequent word 4-gram of the test captions (beam 3) of every row together, and the share of each
+    row's captions that hold it: how far a method's captions fold into one template."""
+    from collections import Counter
+
+    said = {n: list(json.loads((REPO / out / "captions" / f"{n}.json").read_text())["captions"].values())
+            for n in names}
+    grams = Counter(g for caps in said.values() for c in caps
+                    for g in {tuple(c.split()[i:i + 4]) for i in range(len(c.split()) - 3)})
+    top = max(grams, key=lambda g: (grams[g], g))  # (ties: the last in word order, so that a rerun agrees)
+    shares = {n: sum(" ".join(top) in c for c in caps) / len(caps) for n, caps in said.items()}
+    return (f"- The captions read: the test captions' most frequent 4-gram is \"{' '.join(top)}\"; it is in "
+            + ", ".join(f"{n} {v:.0%}" for n, v in shares.items()) + " of each row's captions.")
+
+
 def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> tuple[list[str], dict]:
     """One benchmark's part of the section, and its figures."""
     command, seconds = run_bench(benchmark, methods, out, rl=[f"rl.epochs={epochs}"], xe=xe)
@@ -120,7 +135,7 @@ def side(benchmark: str, methods: str, out: str, xe: list[str], epochs: int) -> 
         "Validation CIDEr-D (500 images, beam 3) after each epoch, at equal numbers of sampled captions (the means "
         "are over the logged steps, every 20th):", "",
         *curve_table(found, base), "",
-        *verdicts(m, found), "",
+        *verdicts(m, found), template_line(out, names), "",
         "The first test images' captions (beam 3):", "",
         *captions_table(out, names),
     ]

@@ -82,3 +82,15 @@ def test_the_verdicts_read_each_row_against_the_one_it_changes(bench):
     assert "**1.300 against 1.500** (-13.3%)" in lines[1] and "8.00% of the second update's words" in lines[1]
     assert "mean k3 0.250" in lines[2] and "entropy 0.500 against 0.400" in lines[2]
     assert "Div-2 of 5 random samples 0.400 against 0.310" in lines[2]
+
+
+def test_the_template_line_counts_each_rows_captions_holding_the_top_4gram(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "REPO", tmp_path)
+    (tmp_path / "out" / "captions").mkdir(parents=True)
+    said = {"xe": ["a red star on the left", "a blue circle in the middle"],
+            "scst": ["a red star to the right of a blue circle", "a green heart to the right of a circle"]}
+    for name, caps in said.items():
+        (tmp_path / "out" / "captions" / f"{name}.json").write_text(json.dumps(
+            {"captions": {str(i): c for i, c in enumerate(caps)}}))
+    line = bench.template_line("out", ["xe", "scst"])
+    assert '"to the right of"' in line and "xe 0%, scst 100%" in line
