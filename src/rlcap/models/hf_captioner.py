@@ -48,7 +48,7 @@ from rlcap.models.base import Tensors
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf_vlm_parts import import_peft, layer_stack, merged_lora_state, unique_state, with_twins
 from rlcap.models.hf_export import generation_settings, write_weights
-from rlcap.models.hf_scoring import eval_mode, first_step_once, image_and_rows, score_samples
+from rlcap.models.hf_scoring import ScoredInOnePass, first_step_once
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def swap_tower(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
     raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
 
 
-class HFCaptioner(nn.Module):
+class HFCaptioner(ScoredInOnePass, nn.Module):
     """The Captioner interface (:mod:`rlcap.models.base`) over a transformers captioner read from ``folder``."""
 
     def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
@@ -291,19 +291,6 @@ class HFCaptioner(nn.Module):
 
     def init_state(self, memory: Tensors) -> Tensors:
         return ()  # no cache yet: the first step reads the image
-
-    # sampled without autograd, then scored in one pass (rlcap.models.base.ScoresSamples; models/hf_scoring.py)
-    scores_samples = True
-
-    def dropout_off(self) -> AbstractContextManager[None]:
-        return eval_mode(self)
-
-    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
-        return image_and_rows(memory, n)
-
-    def score_samples(self, memory: Tensors, inputs: torch.Tensor,
-                      return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return score_samples(self, memory, inputs, return_hidden)
 
     def hidden(self, state: Tensors) -> torch.Tensor:
         return state[0]

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
@@ -73,3 +73,21 @@ def score_samples(policy: Any, memory: Tensors, inputs: torch.Tensor,
         scores.append(policy.ids.rlcap_logits(out.logits.float()))  # (R, T - 1, V)
         hidden.append(last_hidden(out))  # (R, T - 1, H)
     return torch.cat(scores, 1), torch.cat(hidden, 1) if return_hidden else None
+
+
+class ScoredInOnePass:
+    """What a transformers captioner (an ``nn.Module`` with ``step`` and ``read``, its memory one image tensor)
+    needs of :class:`rlcap.models.base.ScoresSamples`: sampled without autograd, scored in one pass by
+    :func:`score_samples`, both without dropout, its memory expanded by :func:`image_and_rows`."""
+
+    scores_samples = True
+
+    def dropout_off(self) -> AbstractContextManager[None]:
+        return eval_mode(self)  # type: ignore[arg-type]
+
+    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
+        return image_and_rows(memory, n)
+
+    def score_samples(self, memory: Tensors, inputs: torch.Tensor,
+                      return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return score_samples(self, memory, inputs, return_hidden)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,7 +40,7 @@ from rlcap.errors import ConfigError, DataError, RlcapError
 from rlcap.models.base import Tensors
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf_export import generation_settings
-from rlcap.models.hf_scoring import eval_mode, first_step_once, image_and_rows, score_samples
+from rlcap.models.hf_scoring import ScoredInOnePass, first_step_once
 from rlcap.models.hf_vlm import DTYPES
 from rlcap.models.hf_vlm_parts import merged_lora_state, set_training, unique_state, with_twins
 from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
@@ -95,10 +94,9 @@ def _swap(model: nn.Module, tower: nn.Module, stand_in: nn.Module) -> tuple[nn.M
     raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
 
 
-class Seq2SeqVLMCaptioner(nn.Module):
-    """The Captioner interface (:mod:`rlcap.models.base`) over an encoder-decoder VLM read from ``folder``."""
-
-    scores_samples = True  # sampled without autograd, then scored in one pass (rlcap.models.base.ScoresSamples)
+class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
+    """The Captioner interface (:mod:`rlcap.models.base`) over an encoder-decoder VLM read from ``folder``, sampled
+    without autograd and scored in one pass (:class:`~rlcap.models.hf_scoring.ScoredInOnePass`)."""
 
     def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
                  train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0, prompt: str = "",
@@ -212,16 +210,6 @@ class Seq2SeqVLMCaptioner(nn.Module):
 
     def hidden(self, state: Tensors) -> torch.Tensor:
         return state[0]
-
-    def dropout_off(self) -> AbstractContextManager[None]:
-        return eval_mode(self)
-
-    def expand_memory(self, memory: Tensors, n: int) -> Tensors:
-        return image_and_rows(memory, n)
-
-    def score_samples(self, memory: Tensors, inputs: torch.Tensor,
-                      return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return score_samples(self, memory, inputs, return_hidden)
 
     def text_positions(self) -> int | None:
         """The decoder's position table, less the prefix's positions beyond BOS's."""
