@@ -24,6 +24,7 @@ the graph of every step, until the backward pass. :func:`score_rows` is that sco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
@@ -64,23 +65,23 @@ class _WordStats(torch.autograd.Function):
 class _ScoredInBackward(torch.autograd.Function):
     """Micro-batched scoring whose forward pass returns the values the sampling steps computed (``logprobs``,
     ``entropies`` (R, T), without autograd) and whose backward pass runs each micro-batch's scoring pass
-    (``passes``: (first row, end row, pass) each) with autograd, under the autocast state of the forward, and
-    back-propagates the loss's gradient through it into the parameters at once. ``anchor``: a trainable
+    (``run(first row, end row)`` for each of ``passes``) with autograd, under the autocast state of the forward,
+    and back-propagates the loss's gradient through it into the parameters at once. ``anchor``: a trainable
     parameter, so that autograd calls the backward pass (its gradient is the passes' own, not returned)."""
 
     @staticmethod
-    def forward(ctx, anchor: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor,
-                passes: list) -> tuple[torch.Tensor, torch.Tensor]:
-        ctx.passes, ctx.autocast = passes, forward_state(logprobs)
+    def forward(ctx, anchor: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor, run: Callable,
+                passes: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.run, ctx.passes, ctx.autocast = run, passes, forward_state(logprobs)
         return logprobs.clone(), entropies.clone()
 
     @staticmethod
-    def backward(ctx, d_logprobs: torch.Tensor, d_entropies: torch.Tensor) -> tuple[None, None, None, None]:
-        for a, b, run in ctx.passes:
+    def backward(ctx, d_logprobs: torch.Tensor, d_entropies: torch.Tensor) -> tuple[None, ...]:
+        for a, b in ctx.passes:
             with torch.enable_grad(), backward_context(ctx.autocast):
-                logprobs, entropies, _ = run()
+                logprobs, entropies, _ = ctx.run(a, b)
             torch.autograd.backward((logprobs, entropies), (d_logprobs[a:b], d_entropies[a:b]))
-        return None, None, None, None
+        return None, None, None, None, None
 
 
 def _log_policy(scores: torch.Tensor) -> torch.Tensor:
@@ -135,13 +136,12 @@ def score_rows(model: ScoresSamples, encoded: Tensors, n: int, inputs: torch.Ten
         memory = _rows_memory(model, encoded, n, a, b, inputs.device)
         return _score_pass(model, memory, inputs[a:b], words[a:b], counts[a:b], return_hidden)
 
-    anchor = next((p for p in model.parameters() if p.requires_grad), None)
-    if chunked and drawn is not None and not return_hidden and anchor is not None and not any(
-            t.requires_grad for t in encoded):
-        values = (torch.where(counts, v, 0.0) for v in drawn)
-        logprobs, entropies = _ScoredInBackward.apply(anchor, *values, [
-            (a, b, lambda a=a, b=b: run(a, b)) for a, b in passes])
-        return logprobs, entropies, None
+    if chunked and drawn is not None and not return_hidden and not any(t.requires_grad for t in encoded):
+        anchor = next((p for p in model.parameters() if p.requires_grad), None)
+        if anchor is not None:
+            values = (torch.where(counts, v, 0.0) for v in drawn)
+            logprobs, entropies = _ScoredInBackward.apply(anchor, *values, run, passes)
+            return logprobs, entropies, None
     parts = [checkpoint(run, a, b, use_reentrant=False) if chunked else run(a, b) for a, b in passes]
     logprobs, entropies, hidden = zip(*parts)
     return torch.cat(logprobs), torch.cat(entropies), torch.cat(hidden) if return_hidden else None
