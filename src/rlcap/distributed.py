@@ -2,7 +2,8 @@
 (several machines: torchrun's ``--nnodes``, ``--node-rank`` and ``--rdzv-endpoint``).
 
 Each process (rank) trains on its contiguous share of every global batch (the seeded batch of
-``batch_size`` images, so the data order does not depend on the number of processes); after each
+``batch_size`` images, so the data order does not depend on the number of processes; a rank left without
+an image by a short last batch steps on a stand-in weighed zero: :func:`batch_share`); after each
 backward pass the gradients of the part being stepped are averaged over the ranks (one
 ``all_reduce`` of their flattened values), so every rank keeps the same parameters; rank 0 alone
 writes checkpoints, logs and TensorBoard, and validates, its scores sent to the others. gloo on the
@@ -22,6 +23,9 @@ import torch.distributed as dist
 class Ranks(NamedTuple):
     rank: int = 0
     world: int = 1
+    # this rank holds no image of the step's batch (a short last batch of fewer images than processes): it steps
+    # on a stand-in row that every count and loss of the step weighs zero (:func:`batch_share`)
+    stand_in: bool = False
 
     @property
     def main(self) -> bool:
@@ -64,6 +68,12 @@ def launched_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def launched_world() -> tuple[int, int]:
+    """The processes torchrun started, in all and on this machine ((1, 1) without torchrun), before any process
+    group exists: what a command that continues the run starts again."""
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
 def average_gradients(params: Any, ranks: Ranks) -> None:
     """Replace each parameter's gradient by its mean over the ranks (parameters without one skipped:
     a frozen half has none on every rank alike)."""
@@ -100,17 +110,26 @@ def word_share(mask: torch.Tensor, ranks: Ranks) -> torch.Tensor | float:
 
 def count_share(count: torch.Tensor, ranks: Ranks) -> torch.Tensor | float:
     """The same factor for a rank's count of items (words, images: a () float tensor on the run's device):
-    count / all ranks' counts x the number of ranks; 1 for one process."""
+    count / all ranks' counts x the number of ranks; 1 for one process; 0 for a rank on a stand-in, whose
+    count is none (it still takes part in the all-reduce, so that every rank's collectives match)."""
     if ranks.world == 1:
         return 1.0
-    return count / total(count, ranks) * ranks.world
+    mine = torch.zeros_like(count) if ranks.stand_in else count
+    return mine / total(mine, ranks) * ranks.world
+
+
+def counted(values: torch.Tensor, ranks: Ranks) -> torch.Tensor:
+    """The values (rows first) a rank adds to the whole batch's statistics: its own, none on a stand-in."""
+    return values[:0] if ranks.stand_in else values
 
 
 def global_mean(values: torch.Tensor, ranks: Ranks) -> torch.Tensor:
-    """The mean of ``values`` over every rank's values (()); each rank's own mean for one process."""
+    """The mean of ``values`` over every rank's values (()), a stand-in's left out; each rank's own mean for one
+    process."""
     if ranks.world == 1:
         return values.float().mean()
-    both = total(torch.stack([values.float().sum(), torch.tensor(float(values.numel()), device=values.device)]), ranks)
+    mine = counted(values.float(), ranks)
+    both = total(torch.stack([mine.sum(), torch.tensor(float(mine.numel()), device=values.device)]), ranks)
     return both[0] / both[1]
 
 
@@ -149,6 +168,19 @@ def shard_rows(n: int, ranks: Ranks) -> slice:
     base, extra = divmod(n, ranks.world)
     start = ranks.rank * base + min(ranks.rank, extra)
     return slice(start, start + base + (1 if ranks.rank < extra else 0))
+
+
+def batch_share(n: int, ranks: Ranks) -> tuple[slice, Ranks]:
+    """This rank's rows of a training batch of ``n`` (>= 1) images and the ranks it steps with. A rank whose
+    :func:`shard_rows` are none (the epoch's short last batch, fewer images than processes) steps on the batch's
+    first image as a stand-in, ``stand_in`` set: the step runs every collective the others run (an empty rank
+    skipping the step left them waiting, or divided by zero), and :func:`count_share`, :func:`global_mean` and
+    the optimizer step weigh the stand-in zero, so the step trains what one process trains (fairseq's dummy
+    batch, whose loss is multiplied by 0)."""
+    rows = shard_rows(n, ranks)
+    if rows.start < rows.stop:
+        return rows, ranks._replace(stand_in=False)
+    return slice(0, 1), ranks._replace(stand_in=True)
 
 
 def gathered(obj: Any, ranks: Ranks) -> list[Any]:

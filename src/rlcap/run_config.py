@@ -225,6 +225,9 @@ class RunConfig:
     READS_CAPTIONS: ClassVar[bool] = True
     # it reads them in batches of data.seq_per_img captions per image
     CAPTIONS_PER_IMAGE: ClassVar[bool] = True
+    # the key of the batch size (images a step) whose rows torchrun's processes share out (check_processes);
+    # None: each process reads the whole batch (the critic's captions)
+    BATCH_KEY: ClassVar[str | None] = None
     # the dotted keys the run's recipe and overrides set, to their defaults or not: recorded on the instance by
     # rlcap.methods.registry.load_run_config (copy.deepcopy keeps them); None for a config built in Python (see sets)
     set_keys: ClassVar[frozenset[str] | None] = None
@@ -279,6 +282,18 @@ class RunConfig:
             section = getattr(self, field.name)
             if isinstance(section, ChecksRun):
                 section.check_run(self, field.name)
+
+    def check_processes(self, world: int) -> None:
+        """ConfigError when a batch (:attr:`BATCH_KEY`) holds fewer images than the ``world`` processes that share
+        out its rows: every step would leave a process without any (only an epoch's short last batch should)."""
+        if self.BATCH_KEY is None or world <= 1:
+            return
+        section, _, name = self.BATCH_KEY.partition(".")
+        size = getattr(getattr(self, section), name)
+        if size < world:
+            raise ConfigError(f"{self.BATCH_KEY}={size} is fewer images than the {world} processes (nproc={world}), "
+                              f"which share out each batch's images: give {self.BATCH_KEY} >= {world}, or fewer "
+                              "processes")
 
     def reads(self, key: str) -> bool:
         """Whether a run of this config reads the dotted ``key``: not when :attr:`UNREAD` names it; the model
@@ -340,6 +355,7 @@ class SequenceRunConfig(RunConfig):
 
     FROM_XE: ClassVar[bool] = True
     READS_CAPTIONS: ClassVar[bool] = False
+    BATCH_KEY: ClassVar[str | None] = "rl.batch_size"
 
     rl: RLConfig = help_field(RLConfig, "budget and rollouts of the sequence-level methods")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
@@ -347,3 +363,11 @@ class SequenceRunConfig(RunConfig):
     @property
     def learned_reward(self) -> RewardConfig | None:
         return self.reward
+
+    def reads(self, key: str) -> bool:
+        """:meth:`RunConfig.reads`, and ``rl.micro_batch`` only for a policy its family samples without autograd
+        and scores in one teacher-forced pass (:attr:`rlcap.models.family.ModelFamily.scores_samples`:
+        ``model.arch=hf``); other policies are scored step by step as they sample."""
+        if key == "rl.micro_batch" and not family(self.model.arch).scores_samples:
+            return False
+        return super().reads(key)

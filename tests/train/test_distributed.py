@@ -75,14 +75,14 @@ def test_a_run_is_resumed_by_as_many_processes(runs):
     done = _train([*common, f"out_dir={folder / '2'}", "max_steps=24", "resume=true"], 1)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        f"rlcap train: error: {folder / '2'} was trained by 2 processes and is resumed by 1: resume it with as many "
-        "(each takes its share of the same global batches)")
+        f"rlcap train: error: {folder / '2'} was trained by 2 processes and is resumed by 1: resume it with as many, "
+        "nproc=2 (each takes its share of the same global batches)")
     # with nproc=2, refused before torchrun starts: once, in one line (each rank printed it, then torchrun's
     # 30-line ChildFailedError)
     two = _train([*common, f"out_dir={folder / '1'}", "max_steps=24", "resume=true", "nproc=2"], 1)
     assert (two.returncode, two.stderr) == (2, f"rlcap train: error: {folder / '1'} was trained by 1 process and is "
-                                               "resumed by 2: resume it with as many (each takes its share of the "
-                                               "same global batches)\n")
+                                               "resumed by 2: resume it with as many, nproc=1 (each takes its "
+                                               "share of the same global batches)\n")
 
 
 def test_each_rank_takes_a_contiguous_share():

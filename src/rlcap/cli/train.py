@@ -18,7 +18,7 @@ from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt, signal_outcome
 from rlcap.config import describe
 from rlcap.errors import Stopped
 from rlcap.train.checkpoint import check_world_size
-from rlcap.distributed import launched_rank, stop_at_step_boundary
+from rlcap.distributed import launched_rank, launched_world, stop_at_step_boundary
 from rlcap.run_config import metric_label
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     options, overrides = command_options(args.overrides)
     if options.nproc > 1 and "WORLD_SIZE" not in os.environ:
         cfg = api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
+        cfg.check_processes(options.nproc)  # so is a batch of fewer images than processes
         if not options.overwrite:
             check_world_size(cfg.out_dir, options.nproc)  # so is a run of another number of processes
         return _torchrun(options.nproc, args, [o for o in args.overrides if not o.startswith("nproc=")], cfg.out_dir)
@@ -180,7 +181,8 @@ def _help_config(args: argparse.Namespace) -> int:
     unread = [row[0] for row in rows if row not in shown and not cfg.reads(row[0])]
     if unread:
         print(f"; not shown, as this run does not read them: {', '.join(unread)} "
-              "(other model.arch, reward.weights, algorithm, init_from or scst.baseline)", end="")
+              "(other model.arch, data.format or data.dataset, reward.weights, algorithm, init_from or "
+              "scst.baseline)", end="")
     print("\n\noptions of the command, not settings of the run: " + "; ".join(
         f"{key}=... {text}" for key, text in OPTION_HELP.items()))
     print(f"\nother methods (algorithm=NAME --help-config lists their keys): "
@@ -201,5 +203,13 @@ def _stopped(args: argparse.Namespace, out_dir: str, how: str) -> str:
     from rlcap.train.checkpoint import last_checkpoint_line
 
     overrides = [o for o in args.overrides if not o.startswith(("resume=", "overwrite="))]
+    world, local = launched_world()
+    if world > 1 and not any(o.startswith("nproc=") for o in overrides):  # a rank of torchrun started by hand
+        if world != local:  # several machines: torchrun again on each (a run is resumed by as many processes)
+            command = shlex.join(["torchrun", f"--nnodes={world // local}", f"--nproc-per-node={local}", "-m",
+                                  "rlcap", "train", args.config, *overrides, "resume=true"])
+            return (f"rlcap train: {how}; {last_checkpoint_line(out_dir)}. Continue on each of its {world // local} "
+                    f"machines, with the rendezvous options it was started with: {command}")
+        overrides.append(f"nproc={world}")  # as many processes on this machine: torchrun started for you
     command = shlex.join(["rlcap", "train", args.config, *overrides, "resume=true"])
     return f"rlcap train: {how}; {last_checkpoint_line(out_dir)}. Continue with: {command}"

@@ -96,6 +96,8 @@ class DualEncoderRunConfig(RunConfig):
 class EmbeddingRunConfig(DualEncoderRunConfig):
     """``algorithm: embedding``: the image-caption embedding that the embedding reward loads [Shi18]."""
 
+    BATCH_KEY: ClassVar[str | None] = "embedding.batch_size"
+
     algorithm: str = algorithm_field("embedding")
     embedding: EmbeddingConfig = help_field(EmbeddingConfig, "the embedding that the embedding reward loads")
 
@@ -103,6 +105,8 @@ class EmbeddingRunConfig(DualEncoderRunConfig):
 @dataclass
 class RetrieverRunConfig(DualEncoderRunConfig):
     """``algorithm: retriever``: the dual encoder of [Chaffin24], trained as the embedding is."""
+
+    BATCH_KEY: ClassVar[str | None] = "retriever.batch_size"
 
     algorithm: str = algorithm_field("retriever")
     retriever: RetrieverConfig = help_field(RetrieverConfig, "a dual encoder trained contrastively")

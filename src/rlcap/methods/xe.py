@@ -37,6 +37,7 @@ class XeRunConfig(RunConfig):
     """``algorithm: xe``: cross-entropy training (teacher forcing)."""
 
     UNREAD: ClassVar[tuple[str, ...]] = ("decode.temperature",)  # it samples no caption
+    BATCH_KEY: ClassVar[str | None] = "xe.batch_size"
 
     algorithm: str = algorithm_field("xe")
     xe: XEConfig = help_field(XEConfig, "cross-entropy training (teacher forcing)")

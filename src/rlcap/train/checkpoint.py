@@ -292,7 +292,8 @@ def check_world_size(run_dir: str | Path, world: int) -> None:
         raise RlcapError(f"cannot read checkpoint {last}: {exc}") from exc
     if was != world:
         raise ConfigError(f"{run_dir} was trained by {was} process{'es' if was != 1 else ''} and is resumed by "
-                          f"{world}: resume it with as many (each takes its share of the same global batches)")
+                          f"{world}: resume it with as many, nproc={was} (each takes its share of the same global "
+                          "batches)")
 
 
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:

@@ -1,16 +1,17 @@
-"""A part's optimizer and schedule, and one optimizer step (backward, gradient averaging across
-torchrun's processes, clipping, the fp16 gradient scaler)."""
+"""A part's optimizer and schedule, one optimizer step (backward, gradient averaging across torchrun's
+processes, clipping, the fp16 gradient scaler), and the share of a batch each process steps on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
 import torch
 
+from rlcap.data.loader import Batch
 from rlcap.run_config import OptimConfig
 from rlcap.train.checkpoint import POLICY
-from rlcap.distributed import Ranks, average_gradients
+from rlcap.distributed import Ranks, average_gradients, batch_share
 
 
 @dataclass
@@ -54,6 +55,10 @@ def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
     (p.scaler.scale(loss) if p.scaler is not None else loss).backward()
     for param in frozen:
         param.grad = None
+    if session.ranks.stand_in:  # a rank without rows adds nothing, whatever the loop weighed its stand-in by,
+        for param in p.module.parameters():  # but joins the all-reduce with the same gradients (zeros)
+            if param.grad is not None:
+                param.grad.zero_()
     average_gradients(p.module.parameters(), session.ranks)  # every rank steps with the whole batch's gradient
     if p.scaler is not None:
         p.scaler.unscale_(p.optimizer)  # clip the true gradients
@@ -66,3 +71,27 @@ def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
         p.scaler.update()
     else:
         p.optimizer.step()
+
+
+class Steps(Protocol):
+    """What :func:`shared_out` reads and sets of a session (:class:`rlcap.train.session.Session`)."""
+
+    ranks: Ranks
+    device: torch.device
+
+
+def shared_out(session: Steps, batches: Iterable[Any]) -> Iterator[Any]:
+    """Each of ``batches`` as this rank steps on it: a :class:`Batch`'s share of its images on the session's device,
+    ``session.ranks.stand_in`` set for the step when the share is a stand-in (an epoch's short last batch, fewer
+    images than processes: :func:`rlcap.distributed.batch_share`; :func:`optimizer_step` zeroes its gradient); a
+    batch of another kind as it comes (a loop's own, which every rank reads whole). Once the batches end, or the
+    loop leaves them early, the session's ranks are as they were, for validation and checkpoints."""
+    ranks = session.ranks._replace(stand_in=False)
+    try:
+        for batch in batches:
+            if isinstance(batch, Batch):
+                rows, session.ranks = batch_share(len(batch.ids), ranks)
+                batch = batch.shard(rows).to(session.device)
+            yield batch
+    finally:
+        session.ranks = ranks

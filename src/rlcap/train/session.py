@@ -39,9 +39,9 @@ from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_com
                                    own_model_path, relative_data_paths, rng_state, save_checkpoint, set_rng_state)
 from rlcap.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
-from rlcap.distributed import Ranks, from_main, gathered, join, shard_rows, stop_signal
+from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import Part, build_optimizer
+from rlcap.train.optimizer import Part, build_optimizer, shared_out
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
 
@@ -84,7 +84,7 @@ class Session:
     resuming: bool = False
     started: bool = False              # config.json written (:func:`run_started`)
     device: torch.device = torch.device("cpu")  # where every part, batch and reward of the run is
-    ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone)
+    ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone; shared_out)
     phase: Phase | None = None  # the phase the loop is in (entered by :func:`train_batches`); None: none yet
     watch: LossWatch = field(default_factory=LossWatch)
     precision: Precision = Precision()  # the forward passes' (``precision``): loops enter precision.forward() around them
@@ -121,6 +121,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     torch.set_num_threads(cpu_threads(cfg.threads))
     ranks = join(device)
+    cfg.check_processes(ranks.world)  # (torchrun started by hand: `rlcap train ... nproc=N` checks before it starts)
     out_dir = Path(cfg.out_dir)
     # the run folder is rank 0's, made ready by api.train (open_run_folder): the others read what it found
     if ranks.main:
@@ -313,11 +314,9 @@ def _phase_batches(session: Session, phase: Phase, batches: Batches, steps_per_e
     count = phase.counter(session.state, session.progress)
     while count["epoch"] < phase.epochs:
         desc = f"{phase.name or session.cfg.algorithm} epoch {count['epoch'] + 1}"
-        for batch in tqdm(batches(count["epoch"], count["step_in_epoch"]), total=steps_per_epoch,
-                          initial=count["step_in_epoch"], desc=desc, leave=False, disable=None):
-            if isinstance(batch, Batch):
-                batch = batch.shard(shard_rows(len(batch.ids), session.ranks)).to(session.device)
-            yield batch
+        # this rank's share of each batch (a stand-in weighed zero when a short last batch leaves it none)
+        yield from shared_out(session, tqdm(batches(count["epoch"], count["step_in_epoch"]), total=steps_per_epoch,
+                                            initial=count["step_in_epoch"], desc=desc, leave=False, disable=None))
         if phase.name is None:
             end_epoch(session, validate)
         else:
