@@ -214,9 +214,17 @@ def check_feature_dims(checkpoint: str | Path, config: dict[str, Any], data: Cap
                         "on features made like its training features")
 
 
-def evaluation_record(checkpoint: str | Path, split: str, data: DataConfig) -> dict[str, Any]:
+def evaluation_record(checkpoint: str | Path, split: str, data: DataConfig,
+                      run: OpenRun | None = None) -> dict[str, Any]:
     """What an evaluation's scores.json records of it, so that its folder is understood wherever it lies
-    (``rlcap report``): the checkpoint, the split and the data section, its paths absolute."""
+    (``rlcap report``): the checkpoint, the split and the data section, its paths absolute; and how ``run``
+    decoded (``decoding``: beam, lengths, length penalty, n-gram blocking, precision), which a model card's scores
+    must match (:func:`rlcap.models.model_card.add_scores`)."""
     section = {key: str(Path(value).resolve()) if key in DATA_PATHS and value else value
                for key, value in dataclasses.asdict(data).items()}
-    return {"checkpoint": str(Path(checkpoint).resolve()), "split": split, "data": section}
+    record = {"checkpoint": str(Path(checkpoint).resolve()), "split": split, "data": section}
+    if run is not None:
+        dec = run.decoding
+        record["decoding"] = {"beam_size": dec.beam_size, "max_len": dec.max_len, "length_penalty": dec.length_penalty,
+                              "no_repeat_ngram": dec.no_repeat_ngram, "precision": run.precision.name}
+    return record

@@ -4,9 +4,9 @@
 ``config.json``: the same settings continue the run (a finished run stays finished; a killed one
 resumes from its last checkpoint); different settings are refused with one line naming them and
 the three ways on. With ``resume=true`` the settings a run cannot change (architecture, data and
-vocabulary, algorithm, seed, starting checkpoint) are still refused, and the others (learning
-rate, epochs, batch size, validation, logging) are applied and recorded. ``resume=true`` with
-``overwrite=true`` is refused.
+vocabulary, algorithm, seed, starting checkpoint, how the model trains: a run from ``init_from`` too,
+:func:`own_model_keys`) are still refused, and the others (learning rate, epochs, batch size, validation,
+logging) are applied and recorded. ``resume=true`` with ``overwrite=true`` is refused.
 
 ``resume`` and ``overwrite`` say what this command does with the folder, not what the run trains:
 they are options of ``rlcap train`` (``resume=true``, as ``nproc=N``) and of :func:`rlcap.api.train`,
@@ -40,6 +40,7 @@ from rlcap.config import flatten, key_matches, to_dict
 from rlcap.data.loader import DATA_PATHS
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
+from rlcap.models.families import archs, family
 from rlcap.train.checkpoint import is_complete, recover
 
 log = logging.getLogger(__name__)
@@ -108,20 +109,34 @@ def saved_nothing(out: Path) -> bool:
 
 
 def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_from_checkpoint: bool,
-                     defaults: dict[str, Any] | None = None, unread: tuple[str, ...] = ()) -> dict[str, tuple]:
+                     defaults: dict[str, Any] | None = None, unread: tuple[str, ...] = (),
+                     own_keys: tuple[str, ...] = ()) -> dict[str, tuple]:
     """key -> (previous, current) for every setting that differs (the model's when it comes from a checkpoint).
 
     A setting the stored run does not have (added by a later release) is no change while it keeps
     its default (``defaults``, flat), which does what the run did before the setting existed; one that
     only the stored run has (removed by a later release, or a section the current method does not read)
-    is no change either, nor is a key it never reads (``unread``: :attr:`RunConfig.UNREAD`)."""
+    is no change either, nor is a key it never reads (``unread``: :attr:`RunConfig.UNREAD`). With
+    ``model_from_checkpoint``, the model keys are the checkpoint's and not compared, but for ``own_keys`` (dotted):
+    those the run takes as its own (:func:`own_model_keys`), compared as any other."""
     old, new, default = flatten(previous), flatten(current), flatten(defaults or {})
     old = {k: v for k, v in old.items() if k in new}
     keys = sorted(set(old) | set(new))
     return {k: (old.get(k), new.get(k)) for k in keys
             if old.get(k) != new.get(k) and not key_matches(k, (*IGNORED, *unread))
-            and not (model_from_checkpoint and k.startswith("model."))
+            and not (model_from_checkpoint and k.startswith("model.") and k not in own_keys)
             and not (k not in old and k in default and new.get(k) == default[k])}
+
+
+def own_model_keys(cfg: Any, previous: dict[str, Any]) -> tuple[str, ...]:
+    """The model keys a run from ``init_from`` takes as its own rather than from the checkpoint (how its family
+    trains it: ``model.train``, LoRA's rank, ...; :func:`rlcap.train.init_source.model_section`) where ``cfg``
+    sets them, of the family the ``previous`` settings record. Its config.json records what it trained with, so a
+    resume that sets another value changes the model as ``model.path`` would, and is refused as that is."""
+    arch = previous.get("model", {}).get("arch")
+    if not cfg.init_from or arch not in archs():
+        return ()
+    return tuple(f"model.{key}" for key in family(arch).training_keys if cfg.sets(f"model.{key}"))
 
 
 def _describe(changes: dict[str, tuple]) -> str:
@@ -164,7 +179,7 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
     current = run_settings(to_dict(cfg))
     changes = changed_settings(_moved_along(run_settings(previous), current), current,
                                model_from_checkpoint=bool(cfg.init_from), defaults=to_dict(type(cfg)()),
-                               unread=cfg.UNREAD)
+                               unread=cfg.UNREAD, own_keys=own_model_keys(cfg, previous))
     fixed = {k: v for k, v in changes.items() if key_matches(k, FIXED)}
     if resume and fixed:
         raise ConfigError(f"{out} holds a run whose {_describe(fixed)} cannot change on resume; "
