@@ -188,7 +188,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             raise ConfigError(f"override {item!r} is not of the form key=value")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw != "" else ""
+            value = yaml.safe_load(raw) if raw.strip() else raw  # (whitespace as written: YAML reads it as null)
         except yaml.YAMLError as exc:
             raise ConfigError(f"override {item!r}: cannot parse value: {exc}") from exc
         node = data

@@ -207,16 +207,14 @@ def load_vlm_encoder(folder: str | Path, device: torch.device | str = "cpu") -> 
         if model_class is None or not reads_image_tokens(model_class, config):
             return None
         model = load_weights_of(model_class, folder)
-        try:
-            processor = load_processor(folder)
-        except (OSError, ValueError, KeyError) as exc:
-            raise RlcapError(f"cannot load the processor of {folder}: {str(exc).splitlines()[0]}") from None
+        processor = load_processor(folder)
     return HFVLMEncoder(folder, model, processor, device)
 
 
 def load_processor(folder: Path) -> Any:
-    """The processor saved in ``folder`` (``AutoProcessor``). One whose video processor needs a library that is not
-    installed (Qwen2-VL's needs torchvision) is made of its image processor, tokenizer and chat template alone:
+    """The processor saved in ``folder`` (``AutoProcessor``), or a one-line refusal naming the files a processor
+    is read from (a folder without them: a partial download). One whose video processor needs a library that is
+    not installed (Qwen2-VL's needs torchvision) is made of its image processor, tokenizer and chat template alone:
     rlcap gives it pictures, never videos."""
     import json
 
@@ -226,6 +224,11 @@ def load_processor(folder: Path) -> Any:
         return transformers.AutoProcessor.from_pretrained(folder, local_files_only=True)
     except ImportError:
         pass
+    except (OSError, ValueError, KeyError) as exc:  # (transformers' advice is about the Hub: not what is missing)
+        said = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""  # (its first sentence)
+        raise RlcapError(f"cannot load the processor of {folder} ({exc.__class__.__name__}: {said}): the folder "
+                         "lacks its processor's files (processor_config.json or preprocessor_config.json, the "
+                         "tokenizer's, the chat template); copy them from where the model came from") from None
     try:
         name = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))["processor_class"]
         processor_class = getattr(transformers, name)

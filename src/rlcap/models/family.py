@@ -27,6 +27,12 @@ class ModelFamily(Protocol):
     training_keys: tuple[str, ...]
     # whether :meth:`text_codec` brings the vocabulary (a tokenizer): then none is built from the captions
     brings_text_codec: bool
+    # whether a new captioner starts from trained weights (a transformers captioner's folder), not random ones: a
+    # method meant to continue an XE model warns of a run without init_from only when they are random
+    starts_trained: bool
+    # whether its captioners are sampled without autograd and scored in one teacher-forced pass
+    # (rlcap.models.base.ScoresSamples): only then does a run read rl.micro_batch, the rows of a scoring pass
+    scores_samples: bool
 
     def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
         """The captioner of ``cfg``, its weights random (or its folder's, for a pretrained one)."""

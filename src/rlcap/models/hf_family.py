@@ -25,7 +25,7 @@ from rlcap.models.hf_captioner import HFCaptioner, is_transformers_folder
 from rlcap.models.hf_vlm import HFVLMCaptioner, is_vlm_folder, vlm_codec
 from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner, is_seq2seq_vlm
 from rlcap.models.model_config import ModelConfig
-from rlcap.models.model_card import FromFolder, base_model_of, write_card
+from rlcap.models.model_card import FromFolder, Prompted, base_model_of, write_card
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,8 @@ class HFFamily:
 
     training_keys = TRAINING_KEYS
     brings_text_codec = True  # its tokenizer
+    starts_trained = True  # model.path's weights
+    scores_samples = True  # every captioner of it: rlcap.models.hf_scoring.ScoredInOnePass
 
     def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
         """The captioner of ``model.path``, on its stored tower tokens (``att_dim`` wide); an encoder-decoder
@@ -108,15 +110,17 @@ class HFFamily:
     def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
         """The policy as a transformers folder of its own, ``hf/``, whose ``generate()`` decodes as the run does;
         its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf_export`), and
-        its model card (:mod:`rlcap.models.model_card`)."""
+        its model card (:mod:`rlcap.models.model_card`), with the prompt a prompted policy reads (and its
+        ``prompt.json``)."""
         if isinstance(module, ExportsPretrained):
             module.export_pretrained(folder / EXPORT, config["decode"], previous / EXPORT if previous else None)
-            write_card(folder / EXPORT, config, _base_model(module, folder / EXPORT))
+            write_card(folder / EXPORT, config, _base_model(module, folder / EXPORT),
+                       prompt=module.prompt if isinstance(module, Prompted) else None)
 
 
 def _base_model(module: nn.Module, exported: Path) -> str:
     """What the exported policy was tuned from (:func:`rlcap.models.model_card.base_model_of` its source folder)."""
-    return base_model_of(module.folder) if isinstance(module, FromFolder) else exported.name
+    return base_model_of(module.folder) if isinstance(module, FromFolder) else str(exported.resolve())
 
 
 HF = HFFamily()

@@ -35,6 +35,7 @@ store check and the export).
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,7 +54,7 @@ from rlcap.models.base import Tensors, expand_batch
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf_captioner import HFCaptioner
 from rlcap.models.hf_export import generation_settings, write_weights
-from rlcap.models.hf_vlm_prompt import PromptInputs, prompt_text
+from rlcap.models.hf_vlm_prompt import PromptInputs, policy_prompt
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # model.dtype: the weights as loaded
@@ -84,15 +85,21 @@ class HFVLMCaptioner(HFCaptioner):
         transformers = import_transformers()
         self.folder = Path(folder).expanduser().resolve()
         config, model_class = captioner_config(self.folder)
-        with no_bars(transformers):
-            model = load_weights_of(model_class, self.folder, DTYPES[dtype])
+        with no_bars(transformers):  # (in the folder's dtype: the image side kept aside stays the store's, below)
+            model = load_weights_of(model_class, self.folder)
             self.processor = load_processor(self.folder)
+        # what the export declares (declare_dtype): the dtype that holds both the image side and the language model
+        # exactly, so that from_pretrained rounds neither
+        self.export_dtype = DTYPES[dtype] if model.config.dtype == DTYPES[dtype] else torch.float32
         # whether the forward reads image features as one tensor per image (Qwen2-VL, LLaVA) or a batch (PaliGemma)
         self.per_image = isinstance(image_tokens_output(model, self.processor), (list, tuple))
         prefix, base, names = vision_side(model)
         tower = nn.ModuleDict({name: getattr(base, name) for name in names}).requires_grad_(False)
         for name in names:  # the image side's weights are the store's: kept aside (not a submodule) for the export
             setattr(base, name, None)
+        # the language model in model.dtype; the image side as the folder holds it, as `rlcap features` read it, so
+        # that a float32 folder's store serves a bf16 policy (its tokens go into the bf16 language model as bf16)
+        model.to(DTYPES[dtype])
         self._tower_place = (prefix, [tower])
         self._tower_digest: str | None = None
         self.model = model
@@ -108,8 +115,9 @@ class HFVLMCaptioner(HFCaptioner):
             raise RlcapError(f"model.path={self.folder} writes {self.vocab_size} tokens, but the run's vocabulary has "
                              f"{vocab_size}: an hf run reads text through the model's own tokenizer")
         self._processor_files = processor_files(self.folder)  # what the export writes beside the weights
-        self.prompt = prompt_text(self.processor, prompt)
-        self.prompts = PromptInputs(self.processor, self.prompt, inspect.signature(model.forward).parameters)
+        self.prompt = policy_prompt(self.processor, prompt, self.folder)
+        self.prompts = PromptInputs(self.processor, self.prompt, inspect.signature(model.forward).parameters,
+                                    int(config.get_text_config().max_position_embeddings))
         self.checkpointing = gradient_checkpointing
         self._set_training(train, lora_rank, lora_alpha)
         for name, param in self.model.named_parameters():
@@ -272,9 +280,11 @@ class HFVLMCaptioner(HFCaptioner):
             self._tower_digest = tower_digest(self._tower_place[1][0])
         encoder, weights = records.get("encoder"), records.get("tower_weights")
         if encoder != own or weights != self._tower_digest or records.get("fc_layout") != FC_LAYOUT:
+            dtype = str(next(self._tower_place[1][0].parameters()).dtype).removeprefix("torch.")
             raise DataError(f"{store} holds features of {encoder} (image side {weights or 'not recorded'}), but "
                             f"model.path={self.folder} reads the image tokens of its own, {own} (image side "
-                            f"{self._tower_digest}): extract them with `rlcap features --encoder hf:{self.folder}`")
+                            f"{self._tower_digest}, its {dtype} weights as the folder holds them, whatever "
+                            f"model.dtype): extract them with `rlcap features --encoder hf:{self.folder}`")
         pixels = settings_json(self.processor.image_processor.to_dict())
         if records.get("preprocessing", pixels) != pixels:  # (another max_pixels: other grids, other token counts)
             raise DataError(f"{store} was written with other image processor settings than those of "
@@ -301,6 +311,7 @@ class HFVLMCaptioner(HFCaptioner):
         state = self._merged_state() if self.train_mode == "lora" else dict(self.model.state_dict())
         with no_bars(transformers):
             write_weights(self.model, state, tower, prefix, self._tower_digest, Path(folder), previous)
+        declare_dtype(Path(folder), self.export_dtype)
         for name, data in self._processor_files.items():
             (Path(folder) / name).write_bytes(data)
 
@@ -313,6 +324,17 @@ def image_tokens_output(model: Any, processor: Any) -> Any:
         params = inspect.signature(model.get_image_features).parameters
         kwargs = {k: v for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
         return model.get_image_features(**kwargs, return_dict=True).pooler_output
+
+
+def declare_dtype(folder: Path, dtype: torch.dtype) -> None:
+    """``folder``'s config.json declaring ``dtype``, which ``from_pretrained`` loads every weight in by default
+    (save_pretrained declares the first weight's): the image side is written as the folder the run started from
+    held it, the language model in ``model.dtype``, and a float32 folder tuned in bf16 declares float32, so that
+    its image side loads unrounded again (its store's digest still holds) and the bf16 weights exactly."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["dtype"] = str(dtype).removeprefix("torch.")
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 NOT_PROCESSOR = ("config.json", "generation_config.json", "README.md")  # a model folder's files that are no processor's

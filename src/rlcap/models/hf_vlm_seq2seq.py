@@ -26,6 +26,7 @@ writes it back); the projector stays, frozen. Sampling runs without autograd and
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -36,16 +37,20 @@ from torch import nn
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import captioner_config, tokenizer_ids
 from rlcap.encoders.hf import HF_PREFIX, tower_digest
+from rlcap.encoders.hf_vlm import blank, load_processor
 from rlcap.errors import ConfigError, DataError, RlcapError
 from rlcap.models.base import Tensors
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf_export import generation_settings
 from rlcap.models.hf_scoring import ScoredInOnePass, first_step_once
-from rlcap.models.hf_vlm import DTYPES
+from rlcap.models.hf_vlm import DTYPES, declare_dtype
+from rlcap.models.hf_vlm_prompt import instruction
 from rlcap.models.hf_vlm_parts import merged_lora_state, set_training, unique_state, with_twins
 from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
                                        under_adapters)
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
+
+log = logging.getLogger(__name__)
 
 CAPTION_TASK = "<CAPTION>"  # Florence-2's captioning task token (its processor's task_prompts_without_inputs)
 
@@ -71,6 +76,14 @@ def default_prompt(processor: Any, folder: Path) -> str:
         return CAPTION_TASK
     raise RlcapError(f"{folder}: its processor declares no {CAPTION_TASK} task: set model.prompt to the text the "
                      "model is prompted with")
+
+
+def check_prompt_length(length: int, text: Any, folder: Path) -> None:
+    """Refuse a prompt (with the picture's tokens) longer than the language encoder's learned positions
+    (``max_position_embeddings``), which it has no embedding for, in one line."""
+    if length > int(text.max_position_embeddings):
+        raise ConfigError(f"model.prompt: with the picture's tokens the prompt is {length} tokens, more than the "
+                          f"{text.max_position_embeddings} positions of the language encoder of {folder}: shorten it")
 
 
 class StoredMap(nn.Module):
@@ -112,12 +125,13 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         _, cls = captioner_config(self.folder)
         with no_bars(transformers):  # (in the folder's dtype: the tower kept aside stays the store's, below)
             self.model = load_weights_of(cls, self.folder)
-            processor = transformers.AutoProcessor.from_pretrained(self.folder, local_files_only=True)
-        self.prompt = prompt or default_prompt(processor, self.folder)
-        from PIL import Image
-
-        inputs = processor(images=[Image.new("RGB", (32, 32))], text=[self.prompt], return_tensors="pt")
+            processor = load_processor(self.folder)
+        self.export_dtype = DTYPES[dtype] if self.model.config.dtype == DTYPES[dtype] else torch.float32
+        self.prompt = instruction(processor, prompt) or default_prompt(processor, self.folder)
+        log.info("%s: the prompt its language encoder reads with each picture: %r", self.folder, self.prompt)
+        inputs = processor(images=[blank((32, 32))], text=[self.prompt], return_tensors="pt")
         self.register_buffer("prompt_ids", inputs["input_ids"], persistent=False)  # (1, L)
+        check_prompt_length(self.prompt_ids.shape[1], self.model.config.get_text_config(), self.folder)
         tower = self.model.get_encoder(modality="image")
         with torch.no_grad():  # the tower's map (1, C, h, w): what the store holds, as h*w cells of C
             self.grid = tuple(tower(inputs["pixel_values"]).last_hidden_state.shape[1:])
@@ -263,3 +277,4 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         with no_bars(transformers):
             model.save_pretrained(folder)
             transformers.AutoProcessor.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)
+        declare_dtype(Path(folder), self.export_dtype)

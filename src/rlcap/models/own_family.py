@@ -29,6 +29,8 @@ class OwnFamily:
     setup: Callable[[nn.Module, ModelConfig, Any], None] | None = None
     training_keys: tuple[str, ...] = ()
     brings_text_codec: bool = False  # (a vocabulary built from the training captions)
+    starts_trained: bool = False  # (random weights, or HRL's trained critic beside them)
+    scores_samples: bool = False  # (sampled with autograd through every step)
 
     def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
         return self.model(cfg, vocab_size, fc_dim, att_dim)

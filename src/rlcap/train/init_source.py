@@ -7,7 +7,8 @@ model that never says this data's words or reads features it was not made for. S
 whose vocabulary lacks words of the run's training captions, or whose features had another image
 size, is refused unless ``allow_init_mismatch=true``; one whose feature sizes differ is refused
 always (its weights cannot take those features). A sequence-level (RL) loop started without
-``init_from`` trains from random weights: that is allowed, with a warning line.
+``init_from`` trains from random weights: that is allowed, with a warning line (not for a family whose captioner
+starts from a folder's trained weights: a transformers captioner's ``model.path``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
     against ``data``; :class:`DataError` for a mismatch (see the module docstring).
     ``cfg``: a :class:`rlcap.run_config.RunConfig`."""
     if not cfg.init_from:
-        if cfg.FROM_XE:  # (hrl also refuses the model it then builds)
+        if cfg.FROM_XE and not family(cfg.model.arch).starts_trained:  # (hrl also refuses the model it then builds)
             log.warning("algorithm=%s starts from random weights (no init_from): it is meant to continue an XE "
                         "model; pass init_from=XE_RUN/best", cfg.algorithm)
         return
