@@ -92,14 +92,15 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     (its captions encoded with the checkpoint's vocabulary, unknown words as ``<unk>``).
 
     Returns ``{"model": {metric: value}, "references": {name: {metric: value}}, "evaluated": {checkpoint, split,
-    data}}`` and, with ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json`` (that
-    dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each reference
-    captioner.
+    data, decoding}}`` and, with ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json``
+    (that dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each
+    reference captioner; the checkpoint's model card takes the scores when it decoded with the checkpoint's own
+    settings (:func:`rlcap.models.model_card.add_scores`).
     """
     import time
 
     from rlcap.decoding.split import decode_split
-    from rlcap.eval.clip_score import add_clip_scores, load_clip
+    from rlcap.eval.clip_score import add_clip_scores, check_split_pictures, load_clip
     from rlcap.eval.open_run import evaluation_record, open_run
     from rlcap.files import check_writable
     from rlcap.models.model_card import add_scores
@@ -112,6 +113,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     data_cfg = run.data_config(data_overrides, dataset)
     data = run.data((split, "train") if references else (split,), data_config=data_cfg)
     clip_model = load_clip(clip, run.device) if clip is not None else None  # (a bad folder: before the decoding)
+    if clip_model is not None:
+        check_split_pictures(data_cfg, data.splits[split], images)  # (a missing picture too)
     dec = run.decoding
     metrics = evaluation_metrics()
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
@@ -124,7 +127,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     if clip_model is not None:
         add_clip_scores(result, clip_model, data_cfg, data.splits[split], images)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
-                              "evaluated": evaluation_record(checkpoint, split, data_cfg)}
+                              "evaluated": evaluation_record(checkpoint, split, data_cfg, run)}
     reference_preds = {}
     for name in references:
         preds = REFERENCE_CAPTIONERS[name](data.splits["train"], data.splits[split])
@@ -138,7 +141,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
             write_json(out / f"predictions_{name}.json", coco_results(ref.predictions))
             write_json(out / f"per_image_{name}.json", ref.per_image)
         write_json(out / "scores.json", scores)
-        add_scores(checkpoint, scores)  # the exported folder's model card, when the checkpoint has one
+        add_scores(checkpoint, scores)  # the exported folder's model card, when it has one and this is its decoding
     log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, dec.beam_size, result.corpus)
     return scores
 
@@ -198,18 +201,20 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     trained on video features captions it. A corrupt or empty video is one clear error (or goes to
     ``on_bad_image``).
 
-    A folder among ``images`` stands for every image under it (:func:`expand_image_paths`).
+    A folder among ``images`` stands for every image under it, a datasets dataset for its pictures
+    (:func:`rlcap.encoders.sources.named_images`, which names each caption: a file by its path, a dataset's picture
+    by its row, ``DATASET train row 0``).
     The images are encoded by the encoder of the checkpoint's training features, as its store recorded it
     (EfficientNet-Lite0 at ``image_size``, by default the size the features were extracted at; or the
     ``hf:`` model from its folder), so the model sees features like those it was trained on. A file
     that cannot be read as an image raises :class:`DataError`, or, given ``on_bad_image``, is
-    reported to it as ``(path, reason)`` and left out.
+    reported to it as ``(name, reason)`` and left out.
     """
     import torch
 
     from rlcap.decoding.options import decode as decode_with
     from rlcap.encoders.load import CountsRegions, checkpoint_encoder
-    from rlcap.encoders.sources import expand_image_paths, is_video
+    from rlcap.encoders.sources import is_video, named_images
     from rlcap.encoders.video import read_frames
     from rlcap.errors import DataError
     from rlcap.eval.open_run import open_run
@@ -224,57 +229,59 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
         return encoder.features(torch.from_numpy(encoder.prepare(images)))  # fc (B, Dfc), att (B, N, Datt)
 
     out: dict[str, str] = {}
-    paths = expand_image_paths(images)
+    named = named_images(images)  # (name, picture)
 
     def decode(feats: Feats) -> torch.Tensor:
         with run.precision.forward():
             return decode_with(model, feats, dec).tokens
 
-    order = [str(p) for p in paths]
-    videos = [p for p in paths if is_video(p)]
+    order = [name for name, _ in named]
+    videos = [(name, p) for name, p in named if is_video(p)]
     if videos and isinstance(encoder, CountsRegions):  # (its store holds pictures' image tokens, no frame vectors)
-        raise DataError(f"{videos[0]}: {checkpoint} is a vision-language model policy, which captions pictures, "
+        raise DataError(f"{videos[0][0]}: {checkpoint} is a vision-language model policy, which captions pictures, "
                         "not videos")
-    for path in videos:  # frames sampled as `rlcap features` does by default, each frame a region
+    for name, path in videos:  # frames sampled as `rlcap features` does by default, each frame a region
         try:
             frames = read_frames(path, n_frames=video_frames)
         except DataError as exc:
             if on_bad_image is None:
                 raise
-            on_bad_image(str(path), str(exc))
+            on_bad_image(name, str(exc))
             continue
         with torch.inference_mode():
             per_frame, _ = features(frames)  # (F, D)
             feats = Feats(per_frame.mean(0, keepdim=True), per_frame[None],
                           torch.ones(1, len(frames), dtype=torch.bool, device=where))
-            out[str(path)] = vocab.decode(decode(feats)[0].tolist())
-    paths = [p for p in paths if not is_video(p)]
-    for start in range(0, len(paths), batch_size):
-        chunk, loaded = _read_images(paths[start:start + batch_size], on_bad_image)
+            out[name] = vocab.decode(decode(feats)[0].tolist())
+    pictures = [(name, p) for name, p in named if not is_video(p)]
+    for start in range(0, len(pictures), batch_size):
+        chunk, loaded = _read_images(pictures[start:start + batch_size], on_bad_image)
         if not chunk:
             continue
         with torch.inference_mode():
             fc, att = features(loaded)
             feats = Feats(fc, att, torch.ones(att.shape[:2], dtype=torch.bool, device=where))
             tokens = decode(feats)
-        for path, row in zip(chunk, tokens):
-            out[str(path)] = vocab.decode(row.tolist())
-    return {p: out[p] for p in order if p in out}
+        for name, row in zip(chunk, tokens):
+            out[name] = vocab.decode(row.tolist())
+    return {name: out[name] for name in order if name in out}
 
 
-def _read_images(paths: list[Path], on_bad_image: Callable[[str, str], None] | None) -> tuple[list[Path], list[Any]]:
-    """The readable ``paths`` and their RGB images; a bad file raises, or goes to ``on_bad_image``."""
+def _read_images(named: list[tuple[str, Any]], on_bad_image: Callable[[str, str], None] | None,
+                 ) -> tuple[list[str], list[Any]]:
+    """The names of the readable pictures of ``named`` (name, picture) and their RGB images; a bad one raises, or
+    goes to ``on_bad_image`` as (name, reason)."""
     from rlcap.encoders.images import load_image
     from rlcap.errors import DataError
 
     good, images = [], []
-    for path in paths:
+    for name, path in named:
         try:
             images.append(load_image(path))  # DataError names the file
         except DataError as exc:
             if on_bad_image is None:
                 raise
-            on_bad_image(str(path), str(exc))
+            on_bad_image(name, str(exc))
             continue
-        good.append(path)
+        good.append(name)
     return good, images

@@ -155,8 +155,9 @@ BAD = {
     "missing picture": (lambda f: _bad_imagefolder(f, lambda rows: rows[1][1].update(file_name="9.png")),
                         "validation/metadata.jsonl row 0: its picture validation/9.png is not found"),
     "no picture bytes": (_parquet_without_a_picture, "train row 1: no picture in column 'image'"),
+    # (the column named as each command names it, --columns caption=COL or data.caption_column: test_messages_round5)
     "no caption column": (_parquet_without_a_caption_column,
-                          "train row 0: no column 'caption' (its columns: text); name it with data.caption_column"),
+                          "train row 0: no column 'caption' (its columns: text); name it with "),
     "caption of the wrong type": (lambda f: _bad_imagefolder(f, lambda rows: rows[0][1].update(caption=7)),
                                   "train/metadata.jsonl row 0: column 'caption' is 7 (int)"),
 }

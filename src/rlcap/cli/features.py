@@ -10,7 +10,7 @@ import torch
 
 from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
-from rlcap.data.hf_datasets import Columns, layout
+from rlcap.data.hf_datasets import ColumnNeeded, Columns, layout
 from rlcap.encoders.extract import extract_features
 from rlcap.encoders.load import DEFAULT_ENCODER, check_encoder_name
 from rlcap.encoders.sources import dataset_files, find_media, is_video, karpathy_images
@@ -85,7 +85,14 @@ def _run_videos(args: argparse.Namespace, videos: dict) -> int:
           f"present, {len(stats.failed)} skipped")
     for id, reason in stats.failed[:_MAX_LISTED_FAILURES]:
         print(f"  skipped {id}: {reason}")
+    _say_recorded(args.out, stats.failed)
     return 0
+
+
+def _say_recorded(out: str, failed: list) -> None:
+    if failed:
+        print(f"  {out} records them as skipped: a run on it leaves them out (and says so); fix them and run this "
+              "command again to add them")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,22 +147,28 @@ def _columns(text: str) -> Columns:
     return Columns(**given)
 
 
+def _images(args: argparse.Namespace, columns: Columns) -> dict:
+    """id -> picture of what the command names: a datasets dataset, a caption file's images, or a folder's."""
+    if args.dataset is None and layout(args.image_dir) is not None:  # a datasets dataset: its pictures, in place
+        args.dataset = args.image_dir
+    if args.dataset and layout(args.dataset) is not None:
+        return dataset_files(args.dataset, args.image_dir, columns)
+    if args.dataset:
+        try:
+            return karpathy_images(args.dataset, args.image_dir)
+        except DataError:
+            return dataset_files(args.dataset, args.image_dir, columns)
+    return find_media(args.image_dir)  # its images or its videos, never both
+
+
 def _run(args: argparse.Namespace) -> int:
     check_encoder_name(args.encoder)  # before any image is looked for
     if args.threads:
         torch.set_num_threads(args.threads)
-    columns = _columns(args.columns)
-    if args.dataset is None and layout(args.image_dir) is not None:  # a datasets dataset: its pictures, in place
-        args.dataset = args.image_dir
-    if args.dataset and layout(args.dataset) is not None:
-        images = dataset_files(args.dataset, args.image_dir, columns)
-    elif args.dataset:
-        try:
-            images = karpathy_images(args.dataset, args.image_dir)
-        except DataError:
-            images = dataset_files(args.dataset, args.image_dir, columns)
-    else:
-        images = find_media(args.image_dir)  # its images or its videos, never both
+    try:
+        images = _images(args, _columns(args.columns))
+    except ColumnNeeded as exc:  # the column named as this command names it, not by the training key
+        raise exc.named_by(f"--columns {exc.field}=COL") from None
     if images and all(is_video(p) for p in images.values()):
         return _run_videos(args, images)
     with progress(len(images), "features", unit="img") as bar:
@@ -171,4 +184,5 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  skipped {id}: {reason}")
     if len(stats.failed) > _MAX_LISTED_FAILURES:
         print(f"  ... and {len(stats.failed) - _MAX_LISTED_FAILURES} more")
+    _say_recorded(args.out, stats.failed)
     return 0

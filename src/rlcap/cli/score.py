@@ -47,17 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.metrics is None:
-        metrics = list(default_metrics())
-    else:
-        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-        if not metrics:
-            raise ConfigError(f"--metrics {args.metrics!r} names no metric; give one or more of "
-                              f"{', '.join(METRIC_NAMES)} (or leave --metrics out for the default set)")
     if (args.clip is None) != (args.images is None):
         raise ConfigError("--clip DIR and --images DIR go together: CLIP-S reads the pictures with the CLIP")
+    metrics = _metrics(args.metrics, args.clip is not None)
     refs, preds = read_refs(args.refs), read_preds(args.preds)
     clip = _load_clip(args.clip) if args.clip is not None else None  # (a bad folder: before the scoring)
+    pictures = _clip_pictures(args.images, preds) if clip is not None else {}  # (a missing one: before it too)
     if args.out is not None:
         check_writable(args.out, folder=args.out.is_dir())  # before scoring (SPICE can take minutes)
     training = None
@@ -69,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.similarity is not None:
         corpus.update(_retrieval(args.similarity))
     if clip is not None:
-        corpus.update(_clip_scores(clip, args.images, refs, preds, report.per_image))
+        corpus.update(_clip_scores(clip, pictures, refs, preds, report.per_image))
     _print_table(corpus, len(report.per_image))
     if report.spice_impl is not None:
         print(f"spice_impl: {report.spice_impl}")
@@ -89,20 +84,48 @@ def _write_scores(path: Path, scores: dict) -> Path:
     return path
 
 
+def _metrics(text: str | None, clip: bool) -> list[str]:
+    """The metrics ``--metrics`` names (None: the default set). CLIP-S and RefCLIP-S are not among them: ``--clip``
+    scores them, so they are refused without it, pointing there, and taken as said with it."""
+    if text is None:
+        return list(default_metrics())
+    metrics = [m.strip() for m in text.split(",") if m.strip()]
+    if not metrics:
+        raise ConfigError(f"--metrics {text!r} names no metric; give one or more of {', '.join(METRIC_NAMES)} (or "
+                          "leave --metrics out for the default set)")
+    named = [m for m in metrics if m.lower() in _CLIP_METRICS]
+    if named and not clip:
+        raise ConfigError(f"--metrics {named[0]}: CLIP-S and RefCLIP-S are scored with a CLIP, not by --metrics: "
+                          "give --clip DIR (a local CLIP folder) and --images DIR (the pictures), which add both")
+    return [m for m in metrics if m.lower() not in _CLIP_METRICS]
+
+
+_CLIP_METRICS = ("clip-s", "refclip-s", "clips", "refclips", "clipscore", "refclipscore")  # as users write them
+
+
 def _load_clip(folder: str) -> Any:
     from rlcap.eval.clip_score import load_clip
 
     return load_clip(folder)
 
 
-def _clip_scores(clip: Any, images: Path, refs: dict, preds: dict, per_image: dict) -> dict[str, float]:
-    """CLIP-S and RefCLIP-S of the first prediction of each image, its picture in ``images`` (file name without
-    suffix: the id): the corpus values; the per-caption ones are added to ``per_image``."""
+def _clip_pictures(images: Path, preds: dict) -> dict[str, Path]:
+    """The pictures in ``images`` (file name without suffix: the id), checked to hold every predicted image's."""
     from rlcap.encoders.sources import find_images
+    from rlcap.eval.clip_score import check_pictures
+
+    pictures = find_images(images)
+    check_pictures([i for i, c in preds.items() if c], pictures)
+    return pictures
+
+
+def _clip_scores(clip: Any, pictures: dict, refs: dict, preds: dict, per_image: dict) -> dict[str, float]:
+    """CLIP-S and RefCLIP-S of the first prediction of each image, its picture in ``pictures`` (id -> file): the
+    corpus values; the per-caption ones are added to ``per_image``."""
     from rlcap.eval.clip_score import score_with_clip
 
     captions = {i: c[0] for i, c in preds.items() if c}
-    corpus, per_caption = score_with_clip(clip, captions, find_images(images), refs)
+    corpus, per_caption = score_with_clip(clip, captions, pictures, refs)
     for i, values in per_caption.items():
         per_image.setdefault(i, {}).update(values)
     return corpus

@@ -35,6 +35,20 @@ SPLIT_NAMES = {"train": "train", "training": "train", "restval": "train", "valid
                "val": "val", "dev": "val", "test": "test", "testing": "test"}
 
 
+class ColumnNeeded(DataError):
+    """A column to name, or name again, to read the dataset: ``field`` is the :class:`Columns` field that names it
+    (``split``). The message names the training key (``data.split_column``); :meth:`named_by` says it as another
+    command names it (``rlcap features --columns split=COL``)."""
+
+    def __init__(self, before: str, field: str, after: str = "", key: str = ""):
+        self.before, self.field, self.after = before, field, after
+        super().__init__(f"{before}{key or f'data.{field}_column'}{after}")
+
+    def named_by(self, key: str) -> "ColumnNeeded":
+        """The same message with the column's key written ``key`` (``--columns split=COL``)."""
+        return ColumnNeeded(self.before, self.field, self.after, key)
+
+
 class Columns(NamedTuple):
     """Which columns hold what (the ``data.*_column`` keys)."""
 
@@ -66,23 +80,44 @@ def _split_dirs(path: Path) -> list[Path]:
 def read_hf_dataset(path: str | Path, columns: Columns = Columns()) -> list[ImageRecord]:
     """The records of a dataset in one of the three layouts (captions not yet tokenized)."""
     path = Path(path)
-    kind = layout(path)
-    if kind is None:
-        raise DataError(f"{path}: not a datasets dataset (a save_to_disk folder, .parquet files, or an image folder "
-                        "with metadata.jsonl or metadata.csv)")
-    rows = {"save_to_disk": _arrow_rows, "parquet": _parquet_rows, "imagefolder": _imagefolder_rows}[kind]
     records: list[ImageRecord] = []
     seen: dict[str, str] = {}
-    for row in rows(path, columns):
+    for row in _rows(path, columns):
         record = _record(row, columns, path)
         if record.id in seen:
-            raise DataError(f"{row.where}: id {record.id!r} appears twice ({seen[record.id]} and this row); every "
-                            "image needs its own id (data.id_column names the column of ids)")
+            raise ColumnNeeded(f"{row.where}: id {record.id!r} appears twice ({seen[record.id]} and this row); "
+                               "every image needs its own id (", "id", " names the column of ids)")
         seen[record.id] = row.where
         records.append(record)
     if not records:
         raise DataError(f"{path}: the dataset holds no rows")
     return records
+
+
+def named_pictures(path: str | Path, columns: Columns = Columns()) -> list[tuple[str, EmbeddedImage | Path]]:
+    """Each row's picture named by its row, as messages name it (``DATASET train row 0``), in the dataset's order:
+    what ``rlcap caption DATASET`` captions, a picture stored as bytes (read in place) or as a file name (relative
+    to the dataset's folder) alike. Captions, ids and splits are not read."""
+    path = Path(path)
+    root = path if path.is_dir() else path.parent
+    named: list[tuple[str, EmbeddedImage | Path]] = []
+    for row in _rows(path, columns):
+        if row.picture is None:
+            raise DataError(f"{row.where}: no picture in column {columns.image!r}")
+        named.append((row.where, row.picture if isinstance(row.picture, EmbeddedImage) else root / row.picture))
+    if not named:
+        raise DataError(f"{path}: the dataset holds no rows")
+    return named
+
+
+def _rows(path: Path, columns: Columns) -> Iterator[_Row]:
+    """The rows of the dataset at ``path``, in the reader of its layout."""
+    kind = layout(path)
+    if kind is None:
+        raise DataError(f"{path}: not a datasets dataset (a save_to_disk folder, .parquet files, or an image folder "
+                        "with metadata.jsonl or metadata.csv)")
+    readers = {"save_to_disk": _arrow_rows, "parquet": _parquet_rows, "imagefolder": _imagefolder_rows}
+    return readers[kind](path, columns)
 
 
 class _Row(NamedTuple):
@@ -106,29 +141,29 @@ def _record(row: _Row, columns: Columns, root: Path) -> ImageRecord:
 
 def _row_id(row: _Row, columns: Columns, filename: str | None) -> str:
     if columns.id:
-        value = _column(row, columns.id, "data.id_column")
+        value = _column(row, columns.id, "id")
         if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
             raise DataError(f"{row.where}: column {columns.id!r} is {value!r}; expected an id (a string or an integer)")
         return str(value)
     name = filename or row.name
     if not name:
-        raise DataError(f"{row.where}: its picture has no file name to take an id from; name the column of ids "
-                        "(data.id_column)")
+        raise ColumnNeeded(f"{row.where}: its picture has no file name to take an id from; name the column of ids (",
+                           "id", ")")
     return Path(name).stem
 
 
 def _row_split(row: _Row, columns: Columns) -> str:
-    value = _column(row, columns.split, "data.split_column") if columns.split else row.split
+    value = _column(row, columns.split, "split") if columns.split else row.split
     if value is None:
-        raise DataError(f"{row.where}: the dataset has no splits of its own; name the column of splits "
-                        "(data.split_column)")
+        raise ColumnNeeded(f"{row.where}: the dataset has no splits of its own; name the column of splits (", "split",
+                           ")")
     if not isinstance(value, str) or value.lower() not in SPLIT_NAMES:
         raise DataError(f"{row.where}: split {value!r} is not one of {', '.join(SPLIT_NAMES)}")
     return SPLIT_NAMES[value.lower()]
 
 
 def _row_captions(row: _Row, columns: Columns) -> list[str]:
-    value = _column(row, columns.caption, "data.caption_column")
+    value = _column(row, columns.caption, "caption")
     captions = [value] if isinstance(value, str) else value
     if not isinstance(captions, list) or not all(isinstance(c, str) for c in captions):
         raise DataError(f"{row.where}: column {columns.caption!r} is {_kind(value)}; expected a caption string or a "
@@ -138,10 +173,10 @@ def _row_captions(row: _Row, columns: Columns) -> list[str]:
     return captions
 
 
-def _column(row: _Row, name: str, key: str) -> Any:
+def _column(row: _Row, name: str, field: str) -> Any:
     if name not in row.values:
         shown = ", ".join(row.values)
-        raise DataError(f"{row.where}: no column {name!r} (its columns: {shown}); name it with {key}")
+        raise ColumnNeeded(f"{row.where}: no column {name!r} (its columns: {shown}); name it with ", field)
     return row.values[name]
 
 
@@ -182,8 +217,8 @@ def _picture_cells(block: Any, columns: Columns, where: str) -> list[Any]:
     import pyarrow.compute as pc
 
     if columns.image not in block.column_names:
-        raise DataError(f"{where}: no column {columns.image!r} (its columns: {', '.join(block.column_names)}); "
-                        "name the column of pictures with data.image_column")
+        raise ColumnNeeded(f"{where}: no column {columns.image!r} (its columns: {', '.join(block.column_names)}); "
+                           "name the column of pictures with ", "image")
     column = block.column(columns.image)
     if pa.types.is_struct(column.type) and column.type.get_field_index("bytes") >= 0:
         present = pc.invert(pc.is_null(pc.struct_field(column, "bytes"))).to_pylist()

@@ -19,8 +19,8 @@ from typing import Iterator, NamedTuple
 import torch
 
 from rlcap.config import help_field
-from rlcap.data.split_features import IN_MEMORY_LIMIT, SplitFeatures, check_in_memory
-from rlcap.data.hf_datasets import Columns
+from rlcap.data.split_features import IN_MEMORY_LIMIT, SplitFeatures, check_in_memory, without_skipped
+from rlcap.data.hf_datasets import Columns, layout
 from rlcap.data.readers import by_split, read_dataset
 from rlcap.data.records import ImageRecord
 from rlcap.data.vocab import BOS, EOS, PAD, SPECIALS, Vocab
@@ -41,6 +41,8 @@ MAX_LEN_HELP = ("training captions are cut to this many tokens of the run's voca
 MAX_LEN_HELP_HF = ("training captions are cut to this many of the model's subwords (its tokenizer's, EOS not "
                    "counted; a word may be cut in the middle): a run logs how many it cuts, and refuses a length "
                    "that cuts most")
+
+COLUMN_KEYS = ("image_column", "caption_column", "id_column", "split_column")  # a datasets dataset's (Columns)
 
 
 @dataclass
@@ -76,6 +78,20 @@ class DataConfig:
     def columns(self) -> Columns:
         """Which columns of a datasets dataset hold what."""
         return Columns(self.image_column, self.caption_column, self.id_column, self.split_column)
+
+    def reads(self, key: str) -> bool:
+        """Whether a run reads this section's ``key`` (what ``--help-config`` lists): the column keys only for a
+        datasets dataset (``format: hf``, or ``auto`` and ``dataset`` in one of its layouts); ``coco_splits`` only
+        where it can make the file COCO annotations (``format: coco``, or ``auto`` and neither a datasets dataset
+        nor JSONL: read_dataset)."""
+        if key not in (*COLUMN_KEYS, "coco_splits"):
+            return True
+        datasets = self.format == "hf" or (self.format == "auto" and self.dataset != ""
+                                           and layout(self.dataset) is not None)
+        if key in COLUMN_KEYS:
+            return datasets
+        return self.format == "coco" or (self.format == "auto" and not datasets
+                                         and Path(self.dataset).suffix != ".jsonl")
 
     def validate(self) -> None:
         check_in_memory(self.in_memory)
@@ -321,6 +337,7 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
         raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5)")
     _check_paths(cfg)
     grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits, cfg.columns()))
+    grouped = without_skipped(grouped, cfg.features)  # (images the store records as unreadable: left out, warned)
     if cfg.max_train_images and "train" in grouped:
         grouped["train"] = grouped["train"][: cfg.max_train_images]
     if cfg.train_captions != "all" and "train" in grouped:

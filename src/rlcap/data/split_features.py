@@ -19,6 +19,7 @@ naming the file (:class:`StoreChanged`). A split can also be checked whole at st
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -28,9 +29,12 @@ import numpy as np
 import torch
 
 from rlcap.data.feats import Feats
-from rlcap.data.features import open_feature_store
+from rlcap.data.features import open_feature_store, skipped_images
 from rlcap.data.features.store import FeatureStore, LoadedFeatures
+from rlcap.data.records import ImageRecord
 from rlcap.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 IN_MEMORY_LIMIT = 2 * 1024 ** 3  # bytes of features above which in_memory: auto reads batch by batch
 CHECK_ROWS = 256  # rows a read when a split is checked whole out of core
@@ -59,6 +63,21 @@ def _as_feats(loaded: LoadedFeatures, n_max: int | None) -> Feats:
     counts = torch.from_numpy(np.asarray(loaded.att_count, dtype=np.int64))
     mask = torch.arange(att_t.shape[1])[None, :] < counts[:, None]  # cpu: the split's data
     return Feats(fc, att_t, mask)
+
+
+def without_skipped(grouped: dict[str, list[ImageRecord]], store_path: str) -> dict[str, list[ImageRecord]]:
+    """``grouped`` (split -> its images) without the images that ``rlcap features --skip-bad`` left out of the
+    store as unreadable (the store records them), with one warning saying how many: a run trains and validates
+    on the rest rather than stopping at the first id its store lacks."""
+    skipped = skipped_images(store_path)
+    dropped = [r.id for records in grouped.values() for r in records if r.id in skipped]
+    if not dropped:
+        return grouped
+    total = sum(len(records) for records in grouped.values())
+    log.warning("%d of the %d images (e.g. %r: %s) are not in %s: rlcap features --skip-bad left them out as "
+                "unreadable, so this run leaves them out too; fix their pictures and run the same rlcap features "
+                "command to add them", len(dropped), total, dropped[0], skipped[dropped[0]], store_path)
+    return {split: [r for r in records if r.id not in skipped] for split, records in grouped.items()}
 
 
 def estimated_bytes(store: FeatureStore, ids: Sequence[str]) -> int:

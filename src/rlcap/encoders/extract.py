@@ -191,7 +191,8 @@ def extract_features(
     the number of images handled since the last call (done earlier, encoded or failed), e.g.
     ``tqdm.update``.
     ``on_error``: ``"raise"`` stops at the first unreadable image (batches before it are kept);
-    ``"skip"`` logs it, leaves it out and lists it in ``ExtractStats.failed``.
+    ``"skip"`` logs it, leaves it out, lists it in ``ExtractStats.failed`` and records it in the store as skipped
+    (:meth:`HDF5FeatureWriter.record_skipped`).
     ``device``: where the encoder runs (auto: CUDA when torch sees it, else the CPU).
     """
     if on_error not in ON_ERROR:
@@ -218,6 +219,8 @@ def extract_features(
             for batch in _batches(todo, batch_size, model, on_error, num_workers):
                 for id, reason in batch.failed:
                     logger.warning("skipped %s: %s", id, reason)
+                if batch.failed:  # recorded in the store: a run leaves them out, saying so
+                    writer.record_skipped(batch.failed)
                 stats.failed.extend(batch.failed)
                 if batch.pixels is not None:
                     pixels = torch.from_numpy(batch.pixels)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlcap.data.embedded import EmbeddedImage
-from rlcap.data.hf_datasets import Columns, layout
+from rlcap.data.hf_datasets import Columns, layout, named_pictures
 from rlcap.errors import DataError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -75,26 +75,33 @@ def is_video(path: str | Path | EmbeddedImage) -> bool:
 
 
 def expand_image_paths(paths: Sequence[str | Path]) -> list[Path | EmbeddedImage]:
-    """``paths`` in order, each folder replaced by the images under it (recursively, sorted).
+    """The pictures of :func:`named_images`, in order."""
+    return [picture for _, picture in named_images(paths)]
 
-    Files are kept whatever their suffix (a bad one fails when it is read); a folder stands for its
-    images and videos (:data:`IMAGE_SUFFIXES`, :data:`VIDEO_SUFFIXES`), and one holding neither is a
-    :class:`DataError`. A Hugging Face datasets dataset (:mod:`rlcap.data.hf_datasets`) stands for its
-    pictures in its order, those it stores as bytes read where they lie.
+
+def named_images(paths: Sequence[str | Path]) -> list[tuple[str, Path | EmbeddedImage]]:
+    """``paths`` in order as (name, picture), each folder replaced by the images under it (recursively, sorted):
+    what ``rlcap caption`` captions, and the names it gives the captions.
+
+    Files are kept whatever their suffix (a bad one fails when it is read), each named by its path; a folder
+    stands for its images and videos (:data:`IMAGE_SUFFIXES`, :data:`VIDEO_SUFFIXES`), and one holding neither is
+    a :class:`DataError`. A Hugging Face datasets dataset (:mod:`rlcap.data.hf_datasets`) stands for its pictures
+    in its order, each named by its row (``DATASET train row 0``) whether it stores the picture's bytes (read
+    where they lie) or its file name.
     """
     suffixes = IMAGE_SUFFIXES + VIDEO_SUFFIXES
-    out: list[Path | EmbeddedImage] = []
+    out: list[tuple[str, Path | EmbeddedImage]] = []
     for path in map(Path, paths):
         if layout(path) is not None:
-            out.extend(dataset_files(path, path).values())
+            out.extend(named_pictures(path))
             continue
         if not path.is_dir():
-            out.append(path)
+            out.append((str(path), path))
             continue
         found = sorted(p for p in path.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
         if not found:
             raise DataError(f"{path} is a folder with no images or videos in it ({', '.join(suffixes)})")
-        out.extend(found)
+        out.extend((str(p), p) for p in found)
     return out
 
 

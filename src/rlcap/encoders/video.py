@@ -113,6 +113,7 @@ def extract_video_features(videos: Mapping[str, str | Path], out: str | Path, im
                     raise
                 logger.warning("skipped %s: %s", video_id, exc)
                 stats.failed.append((video_id, str(exc)))
+                writer.record_skipped([(video_id, str(exc))])
                 if progress:
                     progress(1)
                 continue

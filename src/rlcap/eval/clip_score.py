@@ -7,7 +7,7 @@ prefix ``"A photo depicts "``, images through the CLIP's own resizing, cropping 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,13 @@ IMAGE_BATCH = 64  # images per forward pass, as the authors' extract_all_images
 
 
 def load_clip(folder: str | Path, device: str = "cpu") -> ClipRetriever:
-    """The CLIP of ``folder`` (``hf:DIR`` or DIR), refused with one line when the folder holds no CLIP."""
+    """The CLIP of ``folder`` (``hf:DIR`` or DIR), refused with one line when there is no such folder or it holds
+    no CLIP."""
     path = local_folder(folder)
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise DataError(f"{folder}: the CLIP folder {what}; CLIP-S reads a local CLIP folder (config.json with "
+                        "model_type 'clip', as save_pretrained writes it)")
     if not is_clip_folder(path):
         raise DataError(f"{folder}: CLIP-S reads a CLIP folder (config.json with model_type 'clip', as "
                         "save_pretrained writes it); this one holds none")
@@ -40,10 +45,7 @@ def score_with_clip(clip: ClipRetriever, captions: Mapping[str, str], images: Ma
     ``images`` id -> its picture (a file, or anything :func:`rlcap.encoders.images.load_image` reads),
     ``references`` id -> its reference captions. Returns ``({metric: corpus value}, {id: {metric: value}})``."""
     ids = list(captions)
-    missing = [i for i in ids if i not in images]
-    if missing:
-        raise DataError(f"image {missing[0]!r}: no picture for it ({len(missing)} of {len(ids)} captioned images "
-                        "have none); CLIP-S reads every captioned image")
+    check_pictures(ids, images)
     text = clip.embed_captions([with_prefix(captions[i]) for i in ids])  # (N, D) unit rows
     pictures = torch.cat([clip.embed_images([_picture(images[i]) for i in ids[s:s + IMAGE_BATCH]])
                           for s in range(0, len(ids), IMAGE_BATCH)]) if ids else torch.zeros_like(text)  # (N, D)
@@ -52,6 +54,20 @@ def score_with_clip(clip: ClipRetriever, captions: Mapping[str, str], images: Ma
     if references is not None:
         best = np.array([_best_reference(clip, text[k], references.get(i, []), i) for k, i in enumerate(ids)])
     return clip_scores(ids, cosines, best, weight)
+
+
+def check_pictures(ids: Sequence[str], images: Mapping[str, Any]) -> None:
+    """:class:`DataError` naming the first of ``ids`` that has no picture in ``images`` (id -> picture), or whose
+    file is not there: what the callers check before they decode or score, so that a missing picture stops them
+    at once rather than after the work."""
+    missing = [i for i in ids if i not in images]
+    if missing:
+        raise DataError(f"image {missing[0]!r}: no picture for it ({len(missing)} of {len(ids)} captioned images "
+                        "have none); CLIP-S reads every captioned image")
+    gone = [i for i in ids if isinstance(images[i], (str, Path)) and not Path(images[i]).is_file()]
+    if gone:
+        raise DataError(f"image {gone[0]!r}: its picture {images[gone[0]]} is not there ({len(gone)} of {len(ids)} "
+                        "captioned images' pictures are missing); CLIP-S reads every captioned image")
 
 
 def _picture(source: Any) -> Image.Image:
@@ -99,6 +115,12 @@ def _pictures(data_cfg: Any, split_data: Any, images: str | Path | None) -> dict
     """The pictures of the images of ``split_data``, from every split of the data (ids are unique across them)."""
     wanted = set(split_data.ids)
     return {i: p for i, p in split_pictures(data_cfg, None, images).items() if i in wanted}
+
+
+def check_split_pictures(data_cfg: Any, split_data: Any, images: str | Path | None) -> None:
+    """:func:`check_pictures` of every image of ``split_data``, found as :func:`clip_scores_of` finds them: before
+    the split is decoded."""
+    check_pictures(split_data.ids, _pictures(data_cfg, split_data, images))
 
 
 def add_clip_scores(result: Any, clip: ClipRetriever, data_cfg: Any, split_data: Any,

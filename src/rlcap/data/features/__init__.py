@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rlcap.data.features.folder import NpzFolderStore, SelfCriticalFolderStore
 from rlcap.data.features.hdf5 import DTYPES, HDF5FeatureStore, HDF5FeatureWriter
+from rlcap.data.features.hdf5_writer import open_h5, read_skipped
 from rlcap.data.features.store import FeatureStore, LoadedFeatures, pad_features
 from rlcap.data.features.tsv import TsvFeatureStore, is_tsv_folder
 from rlcap.errors import DataError
@@ -25,7 +26,18 @@ HDF5_SUFFIXES = (".h5", ".hdf5")
 __all__ = [
     "DTYPES", "FeatureStore", "HDF5FeatureStore", "HDF5FeatureWriter", "LoadedFeatures",
     "NpzFolderStore", "SelfCriticalFolderStore", "TsvFeatureStore", "open_feature_store", "pad_features",
+    "skipped_images",
 ]
+
+
+def skipped_images(path: str | Path) -> dict[str, str]:
+    """The ids ``rlcap features --skip-bad`` left out of the store at ``path`` as unreadable, and why: an HDF5
+    store records them; other stores, and a path that names none, give {}. Reads only that record."""
+    path = Path(path)
+    if path.suffix.lower() not in HDF5_SUFFIXES or not path.is_file():
+        return {}
+    with open_h5(path, "r") as file:
+        return read_skipped(file)
 
 
 def open_feature_store(path: str | Path) -> FeatureStore:

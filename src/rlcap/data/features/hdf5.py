@@ -12,6 +12,9 @@ Layout (every dataset resizable along axis 0, one row per image):
   image file each row was encoded from (:mod:`rlcap.data.features.fingerprint`; -1, -1, "" when
   unknown, e.g. in files written before rlcap recorded it), so that re-running ``rlcap features``
   re-encodes exactly the images that changed;
+* ``skipped`` and ``skipped_reason`` (k,) UTF-8, optional: the ids ``rlcap features --skip-bad`` left out as
+  unreadable, and why (an id leaves them when its row is written), so that a run can leave those images out
+  and say so rather than find an id missing;
 * file attributes describing the extraction (``encoder``, ``image_size``, ``grid``, ...).
 
 ``fc`` and ``att`` are float16 by default: half the disk and memory of float32, and
@@ -37,7 +40,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from rlcap.data.features.hdf5_writer import DTYPES, HDF5FeatureWriter, open_h5, plain_attr, read_ids
+from rlcap.data.features.hdf5_writer import DTYPES, HDF5FeatureWriter, open_h5, plain_attr, read_ids, read_skipped
 from rlcap.data.features.store import FeatureStore, LoadedFeatures, check_counts, check_finite
 from rlcap.errors import DataError
 
@@ -62,6 +65,7 @@ class HDF5FeatureStore(FeatureStore):
         self._fc_dim = int(file["fc"].shape[1])
         self._att_dim = int(file["att"].shape[2])
         self._attrs = {key: plain_attr(file.attrs[key]) for key in file.attrs}
+        self._skipped = read_skipped(file)
         self._counts: tuple[int, np.ndarray] | None = None  # (file's mtime, every row's region count)
 
     def _handle(self) -> h5py.File:
@@ -82,6 +86,10 @@ class HDF5FeatureStore(FeatureStore):
     @property
     def attrs(self) -> dict[str, object]:
         return dict(self._attrs)
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return dict(self._skipped)
 
     @property
     def itemsize(self) -> int:

@@ -22,6 +22,7 @@ from rlcap.locks import hold, store_lock
 
 DTYPES = {"float16": np.float16, "float32": np.float32}
 _FINGERPRINT = ("file_size", "file_mtime_ns", "file_digest")
+_SKIPPED = ("skipped", "skipped_reason")  # ids left out as unreadable (--skip-bad), and why
 _RESERVE = 256 * 1024  # bytes kept free beyond a batch's rows: new chunks of the 1-d datasets, HDF5's metadata
 _BOX_CHUNK = 64  # rows a chunk of the optional ``boxes`` dataset (576 bytes a row for 36 regions)
 
@@ -43,6 +44,13 @@ def read_ids(file: h5py.File, path: Path) -> list[str]:
     if missing:
         raise DataError(f"feature file {path} lacks datasets {missing} (expected ids, fc, att, att_count)")
     return list(file["ids"].asstr()[()])
+
+
+def read_skipped(file: h5py.File) -> dict[str, str]:
+    """The ids ``rlcap features --skip-bad`` left out of the file as unreadable, and why (none: {})."""
+    if _SKIPPED[0] not in file:
+        return {}
+    return dict(zip(file[_SKIPPED[0]].asstr()[()], file[_SKIPPED[1]].asstr()[()]))
 
 
 class HDF5FeatureWriter:
@@ -96,6 +104,7 @@ class HDF5FeatureWriter:
         n = len(self._rows)
         self._fingerprints = [ImageFingerprint(int(s), int(m), d) for s, m, d in zip(
             f["file_size"][:n], f["file_mtime_ns"][:n], f["file_digest"].asstr()[:n])]
+        self._skipped = read_skipped(f)
 
     def _create(self, fc_dim: int, att_dim: int, attrs: dict, boxes: bool) -> None:
         f = self._file
@@ -156,6 +165,29 @@ class HDF5FeatureWriter:
         """The recorded fingerprint of the image ``id`` was encoded from (``UNKNOWN`` if none)."""
         return self._fingerprints[self._rows[id]]
 
+    @property
+    def skipped(self) -> dict[str, str]:
+        """The ids left out of the file as unreadable (:meth:`record_skipped`) and not written since, and why."""
+        return dict(self._skipped)
+
+    def record_skipped(self, failed: Sequence[tuple[str, str]]) -> None:
+        """Record ``failed`` (id, reason), images left out as unreadable (``rlcap features --skip-bad``), so that
+        a reader can tell an image skipped from one never encoded (a run leaves the skipped out, saying so);
+        an id written later leaves the record. An id the file holds keeps its row (an image that changed, then
+        could not be read), and is not recorded."""
+        self._skipped.update((id, why) for id, why in failed if id not in self._rows)
+        self._store_skipped()
+
+    def _store_skipped(self) -> None:
+        f = self._file
+        for name in _SKIPPED:
+            if name in f:
+                del f[name]
+        if self._skipped:  # (a few ids, rewritten whole)
+            f.create_dataset(_SKIPPED[0], data=list(self._skipped), dtype=h5py.string_dtype("utf-8"))
+            f.create_dataset(_SKIPPED[1], data=list(self._skipped.values()), dtype=h5py.string_dtype("utf-8"))
+        f.flush()
+
     def set_fingerprints(self, ids: Sequence[str], fingerprints: Sequence[ImageFingerprint]) -> None:
         """Record new fingerprints for ids already in the file (an unchanged image that was touched)."""
         f = self._file
@@ -205,6 +237,9 @@ class HDF5FeatureWriter:
                              full[new])
         except OSError as exc:  # (HDF5's own errors carry the errno of the failed write)
             raise write_error(self.path, exc) from None
+        if self._skipped.keys() & set(ids):  # readable now (a picture fixed): no longer skipped
+            self._skipped = {id: why for id, why in self._skipped.items() if id not in ids}
+            self._store_skipped()
 
     def _append(self, ids: list[str], fc: np.ndarray, att: np.ndarray, counts: np.ndarray,
                 fps: list[ImageFingerprint], boxes: np.ndarray) -> None:

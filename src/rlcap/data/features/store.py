@@ -66,7 +66,17 @@ class FeatureStore(ABC):
         """How the features were made (``encoder``, ``image_size``, ...) when the store records it."""
         return {}
 
+    @property
+    def skipped(self) -> dict[str, str]:
+        """The ids ``rlcap features --skip-bad`` left out of the store as unreadable, and why (an HDF5 store
+        records them)."""
+        return {}
+
     def missing(self, id: str) -> DataError:
+        if id in self.skipped:
+            return DataError(f"feature id '{id}' is not in {self.path}: rlcap features --skip-bad left it out as "
+                             f"unreadable when it made the store ({self.skipped[id]}); a run leaves such images "
+                             "out, or fix the picture and run the same rlcap features command to add it")
         return DataError(f"feature id '{id}' not found in {self.path}")
 
     def load_all(self, ids: Sequence[str]) -> LoadedFeatures:
