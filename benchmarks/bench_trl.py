@@ -2,6 +2,7 @@
 
     python benchmarks/bench_trl.py                     # make bench-trl (needs the trl extra: pip install -e ".[trl]")
     python benchmarks/bench_trl.py --steps 5 --size tiny --out /tmp/t --doc /tmp/t/B.md   # a quick try
+    python benchmarks/bench_trl.py --betas 0.04 --keep   # only beta 0.04's rows; beta 0's kept as they are
 
 1. Draws the shapes pictures (``--train-images``, 64 px), builds a Qwen2-VL folder with random weights and a
    tokenizer trained on their captions (``rlcap.models.hf_vlm_build.build_vlm``, ``--size``) and writes rlcap's
@@ -10,14 +11,19 @@
    with the model's picture side frozen (``trl_lm``: what rlcap trains), then rlcap's ``algorithm=grpo``
    (``model.arch=hf`` on the folder), each in a child process (``grpo_sides.py``) whose peak resident memory is
    read when it ends, with the same G, images a step, maximum length, beta, iterations, optimizer and reward
-   (rlcap's CIDEr-D, handed to TRL as its reward function), one torch thread each (``--threads``).
+   (rlcap's CIDEr-D, handed to TRL as its reward function), one torch thread each (``--threads``), and the KL
+   term as [Shao24 eq. 3] writes it on both (TRL's ``use_bias_correction_kl`` off; rlcap's ``grpo.kl_ratio``
+   false).
 3. Per side: samples/s of the whole step and its split (sampling, scoring, reward, backward), medians over the
    steps after the first; peak memory (RSS; GPU where CUDA is present, where both run on the GPU and the section
    is bench-trl-gpu); the mean reward over the steps and its standard error.
 
 Goals on the CPU: rlcap at least 2x TRL's samples/s at both betas, at no more peak memory, with mean rewards
 within the two runs' noise. Writes the bench-trl section of docs/BENCHMARKS.md (``--doc``) and prints a last
-line of JSON. ``--render`` writes the section again from ``--out``'s results.json without measuring.
+line of JSON. ``--render`` writes the section again from ``--out``'s results.json without measuring. ``--keep``
+keeps the lines of the betas ``--betas`` leaves out from the section already in ``--doc``, as the run that
+measured them wrote them, where that run's settings are this one's (but for those only a KL term reads, for
+beta 0's rows).
 """
 
 from __future__ import annotations
@@ -44,6 +50,12 @@ WHY = {"sampling": UNSEEN, "scoring": UNSEEN, "backward": UNSEEN,
                  "a difference here is timing noise."}
 CURVE = 10  # steps a point of the reward curve averages
 FAMILY = "qwen2_vl"  # TRL's GRPOTrainer documents Qwen2-VL; rlcap's VLM policy takes it (docs/MODELS.md)
+# --keep: the section's lines of the betas a run does not measure, as an earlier run wrote them
+KEPT = "Kept (`--keep`) from an earlier run with the same settings, as it wrote them,"
+TIME_HEAD, SLOWER_HEAD = "Where the time goes, a step:", "Where rlcap is slower than TRL in a phase:"
+NOT_SLOWER = "- rlcap is not slower than TRL in any phase."
+# the settings only a KL term reads: an earlier run's rows of beta 0 hold whatever it had them at
+KL_ONLY = ("`use_bias_correction_kl",)
 
 
 def prepare(out: Path, train_images: int, size: str, seed: int) -> tuple[Path, Path, Path, float]:
@@ -118,6 +130,7 @@ MATCHED = (("num_generations", "rl.n_samples", "g"),
            ("importance_sampling_level = token", "grpo.ratio = token", None),
            ("epsilon = 0.2", "grpo.epsilon = 0.2", None),
            ("mask_truncated_completions = false", "grpo.mask_truncated = false", None),
+           ("use_bias_correction_kl = false (TRL's default: true)", "grpo.kl_ratio = false", None),
            ("temperature 1, top_p 1, top_k 0", "decode.temperature = 1 (sampling from the whole softmax)", None),
            ("learning_rate, constant schedule, no warm-up", "optim.lr, optim.lr_decay_every = 0", "lr"),
            ("optim = adamw_torch, weight_decay 0", "optim.name = adamw, optim.weight_decay = 0", None),
@@ -173,7 +186,7 @@ def slower_phases(rows: dict[tuple[str, float], dict], betas: list[float]) -> li
             ours, theirs = rows["rlcap", beta][f"{p}_s"], rows[trl, beta][f"{p}_s"]
             if ours > theirs:
                 out.append(f"- beta {beta:g}, {p}: rlcap {ours:.3f} s, {trl} {theirs:.3f} s. {WHY[p]}")
-    return out or ["- rlcap is not slower than TRL in any phase."]
+    return out or [NOT_SLOWER]
 
 
 def time_lines(rows: dict[tuple[str, float], dict], betas: list[float], encode_s: float) -> list[str]:
@@ -198,25 +211,67 @@ def time_lines(rows: dict[tuple[str, float], dict], betas: list[float], encode_s
     return out
 
 
+def run_sentence(s: Settings) -> str:
+    """What a run measured with, in words: what ``--keep`` compares with the section it keeps rows from."""
+    return (f"The model: a Qwen2-VL folder of `build_vlm`'s `{Path(s.model).name.removeprefix(FAMILY + '_')}` size "
+            "(random weights, a wordpiece tokenizer trained on the pictures' captions), the same folder for both; "
+            f"{s.steps} steps of {s.images} shapes pictures (64 px) x G = {s.g} samples, at most {s.max_len} tokens, "
+            f"{s.iterations} update(s) a sampled batch, learning rate {s.lr:g}; the reward rlcap's CIDEr-D against "
+            "the pictures' references (`eos_counts: false`, as the shapes recipes), handed to TRL as its reward "
+            f"function; {s.threads} torch thread(s) a side")
+
+
+def joined(betas: list[float]) -> str:
+    return ", ".join(f"{b:g}" for b in betas)
+
+
+def line_beta(line: str) -> float | None:
+    """The beta a line of the section is about: a results row (``| 0.04 | trl | ...``) or a list item
+    (``- beta 0.04, ...``, ``- beta 0: ...``); None for any other line."""
+    if line.startswith("| "):
+        head = line.removeprefix("| ").split(" |", 1)[0]
+    elif line.startswith("- beta "):
+        head = line.removeprefix("- beta ").replace(":", ",").split(",", 1)[0]
+    else:
+        return None
+    try:
+        return float(head)
+    except ValueError:  # a row of another table, its header
+        return None
+
+
+def by_beta(measured: list[str], kept: list[dict], block: str) -> list[str]:
+    """A block's lines of this run and the kept ones (:func:`keep_from`), in the order of their betas (a stable
+    sort: each run's own order within a beta)."""
+    return sorted([*measured, *(line for k in kept for line in k[block])], key=line_beta)
+
+
+def command_lines(results: dict, betas: list[float]) -> list[str]:
+    """The command, its minutes and machine; with kept rows, the betas it measured and each earlier run's line."""
+    argv, kept = results["argv"], results.get("kept", [])
+    command = "make bench-trl" if not argv else "python benchmarks/bench_trl.py " + " ".join(argv)
+    measured = f", the rows of beta {joined(betas)}" if kept else ""
+    out = [f"Command: `{command}`, {results['seconds'] / 60:.0f} min{measured}. Machine: {results['machine']}. "
+           + ("" if results["gpu"] else load_note(tuple(results["load"])))]
+    for k in kept:
+        out += ["", f"{KEPT} the rows of beta {joined(k['betas'])}: {k['source']}"]
+    return out
+
+
 def section(results: dict) -> str:
-    """The bench-trl section from a run's results (:func:`measure`)."""
+    """The bench-trl section from a run's results (:func:`measure`), with the rows ``--keep`` kept."""
     rows = {(r["side"], r["beta"]): r for r in results["rows"]}
-    s, encode_s = Settings(**results["settings"]), results["encode_s"]
+    s, encode_s, kept = Settings(**results["settings"]), results["encode_s"], results.get("kept", [])
     betas = sorted({beta for _, beta in rows})
     where = f"on the GPU ({results['gpu']})" if results["gpu"] else "on the CPU"
-    argv = results["argv"]
-    command = "make bench-trl" if not argv else "python benchmarks/bench_trl.py " + " ".join(argv)
     n = rows["trl", betas[0]]["steps"]
+    table = results_table(rows, bool(results["gpu"]))
+    slower = [line for line in slower_phases(rows, betas) if line != NOT_SLOWER]
+    slower = by_beta(slower, kept, "slower") or [NOT_SLOWER]
     return "\n".join([
         f"## GRPO by rlcap beside TRL's GRPOTrainer, {where}", "",
-        f"Command: `{command}`, {results['seconds'] / 60:.0f} min. Machine: {results['machine']}. "
-        + ("" if results["gpu"] else load_note(tuple(results["load"]))), "",
-        f"The model: a Qwen2-VL folder of `build_vlm`'s `{Path(s.model).name.removeprefix(FAMILY + '_')}` size "
-        "(random weights, a wordpiece tokenizer "
-        f"trained on the pictures' captions), the same folder for both; {n} steps of {s.images} shapes pictures "
-        f"(64 px) x G = {s.g} samples, at most {s.max_len} tokens, {s.iterations} update(s) a sampled batch, "
-        f"learning rate {s.lr:g}; the reward rlcap's CIDEr-D against the pictures' references (`eos_counts: "
-        f"false`, as the shapes recipes), handed to TRL as its reward function; {s.threads} torch thread(s) a side "
+        *command_lines(results, betas), "",
+        run_sentence(s) + " "
         "(on shared cores a second thread made every operation wait for its time slice: "
         "[notes/2026-11-28-bench-trl-threads.md](notes/2026-11-28-bench-trl-threads.md)). `trl` is GRPOTrainer "
         "as its documentation sets up a VLM: a conversational prompt and the picture in the dataset; it runs the "
@@ -230,21 +285,83 @@ def section(results: dict) -> str:
         "prompt's prefill for every completion (rlcap: the prefill once per picture, its cache repeated for the "
         "G samples); its scoring and backward passes run over prompt, image tokens and caption for every "
         "completion (rlcap's over the captions after the pictures' prefill). The reward goal asks for the same "
-        "algorithm: `trl_lm` trains the same parameters as rlcap. Each side ran in its own process; the "
+        "algorithm: `trl_lm` trains the same parameters as rlcap, and both weigh the KL term's k3 as [Shao24 eq. 3] "
+        "writes it (`use_bias_correction_kl = false`; TRL's default multiplies it by the importance ratio, which "
+        "changes its gradient: docs/RL.md, \"The KL term\"). Each side ran in its own process; the "
         "figures are medians over the steps after the first; samples/s are images x G over the whole step (start "
         "to start: loading, sampling, scoring, reward, loss, backward, optimizer step). The split: sampling (the "
         "tokens, no gradient), scoring (the log-probability passes: the policy's with gradient, the reference's; "
         "TRL's with the pictures' second preprocessing), reward, backward (the rest). Mean reward: over all "
         f"{n} steps, +- its standard error; by 10 steps: the curve, each point the mean of {CURVE} steps.", "",
         "The settings, by TRL's name and rlcap's key:", "",
-        *settings_table(s, betas), "",
-        *results_table(rows, bool(results["gpu"])), "",
-        *goal_lines(rows, betas), "",
-        "Where the time goes, a step:", "",
-        *time_lines(rows, betas, encode_s), "",
-        "Where rlcap is slower than TRL in a phase:", "",
-        *slower_phases(rows, betas),
+        *settings_table(s, sorted({*betas, *(b for k in kept for b in k["betas"])})), "",
+        *table[:2], *by_beta(table[2:], kept, "rows"), "",
+        *by_beta(goal_lines(rows, betas), kept, "goals"), "",
+        TIME_HEAD, "",
+        *by_beta(time_lines(rows, betas, encode_s), kept, "times"), "",
+        SLOWER_HEAD, "",
+        *slower,
     ])
+
+
+def section_lines(doc: Path, name: str) -> list[str]:
+    """The lines between the section's markers in ``doc`` (none where it has no such section)."""
+    text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    return text.split(start, 1)[1].split(end, 1)[0].splitlines() if start in text and end in text else []
+
+
+def sources(lines: list[str], betas: list[float]) -> dict[float, str]:
+    """Each beta's run, as the section names it: its Command line's (for the betas it measured), or a Kept line's."""
+    out: dict[float, str] = {}
+    for line in lines:
+        if line.startswith(KEPT):
+            head, source = line.removeprefix(KEPT + " the rows of beta ").split(": ", 1)
+            out.update({float(b): source for b in head.split(", ")})
+    main = next(line for line in lines if line.startswith("Command: "))
+    command, rest = main.removeprefix("Command: ").split(". Machine: ", 1)
+    command, _, own = command.partition(", the rows of beta ")
+    source = f"command {command}. Machine: {rest}"
+    mine = [float(b) for b in own.split(", ")] if own else [b for b in betas if b not in out]
+    return {**out, **dict.fromkeys(mine, source)}
+
+
+def setting_differences(lines: list[str], s: Settings, betas: list[float]) -> list[str]:
+    """What the earlier run's settings (its settings table and run sentence) have that this run's have not, and the
+    reverse, leaving out the beta row, and the rows only a KL term reads when every kept beta is 0."""
+    def table(rows: list[str]) -> set[str]:
+        return {row for row in rows if row.startswith("| `") and not row.startswith("| `beta`")}
+
+    old, new = table(lines), table(settings_table(s, []))
+    ignored = KL_ONLY if not any(betas) else ()
+    changed = [row for row in sorted(old ^ new) if not row.removeprefix("| ").startswith(ignored)]
+    if not any(line.startswith(run_sentence(s) + " ") for line in lines):
+        changed.append(run_sentence(s))
+    return changed
+
+
+def keep_from(doc: Path, name: str, s: Settings, betas: list[float]) -> list[dict]:
+    """The lines of ``doc``'s section for the betas it holds and this run does not measure, grouped by the run that
+    measured them (its source line); refused (one line) where that run's settings are not this run's."""
+    lines = section_lines(doc, name)
+    keep = sorted({line_beta(line) for line in lines if line.startswith("| ")} - {None, *betas})
+    if not keep:
+        return []
+    changed = setting_differences(lines, s, keep)
+    if changed:
+        raise RuntimeError(f"bench_trl --keep: the rows of beta {joined(keep)} in {doc} were measured with other "
+                           f"settings ({'; '.join(changed)}): run every beta again (--betas)")
+    time_at, slower_at = lines.index(TIME_HEAD), lines.index(SLOWER_HEAD)
+    blocks = {"rows": [line for line in lines[:time_at] if line.startswith("| ")],
+              "goals": [line for line in lines[:time_at] if line.startswith("- ")],
+              "times": lines[time_at:slower_at], "slower": lines[slower_at:]}
+    by_source: dict[str, list[float]] = {}
+    for beta, source in sources(lines, keep).items():
+        if beta in keep:
+            by_source.setdefault(source, []).append(beta)
+    return [{"betas": sorted(kept), "source": source,
+             **{block: [line for line in text if line_beta(line) in kept] for block, text in blocks.items()}}
+            for source, kept in by_source.items()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,17 +382,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/bench_trl", help="working folder")
     parser.add_argument("--doc", default=str(DOC), help="the Markdown file the section goes to")
     parser.add_argument("--render", action="store_true", help="write the section again from --out's results.json")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the rows of the betas --betas leaves out from the section already in --doc, as "
+                             "the run that measured them wrote them (refused where its settings differ)")
     args = parser.parse_args(argv)
     out = (REPO / args.out).resolve()
     if not args.render:
-        results = measure(args, out, sys.argv[1:] if argv is None else argv)
+        kept = keep_from(Path(args.doc), section_name(), args_settings(args, Path()), betas_of(args)) if args.keep \
+            else []
+        results = {**measure(args, out, sys.argv[1:] if argv is None else argv), "kept": kept}
         (out / "results.json").write_text(json.dumps(results, indent=1))
     results = json.loads((out / "results.json").read_text())
     body = section(results)
-    replace_section("bench-trl-gpu" if results["gpu"] else "bench-trl", body, Path(args.doc))
+    replace_section(section_name(bool(results["gpu"])), body, Path(args.doc))
     print(body)
     print(json.dumps({f"{r['side']}@{r['beta']:g}": r for r in results["rows"]}))
     return 0
+
+
+def betas_of(args: argparse.Namespace) -> list[float]:
+    return [float(b) for b in args.betas.split(",")]
+
+
+def args_settings(args: argparse.Namespace, model: Path, dataset: Path = Path(), store: Path = Path()) -> Settings:
+    """The settings of the command line (beta 0: each run sets its own); ``model``: the folder, or a path
+    with no folder for the settings alone (``--keep``'s comparison, before anything is built)."""
+    model = model if model.name else Path(f"{FAMILY}_{args.size}")
+    return Settings(model=str(model), dataset=str(dataset), store=str(store), out="", steps=args.steps,
+                    images=args.images, g=args.g, max_len=args.max_len, iterations=args.iterations, lr=args.lr,
+                    threads=args.threads)
+
+
+def section_name(gpu: bool | None = None) -> str:
+    """The section a run writes: bench-trl-gpu where both sides run on the GPU (``gpu`` None: this machine's)."""
+    if gpu is None:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    return "bench-trl-gpu" if gpu else "bench-trl"
 
 
 def measure(args: argparse.Namespace, out: Path, argv: list[str]) -> dict:
@@ -288,17 +432,15 @@ def measure(args: argparse.Namespace, out: Path, argv: list[str]) -> dict:
     pictures = args.train_images or (args.steps + 1) * args.images
     dataset, model, store, encode_s = prepare(out, pictures, args.size, 0)
     rows, started = [], time.perf_counter()
-    for beta in (float(b) for b in args.betas.split(",")):
-        s = Settings(model=str(model), dataset=str(dataset), store=str(store), out=str(out / f"beta{beta:g}"),
-                     steps=args.steps, images=args.images, g=args.g, max_len=args.max_len, beta=beta,
-                     iterations=args.iterations, lr=args.lr, threads=args.threads)
+    for beta in betas_of(args):
+        s = dataclasses.replace(args_settings(args, model, dataset, store), out=str(out / f"beta{beta:g}"), beta=beta)
         for side in SIDES:
             rows.append({"side": side, "beta": beta, **summary(run_side(side, s, Path(s.out)), args.images * args.g)})
             (out / "rows.json").write_text(json.dumps(rows, indent=1))  # what is measured so far
     load.append(os.getloadavg()[0])
-    kept = [a for i, a in enumerate(argv) if a not in ("--render", "--doc") and argv[i - 1:i] != ["--doc"]]
+    said = [a for i, a in enumerate(argv) if a not in ("--render", "--doc") and argv[i - 1:i] != ["--doc"]]
     # argv: what measured (the doc the section goes to is not part of it)
-    return {"argv": kept, "settings": s.__dict__, "rows": rows, "encode_s": encode_s, "pictures": pictures + 8,
+    return {"argv": said, "settings": s.__dict__, "rows": rows, "encode_s": encode_s, "pictures": pictures + 8,
             "seconds": time.perf_counter() - started, "load": load,
             "gpu": torch.cuda.get_device_name() if cuda else None,
             "machine": machine(torch=torch.__version__, transformers=transformers.__version__, trl=trl.__version__)}

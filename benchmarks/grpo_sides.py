@@ -187,7 +187,9 @@ TRL_PHASES = (("_generate_and_score_completions", "scoring"), ("_generate", "sam
 def trl_config(s: Settings, cuda: bool) -> Any:
     """GRPOConfig for the settings: one sampled batch of images x G completions an optimizer step, GRPO's settings
     as rlcap's recipe has them, in float32 without gradient checkpointing (rlcap's arithmetic; TRL's own
-    defaults are bf16 and checkpointing), nothing logged, saved or evaluated."""
+    defaults are bf16 and checkpointing), the KL term as rlcap's default computes it (k3, not times the ratio:
+    ``use_bias_correction_kl`` false, TRL's default true; rlcap's ``grpo.kl_ratio`` false), nothing logged,
+    saved or evaluated."""
     from trl import GRPOConfig
 
     return GRPOConfig(
@@ -197,8 +199,9 @@ def trl_config(s: Settings, cuda: bool) -> Any:
         epsilon=0.2, mask_truncated_completions=False, temperature=1.0, top_p=1.0, top_k=0,
         learning_rate=s.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         optim="adamw_torch", seed=s.seed, data_seed=s.seed, bf16=False, gradient_checkpointing=False,
-        use_cpu=not cuda, report_to="none", logging_strategy="no", save_strategy="no", eval_strategy="no",
-        disable_tqdm=True, remove_unused_columns=False, dataloader_num_workers=0, shuffle_dataset=True)
+        use_bias_correction_kl=False, use_cpu=not cuda, report_to="none", logging_strategy="no",
+        save_strategy="no", eval_strategy="no", disable_tqdm=True, remove_unused_columns=False,
+        dataloader_num_workers=0, shuffle_dataset=True)
 
 
 def trl_dataset(s: Settings) -> Any:

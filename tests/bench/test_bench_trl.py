@@ -1,9 +1,10 @@
 """bench-trl's harness (benchmarks/bench_trl.py, grpo_sides.py): the phase timers' nesting, the summary and goals on
-hand-made step records, rlcap's side at a tiny size (no trl needed), and the whole benchmark at a tiny size where
-trl is installed."""
+hand-made step records, --keep's rows of an earlier run and its refusals, rlcap's side at a tiny size (no trl
+needed), and, where trl is installed, TRL's KL term set as rlcap's and the whole benchmark at a tiny size."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -149,3 +150,77 @@ def test_bench_at_a_tiny_size_writes_its_section(bench, tmp_path):
     assert "- beta 0.04, against trl: rlcap at **" in text and "`num_generations` | `rl.n_samples` | 2 |" in text
     doc.write_text("")
     assert bench_trl.main([*argv, "--render"]) == 0 and doc.read_text().strip().endswith(text.strip()[-200:])
+
+
+def _results(bench_trl, sides, betas, minutes, argv, reward=0.25):
+    """A run's results.json as :func:`bench_trl.measure` writes it, from hand-made step records."""
+    settings = sides.Settings(model="runs/qwen2_vl_small", dataset="d.json", store="s.h5", out="o", steps=3, images=4,
+                              g=8, max_len=16, lr=1e-4, threads=1)
+    rows = [{"side": side, "beta": beta, **bench_trl.summary(
+        {"steps": [_record(9.0, reward), _record(2.0 + i, reward), _record(None, reward)], "rss_gb": 1.0 + i,
+         "gpu_gb": None}, samples=32)} for beta in betas for i, side in enumerate(sides.SIDES)]
+    return {"argv": argv, "settings": settings.__dict__, "rows": rows, "encode_s": 0.0, "pictures": 24,
+            "seconds": 60.0 * minutes, "load": [0.5, 0.5], "gpu": None, "machine": "a test machine"}
+
+
+def test_keep_takes_the_other_betas_lines_as_written_and_names_their_run(bench, tmp_path):
+    """--keep: the rows and lines of beta 0 from the section already in the doc, as it wrote them, beside this
+    run's beta 0.04, under a line naming the run that measured them; kept again, they keep naming that run."""
+    bench_trl, sides = bench
+    doc = tmp_path / "BENCHMARKS.md"
+    before = bench_trl.section(_results(bench_trl, sides, [0.0, 0.04], 13, []))
+    bench_trl.replace_section("bench-trl", before, doc)
+    settings = sides.Settings(**_results(bench_trl, sides, [0.04], 7, [])["settings"])
+    kept = bench_trl.keep_from(doc, "bench-trl", settings, [0.04])
+    assert [k["betas"] for k in kept] == [[0.0]]
+    assert kept[0]["source"].startswith("command `make bench-trl`, 13 min. Machine: a test machine. ")
+    old = before.splitlines()
+    assert kept[0]["rows"] == [line for line in old if line.startswith("| 0 |")] and len(kept[0]["rows"]) == 3
+    assert kept[0]["goals"] == [line for line in old if line.startswith("- beta 0, against")] and kept[0]["goals"]
+    assert len(kept[0]["times"]) == 3 and all(line.startswith("- beta 0: ") for line in kept[0]["times"])
+
+    after = bench_trl.section({**_results(bench_trl, sides, [0.04], 7, ["--betas", "0.04", "--keep"], 0.5),
+                               "kept": kept}).splitlines()
+    assert after[2].startswith("Command: `python benchmarks/bench_trl.py --betas 0.04 --keep`, 7 min, the rows of "
+                               "beta 0.04. Machine: a test machine.")
+    assert after[4] == f"{bench_trl.KEPT} the rows of beta 0: {kept[0]['source']}"
+    rows = [line for line in after if bench_trl.line_beta(line) is not None and line.startswith("| ")]
+    assert rows[:3] == kept[0]["rows"] and [r.split(" | ")[:2] for r in rows[3:]] == [
+        ["| 0.04", side] for side in sides.SIDES] and "0.5000 +- 0.0000" in rows[3]
+    assert "| `beta` | `rl.kl_coef` | 0, 0.04 |" in after
+    bench_trl.replace_section("bench-trl", "\n".join(after), doc)
+    again = bench_trl.keep_from(doc, "bench-trl", settings, [0.04])
+    assert again == kept  # the rows still name the run that measured them
+
+
+def test_keep_refuses_rows_measured_with_other_settings(bench, tmp_path):
+    """Rows of beta 0 from a run without the use_bias_correction_kl row (it acts only with a KL term) are kept;
+    rows of beta 0.04 from it, or rows measured with another G, are refused in one line."""
+    bench_trl, sides = bench
+    doc = tmp_path / "BENCHMARKS.md"
+    lines = bench_trl.section(_results(bench_trl, sides, [0.0, 0.04], 13, [])).splitlines()
+    older = [line for line in lines if not line.startswith("| `use_bias_correction_kl")]
+    assert len(older) == len(lines) - 1
+    bench_trl.replace_section("bench-trl", "\n".join(older), doc)
+    settings = sides.Settings(**_results(bench_trl, sides, [0.04], 7, [])["settings"])
+    assert [k["betas"] for k in bench_trl.keep_from(doc, "bench-trl", settings, [0.04])] == [[0.0]]
+    with pytest.raises(RuntimeError, match=r"^bench_trl --keep: the rows of beta 0.04 in .* were measured with other "
+                                           r"settings \(\| `use_bias_correction_kl"):
+        bench_trl.keep_from(doc, "bench-trl", settings, [0.0])
+    bench_trl.replace_section("bench-trl", "\n".join(lines), doc)
+    with pytest.raises(RuntimeError, match=r"measured with other settings \(\| `num_generations` \| `rl.n_samples` \| "
+                                           r"4 \|; \| `num_generations` \| `rl.n_samples` \| 8 \|; The model: "):
+        bench_trl.keep_from(doc, "bench-trl", dataclasses.replace(settings, g=4), [0.04])
+    assert bench_trl.keep_from(tmp_path / "none.md", "bench-trl", settings, [0.04]) == []
+
+
+def test_trls_side_computes_the_kl_term_as_rlcaps(bench, tmp_path):
+    """TRL's GRPOConfig in the bench: use_bias_correction_kl off (TRL's default multiplies k3 by the ratio), so that
+    at beta > 0 both sides follow one gradient; the settings table says so."""
+    pytest.importorskip("trl")
+    bench_trl, sides = bench
+    s = sides.Settings(model="m", dataset="d", store="s", out=str(tmp_path), beta=0.04)
+    config = sides.trl_config(s, cuda=False)
+    assert config.use_bias_correction_kl is False and config.beta == 0.04
+    assert ("| `use_bias_correction_kl = false (TRL's default: true)` | `grpo.kl_ratio = false` |  |"
+            in bench_trl.settings_table(s, [0.04]))

@@ -1,7 +1,8 @@
 """GRPO (Shao et al. 2024, [Shao24 eq. 3]) on captions, from an XE checkpoint (``init_from``), with the variants
 TRL's GRPOTrainer offers: Dr. GRPO's unscaled advantages and constant normaliser ([Liu25]), DAPO's clip-higher,
 token-level average and truncation mask ([Yu25]), GSPO's sequence-level ratio ([Zheng25]), and the KL term to
-the starting policy (``rl.kl_coef``).
+the starting policy (``rl.kl_coef``): k3 as [Shao24 eq. 3] writes it, or times the ratio (``grpo.kl_ratio``,
+[DeepSeek25]; TRL's default).
 
 Each step samples G = ``rl.n_samples`` captions per image, scores them with the run's reward (any of rlcap's:
 ``reward.weights``), takes each caption's advantage from its image's group (``grpo.scale``) and makes
@@ -13,6 +14,7 @@ The maths are :mod:`rlcap.rl.grpo`; a step of the log is one sampled batch and i
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -21,7 +23,7 @@ import torch
 from rlcap.config import help_field
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import EOS
-from rlcap.distributed import Ranks, count_share, global_mean, total, word_share
+from rlcap.distributed import Ranks, count_share, counted, global_mean, total, word_share
 from rlcap.errors import ConfigError
 from rlcap.methods.reference import reference_logprobs
 from rlcap.methods.registry import Method, register
@@ -36,10 +38,13 @@ from rlcap.train.logger import Stats
 from rlcap.train.optimizer import optimizer_step
 from rlcap.train.session import Session, TrainResult, finish_run, finish_step, train_batches
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class GrpoConfig:
-    """GRPO ([Shao24]) and its variants; the defaults are TRL's GRPOConfig's."""
+    """GRPO ([Shao24]) and its variants; the defaults are TRL 1.16's GRPOConfig's, but for kl_ratio (TRL's
+    use_bias_correction_kl, true there): rlcap's default is the KL term as [Shao24 eq. 3] writes it."""
 
     iterations: int = help_field(1, "updates per sampled batch, on the same captions ([Shao24]'s mu; TRL's "
                                     "num_iterations, default 1)")
@@ -55,6 +60,11 @@ class GrpoConfig:
                                      "mean over the caption's words, [Zheng25])")
     mask_truncated: bool = help_field(False, "leave out of the loss the captions cut by decode.max_len before "
                                              "their EOS (TRL's mask_truncated_completions; [Yu25])")
+    kl_ratio: bool = help_field(False, "multiply each word's k3 term by the importance ratio, so that its "
+                                       "gradient is that of the KL it estimates, from the policy to the reference "
+                                       "([DeepSeek25]; TRL's use_bias_correction_kl, true there); false: k3 as "
+                                       "[Shao24 eq. 3] writes it, whose gradient is that of the KL from the "
+                                       "reference to the policy")
 
     def validate(self) -> None:
         check_min("grpo.iterations", self.iterations, 1)
@@ -67,8 +77,20 @@ class GrpoConfig:
                 raise ConfigError(f"grpo.{key}: {value!r} is not one of {list(allowed)}")
 
     def reads(self, key: str) -> bool:
-        """The clipping acts from the second update on (the first's ratio is 1)."""
+        """The clipping acts from the second update on (the first's ratio is 1); ``kl_ratio``, read with a KL
+        term only, is the run config's to say (:meth:`GrpoRunConfig.reads`)."""
         return key not in ("epsilon", "epsilon_high") or self.iterations > 1
+
+    def notes(self) -> list[str]:
+        """Settings that run but are likely not what was meant, one line each (the run logs them as warnings)."""
+        out = []
+        if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
+            out.append(f"grpo.epsilon_high={self.epsilon_high} is below grpo.epsilon={self.epsilon}: the ratio may "
+                       f"rise less than it may fall, the opposite of DAPO's clip-higher [Yu25] (null: epsilon)")
+        if self.ratio == "sequence" and self.loss != "grpo":
+            out.append(f"grpo.ratio=sequence with grpo.loss={self.loss} weighs each caption by its length, not 1/G "
+                       f"as GSPO [Zheng25] does: set grpo.loss=grpo for GSPO's objective")
+        return out
 
     def check_run(self, run: SequenceRunConfig, name: str) -> None:
         """A group needs two samples; the ratio needs samples of the policy (not the beam's n-best)."""
@@ -92,13 +114,18 @@ class GrpoRunConfig(SequenceRunConfig):
     grpo: GrpoConfig = help_field(GrpoConfig, "GRPO: group advantages and a clipped ratio [Shao24], with Dr. GRPO, "
                                               "DAPO and GSPO's variants")
 
+    def reads(self, key: str) -> bool:
+        """``grpo.kl_ratio`` shapes the KL term: read only with one (``rl.kl_coef > 0``)."""
+        return super().reads(key) and (key != "grpo.kl_ratio" or self.rl.kl_coef > 0)
+
 
 def batch_std(rewards: torch.Tensor, ranks: Ranks) -> torch.Tensor:
     """The (unbiased) std of the whole batch's rewards (B*G,), every rank's together under torchrun: ()."""
     if ranks.world == 1:
         return rewards.float().std()
-    count = total(torch.tensor(float(rewards.numel()), device=rewards.device), ranks)
-    squares = total(((rewards.float() - global_mean(rewards, ranks)) ** 2).sum(), ranks)
+    mine = counted(rewards.float(), ranks)  # (none on a rank that steps on a stand-in)
+    count = total(torch.tensor(float(mine.numel()), device=rewards.device), ranks)
+    squares = total(((mine - global_mean(rewards, ranks)) ** 2).sum(), ranks)
     return (squares / (count - 1).clamp(min=1.0)).sqrt()
 
 
@@ -126,7 +153,8 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
             with session.precision.forward():
                 logprobs, _ = teacher_forced_logprobs(session.model, batch, roll.tokens, g, cfg.rl.micro_batch)
         last = grpo_loss(logprobs, old, adv, mask, epsilon=gc.epsilon, epsilon_high=gc.high, ratio=gc.ratio,
-                         loss=gc.loss, max_len=cfg.decode.max_len, ref_logprobs=ref, beta=cfg.rl.kl_coef)
+                         loss=gc.loss, max_len=cfg.decode.max_len, ref_logprobs=ref, beta=cfg.rl.kl_coef,
+                         kl_ratio=gc.kl_ratio)
         optimizer_step(session, last.loss * share)
         first = last if first is None else first
     # "loss": the first update's; "clipped": the share of the words the last update's clipping held back
@@ -139,8 +167,11 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
 
 def train_grpo(cfg: GrpoRunConfig) -> TrainResult:
     gc = cfg.grpo
+    for note in gc.notes():
+        log.warning(note)
     settings = (f"GRPO: advantages scaled by {gc.scale}, loss {gc.loss}, ratio per {gc.ratio}, clipped to "
                 f"[1 - {gc.epsilon}, 1 + {gc.high}], {gc.iterations} update(s) per batch, KL weight {cfg.rl.kl_coef}"
+                + (" (k3 times the ratio)" if gc.kl_ratio and cfg.rl.kl_coef > 0 else "")
                 + (", truncated captions masked" if gc.mask_truncated else ""))
     with sequence_session(cfg, "the group's mean reward (GRPO)", settings) as (session, reward):
         for batch in train_batches(session, cfg.rl.epochs, cfg.rl.batch_size):

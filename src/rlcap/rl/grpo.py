@@ -9,7 +9,8 @@ With G samples y_1..y_G of an image, rewards r_i, old log-probabilities (the sam
 * the ratio: per token ``rho_it = pi(y_it) / pi_old(y_it)`` ([Shao24 eq. 3]), or per sequence
   ``s_i = exp(mean_t log rho_it)`` ([Zheng25]'s GSPO), the same for every token of y_i;
 * the per-token loss ``-min(rho A_i, clip(rho, 1 - eps_low, 1 + eps_high) A_i)`` plus ``beta * k3`` (rl/kl.py),
-  eps_high > eps_low being DAPO's clip-higher ([Yu25 sec. 3.1]);
+  or ``beta * rho * k3`` (``kl_ratio``: [DeepSeek25]'s unbiased KL gradient, TRL's default), eps_high > eps_low
+  being DAPO's clip-higher ([Yu25 sec. 3.1]);
 * its average: ``grpo``, over each sequence's tokens then over the sequences ([Shao24 eq. 3]); ``dapo``, over the
   tokens of the whole batch ([Yu25 sec. 3.3]); ``dr_grpo``, summed and divided by the constant rows x ``max_len``
   ([Liu25]).
@@ -21,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from rlcap.rl.kl import k3_kl
+from rlcap.rl.kl import k3_kl, ratio_weighted_k3
 from rlcap.rl.losses import masked_mean, masked_sum
 
 GRPO_SCALES = ("group", "batch", "none")
@@ -99,7 +100,7 @@ class GrpoLoss(NamedTuple):
 
 def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
               epsilon: float, epsilon_high: float, ratio: str, loss: str, max_len: int,
-              ref_logprobs: torch.Tensor | None = None, beta: float = 0.0) -> GrpoLoss:
+              ref_logprobs: torch.Tensor | None = None, beta: float = 0.0, kl_ratio: bool = False) -> GrpoLoss:
     """GRPO's clipped objective, negated ([Shao24 eq. 3]; clip-higher [Yu25 sec. 3.1]; GSPO [Zheng25]).
 
     Args:
@@ -112,6 +113,9 @@ def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: to
         loss: ``grpo``, ``dapo`` or ``dr_grpo`` (:func:`aggregate`); ``max_len``: dr_grpo's constant.
         ref_logprobs: (B, T) log pi_ref of the tokens, for the KL term ``beta * k3`` added to each token's loss
             before the average, as [Shao24 eq. 3] writes it; None: no KL term.
+        kl_ratio: the KL term is ``beta * rho * k3`` instead, rho the ratio of ``ratio`` with its gradient
+            (:func:`rlcap.rl.kl.ratio_weighted_k3`; TRL's ``use_bias_correction_kl``). The logged ``kl`` is k3's
+            mean either way.
 
     Returns:
         :class:`GrpoLoss`. At the first update (pi = pi_old: every ratio 1), no clipping acts and the gradient is
@@ -132,7 +136,7 @@ def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: to
     kl = None
     if ref_logprobs is not None:
         k3 = k3_kl(logprobs, ref_logprobs)  # (B, T)
-        per_token = per_token + beta * k3
+        per_token = per_token + beta * (ratio_weighted_k3(logprobs, ref_logprobs, rho) if kl_ratio else k3)
         kl = masked_mean(k3.detach(), mask)
     clipped = masked_mean(held.expand(mask.shape).float(), mask)
     return GrpoLoss(aggregate(per_token, mask, loss, max_len), clipped, kl)

@@ -9,7 +9,12 @@ non-negative estimator Schulman calls k3 ([Schulman20])::
 Its expectation over w_t ~ pi_theta is KL(pi_theta || pi_ref) exactly, for each word position (the
 test checks it against the closed form over a whole vocabulary), and it is 0 for a word both policies give the
 same probability. Its gradient with respect to theta is ``(1 - exp(r)) grad log pi_theta``: the reference's
-log-probabilities are constants (the reference never trains). docs/RL.md, "The KL term".
+log-probabilities are constants (the reference never trains). The sampled words being constants of the loss,
+that gradient's expectation over w_t ~ pi_theta is ``-sum_w pi_ref(w) grad log pi_theta(w)``, the gradient of
+KL(pi_ref || pi_theta), not of the KL the value estimates. :func:`ratio_weighted_k3` (``grpo.kl_ratio``,
+TRL's ``use_bias_correction_kl``) multiplies k3 by the importance ratio, whose gradient then adds
+``k3 grad log pi_theta``: on the policy's own samples the sum is ``-r grad log pi_theta``, whose expectation is
+the gradient of KL(pi_theta || pi_ref) ([DeepSeek25]). docs/RL.md, "The KL term".
 """
 
 from __future__ import annotations
@@ -58,3 +63,31 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.T
     -> (0 + (e - 2) + (e^-1 - 0)) / 3 = (0.71828 + 0.36788) / 3 = 0.36205.
     """
     return masked_mean(k3_kl(logprobs, ref_logprobs), mask)
+
+
+def ratio_weighted_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor:
+    """k3 multiplied by the importance ratio pi_theta / pi_old, the ratio with its gradient ([DeepSeek25]'s
+    unbiased KL estimate; TRL's ``use_bias_correction_kl``, its default).
+
+    On the policy's own samples (pi_old = pi_theta: the ratio is 1, its gradient ``grad log pi_theta``), the
+    gradient is ``(1 - exp(r) + k3) grad log pi_theta = -r grad log pi_theta`` per word, with expectation
+    ``grad KL(pi_theta || pi_ref)``; k3's own is ``(1 - exp(r)) grad log pi_theta``, with expectation
+    ``grad KL(pi_ref || pi_theta)`` (see the module's docstring).
+
+    Args:
+        logprobs: (B, T) log pi_theta of each sampled token, with gradient.
+        ref_logprobs: (B, T) log pi_ref of the same tokens (constants).
+        ratio: (B, T) the per-token ratio, or (B, 1) one per sequence (GSPO's, broadcast over its tokens as TRL
+            does), with gradient.
+
+    Returns:
+        (B, T) ``ratio * k3``; its value equals k3's where the ratio is 1.
+
+    Example: logprobs [[-1.0, -2.0]], ref_logprobs [[-1.0, -1.0]], ratio [[1.0, 2.0]] -> [[0, 2 (e - 2)]]
+    = [[0, 1.43656]]; with the ratio exp(logprobs - logprobs.detach()) (1, on the policy's samples) the
+    gradient with respect to logprobs is -r = [[0, -1]].
+    """
+    if ratio.dim() != 2 or ratio.size(0) != logprobs.size(0) or ratio.size(1) not in (1, logprobs.size(1)):
+        raise ValueError(f"ratio_weighted_k3: expected a ratio of shape ({logprobs.size(0)}, {logprobs.size(1)}) "
+                         f"or ({logprobs.size(0)}, 1), got {tuple(ratio.shape)}")
+    return ratio.float() * k3_kl(logprobs, ref_logprobs)  # (B, T)
