@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from rlcap.transformers_io import no_bars
 from rlcap.errors import ConfigError
+from rlcap.models.hf_tokenizer_train import caption_tokenizer
+from rlcap.transformers_io import no_bars
 
 FAMILIES = ("git", "blip", "vision_encoder_decoder")
 SPECIALS = ["[PAD]", "[BOS]", "[EOS]", "[UNK]"]  # ids 0-3, as the model's config names them
@@ -36,24 +37,13 @@ def train_tokenizer(captions: list[str], kind: str = "wordpiece", vocab_size: in
     """A fast tokenizer trained on ``captions`` in seconds: ``word`` (lower-cased whole words) or ``wordpiece``
     (BERT's subwords, at most ``vocab_size`` of them). ``layout`` ``rlcap``: [PAD] [BOS] [EOS] [UNK] at ids 0-3;
     ``nlpconnect``: GPT-2's one special token, <|endoftext|>, its last id (start, end and unknown; no pad)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import models
     from transformers import PreTrainedTokenizerFast
 
     if layout not in LAYOUTS:
         raise ConfigError(f"layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
-    specials = SPECIALS if layout == "rlcap" else []
-    if kind == "word":
-        model, tok = models.WordLevel, Tokenizer(models.WordLevel(unk_token="[UNK]"))
-        trainer = trainers.WordLevelTrainer(special_tokens=specials)
-    elif kind == "wordpiece":
-        model, tok = models.WordPiece, Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
-    else:
-        raise ConfigError(f"tokenizer: {kind!r} is not one of word, wordpiece")
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.decoder = decoders.WordPiece(prefix="##")  # joins a word's pieces, words with spaces
-    tok.train_from_iterator(captions, trainer)
+    tok = caption_tokenizer(captions, kind, vocab_size, SPECIALS if layout == "rlcap" else [], "[UNK]")
+    model = models.WordLevel if kind == "word" else models.WordPiece
     if layout == "rlcap":
         return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", bos_token="[BOS]",
                                        eos_token="[EOS]", unk_token="[UNK]")

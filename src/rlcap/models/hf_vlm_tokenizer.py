@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rlcap.errors import ConfigError
+from rlcap.models.hf_tokenizer_train import caption_tokenizer
 
 # Qwen2-VL-Instruct's template: a default system turn, the picture as <|vision_start|><|image_pad|><|vision_end|>.
 QWEN_TEMPLATE = (
@@ -54,21 +54,10 @@ def vlm_tokenizer(words: Words, specials: list[str], *, chat_template: str | Non
     """A fast tokenizer trained on ``words`` (and the prompts' words), lower-cased, ``specials`` at ids 0.. in
     order, ``roles`` (pad_token=..., eos_token=..., unk_token=...) and ``named`` special tokens (image_token=...:
     the attributes the family's processor reads) among them."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    if words.kind == "word":
-        tok = Tokenizer(models.WordLevel(unk_token=roles["unk_token"]))
-        trainer = trainers.WordLevelTrainer(special_tokens=specials)
-    elif words.kind == "wordpiece":
-        tok = Tokenizer(models.WordPiece(unk_token=roles["unk_token"]))
-        trainer = trainers.WordPieceTrainer(vocab_size=words.vocab_size, special_tokens=specials)
-    else:
-        raise ConfigError(f"tokenizer: {words.kind!r} is not one of word, wordpiece")
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.decoder = decoders.WordPiece(prefix="##")  # joins a word's pieces, words with spaces
-    tok.train_from_iterator([*words.captions, PROMPT_WORDS], trainer)
+    tok = caption_tokenizer([*words.captions, PROMPT_WORDS], words.kind, words.vocab_size, specials,
+                            roles["unk_token"])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, extra_special_tokens=named or {}, **roles)
     if chat_template is not None:
         fast.chat_template = chat_template
