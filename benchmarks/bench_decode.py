@@ -28,7 +28,7 @@ import torch.nn.functional as F  # noqa: E402
 from benchdoc import DOC, load_note, machine, median_seconds, replace_section  # noqa: E402
 
 from rlcap.data.vocab import BOS, EOS, PAD, UNK  # noqa: E402
-from rlcap.decoding import beam_search, greedy  # noqa: E402
+from rlcap.decoding import Decoding, beam_search, greedy  # noqa: E402
 from rlcap.models import Feats, ModelConfig, build_model  # noqa: E402
 
 VOCAB, FEAT_DIM, REGIONS, MAX_LEN = 2107, 2048, 36, 16
@@ -48,8 +48,8 @@ def random_feats(n_images: int, gen: torch.Generator) -> Feats:
 
 def decoding_runs(model: torch.nn.Module, feats: Feats) -> dict[str, Callable[[], object]]:
     return {"greedy": lambda: greedy(model, feats, MAX_LEN),
-            "beam3": lambda: beam_search(model, feats, 3, MAX_LEN),
-            "beam5": lambda: beam_search(model, feats, 5, MAX_LEN)}
+            "beam3": lambda: beam_search(model, feats, Decoding("beam", MAX_LEN, beam_size=3)),
+            "beam5": lambda: beam_search(model, feats, Decoding("beam", MAX_LEN, beam_size=5))}
 
 
 def xe_step(model: torch.nn.Module, gen: torch.Generator) -> Callable[[], None]:
@@ -87,7 +87,7 @@ def bench_model(arch: str, feats: Feats, threads: list[int], repeats: int) -> di
     for n_threads in threads:
         torch.set_num_threads(n_threads)
         model = fresh_model(arch).eval()
-        if beam_search(model, feats, 5, MAX_LEN).tokens.size(1) != MAX_LEN:
+        if beam_search(model, feats, Decoding("beam", MAX_LEN, beam_size=5)).tokens.size(1) != MAX_LEN:
             raise RuntimeError(f"{arch}: a decode ended before max_len; the figures would not be comparable")
         runs = decoding_runs(model, feats)
         figures = {name: DECODE_IMAGES / median_seconds(fn, repeats) for name, fn in runs.items()}

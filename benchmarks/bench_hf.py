@@ -10,7 +10,7 @@ a 768-wide text decoder of 6 layers), and a wordpiece tokenizer trained on the r
 
 What is timed, on one batch of images, 5 captions an image, at most 16 new tokens each:
 
-* rlcap's sampling, ``rlcap.decoding.sampling.sample(policy, feats, n=5, max_len=16)`` on the
+* rlcap's sampling, ``rlcap.decoding.sample(policy, feats, 5, Decoding("sample", 16))`` on the
   ``rlcap.models.hf_captioner.HFCaptioner`` over the folder, without autograd (``torch.no_grad``) and with it
   (as an SCST step samples, its log-probabilities differentiable);
 * the same model's ``generate(do_sample=True, num_return_sequences=5, max_new_tokens=16)``, PAD and the start
@@ -122,6 +122,7 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
     from rlcap.data.feats import Feats
     from rlcap.data.loader import Batch, CaptionData
     from rlcap.decoding.sampling import sample
+    from rlcap.decoding.settings import Decoding
     from rlcap.devices import autocast
     from rlcap.methods.scst import scst_step
     from rlcap.models import build_model, model_vocab
@@ -157,9 +158,11 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
         if cuda:
             torch.cuda.synchronize(dev)
 
+    sampling = Decoding.on(dev, "sample", MAX_LEN, compile=False, temperature=1.0)
+
     def run_rlcap(n: int, grad: bool) -> float:
         with torch.set_grad_enabled(grad), autocast(dev, precision):
-            out = sample(policy, feats_of(n), n=SAMPLES, max_len=MAX_LEN, temperature=1.0)
+            out = sample(policy, feats_of(n), SAMPLES, sampling)
             if grad:
                 out.logprobs.sum().item()  # (what SCST's loss reads; the graph is dropped unused)
         return float(out.mask.sum(1).float().mean())

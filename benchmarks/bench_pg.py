@@ -38,7 +38,7 @@ from benchdoc import REPO, load_note, machine, replace_section  # noqa: E402
 from rlcap.data.feats import Feats  # noqa: E402
 from rlcap.data.loader import Batch, CaptionData  # noqa: E402
 from rlcap.data.vocab import EOS, Vocab  # noqa: E402
-from rlcap.decoding import greedy, prefix_rollouts, sample  # noqa: E402
+from rlcap.decoding import Decoding, greedy, prefix_rollouts, sample  # noqa: E402
 from rlcap.metrics import tokenize  # noqa: E402
 from rlcap.models import build_model  # noqa: E402
 from rlcap.models.baseline_mlp import BaselineMLP  # noqa: E402
@@ -103,7 +103,7 @@ def peak(model: torch.nn.Module, feats: Feats) -> float:
     model.train()
     while offset < 60:
         model.logit.bias[EOS] = base + offset
-        if float(caption_lengths(sample(model, feats, 1, MAX_LEN).tokens).mean()) <= PEAKED_WORDS:
+        if float(caption_lengths(sample(model, feats, 1, Decoding("sample", MAX_LEN)).tokens).mean()) <= PEAKED_WORDS:
             break
         offset += 0.5
     return offset
@@ -134,12 +134,13 @@ def updates(s: Session, batch: Batch, reward, steps: int) -> dict:
 def throughput(s: Session, batch: Batch, repeats: int) -> dict:
     """Sampled words per second of the rollouts vs greedy decoding, eval mode, median of ``repeats``."""
     model = s.model.eval()
-    out = sample(model, batch.feats, 1, MAX_LEN)
-    rolls, _, _ = timed(lambda: prefix_rollouts(model, batch.feats, out.tokens, K, MAX_LEN))
+    out = sample(model, batch.feats, 1, Decoding("sample", MAX_LEN))
+    rolls, _, _ = timed(lambda: prefix_rollouts(model, batch.feats, out.tokens, K, Decoding("sample", MAX_LEN)))
     prefix_len = torch.arange(1, out.tokens.size(1) + 1).repeat_interleave(K).repeat(IMAGES)  # (R,)
     positions = torch.arange(rolls.tokens.size(1))
     words = int((rolls.mask & (positions[None, :] >= prefix_len[:, None])).sum())  # sampled, not forced
-    roll_t = sorted(timed(lambda: prefix_rollouts(model, batch.feats, out.tokens, K, MAX_LEN))[1:]
+    rolling = Decoding("sample", MAX_LEN)
+    roll_t = sorted(timed(lambda: prefix_rollouts(model, batch.feats, out.tokens, K, rolling))[1:]
                     for _ in range(repeats))[repeats // 2]
     g = greedy(model, batch.feats, MAX_LEN)
     greedy_t = sorted(timed(lambda: greedy(model, batch.feats, MAX_LEN))[1:] for _ in range(repeats))[repeats // 2]
@@ -167,8 +168,8 @@ def reward_times(s: Session, batch: Batch, rewards: dict) -> dict:
     """Seconds to score one PG update's captions: every rollout row, only the rows Q needs, and
     those deduplicated (what the loop does); SPICE's caches cleared before each."""
     with torch.no_grad():
-        out = sample(s.model, batch.feats, 1, MAX_LEN)
-        rolls = prefix_rollouts(s.model, batch.feats, out.tokens, K, MAX_LEN)
+        out = sample(s.model, batch.feats, 1, Decoding("sample", MAX_LEN))
+        rolls = prefix_rollouts(s.model, batch.feats, out.tokens, K, Decoding("sample", MAX_LEN))
     vocab, t = s.data.vocab, out.tokens.size(1)
     feats, context = pg.sample_context(batch, 1)
     owner = torch.arange(IMAGES).repeat_interleave(t * K)

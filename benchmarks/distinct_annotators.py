@@ -23,7 +23,7 @@ def annotator_rewards(bench: Path, dataset: Path, features: Path, tau: float, ba
     import torch
 
     from rlcap.data.loader import load_data
-    from rlcap.decoding import beam_search, greedy
+    from rlcap.decoding import Decoding, beam_search, greedy
     from rlcap.models.retriever import load_retriever
     from rlcap.rewards.image_bank import build_image_bank
     from rlcap.rewards.retrieval import RetrievalReward
@@ -46,7 +46,8 @@ def annotator_rewards(bench: Path, dataset: Path, features: Path, tau: float, ba
         if k == batches:
             break
         with torch.no_grad():
-            generated = [*beam_search(model, batch.feats, 3, 16, 0.0).tokens, *greedy(model, batch.feats, 16).tokens]
+            beam = Decoding.on(batch.feats.fc.device, "beam", 16, compile=False, beam_size=3)
+            generated = [*beam_search(model, batch.feats, beam).tokens, *greedy(model, batch.feats, 16).tokens]
         human = [(i, c) for i, refs in zip(batch.ids, batch.refs) for c in refs]
         captions = [vocab.decode(row.tolist()) for row in generated] + [c for _, c in human]
         texts = reward.retriever.embed_captions(captions)

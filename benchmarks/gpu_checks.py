@@ -48,7 +48,7 @@ import torch
 from rlcap.data.feats import Feats
 from rlcap.data.loader import Batch
 from rlcap.data.vocab import BOS, EOS, PAD, SPECIALS, Vocab
-from rlcap.decoding import beam_search, greedy, sample
+from rlcap.decoding import Decoding, beam_search, greedy, sample
 from rlcap.models import build_model
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards import CiderDReward, RewardBatch
@@ -164,7 +164,7 @@ def make_setup(arch: str, sizes: CheckSizes = CheckSizes(), device: str = "cpu")
     model.cpu().eval()
     gen = torch.Generator().manual_seed(sizes.seed)
     with torch.no_grad():
-        fixed = sample(model, feats, 2, sizes.max_len, generator=gen).tokens  # (B*2, T)
+        fixed = sample(model, feats, 2, Decoding("sample", sizes.max_len), generator=gen).tokens  # (B*2, T)
     advantages = torch.randn(fixed.size(0), generator=gen)
     ids = [str(i) for i in range(sizes.images)]
     return Setup(arch, model, vocab, ids, refs, feats, tokens, fixed, advantages, sizes)
@@ -248,7 +248,8 @@ def decodes(setup: Setup, models: Models, devices: Devices) -> tuple[list[Compar
         model.eval()
         feats = setup.feats.to(device)
         results["greedy"].append(greedy(model, feats, setup.sizes.max_len))
-        results[f"beam {BEAM}"].append(beam_search(model, feats, BEAM, setup.sizes.max_len))
+        beam = Decoding.on(device, "beam", setup.sizes.max_len, compile=False, beam_size=BEAM)  # (as greedy: auto)
+        results[f"beam {BEAM}"].append(beam_search(model, feats, beam))
     rows = []
     for name, (a, b) in results.items():
         tok_a, tok_b = a.tokens.cpu(), b.tokens.cpu()
@@ -303,7 +304,8 @@ def sampled_rewards(setup: Setup, model: torch.nn.Module, device: str, seed: int
     model.train()
     n = setup.sizes.samples // len(setup.ids)
     with torch.no_grad():
-        out = sample(model, setup.feats.to(device), n, setup.sizes.max_len,
+        sampling = Decoding.on(device, "sample", setup.sizes.max_len, compile=False)
+        out = sample(model, setup.feats.to(device), n, sampling,
                      generator=torch.Generator(device=device).manual_seed(seed))
     model.eval()
     batch = RewardBatch([i for i in setup.ids for _ in range(n)], [r for r in setup.refs for _ in range(n)])

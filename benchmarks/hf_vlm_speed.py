@@ -3,7 +3,7 @@ vision-language family (rlcap.models.hf_vlm_build), like for like.
 
 For each family, in a child process of its own: a folder built at ``size`` (random weights), ``images`` random
 pictures' image tokens computed once (rlcap.encoders: what ``rlcap features --encoder hf:DIR`` stores), then,
-alternating, ``sample(policy, feats, n=SAMPLES, max_len=MAX_LEN)`` under ``torch.no_grad`` against the policy's own
+alternating, ``sample(policy, feats, SAMPLES, Decoding("sample", MAX_LEN))`` under ``torch.no_grad`` against the policy's own
 model's ``generate(do_sample=True, num_return_sequences=SAMPLES, max_new_tokens=MAX_LEN)``, both reading the same
 stored tokens and the same prompt:
 
@@ -91,6 +91,7 @@ def measure_family(family: str, size: str, images: int, repeats: int, budget: fl
     import torch
 
     from rlcap.decoding.sampling import sample
+    from rlcap.decoding.settings import Decoding
     from rlcap.models.hf_vlm import HFVLMCaptioner
     from rlcap.models.hf_vlm_build import SIZES, build_vlm
 
@@ -102,9 +103,11 @@ def measure_family(family: str, size: str, images: int, repeats: int, budget: fl
     ids = policy.ids
     banned = policy.banned() if isinstance(policy, HFVLMCaptioner) else sorted({ids.pad, ids.start} - {ids.end, None})
 
+    sampling = Decoding.on(feats.fc.device, "sample", MAX_LEN, compile=False, temperature=1.0)
+
     def run_rlcap() -> float:
         with torch.no_grad():
-            out = sample(policy, feats, n=SAMPLES, max_len=MAX_LEN, temperature=1.0)
+            out = sample(policy, feats, SAMPLES, sampling)
         return float(out.mask.sum(1).float().mean())
 
     def run_generate() -> float:

@@ -29,7 +29,7 @@ VOCAB = 9_487
 def step_flops(arch: str, batch: int, samples: int, max_len: int, greedy: bool) -> int:
     from rlcap.data.feats import Feats
     from rlcap.data.vocab import BOS
-    from rlcap.decoding import continue_decoding
+    from rlcap.decoding import Decoding, continue_decoding
     from rlcap.models.base import expand_memory
     from rlcap.decoding.sampling import sample
     from rlcap.models import build_model
@@ -45,7 +45,7 @@ def step_flops(arch: str, batch: int, samples: int, max_len: int, greedy: bool) 
     with torch.no_grad():
         head.bias[2] = -1e4 if head.bias is not None else 0.0
     with FlopCounterMode(display=False) as counter:
-        out = sample(model, feats, samples, max_len)
+        out = sample(model, feats, samples, Decoding("sample", max_len))
         loss = reinforce_loss(out.logprobs, out.mask.float(), torch.randn(batch * samples))
         loss.backward()
         if greedy:
@@ -54,7 +54,7 @@ def step_flops(arch: str, batch: int, samples: int, max_len: int, greedy: bool) 
                 model.eval()
                 memory = expand_memory(model, model.encode(feats), 1)
                 word = torch.full((batch,), BOS, dtype=torch.long)
-                continue_decoding(model, memory, model.init_state(memory), word, max_len, method="greedy")
+                continue_decoding(model, memory, model.init_state(memory), word, Decoding("greedy", max_len))
     return counter.get_total_flops()
 
 

@@ -15,7 +15,7 @@ import torch
 
 import rlcap.host_sync
 from rlcap.data.vocab import BOS, PAD
-from rlcap.decoding import (DecodeResult, beam_search, continue_decoding, greedy, prefix_rollouts,
+from rlcap.decoding import (Decoding, DecodeResult, beam_search, continue_decoding, greedy, prefix_rollouts,
                             resolve_compile, resolve_exit_every, sample)
 from rlcap.decoding import stepping
 from rlcap.errors import ConfigError
@@ -45,8 +45,9 @@ def every_read(monkeypatch):
 def decoders(model, feats, exit_every):
     gen = torch.Generator().manual_seed(1)
     return {"greedy": lambda: greedy(model, feats, 6, exit_every=exit_every),
-            "sample": lambda: sample(model, feats, 3, 6, generator=gen, exit_every=exit_every),
-            "beam": lambda: beam_search(model, feats, 3, 6, n_best=2, exit_every=exit_every)}
+            "sample": lambda: sample(model, feats, 3, Decoding("sample", 6, exit_every=exit_every), generator=gen),
+            "beam": lambda: beam_search(model, feats, Decoding("beam", 6, beam_size=3, exit_every=exit_every),
+                                        n_best=2)}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -89,12 +90,14 @@ def test_rollouts_and_continuations_take_exit_every():
     model, feats = tiny("fc")
     model.eval()
     caps = greedy(model, feats, 4).tokens
-    a = prefix_rollouts(model, feats, caps, 2, 6, generator=torch.Generator().manual_seed(0), exit_every=1)
-    b = prefix_rollouts(model, feats, caps, 2, 6, generator=torch.Generator().manual_seed(0), exit_every=0)
+    a = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 6, exit_every=1),
+                        generator=torch.Generator().manual_seed(0))
+    b = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 6, exit_every=0),
+                        generator=torch.Generator().manual_seed(0))
     assert torch.equal(a.tokens, b.tokens[:, :a.tokens.size(1)]) and bool((b.tokens[:, a.tokens.size(1):] == PAD).all())
     memory = expand_memory(model, model.encode(feats), 2)
     word = torch.full((4,), BOS)
-    c, d = (continue_decoding(model, memory, model.init_state(memory), word, 6, exit_every=every,
+    c, d = (continue_decoding(model, memory, model.init_state(memory), word, Decoding("sample", 6, exit_every=every),
                               generator=torch.Generator().manual_seed(2)) for every in (1, 0))
     assert d.tokens.size(1) == 6 and torch.equal(c.tokens, d.tokens[:, :c.tokens.size(1)])
 
@@ -104,7 +107,7 @@ def test_sampling_reads_pre_drawn_numbers_from_the_generator():
     model, feats = tiny("fc")
     model.eval()
     gen = torch.Generator().manual_seed(5)
-    sample(model, feats, 3, 6, generator=gen)
+    sample(model, feats, 3, Decoding("sample", 6), generator=gen)
     expected = torch.Generator().manual_seed(5)
     torch.rand(6, 6, dtype=torch.float64, generator=expected)
     assert torch.equal(torch.rand(3, generator=gen), torch.rand(3, generator=expected))
@@ -122,13 +125,16 @@ def test_exit_every_and_compile_settings():
 
 
 
-def test_the_environment_makes_a_cpu_decode_run_as_on_a_gpu(monkeypatch):
-    """No run setting chooses either (auto is right on every device); the tests and benchmarks force them."""
+def test_a_cpu_decode_runs_as_on_a_gpu_through_the_code_not_the_environment(monkeypatch):
+    """No run setting chooses either (auto is right on every device), and no environment variable: the variables
+    of the last release are read by no one; a test replaces what auto means, a caller passes the setting."""
     monkeypatch.setenv("RLCAP_DECODE_EXIT_EVERY", "0")
     monkeypatch.setenv("RLCAP_DECODE_COMPILE", "true")
-    assert resolve_exit_every(None, "cpu") == 0 and resolve_exit_every(2, "cpu") == 2
-    assert resolve_compile("auto", "cpu") is True and resolve_compile(False, "cpu") is False
-    with pytest.raises(ConfigError, match="decode.compile was removed: .* RLCAP_DECODE_COMPILE=true forces it"):
+    assert resolve_exit_every(None, "cpu") == 1 and resolve_compile("auto", "cpu") is False
+    monkeypatch.setattr(stepping, "auto_exit_every", lambda device: 0)
+    assert resolve_exit_every(None, "cpu") == resolve_exit_every(-1, "cpu") == 0 and resolve_exit_every(2, "cpu") == 2
+    assert Decoding.search("cpu", 3, 5).exit_every == 0
+    with pytest.raises(ConfigError, match="decode.compile was removed: .* the Python decoders' compile=True"):
         load_run_config(None, ["decode.compile=true"])
 
 
@@ -148,11 +154,12 @@ def assert_compiles_like_eager(arch: str, caplog) -> None:
         for compile in (False, True):
             model.eval()
             with_greedy = greedy(model, feats, 6, compile=compile)
-            with_beam = beam_search(model, feats, 3, 6, n_best=2, compile=compile)
+            with_beam = beam_search(model, feats, Decoding("beam", 6, beam_size=3, compile=compile), n_best=2)
             model.train()
             model.zero_grad(set_to_none=True)
             torch.manual_seed(7)  # dropout's masks
-            sampled = sample(model, feats, 3, 6, generator=torch.Generator().manual_seed(3), compile=compile)
+            sampled = sample(model, feats, 3, Decoding("sample", 6, compile=compile),
+                             generator=torch.Generator().manual_seed(3))
             (sampled.logprobs.sum() + sampled.entropy.sum()).backward()
             runs.append((with_greedy, with_beam, sampled, grads(model)))
     assert not caplog.records, "the step did not compile as one graph: " + caplog.text
@@ -160,7 +167,7 @@ def assert_compiles_like_eager(arch: str, caplog) -> None:
     model.eval()
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     greedy(model, feats, 6, compile=True)
-    beam_search(model, feats, 3, 6, n_best=2, compile=True)
+    beam_search(model, feats, Decoding("beam", 6, beam_size=3, compile=True), n_best=2)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # compiled once, kept with the model
     eager, compiled = runs
     for a, b in zip(eager[:3], compiled[:3]):
@@ -206,6 +213,7 @@ def test_a_step_that_cannot_compile_decodes_eagerly_and_says_so_once(caplog):
     feats = Feats(torch.randn(2, 3), torch.randn(2, 1, 3), torch.ones(2, 1, dtype=torch.bool))
     eager = greedy(model, feats, 4)
     with caplog.at_level(logging.WARNING, logger="rlcap.decoding.stepping"):
-        first, second = greedy(model, feats, 4, compile=True), sample(model, feats, 2, 4, compile=True)
+        first, second = greedy(model, feats, 4, compile=True), sample(model, feats, 2,
+                                                                      Decoding("sample", 4, compile=True))
     assert torch.equal(first.tokens, eager.tokens) and second.tokens.shape[0] == 4
     assert len(caplog.records) == 1 and "decodes eagerly" in caplog.text and "ReadsOnTheHost" in caplog.text

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import DecodeResult, beam_search, draw, entropy, filter_logits, greedy, sample
+from rlcap.decoding import Decoding, DecodeResult, beam_search, draw, entropy, filter_logits, greedy, sample
 from rlcap.decoding.beam import repeated_ngrams
 from rlcap.models import Feats, ModelConfig, build_model
 
@@ -101,14 +101,14 @@ def test_greedy_takes_the_likeliest_word_each_step():
 
 def test_beam_search_finds_what_greedy_misses():
     # beams after step 1: a (.5), b (.4); step 2: b EOS .36 > a a .2 > a EOS = a b .15
-    result = beam_search(TableModel(), feats_for([0.0]), beam_size=2, max_len=2, n_best=2)
+    result = beam_search(TableModel(), feats_for([0.0]), Decoding("beam", 2, beam_size=2), n_best=2)
     assert captions(result) == [(B_, EOS), (A, A)]
     torch.testing.assert_close(result.scores, torch.tensor([math.log(0.36), math.log(0.2)]))
     torch.testing.assert_close(result.logprobs[0], torch.tensor([math.log(0.4), math.log(0.9)]))
 
 
 def test_captions_are_cut_at_eos_and_padded():
-    result = beam_search(TableModel(), feats_for([0.0, 1.0]), beam_size=2, max_len=4, n_best=2)
+    result = beam_search(TableModel(), feats_for([0.0, 1.0]), Decoding("beam", 4, beam_size=2), n_best=2)
     assert result.tokens.shape == (4, 4)
     first = result.tokens[0].tolist()
     assert first[:2] == [B_, EOS] and first[2:] == [PAD, PAD]
@@ -132,8 +132,9 @@ def test_decoding_stops_when_every_caption_has_ended():
 def test_exhaustive_beam_equals_brute_force(length_penalty):
     model, keys, max_len, n_best = PrefixModel(), [0.3, 1.7], 3, 6
     words = model.vocab_size - 2
-    result = beam_search(model, feats_for(keys), beam_size=words**max_len, max_len=max_len,
-                         length_penalty=length_penalty, n_best=n_best)
+    result = beam_search(model, feats_for(keys),
+                         Decoding("beam", max_len, beam_size=words**max_len, length_penalty=length_penalty),
+                         n_best=n_best)
     assert result.tokens.shape[0] == len(keys) * n_best
     for i, key in enumerate(keys):
         expected = brute_force(model, key, max_len, length_penalty)[:n_best]
@@ -154,8 +155,8 @@ def holds_repeat(seq: tuple[int, ...], n: int) -> bool:
 def test_exhaustive_beam_without_repeated_ngrams_equals_brute_force_among_captions_without_them(n):
     model, keys, max_len, n_best = PrefixModel(), [0.3, 0.9], 4, 10
     words = model.vocab_size - 2
-    result = beam_search(model, feats_for(keys), beam_size=words**max_len, max_len=max_len, n_best=n_best,
-                         no_repeat_ngram=n)
+    result = beam_search(model, feats_for(keys), Decoding("beam", max_len, beam_size=words**max_len, no_repeat_ngram=n),
+                         n_best=n_best)
     changed = False
     for i, key in enumerate(keys):
         every = brute_force(model, key, max_len)
@@ -179,9 +180,9 @@ def test_repeated_ngrams_by_hand():
 def test_small_beam_is_batched_consistently():
     """Decoding images together gives the same captions as decoding each alone."""
     model, keys = PrefixModel(), [0.3, 1.7, 2.2]
-    together = beam_search(model, feats_for(keys), beam_size=3, max_len=5, n_best=2)
+    together = beam_search(model, feats_for(keys), Decoding("beam", 5, beam_size=3), n_best=2)
     for i, key in enumerate(keys):
-        alone = beam_search(model, feats_for([key]), beam_size=3, max_len=5, n_best=2)
+        alone = beam_search(model, feats_for([key]), Decoding("beam", 5, beam_size=3), n_best=2)
         t = alone.tokens.size(1)
         assert torch.equal(together.tokens[2 * i : 2 * i + 2, :t], alone.tokens)
         torch.testing.assert_close(together.scores[2 * i : 2 * i + 2], alone.scores)
@@ -190,7 +191,7 @@ def test_small_beam_is_batched_consistently():
 
 def test_beam_of_one_is_greedy():
     model, feats = PrefixModel(), feats_for([0.3, 1.7])
-    g, b = greedy(model, feats, 6), beam_search(model, feats, beam_size=1, max_len=6)
+    g, b = greedy(model, feats, 6), beam_search(model, feats, Decoding("beam", 6, beam_size=1))
     assert torch.equal(g.tokens, b.tokens)
     torch.testing.assert_close(g.scores, b.scores)
 
@@ -210,7 +211,7 @@ class PreferredWordModel(PrefixModel):
 
 
 def test_samples_of_one_image_are_adjacent():
-    result = sample(PreferredWordModel(), feats_for([0.0, 1.0, 2.0]), n=4, max_len=5,
+    result = sample(PreferredWordModel(), feats_for([0.0, 1.0, 2.0]), 4, Decoding("sample", 5),
                     generator=torch.Generator().manual_seed(0))
     assert result.tokens.tolist() == [[3 + i, EOS] for i in range(3) for _ in range(4)]
 
@@ -220,13 +221,13 @@ def test_top_k_one_and_tiny_top_p_and_cold_temperature_are_greedy():
     expected = greedy(model, feats, 6).tokens
     gen = torch.Generator().manual_seed(0)
     for kwargs in ({"top_k": 1}, {"top_p": 1e-6}, {"temperature": 1e-4}):
-        assert torch.equal(sample(model, feats, 1, 6, generator=gen, **kwargs).tokens, expected)
+        assert torch.equal(sample(model, feats, 1, Decoding("sample", 6, **kwargs), generator=gen).tokens, expected)
 
 
 def test_sampling_is_reproducible_with_a_generator():
     model, feats = PrefixModel(), feats_for([0.3, 1.7])
-    a = sample(model, feats, 5, 6, generator=torch.Generator().manual_seed(3))
-    b = sample(model, feats, 5, 6, generator=torch.Generator().manual_seed(3))
+    a = sample(model, feats, 5, Decoding("sample", 6), generator=torch.Generator().manual_seed(3))
+    b = sample(model, feats, 5, Decoding("sample", 6), generator=torch.Generator().manual_seed(3))
     assert torch.equal(a.tokens, b.tokens)
 
 
@@ -289,7 +290,7 @@ def tiny_captioner(arch: str = "fc"):
 def test_sample_logprobs_carry_gradients():
     model, feats = tiny_captioner()
     model.train()
-    result = sample(model, feats, n=3, max_len=5, generator=torch.Generator().manual_seed(0))
+    result = sample(model, feats, 3, Decoding("sample", 5), generator=torch.Generator().manual_seed(0))
     assert result.logprobs.requires_grad and result.entropy.requires_grad
     (result.logprobs.sum() + result.entropy.sum()).backward()
     assert model.logit.weight.grad is not None and model.logit.weight.grad.abs().sum() > 0
@@ -316,7 +317,7 @@ class BiasModel(nn.Module):
 
 def test_sample_logprobs_are_renormalised_without_pad_and_bos():
     model = BiasModel()
-    result = sample(model, feats_for([0.0] * 50), n=4, max_len=1, generator=torch.Generator().manual_seed(0))
+    result = sample(model, feats_for([0.0] * 50), 4, Decoding("sample", 1), generator=torch.Generator().manual_seed(0))
     expected = {EOS: math.log(0.1 / 0.6), A: math.log(0.3 / 0.6), B_: math.log(0.2 / 0.6)}
     words = result.tokens[:, 0].tolist()
     assert set(words) == set(expected), "only EOS, a and b can be drawn"
@@ -330,7 +331,7 @@ def test_policy_gradient_never_moves_probability_onto_pad_or_bos():
     down; with log-probabilities of the full softmax that mass would go to PAD and BOS, which are
     never sampled and so never pushed back: the collapse this guards against (docs/RL.md)."""
     model = BiasModel()
-    result = sample(model, feats_for([0.0] * 50), n=4, max_len=1, generator=torch.Generator().manual_seed(1))
+    result = sample(model, feats_for([0.0] * 50), 4, Decoding("sample", 1), generator=torch.Generator().manual_seed(1))
     (result.logprobs.sum()).backward()  # = -loss for advantage -1 on every sample
     grad = model.bias.grad  # the full softmax would give PAD and BOS -0.2 per sample each: -40 here
     assert abs(float(grad[PAD])) < 1e-4 and abs(float(grad[BOS])) < 1e-4
@@ -341,7 +342,8 @@ def test_policy_gradient_never_moves_probability_onto_pad_or_bos():
 def test_sample_logprobs_are_the_models_own(arch):
     model, feats = tiny_captioner(arch)
     model.eval()
-    result = sample(model, feats, n=3, max_len=6, temperature=0.7, top_k=5, generator=torch.Generator().manual_seed(0))
+    result = sample(model, feats, 3, Decoding("sample", 6, temperature=0.7, top_k=5),
+                    generator=torch.Generator().manual_seed(0))
     inputs = torch.cat([torch.full((6, 1), BOS), result.tokens[:, :-1]], 1)  # (6, T)
     logits = model(feats, inputs, seq_per_img=3)  # (6, T, V)
     logprobs = logits.index_fill(2, torch.tensor([PAD, BOS]), NEG).log_softmax(-1)  # the policy: no PAD, BOS
@@ -354,7 +356,7 @@ def test_sample_logprobs_are_the_models_own(arch):
 @pytest.mark.parametrize("arch", ["fc", "updown", "transformer"])
 def test_greedy_and_beam_outputs_can_feed_autograd(arch):
     model, feats = tiny_captioner(arch)
-    for result in (greedy(model, feats, 5), beam_search(model, feats, 3, 5, n_best=2)):
+    for result in (greedy(model, feats, 5), beam_search(model, feats, Decoding("beam", 5, beam_size=3), n_best=2)):
         n = result.tokens.size(0) // 2
         assert result.tokens.shape[1] <= 5 and result.mask.dtype == torch.bool
         inputs = torch.cat([torch.full((2 * n, 1), BOS), result.tokens], 1)

@@ -59,13 +59,14 @@ def test_decode_gives_what_the_decoder_it_names_gives():
     d = Decoding("beam", 7, beam_size=3, length_penalty=0.5, temperature=0.8, top_k=5, top_p=0.9)
     assert torch.equal(decode(model, feats, d.as_greedy()).tokens, greedy(model, feats, 7).tokens)
     assert torch.equal(decode(model, feats, d, 2).tokens,
-                       beam_search(model, feats, 3, 7, length_penalty=0.5, n_best=2).tokens)
+                       beam_search(model, feats, Decoding("beam", 7, beam_size=3, length_penalty=0.5), n_best=2).tokens)
     got = decode(model, feats, d.as_sampling(), 4, generator=torch.Generator().manual_seed(1))
-    want = sample(model, feats, 4, 7, temperature=0.8, top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(1))
+    want = sample(model, feats, 4, Decoding("sample", 7, temperature=0.8, top_k=5, top_p=0.9),
+                  generator=torch.Generator().manual_seed(1))
     assert torch.equal(got.tokens, want.tokens) and torch.equal(got.logprobs, want.logprobs)
     caps = greedy(model, feats, 7).tokens
     got = rollouts(model, feats, caps, 2, d, generator=torch.Generator().manual_seed(2))
-    want = prefix_rollouts(model, feats, caps, 2, 7, temperature=0.8, top_k=5, top_p=0.9,
+    want = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 7, temperature=0.8, top_k=5, top_p=0.9),
                            generator=torch.Generator().manual_seed(2))
     assert torch.equal(got.tokens, want.tokens)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rlcap.data.vocab import EOS, PAD
-from rlcap.decoding import beam_search, lookahead_search
+from rlcap.decoding import Decoding, beam_search, lookahead_search
 from rlcap.errors import ConfigError
 from rlcap.models import Feats, ModelConfig, build_model, build_value_model
 
@@ -29,7 +29,7 @@ def feats(n=4):
 def test_lambda_one_is_beam_search(arch, length_penalty, n_best, candidates):
     policy, value_net = tiny(arch)
     f = feats()
-    expected = beam_search(policy, f, beam_size=3, max_len=7, length_penalty=length_penalty, n_best=n_best)
+    expected = beam_search(policy, f, Decoding("beam", 7, beam_size=3, length_penalty=length_penalty), n_best=n_best)
     got = lookahead_search(policy, value_net, f, beam_size=3, max_len=7, lam=1.0, length_penalty=length_penalty,
                            n_best=n_best, candidates=candidates)
     for name in ("tokens", "logprobs", "mask", "scores", "entropy"):

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import (DecodeResult, beam_search, continue_decoding, entropy, greedy,
+from rlcap.decoding import (Decoding, DecodeResult, beam_search, continue_decoding, entropy, greedy,
                             prefix_rollouts, sample)
 from rlcap.models import Feats, ModelConfig, build_model, expand_memory
 from rlcap.models.families import archs
@@ -115,10 +115,11 @@ def needs_hidden(model) -> None:
 def test_empty_prefix_decodes_exactly_as_without_one(arch):
     model, feats = build(arch)
     empty = torch.zeros(3, 0, dtype=torch.long)
+    beam = Decoding("beam", 7, beam_size=3, length_penalty=0.5)
     for a, b in [(greedy(model, feats, 7), greedy(model, feats, 7, prefix=empty)),
-                 (beam_search(model, feats, 3, 7, 0.5, 2), beam_search(model, feats, 3, 7, 0.5, 2, prefix=empty)),
-                 (sample(model, feats, 2, 7, generator=torch.Generator().manual_seed(4)),
-                  sample(model, feats, 2, 7, generator=torch.Generator().manual_seed(4),
+                 (beam_search(model, feats, beam, n_best=2), beam_search(model, feats, beam, n_best=2, prefix=empty)),
+                 (sample(model, feats, 2, Decoding("sample", 7), generator=torch.Generator().manual_seed(4)),
+                  sample(model, feats, 2, Decoding("sample", 7), generator=torch.Generator().manual_seed(4),
                          prefix=torch.zeros(6, 0, dtype=torch.long)))]:
         assert all(torch.equal(x, y) for x, y in zip(a[:5], b[:5])) and a.hidden is None and b.hidden is None
 
@@ -166,7 +167,7 @@ def test_greedy_after_arbitrary_prefixes_matches_the_reference_loop(arch):
 def test_samples_from_a_prefix_start_with_it_and_score_only_their_continuation(arch):
     model, feats = build(arch)
     prefix = padded([[4, 5], [6], [], [7, 8, 9], [EOS], [10]])  # (B*n, P), n = 2
-    result = sample(model, feats, 2, 6, prefix=prefix, generator=torch.Generator().manual_seed(0))
+    result = sample(model, feats, 2, Decoding("sample", 6), prefix=prefix, generator=torch.Generator().manual_seed(0))
     forced = prefix != PAD
     assert torch.equal(result.tokens[:, : prefix.size(1)][forced], prefix[forced])
     assert captions(result)[4] == (EOS,)
@@ -183,7 +184,8 @@ def test_cold_sampling_from_a_prefix_is_greedy_from_it():
     model, feats = build("updown")
     prefix = padded([[4, 5], [6], [7, 8, 9]])
     expected = greedy(model, feats, 7, prefix=prefix).tokens
-    got = sample(model, feats, 1, 7, temperature=1e-5, prefix=prefix, generator=torch.Generator().manual_seed(0))
+    got = sample(model, feats, 1, Decoding("sample", 7, temperature=1e-5), prefix=prefix,
+                 generator=torch.Generator().manual_seed(0))
     assert torch.equal(got.tokens, expected)
 
 
@@ -215,7 +217,7 @@ def test_bad_prefixes_are_rejected(bad, match):
 def test_exhaustive_beam_from_a_prefix_equals_brute_force_over_its_continuations():
     model, key, max_len, n_best = PrefixModel(), 0.3, 4, 5
     prefix = [4, 3]
-    result = beam_search(model, feats_for([key]), beam_size=4**3, max_len=max_len, n_best=n_best,
+    result = beam_search(model, feats_for([key]), Decoding("beam", max_len, beam_size=4**3), n_best=n_best,
                          prefix=torch.tensor([prefix]))
     # brute force scores whole captions; a continuation's score is that minus the prefix's log-probability
     expected = [(s, q) for s, q in brute_force(model, key, max_len) if q[:2] == tuple(prefix)]
@@ -235,15 +237,16 @@ def test_exhaustive_beam_from_a_prefix_equals_brute_force_over_its_continuations
 def test_beam_of_one_from_a_prefix_is_greedy_from_it(arch):
     model, feats = build(arch)
     prefix = padded([[4, 5], [6], [7, 8, 9]])
-    assert torch.equal(beam_search(model, feats, 1, 7, prefix=prefix).tokens, greedy(model, feats, 7, prefix=prefix).tokens)
+    assert torch.equal(beam_search(model, feats, Decoding("beam", 7, beam_size=1), prefix=prefix).tokens,
+                       greedy(model, feats, 7, prefix=prefix).tokens)
 
 
 def test_beam_prefixes_of_different_lengths_are_batched_consistently():
     model, keys = PrefixModel(), [0.3, 1.7, 2.2]
     prefixes = [[4], [5, 3, 4], []]
-    together = beam_search(model, feats_for(keys), 3, 6, n_best=2, prefix=padded(prefixes))
+    together = beam_search(model, feats_for(keys), Decoding("beam", 6, beam_size=3), n_best=2, prefix=padded(prefixes))
     for i, key in enumerate(keys):
-        alone = beam_search(model, feats_for([key]), 3, 6, n_best=2,
+        alone = beam_search(model, feats_for([key]), Decoding("beam", 6, beam_size=3), n_best=2,
                             prefix=torch.tensor([prefixes[i]], dtype=torch.long).view(1, -1))
         t = alone.tokens.size(1)
         assert torch.equal(together.tokens[2 * i : 2 * i + 2, :t], alone.tokens)
@@ -251,7 +254,8 @@ def test_beam_prefixes_of_different_lengths_are_batched_consistently():
 
 
 def test_a_finished_prefix_fills_every_n_best_row_with_itself():
-    result = beam_search(PrefixModel(), feats_for([0.3, 1.7]), 3, 5, n_best=3, prefix=padded([[4, EOS], []]))
+    result = beam_search(PrefixModel(), feats_for([0.3, 1.7]), Decoding("beam", 5, beam_size=3), n_best=3,
+                         prefix=padded([[4, EOS], []]))
     assert captions(result)[:3] == [(4, EOS)] * 3 and result.scores[:3].tolist() == [0.0] * 3
     assert result.scores[3:].isfinite().all()
 
@@ -268,7 +272,7 @@ def test_continue_decoding_from_the_state_after_a_prefix_is_greedy_from_the_pref
         state = model.init_state(memory)
         for word in (torch.full((3,), BOS), prefix[:, 0]):  # read BOS and all prefix words but the last
             _, state = model.step(memory, state, word)
-        rest = continue_decoding(model, memory, state, prefix[:, 1], 5, method="greedy")
+        rest = continue_decoding(model, memory, state, prefix[:, 1], Decoding("greedy", 5))
     full = greedy(model, feats, 7, prefix=prefix)
     assert torch.equal(rest.tokens, full.tokens[:, 2:])
     torch.testing.assert_close(rest.logprobs, full.logprobs[:, 2:])
@@ -282,7 +286,7 @@ def test_hidden_states_are_what_the_logits_come_from(arch):
     model, feats = build(arch)
     needs_hidden(model)
     for result in (greedy(model, feats, 6, return_hidden=True),
-                   beam_search(model, feats, 3, 6, n_best=2, return_hidden=True)):
+                   beam_search(model, feats, Decoding("beam", 6, beam_size=3), n_best=2, return_hidden=True)):
         n = result.tokens.size(0) // 3
         _, hidden = teacher_forced(model, feats, result.tokens, n)  # (R, T, H)
         torch.testing.assert_close(result.hidden, hidden * result.mask[:, :, None], atol=1e-5, rtol=1e-5)
@@ -295,7 +299,8 @@ def test_sampled_hidden_states_carry_gradient(arch):
     model, feats = build(arch)
     needs_hidden(model)
     model.train()
-    result = sample(model, feats, 2, 5, generator=torch.Generator().manual_seed(0), return_hidden=True)
+    result = sample(model, feats, 2, Decoding("sample", 5), generator=torch.Generator().manual_seed(0),
+                    return_hidden=True)
     assert result.hidden.requires_grad
     result.hidden.sum().backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
@@ -305,7 +310,7 @@ def test_results_without_hidden_stay_five_fields_compatible():
     result = DecodeResult(*(torch.zeros(1, 1) for _ in range(5)))
     assert result.hidden is None and len(result) == 6
     model, feats = build("fc")
-    assert beam_search(model, feats, 3, 4).hidden is None
+    assert beam_search(model, feats, Decoding("beam", 4, beam_size=3)).hidden is None
     assert greedy(model, feats, 4, return_hidden=True).hidden.shape[2] == 8
 
 
@@ -324,7 +329,7 @@ def rollout_prefixes(tokens: torch.Tensor, k: int) -> torch.Tensor:
 def test_rollouts_are_ordered_b_t_k_and_start_with_their_prefix(arch):
     model, feats = build(arch)
     caps = padded([[4, 5, EOS], [6, 7, 8, 9], [10, EOS]], 4)  # (B, T=4)
-    result = prefix_rollouts(model, feats, caps, 2, 6, generator=torch.Generator().manual_seed(0))
+    result = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 6), generator=torch.Generator().manual_seed(0))
     assert result.tokens.size(0) == 3 * 4 * 2
     prefixes = rollout_prefixes(caps, 2)
     starts = prefixes != PAD
@@ -339,10 +344,10 @@ def test_rollouts_are_ordered_b_t_k_and_start_with_their_prefix(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_cold_rollouts_are_greedy_from_every_prefix(arch):
     model, feats = build(arch)
-    caps = sample(model, feats, 1, 5, generator=torch.Generator().manual_seed(2)).tokens  # (B, T)
+    caps = sample(model, feats, 1, Decoding("sample", 5), generator=torch.Generator().manual_seed(2)).tokens  # (B, T)
     hidden = hasattr(model, "hidden")
-    result = prefix_rollouts(model, feats, caps, 2, 7, temperature=1e-6, generator=torch.Generator().manual_seed(0),
-                             return_hidden=hidden)
+    result = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 7, temperature=1e-6),
+                             generator=torch.Generator().manual_seed(0), return_hidden=hidden)
     expected = greedy(model, feats.expand(caps.size(1) * 2), 7, prefix=rollout_prefixes(caps, 2), return_hidden=hidden)
     width = max(result.tokens.size(1), expected.tokens.size(1))
     for got, want in zip(result, expected):
@@ -356,7 +361,7 @@ def test_cold_rollouts_are_greedy_from_every_prefix(arch):
 def test_rollout_logprobs_are_the_models_own(arch):
     model, feats = build(arch)
     caps = padded([[4, 5, EOS], [6, 7, 8], [9]], 3)
-    result = prefix_rollouts(model, feats, caps, 3, 6, generator=torch.Generator().manual_seed(1))
+    result = prefix_rollouts(model, feats, caps, 3, Decoding("sample", 6), generator=torch.Generator().manual_seed(1))
     lps, _ = teacher_forced(model, feats, result.tokens, 9)  # every image has T*K = 9 rows
     chosen = lps.gather(2, result.tokens[:, :, None]).squeeze(2)  # (R, W)
     prefix = F.pad(rollout_prefixes(caps, 3) != PAD, (0, result.tokens.size(1) - 3))
@@ -368,9 +373,10 @@ def test_rollout_logprobs_are_the_models_own(arch):
 def test_rollouts_are_reproducible_with_a_generator():
     model, feats = build("updown")
     caps = padded([[4, 5, 6], [7, EOS], [8, 9, 10]], 3)
-    a, b = (prefix_rollouts(model, feats, caps, 4, 6, generator=torch.Generator().manual_seed(3)) for _ in range(2))
+    a, b = (prefix_rollouts(model, feats, caps, 4, Decoding("sample", 6), generator=torch.Generator().manual_seed(3))
+            for _ in range(2))
     assert torch.equal(a.tokens, b.tokens)
-    c = prefix_rollouts(model, feats, caps, 4, 6, generator=torch.Generator().manual_seed(4))
+    c = prefix_rollouts(model, feats, caps, 4, Decoding("sample", 6), generator=torch.Generator().manual_seed(4))
     assert not torch.equal(a.tokens, c.tokens)
 
 
@@ -378,7 +384,7 @@ def test_rollout_next_words_follow_the_models_distribution():
     """TableModel: the word after a prefix depends on its last word only (after a: EOS .3, a .4, b .3;
     after b: EOS .9, a .05, b .05), so K rollouts of prefixes ending in a and b are counted by hand."""
     k = 20_000
-    result = prefix_rollouts(TableModel(), feats_for([0.0]), torch.tensor([[A, B_]]), k, 3,
+    result = prefix_rollouts(TableModel(), feats_for([0.0]), torch.tensor([[A, B_]]), k, Decoding("sample", 3),
                              generator=torch.Generator().manual_seed(0))
     after = result.tokens.view(2, k, -1)
     for t, expected in ((1, {EOS: 0.3, A: 0.4, B_: 0.3}), (2, {EOS: 0.9, A: 0.05, B_: 0.05})):
@@ -392,9 +398,9 @@ def test_rollout_next_words_follow_the_models_distribution():
 
 
 def test_rollouts_of_finished_or_full_prefixes_need_no_decoding():
-    result = prefix_rollouts(TableModel(), feats_for([0.0]), torch.tensor([[A, EOS]]), 2, 2)
+    result = prefix_rollouts(TableModel(), feats_for([0.0]), torch.tensor([[A, EOS]]), 2, Decoding("sample", 2))
     assert result.tokens.tolist() == [[A, EOS], [A, EOS], [A, EOS], [A, EOS]]  # t=1: max_len - 1 = 1 word left
-    result = prefix_rollouts(TableModel(), feats_for([0.0]), torch.tensor([[A, A]]), 2, 2)
+    result = prefix_rollouts(TableModel(), feats_for([0.0]), torch.tensor([[A, A]]), 2, Decoding("sample", 2))
     assert result.tokens[2:].tolist() == [[A, A], [A, A]] and result.logprobs[2:].abs().sum() == 0
 
 
@@ -403,7 +409,8 @@ def test_rollout_hidden_states_cover_prefix_and_continuation(arch):
     model, feats = build(arch)
     needs_hidden(model)
     caps = padded([[4, 5, EOS], [6, 7, 8], [9]], 3)
-    result = prefix_rollouts(model, feats, caps, 2, 6, generator=torch.Generator().manual_seed(1), return_hidden=True)
+    result = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 6), generator=torch.Generator().manual_seed(1),
+                             return_hidden=True)
     _, hidden = teacher_forced(model, feats, result.tokens, 6)
     torch.testing.assert_close(result.hidden, hidden * result.mask[:, :, None], atol=1e-5, rtol=1e-5)
 
@@ -412,14 +419,16 @@ def test_rollouts_follow_the_callers_autograd_mode():
     model, feats = build("fc")
     model.train()
     caps = padded([[4, 5], [6, 7], [8, EOS]], 2)
-    result = prefix_rollouts(model, feats, caps, 2, 4, generator=torch.Generator().manual_seed(0), return_hidden=True)
+    result = prefix_rollouts(model, feats, caps, 2, Decoding("sample", 4), generator=torch.Generator().manual_seed(0),
+                             return_hidden=True)
     assert result.logprobs.requires_grad and result.hidden.requires_grad
     (result.logprobs.sum() + result.hidden.sum()).backward()
     assert model.logit.weight.grad.abs().sum() > 0
     with torch.no_grad():
-        assert not prefix_rollouts(model, feats, caps, 2, 4).logprobs.requires_grad
+        assert not prefix_rollouts(model, feats, caps, 2, Decoding("sample", 4)).logprobs.requires_grad
 
 
 def test_beam_search_stops_when_a_finished_prefix_is_all_there_is():
-    result = beam_search(PrefixModel(), feats_for([0.3]), 3, 8, n_best=2, prefix=torch.tensor([[4, EOS]]))
+    result = beam_search(PrefixModel(), feats_for([0.3]), Decoding("beam", 8, beam_size=3), n_best=2,
+                         prefix=torch.tensor([[4, EOS]]))
     assert result.tokens.tolist() == [[4, EOS], [4, EOS]]

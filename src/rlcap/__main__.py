@@ -7,7 +7,7 @@ import sys
 from rlcap.cli import main
 
 code = main()
-if "TORCHELASTIC_RUN_ID" in os.environ:
+if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun's launch setting: a rank it started (why it exits so: below)
     # A rank of torchrun leaves without the interpreter's teardown once its run has ended (finished, stopped or
     # failed) and its logs and streams are flushed. Ranks whose run had finished and saved aborted now and then with
     # "terminate called without an active exception" (SIGABRT; in 4 of 5 runs of the test suite this session, each

@@ -109,11 +109,11 @@ def _type_name(tp: Any) -> str:
 # told so, not that it misspelt a key)
 REMOVED_KEYS = {
     "decode.compile": "decoding compiles its steps on CUDA and not on the CPU by itself (docs/TRAINING.md, "
-                      "Compiled decoding); the environment variable RLCAP_DECODE_COMPILE=true forces it, "
-                      "TORCHDYNAMO_DISABLE=1 turns it off",
+                      "Compiled decoding); TORCHDYNAMO_DISABLE=1 turns it off, and the Python decoders' "
+                      "compile=True compiles on the CPU too",
     "decode.exit_every": "decoding checks whether every caption has ended after each word on the CPU and never on "
-                         "CUDA by itself (docs/TRAINING.md, Host synchronisations); the environment variable "
-                         "RLCAP_DECODE_EXIT_EVERY=N forces a check every N words (0: never)",
+                         "CUDA by itself (docs/TRAINING.md, Host synchronisations); the Python decoders' "
+                         "exit_every=N checks every N words (0: never)",
     "pg.samples": "PG-SPIDEr samples rl.n_samples captions per image, the samples per image of every method that "
                   "samples (pg.samples: 1 is rl.n_samples: 1)",
     "reward.device": "a run on CUDA scores CIDEr-D on the GPU and one on the CPU there, by itself, with the same "

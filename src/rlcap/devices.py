@@ -7,8 +7,11 @@ torch cannot use is refused in one line (``resolve_device``) before any work sta
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import re
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 import torch
 
@@ -66,11 +69,11 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 
 @dataclass(frozen=True)
 class Precision:
-    """The precision of a run's forward passes, which the engine owns (nanoGPT's ``ctx``): a loop enters
-    :meth:`forward` around each call of a learned part (the policy's decoding and teacher forcing, a value
-    network, a discriminator), and nothing else runs under autocast: rewards, losses, the optimizer step and
-    checkpoints compute in fp32. Leaving the region drops autocast's low-precision copies of the weights,
-    so the next forward reads the weights the optimizer has just changed."""
+    """The precision of a run's forward passes, which the engine owns (nanoGPT's ``ctx``): the session hands a
+    method each learned part as an :class:`InPrecision`, whose calls (and the decoding or teacher forcing of a
+    policy, :func:`in_precision`) enter :meth:`forward`, and nothing else runs under autocast: rewards, losses,
+    the optimizer step and checkpoints compute in fp32. Leaving the region drops autocast's low-precision
+    copies of the weights, so the next forward reads the weights the optimizer has just changed."""
 
     name: str = "fp32"
     device_type: str = "cpu"
@@ -81,6 +84,71 @@ class Precision:
     def forward(self) -> contextlib.AbstractContextManager:
         """The context of one forward pass (or one decoding): autocast at this precision, nothing for fp32."""
         return autocast(torch.device(self.device_type), self.name)
+
+
+class InPrecision:
+    """A learned part as the engine hands it to a method: calling it, or one of its model's own methods
+    (``step``, ``encode``, ``embed_images``, a value head...), runs under its run's :class:`Precision`, so a
+    method's body never enters autocast itself. What ``torch.nn.Module`` defines (``train``, ``parameters``,
+    ``state_dict``...) and plain attributes pass through untouched, a submodule comes wrapped in turn, and
+    setting an attribute sets the module's. ``module``: the module itself (for ``isinstance`` checks, copies
+    and checkpoints). A function that drives the module over many calls (a decode) takes it through
+    :func:`in_precision` instead: one region for the whole decode, as autocast caches the weights' casts
+    within one region (per-call regions would cast them, and keep a copy for the backward pass, at every step)."""
+
+    __slots__ = ("module", "precision")
+
+    def __init__(self, module: torch.nn.Module, precision: Precision):
+        object.__setattr__(self, "module", module)
+        object.__setattr__(self, "precision", precision)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self.precision.forward():
+            return self.module(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.module, name)
+        if isinstance(value, torch.nn.Module):
+            return InPrecision(value, self.precision)
+        if inspect.ismethod(value) and name not in _MODULE_MACHINERY:
+            return _entering(value, self.precision)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.module, name, value)
+
+    def __repr__(self) -> str:
+        return f"InPrecision({type(self.module).__name__}, {self.precision.name})"
+
+
+# torch.nn.Module's own methods (mode, parameters, state, hooks), which run no forward pass
+_MODULE_MACHINERY = frozenset(dir(torch.nn.Module)) - {"forward"}
+
+
+def _entering(method: Callable, precision: Precision) -> Callable:
+    """``method`` called under ``precision``."""
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with precision.forward():
+            return method(*args, **kwargs)
+    return run
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def in_precision(fn: F) -> F:
+    """``fn(model, ...)``, a function that drives a model (decoding, teacher forcing), run under the model's
+    precision when the model comes as an :class:`InPrecision`, and given the module itself: one autocast region
+    for the whole call, as the caller's region was before the engine owned it. A plain module is passed as is
+    (a caller that enters its own precision: validation, ``rlcap eval``)."""
+    @functools.wraps(fn)
+    def run(model: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(model, InPrecision):
+            return fn(model, *args, **kwargs)
+        with model.precision.forward():
+            return fn(model.module, *args, **kwargs)
+    return run  # type: ignore[return-value]
 
 
 def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:

@@ -35,7 +35,7 @@ class Ranks(NamedTuple):
 
 def join(device: torch.device) -> Ranks:
     """This process's place among torchrun's (the process group started on first call)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's launch setting: the processes it started
     if world == 1:
         return Ranks()
     if not dist.is_initialized():
@@ -65,13 +65,13 @@ def finish_together() -> None:
 
 def launched_rank() -> int:
     """The rank torchrun gave this process (0 without torchrun), before any process group exists."""
-    return int(os.environ.get("RANK", "0"))
+    return int(os.environ.get("RANK", "0"))  # torchrun's launch setting
 
 
 def launched_world() -> tuple[int, int]:
     """The processes torchrun started, in all and on this machine ((1, 1) without torchrun), before any process
     group exists: what a command that continues the run starts again."""
-    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's
 
 
 def average_gradients(params: Any, ranks: Ranks) -> None:

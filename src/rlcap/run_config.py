@@ -173,7 +173,7 @@ def cpu_threads(threads: int | str) -> int:
     if threads != AUTO:
         return int(threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # torchrun's: ranks sharing the cores
 
 
 def metric_label(name: str) -> str:
@@ -356,6 +356,10 @@ class SequenceRunConfig(RunConfig):
     FROM_XE: ClassVar[bool] = True
     READS_CAPTIONS: ClassVar[bool] = False
     BATCH_KEY: ClassVar[str | None] = "rl.batch_size"
+    # the method's loss adds the KL term to the reference policy (rlcap.methods.reference.add_kl, or a term of its
+    # own as grpo's): only such a method reads rl.kl_coef. Declared, not assumed, so that a loop without the term
+    # refuses the key (load_run_config) instead of ignoring it
+    KL_TERM: ClassVar[bool] = False
 
     rl: RLConfig = help_field(RLConfig, "budget and rollouts of the sequence-level methods")
     reward: RewardConfig = help_field(RewardConfig, "rewards and their weights")
@@ -367,7 +371,10 @@ class SequenceRunConfig(RunConfig):
     def reads(self, key: str) -> bool:
         """:meth:`RunConfig.reads`, and ``rl.micro_batch`` only for a policy its family samples without autograd
         and scores in one teacher-forced pass (:attr:`rlcap.models.family.ModelFamily.scores_samples`:
-        ``model.arch=hf``); other policies are scored step by step as they sample."""
+        ``model.arch=hf``); other policies are scored step by step as they sample. ``rl.kl_coef`` only for a
+        method that declares the KL term (:attr:`KL_TERM`)."""
         if key == "rl.micro_batch" and not family(self.model.arch).scores_samples:
+            return False
+        if key == "rl.kl_coef" and not self.KL_TERM:
             return False
         return super().reads(key)

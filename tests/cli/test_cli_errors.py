@@ -77,7 +77,7 @@ def test_eval_length_penalty_reaches_the_beam_search(capsys, trained, tmp_path, 
     seen = []
 
     def recording(*args, **kwargs):
-        seen.append(inspect.signature(beam_search).bind(*args, **kwargs).arguments["length_penalty"])
+        seen.append(inspect.signature(beam_search).bind(*args, **kwargs).arguments["decoding"].length_penalty)
         return beam_search(*args, **kwargs)
 
     beam_search = evaluate.beam_search

@@ -87,8 +87,8 @@ def test_a_mapping_without_a_space_after_its_colon_says_what_yaml_read(tmp_path,
 
 
 @pytest.mark.parametrize("override, replaced_by", [
-    ("decode.compile=true", "RLCAP_DECODE_COMPILE=true forces it"),
-    ("decode.exit_every=0", "RLCAP_DECODE_EXIT_EVERY=N forces a check every N words"),
+    ("decode.compile=true", "the Python decoders' compile=True compiles on the CPU too"),
+    ("decode.exit_every=0", "the Python decoders' exit_every=N checks every N words"),
     ("reward.device=cuda", "a run on CUDA scores CIDEr-D on the GPU"),
 ])
 def test_a_removed_setting_says_it_was_removed_and_what_replaced_it(tmp_path, capsys, override, replaced_by):

@@ -215,25 +215,26 @@ def read_only_folder(folder: Path, data: dict, monkeypatch):
 
 
 def test_a_read_only_folder_keeps_its_index_in_the_cache_folder(tmp_path, monkeypatch, caplog):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache"
     with read_only_folder(tmp_path / "ro", images(), monkeypatch) as path:
-        assert open_feature_store(path).ids() == IDS
-        cached = list((tmp_path / "cache" / "rlcap" / "tsv-index").iterdir())
-        assert [p.name for p in cached] == [tsv.index_places(path)[1].name] and sorted(os.listdir(path.parent)) == [
-            "feats.tsv"]
+        assert tsv.TsvFeatureStore(path, index_cache=cache).ids() == IDS
+        cached = list(cache.iterdir())
+        assert [p.name for p in cached] == [tsv.index_places(path, cache)[1].name] and sorted(
+            os.listdir(path.parent)) == ["feats.tsv"]
         stamp = cached[0].stat().st_mtime_ns
-        assert open_feature_store(path).ids() == IDS and cached[0].stat().st_mtime_ns == stamp  # reused
+        assert tsv.TsvFeatureStore(path, index_cache=cache).ids() == IDS and cached[0].stat().st_mtime_ns == stamp
+    assert tsv.index_places(path)[1].parent == Path.home() / ".cache" / "rlcap" / "tsv-index"  # by default
 
 
 def test_an_index_no_place_can_hold_is_kept_in_memory_with_one_warning(tmp_path, monkeypatch, caplog):
     with read_only_folder(tmp_path / "ro", images(), monkeypatch) as path:
-        monkeypatch.setenv("XDG_CACHE_HOME", str(path.parent / "cache"))  # in the read-only folder too
+        cache = path.parent / "cache"  # in the read-only folder too
         built = []
         build = tsv.build_index
         monkeypatch.setattr(tsv, "build_index", lambda *args: built.append(args) or build(*args))
         with caplog.at_level(logging.WARNING, logger="rlcap.data.features.tsv"):
-            assert open_feature_store(path).ids() == IDS
-            assert open_feature_store(path).ids() == IDS  # built once a process
+            assert tsv.TsvFeatureStore(path, index_cache=cache).ids() == IDS
+            assert tsv.TsvFeatureStore(path, index_cache=cache).ids() == IDS  # built once a process
         assert len(built) == 1 and len(caplog.records) == 1
         assert caplog.records[0].getMessage().startswith(f"cannot write the index of {path} at ")
 

@@ -41,13 +41,13 @@ def test_per_word_advantages_and_value_loss_by_hand():
 
 
 def test_no_gradient_crosses_between_policy_and_value_network():
-    from rlcap.decoding import sample
+    from rlcap.decoding import Decoding, sample
 
     torch.manual_seed(0)
     cfg = ModelConfig(arch="fc", embed_dim=8, hidden_dim=8, dropout=0.0)
     policy, value_net = build_model(cfg, 9, 4, 4), build_value_model(cfg, 9, 4)
     feats = Feats(torch.randn(2, 4), torch.randn(2, 1, 4), torch.ones(2, 1, dtype=torch.bool))
-    roll = sample(policy, feats, n=3, max_len=5)
+    roll = sample(policy, feats, 3, Decoding("sample", 5))
     values = value_net(feats, value_inputs(roll.tokens), seq_per_img=3)
     rewards = torch.rand(6)
     value_loss(values, rewards, roll.mask).backward(retain_graph=True)

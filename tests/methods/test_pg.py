@@ -9,7 +9,7 @@ import torch
 import rlcap.methods.pg as pg
 from rlcap import api
 from rlcap.data.vocab import EOS, PAD, Vocab
-from rlcap.decoding import DecodeResult, prefix_rollouts, sample
+from rlcap.decoding import Decoding, DecodeResult, prefix_rollouts, sample
 from rlcap.models import Feats, ModelConfig, build_model
 from rlcap.rewards import RewardBatch
 from rlcap.rl.credit import mc_q_estimates
@@ -87,11 +87,11 @@ def test_rollout_rewards_match_scoring_every_row_on_a_toy_model():
     model = build_model(cfg, len(VOCAB), 6, 6).eval()
     feats = Feats(torch.randn(2, 6), torch.randn(2, 1, 6), torch.ones(2, 1, dtype=torch.bool))
     batch = type("B", (), {"ids": ["i0", "i1"], "refs": [["r"], ["r"]], "feats": feats})
-    out = sample(model, feats, n=2, max_len=5, return_hidden=True)
+    out = sample(model, feats, 2, Decoding("sample", 5), return_hidden=True)
     rows_feats, context = pg.sample_context(batch, 2)
     assert context.image_ids == ["i0", "i0", "i1", "i1"] and context.feats_index.tolist() == [0, 0, 1, 1]
     with torch.no_grad():
-        rolls = prefix_rollouts(model, rows_feats, out.tokens, 3, 5)
+        rolls = prefix_rollouts(model, rows_feats, out.tokens, 3, Decoding("sample", 5))
     got = pg.rollout_rewards(WordCount(), VOCAB, out, rolls, 3, context)
     r, t = out.tokens.shape
     owner_ids = [context.image_ids[i // (t * 3)] for i in range(r * t * 3)]

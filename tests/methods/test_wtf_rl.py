@@ -195,7 +195,7 @@ def test_mined_captions_are_the_policys_greedy_captions_of_the_neighbours(runs, 
 
 
 def test_beam_trajectories_follow_decode_no_repeat_ngram(runs, tmp_path):
-    from rlcap.decoding import beam_search
+    from rlcap.decoding import Decoding, beam_search
     from rlcap.train.session import open_session
     from rlcap.methods.wtf_rl import decode_trajectories
 
@@ -205,8 +205,9 @@ def test_beam_trajectories_follow_decode_no_repeat_ngram(runs, tmp_path):
     batch = next(s.data.splits["train"].batches(8, 1, 0, 0))
     got = decode_trajectories(s, batch).bs
     s.model.eval()
-    free = beam_search(s.model, batch.feats, 2, s.cfg.decode.max_len).tokens
-    banned = beam_search(s.model, batch.feats, 2, s.cfg.decode.max_len, no_repeat_ngram=1).tokens
+    free = beam_search(s.model, batch.feats, Decoding("beam", s.cfg.decode.max_len, beam_size=2)).tokens
+    blocking = Decoding("beam", s.cfg.decode.max_len, beam_size=2, no_repeat_ngram=1)
+    banned = beam_search(s.model, batch.feats, blocking).tokens
     assert torch.equal(got, banned)
     text = s.data.vocab.decode
     assert [text(r) for r in got.tolist()] != [text(r) for r in free.tolist()]  # the ban changed some x_bs

@@ -48,8 +48,7 @@ class ToyRunConfig(SequenceRunConfig):
 
 def toy_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
-    with session.precision.forward():  # the run's precision, around the forward passes only
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)  # 1. sample n per image
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)  # 1. sample n per image
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)           # 2. score      (B*n,)
     advantages = rewards - cfg.toy.baseline                                          # 3. baseline   (B*n,)
     loss = reinforce_loss(roll.logprobs, roll.mask, advantages)                      # 4. loss, step

@@ -89,7 +89,7 @@ def test_teacher_forced_logits_are_the_models_own_forward(folders, kind):
 def test_beam_search_is_the_models_own_generate(folders, kind):
     """(The tiny random models' captions do not end within 8 words, so the length penalty, applied alike by
     both to finished captions, is not exercised here.)"""
-    from rlcap.decoding import beam_search
+    from rlcap.decoding import Decoding, beam_search
     from rlcap.models.hf_captioner import HFCaptioner
 
     model, pixels, feats = _load(folders[kind])
@@ -97,7 +97,7 @@ def test_beam_search_is_the_models_own_generate(folders, kind):
     ids = policy.ids
     banned = sorted({ids.pad, ids.start} - {ids.end, None})
     with torch.no_grad():
-        ours = ids.hf_ids(beam_search(policy, feats, beam_size=3, max_len=8).tokens)
+        ours = ids.hf_ids(beam_search(policy, feats, Decoding("beam", 8, beam_size=3)).tokens)
         theirs = model.generate(pixel_values=pixels, max_new_tokens=8, num_beams=3, do_sample=False,
                                 suppress_tokens=banned)
     theirs = theirs[:, 1:] if theirs[0, 0] == ids.start else theirs

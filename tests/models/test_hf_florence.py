@@ -65,13 +65,14 @@ def test_teacher_forced_logits_are_the_models_own_forward(florence):
 
 @pytest.mark.parametrize("beams", [1, 3])
 def test_decoding_is_the_models_own_generate(florence, beams):
-    from rlcap.decoding import beam_search, greedy
+    from rlcap.decoding import Decoding, beam_search, greedy
 
     folder, model, pixels, feats, prompt = florence
     policy = _policy(folder)
     ids = policy.ids
     with torch.no_grad():
-        ours = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats, beam_size=3, max_len=8)
+        ours = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats,
+                                                                               Decoding("beam", 8, beam_size=3))
         theirs = model.generate(pixel_values=pixels, input_ids=prompt, max_new_tokens=9, num_beams=beams,
                                 do_sample=False, suppress_tokens=[ids.pad], forced_eos_token_id=None,
                                 length_penalty=0.0)  # (rlcap ranks finished beams by their summed log-probability)
@@ -84,13 +85,13 @@ def test_decoding_is_the_models_own_generate(florence, beams):
 
 def test_sampled_logprobs_are_the_scoring_pass(florence):
     """Sampling without autograd, then one teacher-forced pass: the same log-probabilities (fp32, 1e-5)."""
-    from rlcap.decoding import banned_words, sample, word_logprobs
+    from rlcap.decoding import Decoding, banned_words, sample, word_logprobs
 
     folder, _, _, feats, _ = florence
     policy = _policy(folder)
     generator = torch.Generator().manual_seed(0)  # cpu: the sampler draws on the CPU in this test
     with torch.no_grad():
-        drawn = sample(policy, feats, n=2, max_len=6, generator=generator)
+        drawn = sample(policy, feats, 2, Decoding("sample", 6), generator=generator)
     memory = policy.expand_memory(policy.encode(feats), 2)
     inputs = torch.cat([torch.full((6, 1), BOS), drawn.tokens[:, :-1]], 1)
     scores, _ = policy.score_samples(memory, inputs, return_hidden=False)

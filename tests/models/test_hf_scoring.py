@@ -11,7 +11,7 @@ from torch import nn
 
 from rlcap.data.feats import Feats
 from rlcap.data.vocab import PAD
-from rlcap.decoding import sample, word_logprobs
+from rlcap.decoding import Decoding, sample, word_logprobs
 from rlcap.decoding.scoring import score_captions
 from rlcap.models.base import ScoresSamples
 from rlcap.rl.losses import reinforce_loss
@@ -48,7 +48,7 @@ def _policy(folder, dropout: float = 0.0):
 
 
 def _sample(policy, feats, **kwargs):
-    return sample(policy, feats, N, MAX_LEN, generator=torch.Generator().manual_seed(5), **kwargs)
+    return sample(policy, feats, N, Decoding("sample", MAX_LEN), generator=torch.Generator().manual_seed(5), **kwargs)
 
 
 def _grads(policy) -> dict[str, torch.Tensor]:

@@ -91,13 +91,14 @@ def test_greedy_and_beam_search_are_the_models_own_generate(built, family, beams
     """With the generation settings `best/hf` exports: rlcap's end token, its pad, start and image tokens suppressed
     and the scores renormalised after (as rlcap's decoding renormalises without them; transformers' beam search
     without `renormalize_logits` ranks beams otherwise)."""
-    from rlcap.decoding import beam_search, greedy
+    from rlcap.decoding import Decoding, beam_search, greedy
 
     _, policy, reference, pictures, feats = built[family]
     ids = policy.ids
     banned = policy.banned()  # its pad, start and image tokens
     with torch.no_grad():
-        out = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats, beams, max_len=8)
+        out = greedy(policy, feats, max_len=8) if beams == 1 else beam_search(policy, feats,
+                                                                              Decoding("beam", 8, beam_size=beams))
         for i, picture in enumerate(pictures):
             inputs = _their_inputs(policy, picture)
             # length_penalty 0: rlcap's beam search ranks finished captions by their summed log-probability, as
@@ -115,13 +116,13 @@ def test_greedy_and_beam_search_are_the_models_own_generate(built, family, beams
 def test_sampled_and_scored_logprobs_agree(built, family):
     """The scoring pass (one teacher-forced pass over prompt and sampled words) gives the log-probabilities the
     sampling steps computed (fp32, 1e-5): the cache, positions and masks of the steps are the forward's."""
-    from rlcap.decoding import sample
+    from rlcap.decoding import Decoding, sample
     from rlcap.decoding.policy import banned_words, word_logprobs
 
     _, policy, _, _, feats = built[family]
     torch.manual_seed(0)
     with torch.no_grad():
-        drawn = sample(policy, feats, n=2, max_len=6)
+        drawn = sample(policy, feats, 2, Decoding("sample", 6))
         memory = policy.expand_memory(policy.encode(feats), 2)
         inputs = torch.cat([torch.ones_like(drawn.tokens[:, :1]), drawn.tokens[:, :-1]], 1)  # BOS, then the words
         scores, _ = policy.score_samples(memory, inputs, False)
@@ -210,7 +211,7 @@ def test_sampled_without_autograd_and_scored_in_micro_batches(built):
     image's samples) give the loss and gradients of one pass (1e-6; in float64, where the sums' order, which
     micro-batches change, leaves no fp32 rounding of 1e-5 in the largest gradients)."""
     from rlcap.data.feats import Feats
-    from rlcap.decoding import sample
+    from rlcap.decoding import Decoding, sample
     from rlcap.models.hf_vlm import HFVLMCaptioner
 
     folder, _, _, _, feats = built["smolvlm"]
@@ -220,7 +221,7 @@ def test_sampled_without_autograd_and_scored_in_micro_batches(built):
     def run(micro_batch, grad=True):
         policy.zero_grad()
         with torch.set_grad_enabled(grad):
-            out = sample(policy, feats, n=2, max_len=6, generator=torch.Generator().manual_seed(0),
+            out = sample(policy, feats, 2, Decoding("sample", 6), generator=torch.Generator().manual_seed(0),
                          micro_batch=micro_batch)
         if not grad:
             return out.tokens, None, None

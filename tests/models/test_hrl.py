@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rlcap.data.vocab import BOS
-from rlcap.decoding import beam_search, greedy, sample
+from rlcap.decoding import Decoding, beam_search, greedy, sample
 from rlcap.models import Feats, ModelConfig, build_model
 
 V, B, N, D = 15, 3, 6, 10
@@ -57,9 +57,9 @@ def test_step_equals_teacher_forcing_and_decoders_run():
         forced = model(feats(), tokens)
     torch.testing.assert_close(stepped, forced)
     assert greedy(model, feats(), 6).tokens.shape[0] == B
-    assert beam_search(model, feats(), 3, 6).tokens.shape[0] == B
+    assert beam_search(model, feats(), Decoding("beam", 6, beam_size=3)).tokens.shape[0] == B
     model.train()
-    out = sample(model, feats(), 2, 6)
+    out = sample(model, feats(), 2, Decoding("sample", 6))
     out.logprobs.sum().backward()
     assert model.worker.weight_ih.grad is not None and model.goal.weight.grad is not None
     assert all(p.grad is None for p in model.critic.parameters())  # frozen

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS
-from rlcap.decoding import beam_search, greedy, sample
+from rlcap.decoding import Decoding, beam_search, greedy, sample
 from rlcap.models import Feats, ModelConfig, TransformerCaptioner, expand_batch, select_batch
 from rlcap.models.transformer import Dropout
 
@@ -124,16 +124,16 @@ def test_hidden_is_the_vector_the_logits_come_from():
 
 def test_beam_search_on_grouped_memory_equals_copies():
     model, feats = build().eval(), make_feats()
-    grouped = beam_search(model, feats, beam_size=3, max_len=6, n_best=2)
+    grouped = beam_search(model, feats, Decoding("beam", 6, beam_size=3), n_best=2)
     model.expand_memory = lambda memory, n: expand_batch(memory, n)  # copies, as models without their own
-    copied = beam_search(model, feats, beam_size=3, max_len=6, n_best=2)
+    copied = beam_search(model, feats, Decoding("beam", 6, beam_size=3), n_best=2)
     assert torch.equal(grouped.tokens, copied.tokens)
     torch.testing.assert_close(grouped.logprobs, copied.logprobs)
 
 
 def test_sampling_with_dropout_backpropagates():
     model, feats = build(dropout=0.5).train(), make_feats()
-    out = sample(model, feats, n=4, max_len=6, generator=torch.Generator().manual_seed(0))
+    out = sample(model, feats, 4, Decoding("sample", 6), generator=torch.Generator().manual_seed(0))
     out.logprobs.sum().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
     assert greedy(model.eval(), feats, max_len=6).tokens.shape[0] == B
@@ -149,7 +149,7 @@ def test_decode_then_score_equals_word_by_word_sampling(dropout):
         model, feats = build(dropout=dropout).train(), make_feats()
         model.scores_decoded = parallel
         torch.manual_seed(3)  # the encoder's and the decoder's dropout masks, drawn in the same order
-        out = sample(model, feats, n=4, max_len=8, generator=torch.Generator().manual_seed(0))
+        out = sample(model, feats, 4, Decoding("sample", 8), generator=torch.Generator().manual_seed(0))
         advantage = torch.linspace(-1.0, 1.0, out.logprobs.size(0))[:, None]
         ((out.logprobs * advantage).sum() + 0.1 * out.entropy.sum()).backward()
         results.append((out, grads(model)))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding import beam_search, lookahead_search
+from rlcap.decoding import Decoding, beam_search, lookahead_search
 from rlcap.errors import ConfigError
 from rlcap.models import (VALUE_MODELS, AttValueNetwork, Feats, ModelConfig, ValueNetwork, build_model,
                           build_value_model, select_batch)
@@ -98,7 +98,7 @@ def test_lookahead_with_the_att_value_network():
     torch.manual_seed(3)
     policy = build_model(cfg(), V, FC, ATT).eval()
     value_net, feats = net().eval(), make_feats()
-    plain = beam_search(policy, feats, beam_size=3, max_len=6)
+    plain = beam_search(policy, feats, Decoding("beam", 6, beam_size=3))
     same = lookahead_search(policy, value_net, feats, beam_size=3, max_len=6, lam=1.0)
     assert torch.equal(same.tokens, plain.tokens) and torch.equal(same.scores, plain.scores)
     # below 1, each caption's final score is lam * logprob + (1 - lam) * v of its last state; that v,

@@ -82,12 +82,12 @@ def run_with_faults(overrides: list[str], reference: Path, killed: Path, kills: 
 
     rng = random.Random(seed)
     api.train(api.load_run_config(None, [*overrides, f"out_dir={reference}"]))
-    env = {**os.environ, "RLCAP_TEST_SLOW_SAVE": str(slow_save)}
-    argv = [sys.executable, "-m", "rlcap.cli", "train", str(EMPTY), *overrides, f"out_dir={killed}", "resume=true"]
+    argv = [sys.executable, "-m", "tests.train.slow_save", str(slow_save), "train", str(EMPTY), *overrides,
+            f"out_dir={killed}", "resume=true"]  # (its saves pause, so that kills land inside them)
     landed = in_save = lost = orphans = 0
     saved_once = False
     while landed < kills:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
         if not _wait_for_training(proc, killed / "log.jsonl") or proc.poll() is not None:
             raise AssertionError("the run finished before all kills landed: give it more steps")
         time.sleep(rng.uniform(*window))  # the random moment, counted from the run's first logged step

@@ -13,6 +13,7 @@ import torch
 
 import rlcap.methods
 from rlcap import api
+from rlcap.decoding import stepping
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.host_sync import count_host_syncs, on_host, optimizer_host_state, to_device, to_host
 from rlcap.train import session as session_module
@@ -111,7 +112,7 @@ def counting_steps(monkeypatch) -> list:
 @pytest.fixture
 def step_counts(monkeypatch):
     """The host synchronisations of every step, decoding as on a GPU (no early-exit check: rlcap.decoding.stepping)."""
-    monkeypatch.setenv("RLCAP_DECODE_EXIT_EVERY", "0")
+    monkeypatch.setattr(stepping, "auto_exit_every", lambda device: 0)  # what auto means on CUDA
     yield from counting_steps(monkeypatch)
 
 

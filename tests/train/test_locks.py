@@ -107,9 +107,8 @@ def test_lock_is_released_on_an_exception_and_on_ctrl_c(tmp_path):
 
 def test_sigterm_releases_the_run_folder(tiny_data, tmp_path):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "rlcap.cli", "train", str(EMPTY), *tiny_overrides(*tiny_data, out)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
-                            env={**os.environ, "RLCAP_TEST_SLOW_SAVE": "1"})
+    argv = [sys.executable, "-m", "tests.train.slow_save", "1", "train", str(EMPTY), *tiny_overrides(*tiny_data, out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)  # (saves pause 1 s)
     deadline = time.time() + 120
     while not (out / "log.jsonl").exists() and time.time() < deadline:  # under way, holding the lock
         time.sleep(0.05)

@@ -16,7 +16,8 @@ import torch
 
 from rlcap.data.loader import SplitData
 from rlcap.data.vocab import Vocab
-from rlcap.decoding import DecodeResult, beam_search, sample
+from rlcap.decoding import DecodeResult, Decoding, beam_search, sample
+from rlcap.devices import model_device
 
 DIVERSITY = ["Div-1", "Div-2", "mBLEU-4"]
 
@@ -31,10 +32,11 @@ def caption_sets(model: torch.nn.Module, split: SplitData, vocab: Vocab, how: st
     out: dict[str, list[str]] = {}
     for batch in split.eval_batches(batch_size, limit):
         if how == "rs":
-            result: DecodeResult = sample(model, batch.feats, n=n, max_len=max_len, temperature=temperature,
-                                          generator=generator)
+            decoding = Decoding.on(model_device(model), "sample", max_len, compile=False, temperature=temperature)
+            result: DecodeResult = sample(model, batch.feats, n, decoding, generator=generator)
         else:
-            result = beam_search(model, batch.feats, beam_size=n, max_len=max_len, n_best=n)
+            decoding = Decoding.on(model_device(model), "beam", max_len, compile=False, beam_size=n)
+            result = beam_search(model, batch.feats, decoding, n_best=n)
         rows = [vocab.decode(r.tolist()) for r in result.tokens]
         for i, image_id in enumerate(batch.ids):
             out[image_id] = rows[i * n:(i + 1) * n]
@@ -65,9 +67,7 @@ def method_row(model: torch.nn.Module, split: SplitData, vocab: Vocab, metrics: 
     captions (``"captions"``), their per-image scores (``"per_image"``) and, with judges, their retrieval ranks
     (``"ranks"``), for ``rlcap report``'s gallery."""
     from rlcap.bench.distinct import distinct_row
-    from rlcap.decoding.options import Decoding
     from rlcap.decoding.split import decode_split
-    from rlcap.devices import model_device
     from rlcap.train.validation import score_predictions
 
     if predictions is None:

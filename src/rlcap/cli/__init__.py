@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _launched_rank() -> int:
     """torchrun's rank of this process (0 without torchrun), without importing torch when there is none."""
-    if "RANK" not in os.environ:
+    if "RANK" not in os.environ:  # torchrun's launch setting: which rank's log lines these are
         return 0
     from rlcap.distributed import launched_rank
 

@@ -32,8 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--out", type=Path, help="write {'corpus': ..., 'per_image': ...} JSON to this file "
                                                  "(an existing folder: to scores.json inside it)")
     parser.add_argument("--corenlp-dir", type=Path,
-                        help="folder with the Stanford CoreNLP 3.6.0 jars for --spice-impl official-jar "
-                             "(or $RLCAP_CORENLP_DIR)")
+                        help="folder with the Stanford CoreNLP 3.6.0 jars for --spice-impl official-jar")
     parser.add_argument("--train-refs", type=Path, help="training captions (same formats as --refs), for Novelty")
     parser.add_argument("--similarity", type=Path,
                         help=".npz with 'similarity' (images, captions) and 'caption_image' (captions,) for R@k")

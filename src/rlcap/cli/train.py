@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print("rlcap train: error: give a YAML recipe (see configs/) or --help-config", file=sys.stderr)
         return 2
     options, overrides = command_options(args.overrides)
-    if options.nproc > 1 and "WORLD_SIZE" not in os.environ:
+    if options.nproc > 1 and "WORLD_SIZE" not in os.environ:  # torchrun's: not yet started by it, start it
         cfg = api.load_run_config(args.config, overrides)  # a bad recipe is refused here, not N times by the ranks
         cfg.check_processes(options.nproc)  # so is a batch of fewer images than processes
         if not options.overwrite:

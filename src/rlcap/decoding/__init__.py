@@ -27,17 +27,19 @@ n rows, then image 1's, ...). Conventions shared by all of them:
   prefix words included, 0 at padded positions; with autograd on (sampling) it carries gradient.
 * :func:`prefix_rollouts` samples K continuations of every prefix of B captions in one batch,
   rows ordered (b, t, k); :func:`continue_decoding` continues from a given model state.
-* A run's settings travel as one :class:`Decoding` (decoding/options.py), built once per run; :func:`decode`
-  decodes as one says (greedy, sampling or beam search).
+* A run's settings travel as one :class:`Decoding` (decoding/settings.py), built once per run; :func:`decode`
+  decodes as one says (greedy, sampling or beam search), and ``sample``, ``beam_search``, ``prefix_rollouts``
+  and ``continue_decoding`` take one too.
 """
 
 from rlcap.decoding.beam import beam_search
 from rlcap.decoding.lookahead import lookahead_search
-from rlcap.decoding.options import Decoding, decode
+from rlcap.decoding.options import decode
 from rlcap.decoding.policy import banned_words, draw, entropy, filter_logits, word_logprobs
 from rlcap.decoding.result import DecodeResult
 from rlcap.decoding.rollouts import prefix_rollouts
 from rlcap.decoding.sampling import continue_decoding, greedy, sample
+from rlcap.decoding.settings import Decoding
 from rlcap.decoding.stepping import resolve_compile, resolve_exit_every
 
 __all__ = ["DecodeResult", "Decoding", "banned_words", "beam_search", "continue_decoding", "decode", "draw", "entropy",

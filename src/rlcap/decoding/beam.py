@@ -1,10 +1,13 @@
 """Beam search batched over images and beams, optionally from each image's prefix.
 
 Each step is :func:`beam_step`, a function of tensors that ``compile=True`` compiles; ``exit_every``
-says how often the loop checks whether every beam has ended (decoding/stepping.py).
+says how often the loop checks whether every beam has ended (decoding/stepping.py). The search's settings come
+as one :class:`rlcap.decoding.settings.Decoding`.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -12,15 +15,17 @@ import torch.nn.functional as F
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.policy import banned_words, entropy, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
-from rlcap.decoding.stepping import resolve_exit_every, stepper
+from rlcap.decoding.settings import Decoding
+from rlcap.decoding.stepping import stepper
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, select_batch
 
 
-def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, length_penalty: float = 0.0,
-                n_best: int = 1, prefix: torch.Tensor | None = None, return_hidden: bool = False,
-                no_repeat_ngram: int = 0, exit_every: int | None = None, compile: bool = False) -> DecodeResult:
-    """Beam search batched over images and beams: (B*n_best, T) rows, best first per image.
+def beam_search(model: Captioner, feats: Feats, decoding: Decoding, *, n_best: int = 1,
+                prefix: torch.Tensor | None = None, return_hidden: bool = False) -> DecodeResult:
+    """Beam search batched over images and beams: (B*n_best, T) rows, best first per image, with ``decoding``'s
+    ``beam_size``, ``max_len``, ``length_penalty``, ``no_repeat_ngram``, ``exit_every`` and ``compile`` (its method
+    is not read: a beam of size 1 searches too).
 
     One ``model.step`` per time step over all B*beam_size rows. Beams are ranked by their summed
     log-probability; a beam that has emitted EOS stays in the beam with its score fixed (it
@@ -39,14 +44,13 @@ def beam_search(model: Captioner, feats: Feats, beam_size: int, max_len: int, le
     ``exit_every`` and ``compile`` as in :func:`rlcap.decoding.sample`: with ``exit_every=0`` every
     search runs ``max_len`` steps, the ended beams padded.
     """
-    if not 1 <= n_best <= beam_size:
-        raise ConfigError(f"beam_search: n_best must be in [1, beam_size={beam_size}], got {n_best}")
-    if no_repeat_ngram < 0:
-        raise ConfigError(f"beam_search: no_repeat_ngram must be >= 0, got {no_repeat_ngram}")
+    if not 1 <= n_best <= decoding.beam_size:
+        raise ConfigError(f"beam_search: n_best must be in [1, beam_size={decoding.beam_size}], got {n_best}")
+    if decoding.no_repeat_ngram < 0:
+        raise ConfigError(f"beam_search: no_repeat_ngram must be >= 0, got {decoding.no_repeat_ngram}")
     with torch.inference_mode():
-        prefix = check_prefix(prefix, feats.fc.size(0), max_len, model.vocab_size)
-        result = _beam_search(model, feats, beam_size, max_len, length_penalty, n_best, prefix, return_hidden,
-                              no_repeat_ngram, resolve_exit_every(exit_every, feats.fc.device), compile)
+        prefix = check_prefix(prefix, feats.fc.size(0), decoding.max_len, model.vocab_size)
+        result = _beam_search(model, feats, decoding, n_best, prefix, return_hidden)
     return outside_inference(result)
 
 
@@ -68,20 +72,29 @@ def repeated_ngrams(tokens: torch.Tensor, n: int, vocab_size: int) -> torch.Tens
     return hits > 0
 
 
-def beam_step(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, scores: torch.Tensor,
-              done: torch.Tensor, ban: torch.Tensor, forced: torch.Tensor | None, repeats: torch.Tensor | None, *,
-              beams: int, k: int, prefix: bool, return_hidden: bool) -> tuple:
-    """One step of every beam: R = I * beams rows in, R' = I * min(k, beams * V) out.
+class BeamKind(NamedTuple):
+    """What one beam step's graph is made for besides its tensors (hashable: it keys the compiled steps)."""
 
-    ``scores`` (R,) summed logprobs; ``done`` (R,) bool: EOS already emitted; ``ban`` (V,): banned_words;
-    ``forced`` (R,): each beam's prefix word here, PAD where none (None: no prefix); ``repeats`` (R, V) bool:
-    words that would repeat an n-gram (None: allowed). ``prefix``: the search has one (a beam without a
-    caption, score -inf, then counts as ended). Returns (word, logprob, entropy (R',), hidden (R', H) or None,
-    src (R',) the beam each new one extends, scores (R',), done (R',), state).
+    beams: int           # beams per image coming in (1 at the first step, then up to k)
+    k: int               # beams per image kept
+    return_hidden: bool  # also the hidden state each new beam's word was chosen from
+
+
+def beam_step(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, scores: torch.Tensor,
+              done: torch.Tensor, forced: torch.Tensor | None, repeats: torch.Tensor | None, *,
+              kind: BeamKind) -> tuple:
+    """One step of every beam: R = I * kind.beams rows in, R' = I * min(k, beams * V) out.
+
+    ``scores`` (R,) summed logprobs; ``done`` (R,) bool: EOS already emitted; ``forced`` (R,): each beam's prefix
+    word here, PAD where none (None: the search has no prefix; with one, a beam without a caption, score -inf,
+    counts as ended); ``repeats`` (R, V) bool: words that would repeat an n-gram (None: allowed). Returns (word,
+    logprob, entropy (R',), hidden (R', H) or None, src (R',) the beam each new one extends, scores (R',),
+    done (R',), state).
     """
+    beams, k = kind.beams, kind.k
     step_lp, state = model.step(memory, state, word)  # (R, V)
     v = step_lp.size(1)
-    step_lp = word_logprobs(step_lp, ban)  # (R, V) -inf at PAD and BOS, which are never generated
+    step_lp = word_logprobs(step_lp, banned_words(v, scores))  # (R, V) -inf at PAD and BOS, never generated
     cand = (step_lp + scores[:, None]).masked_fill(done[:, None], float("-inf"))  # (R, V) every continuation's
     if repeats is not None:  # score; an ended beam's only continuation is PAD, at no cost
         cand = cand.masked_fill(repeats, float("-inf"))
@@ -97,21 +110,22 @@ def beam_step(model: Captioner, memory: Tensors, state: Tensors, word: torch.Ten
     was_silent = silent.index_select(0, src)
     word_lp = step_lp.view(images, beams * v).gather(1, idx).view(-1).masked_fill(was_silent, 0.0)  # (R',)
     word_ent = entropy(step_lp).index_select(0, src).masked_fill(was_silent, 0.0)  # (R',)
-    hidden = model.hidden(state).index_select(0, src) if return_hidden else None  # (R', H) chosen from
+    hidden = model.hidden(state).index_select(0, src) if kind.return_hidden else None  # (R', H) chosen from
     scores = top.view(-1)
     done = done.index_select(0, src) | (word == EOS)
-    if prefix:  # a beam without a caption (score -inf, see beam_search) must not delay the end
+    if forced is not None:  # a beam without a caption (score -inf, see beam_search) must not delay the end
         done = done | (scores == float("-inf"))
     return word, word_lp, word_ent, hidden, src, scores, done, select_batch(state, src)
 
 
-def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_penalty: float, n_best: int,
-                 prefix: torch.Tensor | None, return_hidden: bool, no_repeat_ngram: int = 0, exit_every: int = 1,
-                 compile: bool = False) -> DecodeResult:
+def _beam_search(model: Captioner, feats: Feats, decoding: Decoding, n_best: int, prefix: torch.Tensor | None,
+                 return_hidden: bool) -> DecodeResult:
     """Beams per image grow 1 -> k over the first steps (all beams start identical, so the first
     step runs once per image); row r of the state belongs to image r // beams. While an image is in
     its prefix, only its first beam has a finite score; the others are dropped once it is free."""
     b, device, v = feats.fc.size(0), feats.fc.device, model.vocab_size
+    k, max_len = decoding.beam_size, decoding.max_len
+    no_repeat_ngram, exit_every = decoding.no_repeat_ngram, decoding.exit_every
     encoded = model.encode(feats)
     memory, state = encoded, model.init_state(encoded)
     beams = 1
@@ -120,16 +134,14 @@ def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_pe
     word = torch.full((b,), BOS, dtype=torch.long, device=device)  # (R,) R = B * beams
     scores = torch.zeros(b, device=device)  # (R,) summed logprobs
     done = torch.zeros(b, dtype=torch.bool, device=device)  # (R,) EOS already emitted
-    ban = banned_words(v, scores)  # (V,)
     hist: tuple[torch.Tensor, ...] = (torch.zeros(b, 0, dtype=torch.long, device=device),  # tokens, logprobs,
                                       torch.zeros(b, 0, device=device), torch.zeros(b, 0, device=device))  # entropy
     for p in range(max_len):
-        step = stepper(model, beam_step, compile, device, beams=beams, k=k, prefix=prefix is not None,
-                       return_hidden=return_hidden)
+        step = stepper(model, beam_step, decoding.compile, device, kind=BeamKind(beams, k, return_hidden))
         forced = None if forced_cols is None else forced_cols[:, p].repeat_interleave(beams, output_size=b * beams)
         repeats = repeated_ngrams(hist[0], no_repeat_ngram, v) if no_repeat_ngram else None  # (R, V)
         word, word_lp, word_ent, hidden, src, scores, done, state = step(model, memory, state, word, scores, done,
-                                                                         ban, forced, repeats)
+                                                                         forced, repeats)
         new = (word, word_lp, word_ent) + ((hidden,) if return_hidden else ())
         if return_hidden and p == 0:  # the state this step's words were chosen from
             hist += (hidden.new_zeros(b, 0, hidden.size(1)),)
@@ -139,7 +151,7 @@ def _beam_search(model: Captioner, feats: Feats, k: int, max_len: int, length_pe
             memory = expand_memory(model, encoded, beams)
         if exit_every and (p + 1) % exit_every == 0 and p + 1 < max_len and bool(done.all()):
             break
-    return _best(hist, scores, b, beams, length_penalty, n_best)
+    return _best(hist, scores, b, beams, decoding.length_penalty, n_best)
 
 
 def _best(hist: tuple[torch.Tensor, ...], scores: torch.Tensor, b: int, beams: int, length_penalty: float,

@@ -28,18 +28,17 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import Chooser, banned_words, entropy, sampler, uniforms, word_logprobs
+from rlcap.decoding.policy import banned_words, entropy, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, cut_after_eos, zero_pads
 from rlcap.decoding.scoring import sampling_mode
-from rlcap.decoding.stepping import resolve_exit_every
+from rlcap.decoding.settings import Decoding
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, same_kind, select_batch
 
 
-def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int, max_len: int,
-                    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-                    generator: torch.Generator | None = None, return_hidden: bool = False,
-                    exit_every: int | None = None) -> DecodeResult:
-    """K sampled completions of each prefix ``tokens[b, :t]``, t = 1..T, of one caption per image.
+def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int, decoding: Decoding, *,
+                    generator: torch.Generator | None = None, return_hidden: bool = False) -> DecodeResult:
+    """K sampled completions of each prefix ``tokens[b, :t]``, t = 1..T, of one caption per image, at most
+    ``decoding.max_len`` words each.
 
     tokens (B, T): image b's caption (a decoder's output: cut at EOS, PAD-padded), T <= max_len.
     Returns B*T*K rows in order (b, t, j): row ``(b * T + t - 1) * K + j`` is the j-th rollout of
@@ -51,11 +50,13 @@ def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int
     identical rows: Q of the finished caption is its own reward. ``hidden`` (with ``return_hidden``)
     has the state every word was chosen from, prefix words included (from the teacher forcing).
 
-    Sampling is as in ``sample`` (temperature, top-k, top-p, generator, ``exit_every``); autograd
+    Sampling is as in ``sample`` (``decoding``'s temperature, top-k, top-p and ``exit_every``; its steps are
+    never compiled; ``generator``); autograd
     follows the caller's mode. Rollouts usually only feed a reward: call it under ``torch.no_grad()``.
     Which prefixes to roll out is read on the host once per call (their number sets the batch).
     """
     b, t_max = tokens.shape
+    max_len = decoding.max_len
     if tokens.dtype != torch.long or b != feats.fc.size(0) or t_max > max_len or k < 1:
         raise ValueError(f"prefix_rollouts: expected tokens (B={feats.fc.size(0)}, T <= max_len={max_len}) long "
                           f"and k >= 1, got {tokens.dtype} {tuple(tokens.shape)}, k={k}")
@@ -72,9 +73,8 @@ def prefix_rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int
         # 2. sample on from every prefix, groups joining at their first free position
         joins = group_t.tolist()  # ascending
         draws = uniforms(max_len - joins[0] if joins else 0, len(joins) * k, tokens.device, generator)  # (S, G*K)
-        steps = _sample_on(model, select_batch(encoded, group_b), starts, group_b, joins, k, max_len,
-                           sampler(temperature, top_k, top_p), draws, return_hidden,
-                           resolve_exit_every(exit_every, tokens.device))
+        steps = _sample_on(model, select_batch(encoded, group_b), starts, group_b, joins, k, decoding, draws,
+                           return_hidden)
     # 3. full captions in (b, t, j) order
     forced_hidden = torch.stack([h for _, _, h in starts[:t_max]], 1) if return_hidden else None  # (B, T, H)
     return _assemble(tokens, k, steps, row_of, forced_hidden)
@@ -116,13 +116,15 @@ class _Step(NamedTuple):
 
 
 def _sample_on(model: Captioner, group_memory: Tensors, starts: list[tuple[Tensors, torch.Tensor, torch.Tensor | None]],
-               group_b: torch.Tensor, joins: list[int], k: int, max_len: int, choose: Chooser,
-               uniform: torch.Tensor, return_hidden: bool, exit_every: int) -> list[_Step]:
-    """Lockstep sampling by position; the K rows of group g join at position ``joins[g]`` (ascending)
-    from ``starts[joins[g]]`` of image ``group_b[g]``. Row order: group by group, K rows each.
-    ``uniform`` (max_len - joins[0], G*K): row s holds the numbers of the rows in the batch at position
-    joins[0] + s (the first n of them for n rows).
+               group_b: torch.Tensor, joins: list[int], k: int, decoding: Decoding, uniform: torch.Tensor,
+               return_hidden: bool) -> list[_Step]:
+    """Lockstep sampling by position, with ``decoding``'s sampling settings, up to its ``max_len``; the K rows of
+    group g join at position ``joins[g]`` (ascending) from ``starts[joins[g]]`` of image ``group_b[g]``. Row order:
+    group by group, K rows each. ``uniform`` (max_len - joins[0], G*K): row s holds the numbers of the rows in
+    the batch at position joins[0] + s (the first n of them for n rows).
     Once every group has joined, stops when every row has ended, checked every ``exit_every`` steps."""
+    choose = sampler(decoding.temperature, decoding.top_k, decoding.top_p)
+    max_len, exit_every = decoding.max_len, decoding.exit_every
     steps: list[_Step] = []
     if not joins:
         return steps

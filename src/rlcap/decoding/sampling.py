@@ -4,12 +4,13 @@ All rows advance in lockstep (row r's position p at step p), which every model s
 transformer's key/value cache included. A prefix is forced in that same loop: at step p, a row
 whose prefix has a word at p takes it instead of choosing. Each step is :func:`lockstep_step`, a
 function of tensors that ``compile=True`` compiles; ``exit_every`` says how often the loop checks
-whether every row has ended (decoding/stepping.py).
+whether every row has ended (decoding/stepping.py). ``sample`` and ``continue_decoding`` take their settings
+as one :class:`rlcap.decoding.settings.Decoding`.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +19,7 @@ from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.decoding.scoring import forced_positions, sampling_mode, score_rows
+from rlcap.decoding.settings import Decoding
 from rlcap.decoding.stepping import resolve_exit_every, stepper
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, ScoresDecoded, ScoresSamples, Tensors, expand_memory
@@ -26,18 +28,29 @@ from rlcap.models.linear import weight_grads_once
 CONTINUE_METHODS = ("greedy", "sample")
 
 
+class Plan(NamedTuple):
+    """How a lockstep decode chooses its words and runs its steps (one per decode, read by every step)."""
+
+    choose: Chooser                # each row's word from its log-probabilities (R, V) and numbers (R,)
+    uniform: torch.Tensor | None   # (steps, R) float64: the chooser's numbers (None: it draws none)
+    return_hidden: bool            # keep the hidden state each word was chosen from
+    exit_every: int                # steps between two checks that every row has ended (0: never)
+    compile: bool                  # each step compiled by torch.compile
+
+
 def lockstep_step(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, done: torch.Tensor,
-                  ban: torch.Tensor, uniform: torch.Tensor | None, forced: torch.Tensor | None, *, choose: Chooser,
+                  uniform: torch.Tensor | None, forced: torch.Tensor | None, *, choose: Chooser,
                   return_hidden: bool) -> tuple:
     """One word for each of R rows -> (word (R,), state, done (R,), logprob (R,), entropy (R,), hidden (R, H) or None).
 
-    ``word`` (R,): what the step reads; ``done`` (R,) bool: rows already ended (they emit PAD); ``ban`` (V,):
-    :func:`banned_words`; ``uniform`` (R,) float64: the step's numbers for ``choose`` (None: it draws none);
-    ``forced`` (R,): the prefix's word at this position, PAD where there is none (None: no prefix). A forced
-    word counts in the mask but gets logprob and entropy 0.
+    ``word`` (R,): what the step reads; ``done`` (R,) bool: rows already ended (they emit PAD); ``uniform`` (R,)
+    float64: the step's numbers for ``choose`` (None: it draws none); ``forced`` (R,): the prefix's word at this
+    position, PAD where there is none (None: no prefix). A forced word counts in the mask but gets logprob and
+    entropy 0. PAD and BOS are banned (:func:`banned_words`, made on the device: the step reads nothing on the host).
     """
     step_lp, state = model.step(memory, state, word)  # (R, V)
-    step_lp = word_logprobs(step_lp, ban)  # (R, V) what is sampled from, and differentiated
+    ban = banned_words(step_lp.size(1), step_lp.new_empty(0, dtype=torch.get_default_dtype()))  # (V,) fp32: the sum
+    step_lp = word_logprobs(step_lp, ban)  # (R, V) what is sampled from, and differentiated (fp32 at least)
     hidden = model.hidden(state) if return_hidden else None  # (R, H) what this step's word is chosen from
     chosen = choose(step_lp.detach(), uniform)  # (R,)
     counts = ~done  # (R,) rows whose word here is generated (not PAD, not forced)
@@ -50,34 +63,31 @@ def lockstep_step(model: Captioner, memory: Tensors, state: Tensors, word: torch
     return word, state, done | (word == EOS), logprob, torch.where(counts, entropy(step_lp), 0.0), hidden
 
 
-def _steps(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
-           done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool, uniform: torch.Tensor | None,
-           exit_every: int, compile: bool) -> DecodeResult:
+def _steps(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, done: torch.Tensor,
+           prefix: torch.Tensor | None, plan: Plan) -> DecodeResult:
     """Up to ``steps`` words for R rows from ``state``; the first step reads ``word`` (R,).
 
     ``done`` (R,): rows already ended (they emit PAD). ``prefix`` (R, P): forced words, PAD-padded;
-    forced positions count in ``mask`` but get logprob and entropy 0. ``uniform`` (steps, R): the
-    chooser's numbers. Every ``exit_every`` steps (0: never), stops if every row has ended.
+    forced positions count in ``mask`` but get logprob and entropy 0. Every ``plan.exit_every`` steps
+    (0: never), stops if every row has ended.
     """
-    if compile:  # (weight_grads_once keeps Python state for the backward pass, which a compiled step cannot)
-        return _lockstep(model, memory, state, word, steps, choose, done, prefix, return_hidden, uniform,
-                         exit_every, compile)
+    if plan.compile:  # (weight_grads_once keeps Python state for the backward pass, which a compiled step cannot)
+        return _lockstep(model, memory, state, word, steps, done, prefix, plan)
     with weight_grads_once(model):  # with autograd: one weight-gradient product per layer, not one per word
-        return _lockstep(model, memory, state, word, steps, choose, done, prefix, return_hidden, uniform,
-                         exit_every, compile)
+        return _lockstep(model, memory, state, word, steps, done, prefix, plan)
 
 
-def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
-              done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool, uniform: torch.Tensor | None,
-              exit_every: int, compile: bool, on_step: Callable[[], None] | None = None) -> DecodeResult:
+def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, steps: int, done: torch.Tensor,
+              prefix: torch.Tensor | None, plan: Plan, on_step: Callable[[], None] | None = None) -> DecodeResult:
     """:func:`_steps`'s loop; ``on_step`` is called after each step (a dropout tape's ``end_step``)."""
-    step = stepper(model, lockstep_step, compile, word.device, choose=choose, return_hidden=return_hidden)
-    ban = banned_words(model.vocab_size, torch.empty(0, device=word.device))  # (V,)
+    step = stepper(model, lockstep_step, plan.compile, word.device, choose=plan.choose,
+                   return_hidden=plan.return_hidden)
     forced = None if prefix is None else F.pad(prefix[:, :steps], (0, steps - min(steps, prefix.size(1))),
                                                value=PAD)  # (R, steps)
+    uniform, exit_every = plan.uniform, plan.exit_every
     columns = []  # (word, logprob, entropy, hidden) of each step
     for p in range(steps):
-        word, state, done, *kept = step(model, memory, state, word, done, ban, None if uniform is None else uniform[p],
+        word, state, done, *kept = step(model, memory, state, word, done, None if uniform is None else uniform[p],
                                         None if forced is None else forced[:, p])
         columns.append((word, *kept))
         if on_step is not None:
@@ -87,70 +97,61 @@ def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Ten
     words, logprobs, entropies, hiddens = zip(*columns)
     tokens_t, logprobs_t = torch.stack(words, 1), torch.stack(logprobs, 1)  # (R, T)
     mask = tokens_t != PAD
-    hidden = zero_pads(torch.stack(hiddens, 1), mask) if return_hidden else None  # (R, T, H)
+    hidden = zero_pads(torch.stack(hiddens, 1), mask) if plan.return_hidden else None  # (R, T, H)
     return DecodeResult(tokens_t, logprobs_t, mask, logprobs_t.sum(1), torch.stack(entropies, 1), hidden)
 
 
-def continue_decoding(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, max_steps: int,
-                      method: str = "sample", temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+def continue_decoding(model: Captioner, memory: Tensors, state: Tensors, word: torch.Tensor, decoding: Decoding, *,
                       generator: torch.Generator | None = None, done: torch.Tensor | None = None,
-                      return_hidden: bool = False, exit_every: int | None = None,
-                      compile: bool = False) -> DecodeResult:
-    """Decode up to ``max_steps`` more words for R rows from a given model state (lower level than ``sample``).
+                      return_hidden: bool = False) -> DecodeResult:
+    """Decode up to ``decoding.max_len`` more words for R rows from a given model state (lower level than ``sample``).
 
     ``memory``: the model's memory for the R rows (``expand_memory(model, model.encode(feats), n)``);
     ``state``: the model's state before reading ``word`` (R,), each row's last word so far (BOS at
     the start), which the first step reads; ``done`` (R,) bool: rows already ended (they give PAD).
-    ``method``: ``greedy`` or ``sample`` (temperature, top-k, top-p, generator, ``exit_every`` and
-    ``compile`` as in ``sample``). Returns the continuation only, (R, S) with S <= max_steps, positions
-    counted from the first new word. Autograd follows the caller's mode, as in ``sample``.
+    ``decoding.method``: ``greedy`` or ``sample`` (its temperature, top-k, top-p, ``exit_every`` and ``compile``,
+    and ``generator``, as in ``sample``). Returns the continuation only, (R, S) with S <= ``decoding.max_len``,
+    positions counted from the first new word. Autograd follows the caller's mode, as in ``sample``.
     """
-    if method not in CONTINUE_METHODS:
-        raise ConfigError(f"continue_decoding: unknown method {method!r}; "
+    if decoding.method not in CONTINUE_METHODS:
+        raise ConfigError(f"continue_decoding: unknown method {decoding.method!r}; "
                           f"expected one of {', '.join(CONTINUE_METHODS)}")
-    if max_steps < 1:
-        raise ConfigError(f"continue_decoding: max_steps must be >= 1, got {max_steps}")
-    greedy_choice = method == "greedy"
-    choose = most_likely if greedy_choice else sampler(temperature, top_k, top_p)
-    uniform = None if greedy_choice else uniforms(max_steps, word.size(0), word.device, generator)  # (S, R)
+    steps, greedy_choice = decoding.max_len, decoding.method == "greedy"
+    choose = most_likely if greedy_choice else sampler(decoding.temperature, decoding.top_k, decoding.top_p)
+    uniform = None if greedy_choice else uniforms(steps, word.size(0), word.device, generator)  # (S, R)
     done = torch.zeros_like(word, dtype=torch.bool) if done is None else done
-    return _steps(model, memory, state, word, max_steps, choose, done, None, return_hidden, uniform,
-                  resolve_exit_every(exit_every, word.device), compile)
+    plan = Plan(choose, uniform, return_hidden, decoding.exit_every, decoding.compile)
+    return _steps(model, memory, state, word, steps, done, None, plan)
 
 
-def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, choose: Chooser, prefix: torch.Tensor | None,
-             return_hidden: bool, uniform: torch.Tensor | None, exit_every: int | None, compile: bool,
+def _rollout(model: Captioner, feats: Feats, n: int, max_len: int, prefix: torch.Tensor | None, plan: Plan,
              micro_batch: int = 0) -> DecodeResult:
     """Left-to-right decoding of n rows per image from BOS, forcing ``prefix`` (B*n, P) if given."""
     rows, device = feats.fc.size(0) * n, feats.fc.device
     prefix = check_prefix(prefix, rows, max_len, model.vocab_size)
-    exit_every = resolve_exit_every(exit_every, device)
     encoded = model.encode(feats)
     word = torch.full((rows,), BOS, dtype=torch.long, device=device)  # (R,)
     done = torch.zeros(rows, dtype=torch.bool, device=device)  # (R,) EOS already emitted
     if isinstance(model, ScoresSamples) and model.scores_samples and torch.is_grad_enabled():
-        return _sample_then_score(model, encoded, n, word, max_len, choose, done, prefix, return_hidden, uniform,
-                                  exit_every, compile, micro_batch)
+        return _sample_then_score(model, encoded, n, word, max_len, done, prefix, plan, micro_batch)
     memory = expand_memory(model, encoded, n)
     scores_decoded = isinstance(model, ScoresDecoded) and model.scores_decoded
-    if scores_decoded and torch.is_grad_enabled() and prefix is None and not return_hidden:
-        return _decode_then_score(model, memory, word, max_len, choose, done, uniform, exit_every, compile)
+    if scores_decoded and torch.is_grad_enabled() and prefix is None and not plan.return_hidden:
+        return _decode_then_score(model, memory, word, max_len, done, plan)
     with sampling_mode(model):  # (a policy that scores its samples decodes without dropout)
-        return _steps(model, memory, model.init_state(memory), word, max_len, choose, done, prefix, return_hidden,
-                      uniform, exit_every, compile)
+        return _steps(model, memory, model.init_state(memory), word, max_len, done, prefix, plan)
 
 
-def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, steps: int, choose: Chooser,
-                       done: torch.Tensor, uniform: torch.Tensor | None, exit_every: int,
-                       compile: bool) -> DecodeResult:
+def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, steps: int, done: torch.Tensor,
+                       plan: Plan) -> DecodeResult:
     """What :func:`_steps` returns with autograd, for a model that can score whole sequences
     (``scores_decoded``: the transformer): the words are decoded without autograd, their dropout
     masks recorded, then one teacher-forced pass under those masks gives the differentiable
     log-probabilities and entropies, equal to the word-by-word ones up to float rounding."""
     fixed = tuple(t.detach() for t in memory)
     with torch.no_grad(), model.record_dropout() as tape:
-        out = _lockstep(model, fixed, model.init_state(fixed), word, steps, choose, done, None, False, uniform,
-                        exit_every, compile, tape.end_step)
+        out = _lockstep(model, fixed, model.init_state(fixed), word, steps, done, None,
+                        plan._replace(return_hidden=False), tape.end_step)
     inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
     step_lp = model.score_decoded(memory, inputs, tape)  # (R, T, V)
     lp = word_logprobs(step_lp, banned_words(step_lp.size(-1), step_lp))  # as lockstep_step, per step
@@ -160,8 +161,7 @@ def _decode_then_score(model: Captioner, memory: Tensors, word: torch.Tensor, st
 
 
 def _sample_then_score(model: ScoresSamples, encoded: Tensors, n: int, word: torch.Tensor, steps: int,
-                       choose: Chooser, done: torch.Tensor, prefix: torch.Tensor | None, return_hidden: bool,
-                       uniform: torch.Tensor | None, exit_every: int, compile: bool, micro_batch: int) -> DecodeResult:
+                       done: torch.Tensor, prefix: torch.Tensor | None, plan: Plan, micro_batch: int) -> DecodeResult:
     """What :func:`_steps` returns with autograd, for a policy sampled without it and scored in one pass
     (:class:`ScoresSamples`: a transformers captioner): the words are decoded under ``torch.no_grad`` with the
     model's cache, then the teacher-forced scoring pass (:func:`rlcap.decoding.scoring.score_rows`, in
@@ -170,12 +170,12 @@ def _sample_then_score(model: ScoresSamples, encoded: Tensors, n: int, word: tor
     with model.dropout_off():
         with torch.no_grad():
             memory = expand_memory(model, encoded, n)
-            out = _lockstep(model, memory, model.init_state(memory), word, steps, choose, done, prefix, False,
-                            uniform, exit_every, compile)
+            out = _lockstep(model, memory, model.init_state(memory), word, steps, done, prefix,
+                            plan._replace(return_hidden=False))
         inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
         forced = forced_positions(prefix, out.tokens.size(1))  # (R, T) or None
         counts = out.mask if forced is None else out.mask & ~forced  # (R, T) the words chosen, not forced
-        logprobs, entropies, hidden = score_rows(model, encoded, n, inputs, out.tokens, counts, return_hidden,
+        logprobs, entropies, hidden = score_rows(model, encoded, n, inputs, out.tokens, counts, plan.return_hidden,
                                                  micro_batch, drawn=(out.logprobs, out.entropy))
     return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies, hidden)
 
@@ -186,18 +186,19 @@ def greedy(model: Captioner, feats: Feats, max_len: int, prefix: torch.Tensor | 
 
     ``prefix`` (B, P): each caption's first words (PAD-padded on the right, no BOS); decoding
     continues after them and ``tokens`` holds the whole caption (see :mod:`rlcap.decoding`).
-    ``exit_every`` and ``compile`` as in :func:`sample`.
+    ``exit_every`` (None: as :func:`rlcap.decoding.stepping.resolve_exit_every` chooses for the device) and
+    ``compile`` as a :class:`rlcap.decoding.settings.Decoding`'s.
     """
+    plan = Plan(most_likely, None, return_hidden, resolve_exit_every(exit_every, feats.fc.device), compile)
     with torch.inference_mode():
-        result = _rollout(model, feats, 1, max_len, most_likely, prefix, return_hidden, None, exit_every, compile)
+        result = _rollout(model, feats, 1, max_len, prefix, plan)
     return outside_inference(result)
 
 
-def sample(model: Captioner, feats: Feats, n: int, max_len: int, temperature: float = 1.0,
-           top_k: int = 0, top_p: float = 1.0, generator: torch.Generator | None = None,
-           prefix: torch.Tensor | None = None, return_hidden: bool = False, exit_every: int | None = None,
-           compile: bool = False, micro_batch: int = 0) -> DecodeResult:
-    """n sampled captions per image, (B*n, T) rows, samples of one image adjacent.
+def sample(model: Captioner, feats: Feats, n: int, decoding: Decoding, *, generator: torch.Generator | None = None,
+           prefix: torch.Tensor | None = None, return_hidden: bool = False, micro_batch: int = 0) -> DecodeResult:
+    """n sampled captions per image, (B*n, T) rows, samples of one image adjacent, with ``decoding``'s sampling
+    settings (``max_len``, ``temperature``, ``top_k``, ``top_p``, ``exit_every``, ``compile``; its method is not read).
 
     Autograd follows the caller's mode: with gradients enabled, ``logprobs``, ``entropy`` and
     ``hidden`` are differentiable (for policy gradients and learned baselines). Temperature, top-k
@@ -207,15 +208,15 @@ def sample(model: Captioner, feats: Feats, n: int, max_len: int, temperature: fl
     generator) before the first step.
 
     ``exit_every``: check whether every row has ended once every this many steps and stop if so; 0:
-    never check (T = max_len, the ended rows padded); None: 1 on the CPU, 0 on a GPU, where each check
-    waits for the device. ``compile``: run each step compiled by ``torch.compile`` (the same words and,
-    up to float rounding, log-probabilities and gradients as eager, from the same seed).
+    never check (T = max_len, the ended rows padded). ``compile``: run each step compiled by ``torch.compile``
+    (the same words and, up to float rounding, log-probabilities and gradients as eager, from the same seed).
 
     With autograd, a policy that scores samples (:class:`rlcap.models.base.ScoresSamples`: a transformers
     captioner) is sampled without autograd and without dropout, then scored in teacher-forced passes of
     ``micro_batch`` rows each (0: one pass; ``rl.micro_batch``): the same words and, up to float rounding, the
     log-probabilities, entropies and hidden states of its steps (:func:`_sample_then_score`).
     """
-    draws = uniforms(max_len, feats.fc.size(0) * n, feats.fc.device, generator)  # (max_len, B*n)
-    return _rollout(model, feats, n, max_len, sampler(temperature, top_k, top_p), prefix, return_hidden, draws,
-                    exit_every, compile, micro_batch)
+    d = decoding
+    draws = uniforms(d.max_len, feats.fc.size(0) * n, feats.fc.device, generator)  # (max_len, B*n)
+    plan = Plan(sampler(d.temperature, d.top_k, d.top_p), draws, return_hidden, d.exit_every, d.compile)
+    return _rollout(model, feats, n, d.max_len, prefix, plan, micro_batch)

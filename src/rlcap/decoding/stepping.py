@@ -40,7 +40,6 @@ one graph is recorded per cache length and number of rows, on first use.
 from __future__ import annotations
 
 import logging
-import os
 import types
 import weakref
 from typing import Any, Callable
@@ -58,36 +57,33 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {
 _EAGER = "eager"  # a model whose step dynamo could not trace
 
 
-# Environment variables that make a decode on the CPU run as one on CUDA does (the host-synchronisation tests
-# and the benchmarks use them; a run has no setting for either: auto is right on every device).
-EXIT_EVERY_VARIABLE = "RLCAP_DECODE_EXIT_EVERY"
-COMPILE_VARIABLE = "RLCAP_DECODE_COMPILE"
+def auto_exit_every(device: torch.device | str) -> int:
+    """What ``exit_every`` auto is on ``device``: 1 on the CPU, where the check is free, 0 elsewhere (on CUDA
+    each check waits for the device). A run has no setting for it (auto is right on every device); a test that
+    decodes on the CPU as on CUDA replaces this function (tests/train/test_host_syncs.py)."""
+    return 1 if torch.device(device).type == "cpu" else 0
 
 
 def resolve_exit_every(setting: int | None, device: torch.device | str) -> int:
     """Steps between two checks that every row has ended (0: never; decode ``max_len`` steps).
 
-    ``setting``: None or -1 (auto): 1 on the CPU, where the check is free, 0 elsewhere (on CUDA each check
-    waits for the device), unless ``RLCAP_DECODE_EXIT_EVERY`` gives a number; else the number itself (>= 0)."""
-    if (setting is None or setting == -1) and os.environ.get(EXIT_EVERY_VARIABLE):
-        setting = int(os.environ[EXIT_EVERY_VARIABLE])
+    ``setting``: None or -1 (auto): :func:`auto_exit_every`; else the number itself (>= 0)."""
     if setting is None or setting == -1:
-        return 1 if torch.device(device).type == "cpu" else 0
+        return auto_exit_every(device)
     if setting < 0:
         raise ConfigError(f"exit_every: expected -1 (auto), 0 (never) or a number of steps, got {setting}")
     return setting
 
 
 def resolve_compile(setting: bool | str, device: torch.device | str) -> bool:
-    """Whether decoding compiles its steps: ``auto`` compiles on CUDA only (unless ``RLCAP_DECODE_COMPILE`` is
-    ``true`` or ``false``), ``True`` / ``False`` as given. ``TORCHDYNAMO_DISABLE=1`` (torch's own switch) turns
-    every compilation off.
+    """Whether decoding compiles its steps: ``auto`` compiles on CUDA only, ``True`` / ``False`` as given (a run
+    has no setting for it; a caller that wants a compiled decode on the CPU passes ``True``: the decoders'
+    ``compile``, :meth:`rlcap.decoding.settings.Decoding.on`). torch's own ``TORCHDYNAMO_DISABLE=1`` turns every
+    compilation off.
 
     On the CPU the step's time is in its matrix products: UpDown at the field's size, sampling 10 or 50
     images x 5 with autograd and its backward pass took 1-5% less CPU time compiled, greedy decoding none
     (one thread, timed by hand), against compilations of 5-30 s per kind of decode."""
-    if setting == "auto" and os.environ.get(COMPILE_VARIABLE):
-        setting = {"true": True, "false": False}.get(os.environ[COMPILE_VARIABLE].lower(), os.environ[COMPILE_VARIABLE])
     if setting not in COMPILE_SETTINGS:
         raise ConfigError(f"compile: expected one of auto, true, false, got {setting!r}")
     return torch.device(device).type == "cuda" if setting == "auto" else bool(setting)

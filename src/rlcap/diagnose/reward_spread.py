@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 
 from rlcap.config import from_dict
-from rlcap.decoding import sample
+from rlcap.decoding import Decoding, sample
 from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
 from rlcap.errors import DataError
 from rlcap.eval.open_run import open_run
@@ -146,8 +146,8 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
                       att_dim=dims["att"]) as reward, torch.no_grad():
         for batch in (track(batches, len(batches), f"reward spread on {split}", "batch") if progress else batches):
             # 3. n captions per image from the policy: B*n rows, one image's adjacent
-            out = sample(model, batch.feats, n=n, max_len=config["decode"]["max_len"], temperature=temperature,
-                         generator=gen)
+            out = sample(model, batch.feats, n,
+                         Decoding("sample", config["decode"]["max_len"], temperature=temperature), generator=gen)
             captions = [vocab.decode(row.tolist()) for row in out.tokens]
             # 4. each reward's own scores, unweighted: (B*n,) each -> (B, n, M)
             parts = reward.components(captions, reward_batch(batch, n))

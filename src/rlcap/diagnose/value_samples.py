@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from rlcap.config import from_dict
 from rlcap.data.loader import CaptionData
-from rlcap.decoding import sample
+from rlcap.decoding import Decoding, sample
 from rlcap.errors import DataError
 from rlcap.rewards import RewardConfig, build_reward
 from rlcap.rl.credit import ValueFit, value_fit_by_position
@@ -81,7 +81,7 @@ def diagnose_value(checkpoint: str | Path | OpenRun, data: CaptionData, split: s
         for batch in tqdm(list(held_out.eval_batches(batch_size, max_images)), desc=f"value fit on {split}",
                           disable=not progress, leave=False):
             # 3. n captions per image from the policy, scored: R (B*n,)
-            out = sample(policy, batch.feats, n=n, max_len=max_len, temperature=temperature, generator=gen)
+            out = sample(policy, batch.feats, n, Decoding("sample", max_len, temperature=temperature), generator=gen)
             captions = [vocab.decode(row.tolist()) for row in out.tokens]
             returns.append(score(reward, captions, reward_batch(batch, n)))
             # 4. v(s_t) at every step, the state each word is chosen from (as in training)

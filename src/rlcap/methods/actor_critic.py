@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 import torch
 
 from rlcap.config import help_field
@@ -93,6 +94,8 @@ class ActorCriticConfig:
 class ActorCriticRunConfig(SequenceRunConfig):
     """``algorithm: ac``: actor-critic with a value network [Shi18]."""
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("ac")
     ac: ActorCriticConfig = help_field(ActorCriticConfig, "actor-critic with a value network [Shi18]")
 
@@ -113,11 +116,10 @@ def value_inputs(tokens: torch.Tensor) -> torch.Tensor:
 
 def critic(session: Session, batch: Batch, roll: Rollout) -> torch.Tensor:
     """v(s_t) of every step of the sampled captions: (B*n, T), with the value network's gradient."""
-    value = session.parts[VALUE].module
-    with session.precision.forward():
-        if roll.hidden is not None:  # ac.value_features=hidden: the policy's states, detached (no feedback loop)
-            return value(roll.hidden.detach())
-        return value(batch.feats, value_inputs(roll.tokens), seq_per_img=session.cfg.rl.n_samples)
+    value = session.module(VALUE)
+    if roll.hidden is not None:  # ac.value_features=hidden: the policy's states, detached (no feedback loop)
+        return value(roll.hidden.detach())
+    return value(batch.feats, value_inputs(roll.tokens), seq_per_img=session.cfg.rl.n_samples)
 
 
 def ac_stats(loss: Stat, policy_loss: Stat, value_loss: Stat, rewards: torch.Tensor, values: torch.Tensor,
@@ -134,7 +136,7 @@ def ac_stats(loss: Stat, policy_loss: Stat, value_loss: Stat, rewards: torch.Ten
 def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. sample n captions per image from the frozen XE policy (no gradient reaches it)
-    with torch.no_grad(), session.precision.forward():
+    with torch.no_grad():
         roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
@@ -153,8 +155,7 @@ def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats
 def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. sample n captions per image; their log-probabilities carry the policy's gradient
-    with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
@@ -192,7 +193,7 @@ def train_actor_critic(cfg: ActorCriticRunConfig) -> TrainResult:
                           "must be 'sample'")
     session = open_session(cfg, splits=("train", cfg.val.split))
     dims = feature_dims(session.data)
-    value_net = (HiddenValueNetwork(hidden_size(session.model, session.cfg.model)) if reads_policy(cfg) else
+    value_net = (HiddenValueNetwork(hidden_size(session.model.module, session.cfg.model)) if reads_policy(cfg) else
                  build_value_model(session.cfg.model, len(session.data.vocab), dims["fc"], dims["att"],
                                    cfg.ac.value_features))
     add_part(session, VALUE, value_net, value_optim(cfg))

@@ -116,8 +116,7 @@ def train_critic(cfg: CriticRunConfig) -> TrainResult:
     for batch in train_batches(session, section.epochs, section.batch_size,
                                validate=lambda _: boundary_scores(critic, *val), batches=batches,
                                steps_per_epoch=math.ceil(len(tokens) / section.batch_size)):
-        with session.precision.forward():
-            logits = critic(tokens[batch])  # (b, 1+T): after each token, has the segment ended?
+        logits = session.module(CRITIC)(tokens[batch])  # (b, 1+T): after each token, has the segment ended?
         mask = tokens[batch] != PAD
         mask[:, 0] = False  # BOS ends nothing
         loss = critic_loss(logits, targets[batch], mask)  # eq. 10

@@ -24,7 +24,7 @@ import torch
 from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
 from rlcap.data.loader import Batch, SplitData
-from rlcap.devices import Precision, model_device
+from rlcap.devices import in_precision, model_device
 from rlcap.errors import ConfigError
 from rlcap.metrics.retrieval import RECALL_AT, retrieval_metrics
 from rlcap.models.embedding import EMBEDDING, EmbeddingModel, EmbeddingModelConfig
@@ -118,11 +118,10 @@ def identical_captions(tokens: torch.Tensor) -> torch.Tensor:
 
 
 def embedding_step(session: Session, batch: Batch, cfg: EmbeddingConfig) -> torch.Tensor:
-    model = session.parts[EMBEDDING].module
+    model = session.module(EMBEDDING)
     # 1. embed the B images and their B captions (one each) into the joint space
-    with session.precision.forward():
-        images = model.embed_images(batch.feats)  # (B, D)
-        texts = model.embed_texts(batch.tokens)  # (B, D)
+    images = model.embed_images(batch.feats)  # (B, D)
+    texts = model.embed_texts(batch.tokens)  # (B, D)
     # 2. every other caption and image of the batch is a negative: eq. 5's hinge, or InfoNCE ([Chaffin24]'s retriever)
     same = identical_captions(batch.tokens) if cfg.skip_identical else None
     if cfg.loss == "infonce":
@@ -134,23 +133,24 @@ def embedding_step(session: Session, batch: Batch, cfg: EmbeddingConfig) -> torc
     return loss.detach()
 
 
+@in_precision
 @torch.no_grad()
 def retrieval_scores(model: EmbeddingModel, split: SplitData, batch_size: int = 100,
-                     limit: int = 0, precision: Precision = Precision()) -> dict[str, float]:
+                     limit: int = 0) -> dict[str, float]:
     """R@1/5/10, median rank and MRR in both directions over the first ``limit`` images (0: all)
     and all their captions, plus ``mean_R``, the mean of the six recalls; the embeddings computed in the run's
-    ``precision``, their similarities in fp32 (cosines 0.004 apart would tie in bf16)."""
+    precision (``model`` as the session hands it out; a plain module: fp32), their similarities in fp32
+    (cosines 0.004 apart would tie in bf16)."""
     was_training = model.training
     model.eval()
     n = len(split) if limit <= 0 else min(limit, len(split))
     device = model_device(model)
     caps = split.caps[: int(split.cap_offsets[n])]  # (C, T)
-    with precision.forward():
-        # cpu: row indices of the split's data
-        images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))).to(device))
-                            for i in range(0, n, batch_size)])  # (I, D)
-        texts = torch.cat([model.embed_texts(caps[i:i + batch_size].to(device))
-                           for i in range(0, len(caps), batch_size)])  # (C, D)
+    # cpu: row indices of the split's data
+    images = torch.cat([model.embed_images(split.feats(torch.arange(i, min(i + batch_size, n))).to(device))
+                        for i in range(0, n, batch_size)])  # (I, D)
+    texts = torch.cat([model.embed_texts(caps[i:i + batch_size].to(device))
+                       for i in range(0, len(caps), batch_size)])  # (C, D)
     # cpu: the image of each caption, for the metrics (numpy)
     owner = torch.arange(n).repeat_interleave(split.cap_offsets[1:n + 1] - split.cap_offsets[:n])  # (C,)
     model.train(was_training)
@@ -179,8 +179,8 @@ def train_dual_encoder(cfg: DualEncoderRunConfig, section: EmbeddingConfig) -> T
     val = cfg.val
 
     def validate(session: Session) -> dict[str, float]:  # retrieval on the validation split; best/ by mean recall
-        return retrieval_scores(model, session.data.splits[val.split], val.batch_size, val.max_images,
-                                session.precision)
+        return retrieval_scores(session.module(EMBEDDING), session.data.splits[val.split], val.batch_size,
+                                val.max_images)
 
     for batch in train_batches(session, section.epochs, section.batch_size, 1, validate=validate):
         if finish_step(session, {"loss": embedding_step(session, batch, section)}):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -110,6 +111,8 @@ class GrpoConfig:
 class GrpoRunConfig(SequenceRunConfig):
     """``algorithm: grpo``: group advantages and a clipped ratio [Shao24], with Dr. GRPO, DAPO and GSPO's variants."""
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("grpo")
     grpo: GrpoConfig = help_field(GrpoConfig, "GRPO: group advantages and a clipped ratio [Shao24], with Dr. GRPO, "
                                               "DAPO and GSPO's variants")
@@ -133,8 +136,7 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, gc, g = session.cfg, session.cfg.grpo, session.cfg.rl.n_samples
     # 1. sample G captions per image; their log-probabilities (with gradient) are the first update's, and,
     #    detached, pi_theta_old's of every update ([Shao24 eq. 3])
-    with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     old = roll.logprobs.detach()
     mask = ended_only(roll.mask, roll.tokens, EOS) if gc.mask_truncated else roll.mask  # (B*G, T)
     # 2. rewards; 3. advantages from each image's group ([Shao24 sec. 4.1.2]), and the reference's log-probabilities
@@ -150,8 +152,7 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     logprobs, first, last = roll.logprobs, None, None
     for update in range(gc.iterations):
         if update:  # the policy has moved: its log-probabilities of the same captions, by teacher forcing
-            with session.precision.forward():
-                logprobs, _ = teacher_forced_logprobs(session.model, batch, roll.tokens, g, cfg.rl.micro_batch)
+            logprobs, _ = teacher_forced_logprobs(session.model, batch, roll.tokens, g, cfg.rl.micro_batch)
         last = grpo_loss(logprobs, old, adv, mask, epsilon=gc.epsilon, epsilon_high=gc.high, ratio=gc.ratio,
                          loss=gc.loss, max_len=cfg.decode.max_len, ref_logprobs=ref, beta=cfg.rl.kl_coef,
                          kl_ratio=gc.kl_ratio)

@@ -104,7 +104,7 @@ class HrlRunConfig(SequenceRunConfig):
     """``algorithm: hrl``: hierarchical RL for video: alternating worker and manager phases [Wang18]."""
 
     # a worker phase samples hrl.worker_samples captions per clip, a manager phase one greedy caption; no KL term
-    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples", "rl.kl_coef", "rl.micro_batch")
+    UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples", "rl.micro_batch")
 
     algorithm: str = algorithm_field("hrl")
     hrl: HrlConfig = help_field(HrlConfig, "hierarchical RL for video: alternating worker and manager phases [Wang18]")
@@ -154,15 +154,13 @@ def worker_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     model.train(cfg.rl.rollout_dropout)  # the mode every loop samples in (a manager phase decodes in eval mode)
     # 1. sampled captions (one per clip as Algorithm 1, or hrl.worker_samples), with the worker's hidden states
     k = cfg.hrl.worker_samples
-    with session.precision.forward():
-        out = decode(model, batch.feats, session.decoding.as_sampling(), k, return_hidden=True)
+    out = decode(model, batch.feats, session.decoding.as_sampling(), k, return_hidden=True)
     # 2. eq. 24: delta rewards (sec. 3.3.3) and their discounted returns
     context = reward_batch(batch, k)
     f = delta_rewards(prefix_scores(reward, session.data.vocab, out.tokens, context), out.mask)
     returns = discounted_returns(f, out.mask, cfg.hrl.gamma)
     # 3. eq. 14: the linear baseline on h^W_t, its gradient cut from the worker
-    with session.precision.forward():
-        b = session.parts[BASELINES].module.worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
+    b = session.module(BASELINES).worker(out.hidden.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(out.logprobs, out.mask, returns - b.detach())
     # the manager frozen (line 9)
     optimizer_step(session, loss * word_share(out.mask, session.ranks), frozen=manager_params(model))
@@ -175,16 +173,14 @@ def manager_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, model, start = session.cfg, session.model, time.perf_counter()
     model.goal_noise = cfg.hrl.goal_noise  # eq. 23 (line 12)
     # 1. greedy decoding (dropout off) by the frozen worker under the manager's explored goals (line 13)
-    with session.precision.forward():
-        tokens, logprobs, starts, h_m = segments(model, batch.feats, session.decoding)
+    tokens, logprobs, starts, h_m = segments(model, batch.feats, session.decoding)
     mask = tokens != PAD
     # 2. eq. 25: delta rewards summed per segment, discounted over segments
     f = delta_rewards(prefix_scores(reward, session.data.vocab, tokens, reward_batch(batch, 1)), mask)
     ends = torch.cat([starts[:, 1:], torch.zeros_like(starts[:, :1])], 1)  # a segment ends before the next starts
     returns = segment_returns(f, ends, mask, cfg.hrl.gamma)
     # 3. eq. 22: the linear baseline on h^M (cut from the manager), the loss through the goals only
-    with session.precision.forward():
-        b = session.parts[BASELINES].module.manager(h_m.detach()).squeeze(2).float()  # (B, T)
+    b = session.module(BASELINES).manager(h_m.detach()).squeeze(2).float()  # (B, T)
     loss = reinforce_loss(logprobs, mask, returns - b.detach())
     # the worker frozen (line 15)
     optimizer_step(session, loss * word_share(mask, session.ranks), frozen=worker_params(model))
@@ -196,7 +192,7 @@ def manager_step(session: Session, batch: Batch, reward: Reward) -> Stats:
 
 def train_hrl(cfg: HrlRunConfig) -> TrainResult:
     session = open_session(cfg, splits=("train", cfg.val.split))
-    model = session.model
+    model = session.model.module
     if not isinstance(model, MarksSegments):
         raise ConfigError("algorithm=hrl trains a model of arch hrl: give init_from an XE checkpoint of model.arch=hrl")
     add_part(session, BASELINES, Baselines(model.worker.hidden_size, model.manager.hidden_size),

@@ -37,7 +37,7 @@ def baseline_run(cfg: RunConfig, lr: float, width: int, samples: int,
     session = open_session(cfg, splits=("train", cfg.val.split))
     # hidden(state)'s width: hidden_dim for rlcap's captioners (the model section is the checkpoint's), the text
     # decoder's for a transformers one
-    state_width = hidden_size(session.model, session.cfg.model)
+    state_width = hidden_size(session.model.module, session.cfg.model)
     add_part(session, BASELINE, BaselineMLP(state_width, width), replace(cfg.optim, lr=lr))
     add_reference(session)  # rl.kl_coef > 0: the KL term's reference policy
     resume_or_start(session)

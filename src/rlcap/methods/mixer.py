@@ -70,6 +70,8 @@ class MixerRunConfig(SequenceRunConfig):
     CAPTIONS_PER_IMAGE: ClassVar[bool] = False  # one reference per sampled row
     UNREAD: ClassVar[tuple[str, ...]] = ("rl.n_samples",)  # it samples one completion per reference: mixer.references
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("mixer")
     mixer: MixerConfig = help_field(MixerConfig,
                                     "MIXER: XE on a prefix annealed to 0, REINFORCE after it [Ranzato16, as Liu17]")
@@ -81,9 +83,8 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     # 1. continue each reference after its first M words by sampling (the words from M on are the policy's)
     t0 = time.perf_counter()
     prefix = targets[:, : min(m, cfg.decode.max_len)]  # (B*n, <= M)
-    with session.precision.forward():
-        out = decode(session.model, batch.feats, session.decoding.as_sampling(), n, prefix=prefix,
-                     return_hidden=True, micro_batch=cfg.rl.micro_batch)  # (B*n, T); forced words have logprob 0
+    out = decode(session.model, batch.feats, session.decoding.as_sampling(), n, prefix=prefix,
+                 return_hidden=True, micro_batch=cfg.rl.micro_batch)  # (B*n, T); forced words have logprob 0
     xe_mask, rl_mask = mixer_masks(targets != PAD, out.mask, m)  # (B*n, min(M, L)), (B*n, T)
     sample_s = time.perf_counter() - t0
     # 2. rewards of the whole captions (reference prefix + sample), each unique (caption, image) once
@@ -91,8 +92,7 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     scored = score_unique(reward, captions, reward_batch(batch, n))
     rewards = scored.rewards  # (B*n,)
     # 3. the baseline (Ranzato: a regressor of the reward on the hidden state), advantages r - b_t
-    with session.precision.forward():
-        base = session.parts[BASELINE].module(out.hidden.detach())  # (B*n, T)
+    base = session.module(BASELINE)(out.hidden.detach())  # (B*n, T)
     adv = value_advantages(rewards, base, out.mask)  # (B*n, T), detached
     # 4. XE on the first M reference words (teacher forcing) and REINFORCE on the rest, every word
     #    weighted alike (Ranzato's per-sequence sum over t), then a step of each part
@@ -100,8 +100,7 @@ def mixer_step(session: Session, batch: Batch, reward: Reward, m: int) -> Stats:
     n_xe, n_rl = float(xe_mask.sum()), float(rl_mask.sum())
     xe = torch.zeros((), device=out.logprobs.device)
     if n_xe > 0:
-        with session.precision.forward():
-            logits = session.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
+        logits = session.model(batch.feats, batch.tokens[:, : xe_mask.size(1)], seq_per_img=n)  # (B*n, min(M, L), V)
         xe = xe_loss(logits, targets[:, : xe_mask.size(1)], xe_mask)
     rl = reinforce_loss(out.logprobs, rl_mask, adv)
     loss = (n_xe * xe + n_rl * rl) / max(n_xe + n_rl, 1.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 
@@ -56,6 +56,8 @@ class PgConfig:
 @dataclass
 class PgRunConfig(SequenceRunConfig):
     """``algorithm: pg``: PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]."""
+
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
 
     algorithm: str = algorithm_field("pg")
     pg: PgConfig = help_field(PgConfig, "PG-SPIDEr: Monte-Carlo rollouts and a learned baseline [Liu17]")
@@ -108,14 +110,13 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     pg, m = session.cfg.pg, session.cfg.rl.n_samples
     # 1. sample M captions per image g_1:T ~ pi_theta, with the hidden state each word is chosen from
     t0 = time.perf_counter()
-    with session.precision.forward():
-        out = decode(session.model, batch.feats, session.decoding.as_sampling(), m, return_hidden=True,
-                     micro_batch=session.cfg.rl.micro_batch)  # (R, T), R = B*M; hidden (R, T, H)
+    out = decode(session.model, batch.feats, session.decoding.as_sampling(), m, return_hidden=True,
+                 micro_batch=session.cfg.rl.micro_batch)  # (R, T), R = B*M; hidden (R, T, H)
     sample_s = time.perf_counter() - t0
     # 2. K rollouts g^k_t+1:T completing every prefix g_1:t: one batched decode, no autograd
     t0 = time.perf_counter()
     feats, context = sample_context(batch, m)
-    with torch.no_grad(), session.precision.forward():
+    with torch.no_grad():
         rolls = rollouts(session.model, feats, out.tokens, pg.rollouts, session.decoding)  # R*T*K rows, (r, t, k)
     rollout_s = time.perf_counter() - t0
     # 3. rewards, each unique (caption, image) once; Q(g_1:t-1, g_t) = mean of the K rollouts' rewards,
@@ -123,8 +124,7 @@ def pg_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     scored = rollout_rewards(reward, session.data.vocab, out, rolls, pg.rollouts, context)
     q = mc_q_estimates(scored.rollout, scored.final, out.mask)  # (R, T)
     # 4. the baseline B_phi(s_t) on the detached hidden state; per-word advantages Q - B_phi
-    with session.precision.forward():
-        base = session.parts[BASELINE].module(out.hidden.detach())  # (R, T)
+    base = session.module(BASELINE)(out.hidden.detach())  # (R, T)
     adv = value_advantages(q, base, out.mask)  # (R, T), detached
     # 5. the policy's step (the gradient of V(s_0) with Q - B) and the baseline's step (L_phi)
     t0 = time.perf_counter()

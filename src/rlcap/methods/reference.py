@@ -42,9 +42,10 @@ def add_reference(session: Session) -> None:
     nothing for beta = 0 or a LoRA policy; else a frozen copy of the policy as it starts (a resumed run: the
     copy its checkpoint saved). A run started ``init_from`` a checkpoint that holds a reference of its own
     takes its starting policy, not that reference."""
-    if session.cfg.rl.kl_coef == 0 or adapters_are_reference(session.model):
+    policy = session.model.module
+    if session.cfg.rl.kl_coef == 0 or adapters_are_reference(policy):
         return
-    reference = copy.deepcopy(session.model).requires_grad_(False).eval()
+    reference = copy.deepcopy(policy).requires_grad_(False).eval()
     if not session.resuming:
         session.parts[REFERENCE] = Part(reference)  # the starting weights, saved with every checkpoint
         return
@@ -57,15 +58,14 @@ def add_reference(session: Session) -> None:
 @torch.no_grad()
 def reference_logprobs(session: Session, batch: Batch, tokens: torch.Tensor, n: int) -> torch.Tensor:
     """log pi_ref of given captions (B*n, T), ``n`` per image of ``batch``, teacher-forced in eval mode; 0 at
-    padded positions. The frozen copy's, or the policy's own with its adapters off."""
+    padded positions. The frozen copy's, or the policy's own with its adapters off (each in the run's precision)."""
     if REFERENCE in session.parts:
-        with session.precision.forward():
-            logprobs, _ = teacher_forced_logprobs(session.parts[REFERENCE].module, batch, tokens, n)
+        logprobs, _ = teacher_forced_logprobs(session.module(REFERENCE), batch, tokens, n)
         return logprobs
     policy = session.model
     was_training = policy.training
     policy.eval()
-    with policy.adapters_off(), session.precision.forward():
+    with policy.module.adapters_off():
         logprobs, _ = teacher_forced_logprobs(policy, batch, tokens, n)
     policy.train(was_training)
     return logprobs

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlcap.command_options import OPTION_HELP
-from rlcap.config import apply_overrides, flatten, from_dict, key_matches, read_yaml
+from rlcap.config import apply_overrides, flatten, from_dict, key_matches, read_yaml, to_dict
 from rlcap.errors import ConfigError
-from rlcap.run_config import RunConfig
+from rlcap.run_config import RunConfig, SequenceRunConfig
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,9 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     out with a warning naming them (overrides given to several runs at once, as ``rlcap bench --rl``
     and ``rlcap demo`` give them, reach the runs that read them; ``shared``: such overrides, left out
     without a warning), and any other unknown key is an error listing the valid ones. A shared key the
-    method never reads (:attr:`RunConfig.UNREAD`, e.g. ``decode.temperature`` for xe) is named in a warning too.
+    method never reads (:attr:`RunConfig.UNREAD`, e.g. ``decode.temperature`` for xe) is named in a warning too;
+    ``rl.kl_coef`` for a method without a KL term, and a key of its own section the run does not read, are refused
+    when set to another value than the default (:func:`check_settings_read`; not for ``shared`` overrides).
     The keys the recipe and the overrides set are recorded in the config's :attr:`RunConfig.set_keys`."""
     data = apply_overrides(read_yaml(path) if path is not None else {}, list(overrides or []))
     options = sorted(set(data) & set(OPTION_HELP))
@@ -112,4 +114,29 @@ def load_run_config(path: str | Path | None = None, overrides: list[str] | None 
     # what the recipe and the overrides set, defaults included: a run from a checkpoint takes those as its own
     # (rlcap.train.init_source.model_section), where "equal to the default" cannot tell set from not set
     cfg.set_keys = frozenset(key for key in flatten(data) if key.partition(".")[0] not in stray)
+    if not shared:
+        check_settings_read(cfg)
     return cfg
+
+
+def check_settings_read(cfg: RunConfig) -> None:
+    """ConfigError, in one line, for a setting the recipe or the overrides give a value of its own (not the default)
+    that the run does not read: ``rl.kl_coef`` for a method whose loss has no KL term (its run config's
+    ``KL_TERM``), or a key of the method's own section that the run's other settings leave unread
+    (``scst.running_mean_decay`` beside another ``scst.baseline``, ``grpo.kl_ratio`` without ``rl.kl_coef``).
+    The shared sections' keys a run leaves unread (:attr:`RunConfig.UNREAD`, another architecture's model keys,
+    model keys beside ``init_from``) are named in a warning instead: one list of sizes often serves several runs
+    (an XE run and the RL run from its checkpoint, whose model keys are compared with the checkpoint's)."""
+    values, defaults = flatten(to_dict(cfg)), flatten(to_dict(type(cfg)()))
+    for key in sorted(cfg.set_keys or ()):
+        own = key == "rl.kl_coef" or key.partition(".")[0] == cfg.algorithm
+        if not own or key not in values or values[key] == defaults.get(key) or cfg.reads(key):
+            continue
+        if key == "rl.kl_coef":
+            with_term = ", ".join(sorted(name for name, m in METHODS.items()
+                                         if issubclass(m.config, SequenceRunConfig) and m.config.KL_TERM))
+            raise ConfigError(f"rl.kl_coef={values[key]}: algorithm={cfg.algorithm} has no KL term in its loss, so "
+                              f"nothing would read it: leave it out (the methods with one: {with_term})")
+        raise ConfigError(f"{key}={values[key]!r}: algorithm={cfg.algorithm} does not read it beside the run's other "
+                          "settings, so it would have no effect: leave it out (rlcap train --help-config with the "
+                          "same settings lists the keys the run reads)")

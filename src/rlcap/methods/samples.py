@@ -14,6 +14,7 @@ from rlcap.decoding import DecodeResult, banned_words, entropy, word_logprobs
 from rlcap.decoding.options import Decoding, decode
 from rlcap.decoding.result import decode_captions
 from rlcap.decoding.scoring import score_captions
+from rlcap.devices import in_precision
 from rlcap.models.base import ScoresSamples
 from rlcap.rewards.batch import RewardBatch, reward_batch
 from rlcap.run_config import RLConfig
@@ -38,6 +39,7 @@ class Rollout(NamedTuple):
     hidden: torch.Tensor | None = None
 
 
+@in_precision  # a policy the session hands out (InPrecision) scores in the run's precision
 def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.Tensor,
                             n: int, micro_batch: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability and entropy of given captions (B*n, T) under the policy, with gradient;
@@ -60,6 +62,7 @@ def teacher_forced_logprobs(model: torch.nn.Module, batch: Batch, tokens: torch.
     return torch.where(mask, chosen, 0.0), torch.where(mask, ent, 0.0)
 
 
+@in_precision  # one autocast region for the whole decode and its scoring
 def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, decoding: Decoding,
             hidden: bool = False, text: bool = True) -> Rollout:
     """Generate ``cfg.n_samples`` captions per image (sampled with ``decoding``'s settings, or as the beam's n-best:
@@ -81,6 +84,7 @@ def rollout(model: torch.nn.Module, batch: Batch, vocab: Vocab, cfg: RLConfig, d
                    out.hidden if hidden else None)
 
 
+@in_precision
 @torch.no_grad()
 def greedy_tokens(model: torch.nn.Module, batch: Batch, decoding: Decoding) -> torch.Tensor:
     """The greedy caption of each image (B, T), decoded in eval mode (the self-critical baseline)."""

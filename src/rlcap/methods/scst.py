@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -61,6 +62,8 @@ class ScstConfig:
 class ScstRunConfig(SequenceRunConfig):
     """``algorithm: scst``: self-critical sequence training [Rennie17], or SLL [Chen20]."""
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("scst")
     scst: ScstConfig = help_field(ScstConfig, "self-critical sequence training [Rennie17], or SLL [Chen20]")
 
@@ -86,8 +89,7 @@ def scst_baseline(session: Session, cfg: ScstConfig, batch: Batch, rewards: torc
 def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg = session.cfg
     # 1. generate n captions per image (policy in training mode); their words only for a reward that reads them
-    with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     # 2. rewards of the samples
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)

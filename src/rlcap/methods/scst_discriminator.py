@@ -48,6 +48,8 @@ class ScstDiscriminatorConfig(DiscriminatorRewardConfig):
 class ScstDiscriminatorRunConfig(DistinctRunConfig):
     """``algorithm: scst_discriminator``: SCST on a retrieval reward plus a discriminator's [Chaffin24]."""
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("scst_discriminator")
     scst_discriminator: ScstDiscriminatorConfig = help_field(
         ScstDiscriminatorConfig, "SCST on a retrieval reward plus a discriminator's [Chaffin24]")
@@ -59,17 +61,15 @@ def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalRew
     cfg, start = session.cfg, time.perf_counter()
     b, n = len(batch.ids), cfg.rl.n_samples
     # 1. n samples per image (their log-probabilities carry the gradient), the greedy caption, the ground truth
-    with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
     traj = decode_trajectories(session, batch, beam=False)
     captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
     ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
     texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
     # 2. the discriminator's step on ground truth against the samples, then p_D
     d_loss, d_acc = discriminator_step(session, texts, images, b * n, human_from=b * n + b)
-    with torch.no_grad(), session.precision.forward():
-        discriminator = session.parts[DISCRIMINATOR].module
-        p_human = torch.sigmoid(discriminator(texts.to(session.device), images.to(session.device)))
+    with torch.no_grad():
+        p_human = torch.sigmoid(session.module(DISCRIMINATOR)(texts.to(session.device), images.to(session.device)))
     # 3. rewards of samples and greedy captions; the greedy caption's is the baseline of its image's samples
     sim = reward.pool_scores(texts, ids).to(session.device)
     r = weighted_reward(sim, p_human, cfg.scst_discriminator.alpha)

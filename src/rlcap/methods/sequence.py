@@ -62,8 +62,7 @@ def needs_text(reward: Reward) -> bool:
 def greedy_rewards(session: Session, batch: Batch, reward: Reward) -> torch.Tensor:
     """Reward of each image's greedy caption (the self-critical baseline of Rennie et al. 2017): (B,).
     Its words are decoded only for a reward that reads them (:meth:`WeightedReward.needs_text`)."""
-    with session.precision.forward():
-        tokens = greedy_tokens(session.model, batch, session.decoding)
+    tokens = greedy_tokens(session.model, batch, session.decoding)
     captions = decode_captions(session.data.vocab, tokens) if needs_text(reward) else None
     return score(reward, captions, RewardBatch(batch.ids, batch.refs, batch.feats), tokens)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
@@ -46,6 +47,8 @@ class SllMeConfig(ScstConfig):
 class SllMeRunConfig(SequenceRunConfig):
     """``algorithm: sll_me``: SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]."""
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("sll_me")
     sll_me: SllMeConfig = help_field(SllMeConfig, "SLL-ME: SCST plus a per-word entropy bonus [Chen20 sec. 5.2]")
 
@@ -53,8 +56,7 @@ class SllMeRunConfig(SequenceRunConfig):
 def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, me = session.cfg, session.cfg.sll_me
     # 1. sample n captions per image; their log-probabilities and per-step entropies carry gradient
-    with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     # 2. score the samples, and 3. subtract SCST's baseline
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rlcap.config import help_field
 from rlcap.methods.registry import Method, register
@@ -57,6 +58,8 @@ class SllSleConfig:
 class SllSleRunConfig(SequenceRunConfig):
     """``algorithm: sll_sle``: SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]."""
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("sll_sle")
     sll_sle: SllSleConfig = help_field(SllSleConfig, "SLL-SLE: SCST plus sequence-level exploration [Chen20 eq. 8-16]")
 
@@ -64,8 +67,7 @@ class SllSleRunConfig(SequenceRunConfig):
 def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, n, alpha = session.cfg, session.cfg.rl.n_samples, session.cfg.sll_sle.alpha
     # 1. sample s captions per image (Algorithm 1, line 4)
-    with session.precision.forward():
-        roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
+    roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)          # (B*s,)

@@ -152,6 +152,8 @@ class WtfRlRunConfig(DistinctRunConfig):
     UNREAD: ClassVar[tuple[str, ...]] = (*DistinctRunConfig.UNREAD, "rl.n_samples", "rl.sample_method",
                                          "rl.rollout_dropout", "decode.temperature")
 
+    KL_TERM: ClassVar[bool] = True  # its loss adds the KL term (rl.kl_coef)
+
     algorithm: str = algorithm_field("wtf_rl")
     wtf_rl: WtfRlConfig = help_field(WtfRlConfig, "distinctive captioning: WTF, RL and WTF-RL with a retrieval "
                                                   "reward [Chaffin24]")
@@ -185,7 +187,7 @@ def decode_trajectories(session: Session, batch: Batch, beam: bool = True) -> Tr
     model, vocab = session.model, session.data.vocab
     was_training = model.training
     model.eval()
-    with torch.no_grad(), session.precision.forward():
+    with torch.no_grad():
         gs = decode(model, batch.feats, session.decoding.as_greedy()).tokens
         bs = decode(model, batch.feats, session.decoding.as_beam()).tokens if beam else gs
     model.train(was_training)
@@ -200,13 +202,12 @@ def discriminator_step(session: Session, texts: torch.Tensor, images: torch.Tens
                        human_from: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the discriminator on the ground truth (rows ``human_from``:, default 2b:) against
     the generated captions (rows :b); (loss, accuracy before the step)."""
-    discriminator = session.parts[DISCRIMINATOR].module
+    discriminator = session.module(DISCRIMINATOR)
     # the retriever's embeddings come on the CPU
     texts, images = texts.to(session.device), images.to(session.device)
     human_from = 2 * b if human_from is None else human_from
-    with session.precision.forward():
-        human = discriminator(texts[human_from:], images[human_from:])
-        generated = discriminator(texts[:b], images[:b])
+    human = discriminator(texts[human_from:], images[human_from:])
+    generated = discriminator(texts[:b], images[:b])
     accuracy = torch.cat([human > 0, generated < 0]).float().mean()
     loss = discriminator_loss(human, generated)
     share = count_share(torch.tensor(float(b), device=session.device), session.ranks)
@@ -229,7 +230,7 @@ def mined_captions(session: Session, batch: Batch, reward: RetrievalReward, k: i
         return {}
     model, was_training = session.model, session.model.training
     model.eval()
-    with torch.no_grad(), session.precision.forward():
+    with torch.no_grad():
         # cpu: row indices of the split's data
         feats = train.feats(torch.tensor([row_of[i] for i in ids])).to(session.device)
         tokens = decode(model, feats, session.decoding.as_greedy()).tokens
@@ -251,9 +252,9 @@ def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stat
     images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
     # 3. the discriminator's step first ([Chaffin24 sec. 4.1]), then p_D of x_bs and x_gt
     d_loss, d_acc = discriminator_step(session, texts, images, b)
-    with torch.no_grad(), session.precision.forward():
-        discriminator = session.parts[DISCRIMINATOR].module
-        p_human = torch.sigmoid(discriminator(texts.to(session.device), images.to(session.device)))  # (2B + B*S,)
+    with torch.no_grad():
+        p_human = torch.sigmoid(session.module(DISCRIMINATOR)(texts.to(session.device),
+                                                               images.to(session.device)))  # (2B + B*S,)
     # 4. eq. 2 over the whole text pool and the batch's image pool; eq. 3's r = alpha r_sim + (1 - alpha) p_D
     sim = reward.pool_scores(texts, traj.image_ids, mined).to(session.device)
     r = weighted_reward(sim, p_human, cfg.alpha)
@@ -262,14 +263,12 @@ def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stat
     # 5. eq. 3: the trajectories' log-likelihoods (teacher forcing, with gradient), weighted by r
     terms, scored = [], []
     if cfg.trajectories in ("both", "bs"):
-        with session.precision.forward():
-            lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1, session.cfg.rl.micro_batch)
+        lp, _ = teacher_forced_logprobs(session.model, batch, traj.bs, 1, session.cfg.rl.micro_batch)
         terms.append((lp, traj.bs != PAD, w_bs))
         scored.append(Scored(traj.bs, lp, traj.bs != PAD, 1))
     if cfg.trajectories in ("both", "gt"):
-        with session.precision.forward():
-            lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b,
-                                            session.cfg.rl.micro_batch)
+        lp, _ = teacher_forced_logprobs(session.model, batch, traj.gt, traj.gt.size(0) // b,
+                                        session.cfg.rl.micro_batch)
         terms.append((lp, traj.gt != PAD, r_gt))
         scored.append(Scored(traj.gt, lp, traj.gt != PAD, traj.gt.size(0) // b))
     # plus beta times k3 over the trajectories' words (rl.kl_coef; not samples of the policy: docs/RL.md, "The KL term")

@@ -48,8 +48,7 @@ def xe_step(session: Session, tokens: torch.Tensor, feats: Feats) -> torch.Tenso
     around it) of images ``feats`` (B); the loss, a 0-d tensor left on the device (read at log lines only)."""
     seq_per_img = tokens.shape[0] // feats.fc.shape[0]
     inputs, targets = tokens[:, :-1], tokens[:, 1:]                     # (N, T+1) each
-    with session.precision.forward():
-        logits = session.model(feats, inputs, seq_per_img=seq_per_img)  # (N, T+1, V), each image encoded once
+    logits = session.model(feats, inputs, seq_per_img=seq_per_img)  # (N, T+1, V), each image encoded once
     mask = targets != PAD                                              # (N, T+1) words and EOS
     loss = xe_loss(logits, targets, mask, label_smoothing=session.cfg.xe.label_smoothing)
     # under torchrun each rank has its share of the batch's words: weigh its mean by that share so that

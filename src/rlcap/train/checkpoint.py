@@ -109,16 +109,12 @@ def _fsync_folders(folder: Path) -> None:
         _fsync_dir(sub)
 
 
-# Fault injection (tests/train/test_faults.py): seconds to pause inside every save, before the
-# manifest and between the two renames, so that kills land there.
-_SAVE_HOOK_ENV = "RLCAP_TEST_SLOW_SAVE"
-
-
-def _pause() -> None:
-    if os.environ.get(_SAVE_HOOK_ENV):
-        import time
-
-        time.sleep(float(os.environ[_SAVE_HOOK_ENV]))
+def _set_aside(folder: Path, old: Path) -> None:
+    """The first of the two renames: the complete checkpoint at ``folder`` becomes ``old`` (a stale ``old``,
+    left by a kill, removed first). Until the second rename, ``old`` is the complete one (:func:`recover`)."""
+    if old.exists():
+        shutil.rmtree(old)
+    os.replace(folder, old)
 
 
 def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
@@ -153,17 +149,13 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
         torch.save(trainer, buf)
         _fsync_write(tmp / "trainer.pt", buf.getvalue())
     _fsync_folders(tmp)  # what a family exported (hf/): on disk before the manifest says the checkpoint is whole
-    _pause()
     specs = {name: part_spec(name, module, config) for name, module in modules.items()}
     full = {"format": FORMAT, "parts": sorted(modules), "specs": specs, **manifest}
     _fsync_write(tmp / MANIFEST, json.dumps(full, indent=2).encode())
     _fsync_dir(tmp)
     old = folder.with_name(folder.name + ".old")
     if folder.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(folder, old)
-        _pause()
+        _set_aside(folder, old)
     os.replace(tmp, folder)
     _fsync_dir(folder.parent)
     if old.exists():

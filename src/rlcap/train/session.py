@@ -1,16 +1,13 @@
 """What every training loop shares: set-up, named parts, resume, epochs, steps and checkpoints.
 
-Loops share these functions, not a base class. A :class:`Session` holds the live objects of a
-run: its learned parts by role name (``policy``, and e.g. ``value``, ``baseline``,
-``discriminator``, ``manager``), each with its own optimizer and schedule; the loop's own state
-(baseline statistics, phase counters) in ``state``; and :class:`Progress`. All of it goes into
-every checkpoint, so a resumed run continues exactly as an uninterrupted one.
+Loops share these functions, not a base class. A :class:`Session` holds a run's live objects: its learned parts by
+role name (``policy``, e.g. ``value``, ``discriminator``), each with its optimizer, in the run's precision
+(:meth:`Session.module`); the loop's ``state``; :class:`Progress`. Every checkpoint holds it all: resuming is exact.
 
-A loop with one part calls :func:`start_session`. A loop with more calls :func:`open_session`,
-adds its parts with :func:`add_part`, then :func:`resume_or_start`, which restores everything when resuming.
-The run has started at its first :func:`finish_step` (data, model and reward built and used once):
-only then is ``config.json`` written and a run that ``overwrite=true`` replaces deleted
-(rlcap.train.run_folder); a loop that fails before puts that run back (``api.train``).
+A loop with one part calls :func:`start_session`. A loop with more calls :func:`open_session`, adds its parts with
+:func:`add_part`, then :func:`resume_or_start`, which restores everything when resuming. The run has started at
+its first :func:`finish_step` (data, model and reward built and used once): only then is ``config.json`` written
+and a run that ``overwrite=true`` replaces deleted (rlcap.train.run_folder); a loop failing before puts it back.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from tqdm.auto import tqdm
 from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
 from rlcap.decoding.options import Decoding
-from rlcap.devices import Precision, grad_scaler, resolve_device
+from rlcap.devices import InPrecision, Precision, grad_scaler, resolve_device
 from rlcap.metrics.combined import parts_of
 from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
@@ -87,16 +84,20 @@ class Session:
     ranks: Ranks = Ranks()                       # this process among torchrun's (rank 0 of 1 alone; shared_out)
     phase: Phase | None = None  # the phase the loop is in (entered by :func:`train_batches`); None: none yet
     watch: LossWatch = field(default_factory=LossWatch)
-    precision: Precision = Precision()  # the forward passes' (``precision``): loops enter precision.forward() around them
+    precision: Precision = Precision()  # the forward passes' (``precision``): entered by the parts :meth:`module` gives
     decoding: Decoding = field(init=False)  # the run's (``decode``, on ``device``), built once: every decode reads it
 
     def __post_init__(self) -> None:
         self.decoding = Decoding.of_run(self.cfg.decode, self.device)
 
     @property
-    def model(self) -> torch.nn.Module:
-        """The policy (the captioner every method trains)."""
-        return self.parts[POLICY].module
+    def model(self) -> InPrecision:
+        """The policy (the captioner every method trains), as :meth:`module` hands it out."""
+        return self.module(POLICY)
+
+    def module(self, name: str) -> InPrecision:
+        """Part ``name``, its forward passes (and decodes) in the run's precision: a method never enters autocast."""
+        return InPrecision(self.parts[name].module, self.precision)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -380,8 +381,8 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
     progress.epoch, progress.step_in_epoch = progress.epoch + 1, 0
     scores = None
     if validate is None:  # the captioner's: every rank decodes its share of the batches, rank 0 scores
-        scores = captioner_scores(session.model, session.data, session.cfg.val, session.decoding, session.ranks,
-                                  session.precision)
+        scores = captioner_scores(session.model.module, session.data, session.cfg.val, session.decoding,
+                                  session.ranks, session.precision)  # (validation enters the precision itself)
     elif session.ranks.main:  # a method's own validation runs on rank 0
         scores = validate(session)
     scores = from_main(scores, session.ranks)  # the others take rank 0's scores, so that all keep the same best/

@@ -15,8 +15,9 @@ lengths give each line's D without decoding, so a line whose features do not hol
 values (a cut last line, a damaged one) is found at indexing. The index is cached as
 ``NAME.tsv.rlcap-index.npz`` beside the file (a folder: :data:`FOLDER_INDEX` inside it), valid while
 every TSV's size and modification time are the recorded ones; where that cannot be written (a
-read-only mount), under ``$XDG_CACHE_HOME/rlcap/tsv-index/`` named by a digest of the path; where
-neither can, it is kept in memory for this process, with one warning.
+read-only mount), in ``~/.cache/rlcap/tsv-index/`` (or ``TsvFeatureStore(path, index_cache=FOLDER)``; no
+environment variable moves it) named by a digest of the path; where neither can, it is kept in memory for
+this process, with one warning.
 """
 
 from __future__ import annotations
@@ -207,11 +208,12 @@ def build_index(path: Path, paths: Sequence[Path]) -> TsvIndex:
                     np.array(scan.dim[0]), **arrays)
 
 
-def index_places(path: Path) -> list[Path]:
+def index_places(path: Path, cache: str | Path | None = None) -> list[Path]:
     """Where the index of the store at ``path`` is looked for and written, in that order: beside it (a
-    folder: inside it), then in the user's cache, named by a digest of its absolute path."""
+    folder: inside it), then in ``cache`` (None: the user's, ``~/.cache/rlcap/tsv-index``), named by a digest
+    of its absolute path."""
     beside = path / FOLDER_INDEX if path.is_dir() else path.with_name(path.name + INDEX_SUFFIX)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlcap" / "tsv-index"
+    cache = Path.home() / ".cache" / "rlcap" / "tsv-index" if cache is None else Path(cache)
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
     return [beside, cache / f"{digest}{INDEX_SUFFIX}"]
 
@@ -248,11 +250,11 @@ def _fresh(index: TsvIndex, source: str, paths: Sequence[Path], base: Path) -> b
             and np.array_equal(index.sizes, sizes) and np.array_equal(index.mtimes, mtimes))
 
 
-def load_index(path: Path, paths: Sequence[Path]) -> TsvIndex:
+def load_index(path: Path, paths: Sequence[Path], cache: str | Path | None = None) -> TsvIndex:
     """The index of the store at ``path`` (files ``paths``): a cached one while it is fresh, else built and
-    cached (see the module docstring)."""
+    cached beside the store or in ``cache`` (see the module docstring and :func:`index_places`)."""
     source, base = str(path.resolve()), path if path.is_dir() else path.parent
-    places = index_places(path)
+    places = index_places(path, cache)
     memo = _IN_MEMORY.get(source)
     if memo is not None and _fresh(memo, source, paths, base):
         return memo
@@ -268,7 +270,7 @@ def load_index(path: Path, paths: Sequence[Path]) -> TsvIndex:
     if source not in _WARNED:
         _WARNED.add(source)
         log.warning("cannot write the index of %s at %s nor at %s: it is kept in memory, and built again by the "
-                    "next process that opens the store (make one of them writable, e.g. set XDG_CACHE_HOME)",
+                    "next process that opens the store (make one of them writable)",
                     path, *places)
     _IN_MEMORY[source] = index
     return index
@@ -283,14 +285,14 @@ class TsvFeatureStore(FeatureStore):
     and the place of each line come from the index, without decoding; each read decodes only the lines
     asked for. Files are reopened in a forked process (DataLoader workers)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, index_cache: str | Path | None = None):
         self.path = Path(path)
         if not self.path.exists():
             raise DataError(f"feature file not found: {self.path}")
         self._paths = tsv_files(self.path)
         if not self._paths:
             raise DataError(f"no '*.tsv' feature files in {self.path}")
-        self._index = load_index(self.path, self._paths)
+        self._index = load_index(self.path, self._paths, index_cache)  # (None: the user's cache folder)
         self._ids = self._index.ids.tolist()
         self._rows = {id: row for row, id in enumerate(self._ids)}
         self._fc_dim = self._att_dim = int(self._index.att_dim)

@@ -8,13 +8,12 @@ The port (``spice_impl: python``) parses with spaCy instead of CoreNLP; its agre
 official parser is measured in docs/METRICS.md.
 """
 
-from rlcap.metrics.spice.official import CORENLP_ENV, CORENLP_JARS, corenlp_jars, spice
+from rlcap.metrics.spice.official import CORENLP_JARS, corenlp_jars, spice
 from rlcap.metrics.spice.scorer import SpiceScorer, compute_score, prepare
 
 SPICE_IMPLEMENTATIONS = ("python", "official-jar")
 
 __all__ = [
-    "CORENLP_ENV",
     "CORENLP_JARS",
     "SPICE_IMPLEMENTATIONS",
     "SpiceScorer",

@@ -2,8 +2,7 @@
 
 pycocoevalcap ships ``spice-1.0.jar`` and its libraries but downloads CoreNLP at first use.
 rlcap never downloads: name the folder holding ``stanford-corenlp-3.6.0.jar`` and
-``stanford-corenlp-3.6.0-models.jar`` with the ``corenlp_dir`` argument or the environment
-variable ``RLCAP_CORENLP_DIR`` (``rlcap score --corenlp-dir``).
+``stanford-corenlp-3.6.0-models.jar`` with the ``corenlp_dir`` argument (``rlcap score --corenlp-dir``).
 """
 
 from __future__ import annotations
@@ -21,21 +20,19 @@ from rlcap.errors import RlcapError
 from rlcap.metrics.java import java_executable, packaged_jar
 
 log = logging.getLogger(__name__)
-CORENLP_ENV = "RLCAP_CORENLP_DIR"
 CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
 _HOW = (
     f"SPICE needs the Stanford CoreNLP 3.6.0 jars {' and '.join(CORENLP_JARS)} "
     "(from https://nlp.stanford.edu/software/stanford-corenlp-full-2015-12-09.zip): "
-    f"set {CORENLP_ENV}=FOLDER or pass --corenlp-dir FOLDER / corenlp_dir=FOLDER"
+    "pass --corenlp-dir FOLDER (rlcap score) or corenlp_dir=FOLDER (score_captions)"
 )
 
 
 def corenlp_jars(corenlp_dir: Path | str | None = None) -> list[Path]:
-    """The two CoreNLP jars, from ``corenlp_dir`` or ``$RLCAP_CORENLP_DIR``; one clear error if absent."""
-    folder = corenlp_dir if corenlp_dir is not None else os.environ.get(CORENLP_ENV)
-    if not folder:
+    """The two CoreNLP jars in the folder ``corenlp_dir``; one clear error if it is not given or lacks them."""
+    if corenlp_dir is None or not str(corenlp_dir):
         raise RlcapError(_HOW)
-    jars = [Path(folder) / name for name in CORENLP_JARS]
+    jars = [Path(corenlp_dir) / name for name in CORENLP_JARS]
     missing = [str(j) for j in jars if not j.is_file()]
     if missing:
         raise RlcapError(f"{', '.join(missing)} not found. {_HOW}")
