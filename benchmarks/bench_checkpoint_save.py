@@ -3,9 +3,9 @@
 
     python benchmarks/bench_checkpoint_save.py [--family git] [--size base] [--repeats 3] [--out docs/BENCHMARKS.md]
 
-The captioner is built by ``rlcap.models.hf_build.build_captioner`` (what ``rlcap hf-captioner --size base``
+The captioner is built by ``rlcap.models.hf.build_captioner.build_captioner`` (what ``rlcap hf-captioner --size base``
 writes: GIT-base's shapes, a ViT-B/16 tower and a 768-wide text decoder of 6 layers, random weights, a word
-tokenizer of a few captions). The policy is ``rlcap.models.hf_captioner.HFCaptioner`` over it, its tower frozen
+tokenizer of a few captions). The policy is ``rlcap.models.hf.captioner.HFCaptioner`` over it, its tower frozen
 and kept aside. Timed, each as the median of ``--repeats`` saves into the same folder (each save replaces the
 previous one, as a run's ``last/`` is replaced): ``rlcap.train.checkpoint.save_checkpoint`` of the policy with
 its family's export (hf/), the same save with an export that writes nothing (no hf/), and the export alone. The
@@ -37,13 +37,13 @@ def measure(folder: Path, family: str, size: str, repeats: int) -> dict[str, Any
     from rlcap.config import to_dict
     from rlcap.data.hf_text import TokenizerVocab
     from rlcap.methods import load_run_config
-    from rlcap.models.families import FAMILIES
-    from rlcap.models.hf_build import build_captioner
-    from rlcap.models.hf_captioner import HFCaptioner
-    from rlcap.models.hf_family import EXPORT, HFFamily
+    from rlcap.models.architectures import ARCHITECTURES
+    from rlcap.models.hf.build_captioner import build_captioner
+    from rlcap.models.hf.captioner import HFCaptioner
+    from rlcap.models.hf.architecture import EXPORT, HFArchitecture
     from rlcap.train.checkpoint import own_model_path, save_checkpoint
 
-    class NoExport(HFFamily):
+    class NoExport(HFArchitecture):
         """The hf family, its export writing nothing: the save without hf/."""
 
         def export(self, module: Any, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
@@ -67,13 +67,13 @@ def measure(folder: Path, family: str, size: str, repeats: int) -> dict[str, Any
     with_hf = _timed(save, repeats)  # each save replaces the previous one, whose tower it links
     files = {p.name: p.stat().st_size for p in sorted((folder / "last" / EXPORT).iterdir())}
     policy_bytes = (folder / "last" / "policy.safetensors").stat().st_size
-    export = _timed(lambda: FAMILIES["hf"].export(policy, folder / "export", config, None), repeats)
-    own = FAMILIES["hf"]
-    FAMILIES["hf"] = NoExport()
+    export = _timed(lambda: ARCHITECTURES["hf"].export(policy, folder / "export", config, None), repeats)
+    own = ARCHITECTURES["hf"]
+    ARCHITECTURES["hf"] = NoExport()
     try:
         without = _timed(save, repeats)
     finally:
-        FAMILIES["hf"] = own
+        ARCHITECTURES["hf"] = own
     parameters = sum(p.numel() for p in policy.parameters())
     return {"first": first, "with": with_hf, "without": without, "export": export, "files": files, "policy_bytes": policy_bytes,
             "parameters": parameters}

@@ -26,7 +26,7 @@ from bench_features import _encoders, write_jpegs
 from benchdoc import DOC, machine, replace_section
 
 from rlcap.encoders.extract import extract_features
-from rlcap.models.hf_build import FAMILIES, build_captioner
+from rlcap.models.hf.build_captioner import CAPTIONER_FAMILIES, build_captioner
 
 CAPTIONS = ["a red circle on a blue square", "two green triangles", "a small yellow star beside a circle"]
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             model.save_pretrained(folder / f"model{k}")
             processor.save_pretrained(folder / f"model{k}")
             encoders[name] = f"hf:{folder / f'model{k}'}"
-        for family in FAMILIES:
+        for family in CAPTIONER_FAMILIES:
             where = build_captioner(family, folder / family, CAPTIONS, size="base", tokenizer="word")
             encoders[f"{family} captioner's tower (base)"] = f"hf:{where}"
         for name, encoder in encoders.items():

@@ -3,7 +3,7 @@
     python benchmarks/bench_hf.py [--family git] [--parts cpu,gpu,vlm] [--configs small:10,small:50,base:10]
                                   [--gpu-configs small:50,base:10,base:50] [--out docs/BENCHMARKS.md]
 
-The captioner is built by ``rlcap.models.hf_build.build_captioner`` (no pretrained one can be downloaded here):
+The captioner is built by ``rlcap.models.hf.build_captioner.build_captioner`` (no pretrained one can be downloaded here):
 random weights at the ``small`` and ``base`` sizes (base: the shapes of GIT-base, a ViT-B/16 tower on 224 px and
 a 768-wide text decoder of 6 layers), and a wordpiece tokenizer trained on the real COCO captions of
 ../shared/data/coco/human_agreement_5k.json, whose references are also the CIDEr-D reward's.
@@ -11,7 +11,7 @@ a 768-wide text decoder of 6 layers), and a wordpiece tokenizer trained on the r
 What is timed, on one batch of images, 5 captions an image, at most 16 new tokens each:
 
 * rlcap's sampling, ``rlcap.decoding.sample(policy, feats, 5, Decoding("sample", 16))`` on the
-  ``rlcap.models.hf_captioner.HFCaptioner`` over the folder, without autograd (``torch.no_grad``) and with it
+  ``rlcap.models.hf.captioner.HFCaptioner`` over the folder, without autograd (``torch.no_grad``) and with it
   (as an SCST step samples, its log-probabilities differentiable);
 * the same model's ``generate(do_sample=True, num_return_sequences=5, max_new_tokens=16)``, PAD and the start
   token suppressed as rlcap never writes them, no top-k or top-p (both draw from the whole softmax).
@@ -67,7 +67,7 @@ VLM_ALL = "qwen2_vl,smolvlm,paligemma,llava,florence2"  # hf_vlm_speed.py's fami
 
 def parse_configs(text: str) -> list[tuple[str, int]]:
     """``size:images,...`` -> [(size, images), ...]."""
-    from rlcap.models.hf_build import SIZES
+    from rlcap.models.hf.build_captioner import SIZES
 
     out = []
     for item in filter(None, (x.strip() for x in text.split(","))):
@@ -89,7 +89,7 @@ def prepare(family: str, size: str, images: int, folder: Path, coco: Path, devic
     import transformers
 
     from rlcap.encoders.hf import vision_forward
-    from rlcap.models.hf_build import build_captioner
+    from rlcap.models.hf.build_captioner import build_captioner
 
     captions = [c for refs in coco_references(coco).values() for c in refs]
     build_captioner(family, folder, captions, size=size, seed=0, tokenizer="wordpiece", vocab_size=30522)
@@ -324,10 +324,10 @@ def section_text(doc: Path, name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlcap.models.hf_build import FAMILIES
+    from rlcap.models.hf.build_captioner import CAPTIONER_FAMILIES
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--family", choices=FAMILIES, default="git", help="the captioner family (default git)")
+    p.add_argument("--family", choices=CAPTIONER_FAMILIES, default="git", help="the captioner family (default git)")
     p.add_argument("--parts", default="cpu,gpu,vlm",
                    help="cpu, gpu, vlm (the instruction VLMs on the CPU: hf_vlm_speed.py) or several (default all; "
                         "gpu only where CUDA is present)")

@@ -5,7 +5,7 @@
     python benchmarks/bench_trl.py --betas 0.04 --keep   # only beta 0.04's rows; beta 0's kept as they are
 
 1. Draws the shapes pictures (``--train-images``, 64 px), builds a Qwen2-VL folder with random weights and a
-   tokenizer trained on their captions (``rlcap.models.hf_vlm_build.build_vlm``, ``--size``) and writes rlcap's
+   tokenizer trained on their captions (``rlcap.models.hf.build_vlm.build_vlm``, ``--size``) and writes rlcap's
    store of its image tokens (``rlcap features --encoder hf:DIR``, timed: a one-off cost).
 2. For each beta of ``--betas``: TRL's GRPOTrainer on the whole model (``trl``, as TRL sets up a VLM), the same
    with the model's picture side frozen (``trl_lm``: what rlcap trains), then rlcap's ``algorithm=grpo``
@@ -62,7 +62,7 @@ def prepare(out: Path, train_images: int, size: str, seed: int) -> tuple[Path, P
     """The pictures' caption file, the model folder and rlcap's store of its image tokens (each made once), and
     the seconds ``rlcap features`` took (0 when the store was there)."""
     from rlcap.data.synthetic.shapes import ShapesConfig, generate_shapes
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
 
     dataset = generate_shapes(ShapesConfig(n_train=train_images, n_val=8, n_test=0, image_size=64, workers=1),
                               out / "shapes")

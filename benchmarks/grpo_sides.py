@@ -211,7 +211,7 @@ def trl_dataset(s: Settings) -> Any:
     from PIL import Image
 
     from rlcap.data.readers import read_dataset
-    from rlcap.models.hf_vlm_prompt import INSTRUCTION
+    from rlcap.models.hf.prompt import INSTRUCTION
 
     records = [r for r in read_dataset(s.dataset) if r.split == "train"]
     root = Path(s.dataset).parent
@@ -223,10 +223,10 @@ def trl_dataset(s: Settings) -> Any:
 def trl_model(folder: str, tower: bool) -> Any:
     """The folder's model; ``tower`` False: its picture's side (vision tower, merger) frozen, so that TRL trains
     what rlcap's ``model.train: all`` trains (the language model:
-    :func:`rlcap.models.hf_vlm_parts.language_parameters`)."""
+    :func:`rlcap.models.hf.parts.language_parameters`)."""
     from transformers import AutoModelForImageTextToText
 
-    from rlcap.models.hf_vlm_parts import language_parameters
+    from rlcap.models.hf.parts import language_parameters
 
     model = AutoModelForImageTextToText.from_pretrained(folder)
     if not tower:

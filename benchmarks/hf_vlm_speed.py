@@ -1,5 +1,5 @@
 """bench_hf.py's VLM table: rlcap's sampling against the same model's ``generate()`` for each instruction
-vision-language family (rlcap.models.hf_vlm_build), like for like.
+vision-language family (rlcap.models.hf.build_vlm), like for like.
 
 For each family, in a child process of its own: a folder built at ``size`` (random weights), ``images`` random
 pictures' image tokens computed once (rlcap.encoders: what ``rlcap features --encoder hf:DIR`` stores), then,
@@ -44,8 +44,8 @@ def _stored(folder: Path, images: int, px: int):
 
     from rlcap.data.feats import Feats
     from rlcap.encoders.hf_vlm import load_vlm_encoder
-    from rlcap.models.hf_vlm import HFVLMCaptioner
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner, is_seq2seq_vlm
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner, is_seq2seq_vlm
 
     rng = np.random.default_rng(0)
     pictures = [Image.fromarray(rng.integers(0, 255, (px, px, 3), dtype=np.uint8)) for _ in range(images)]
@@ -92,8 +92,8 @@ def measure_family(family: str, size: str, images: int, repeats: int, budget: fl
 
     from rlcap.decoding.sampling import sample
     from rlcap.decoding.settings import Decoding
-    from rlcap.models.hf_vlm import HFVLMCaptioner
-    from rlcap.models.hf_vlm_build import SIZES, build_vlm
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from rlcap.models.hf.build_vlm import SIZES, build_vlm
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -147,7 +147,7 @@ def vlm_lines(rows: list[dict], run: str = "") -> list[str]:
     rounds = sorted({r["rounds"] for r in rows})
     lines = ["## Instruction VLMs (model.arch=hf): rlcap's sampling against the same model's `generate`", "",
              *([run, ""] if run else []),
-             f"Each family built at the `{rows[0]['size']}` size with random weights (`rlcap.models.hf_vlm_build`), "
+             f"Each family built at the `{rows[0]['size']}` size with random weights (`rlcap.models.hf.build_vlm`), "
              f"{rows[0]['images']} random pictures x {SAMPLES} samples of at most {MAX_LEN} tokens, one process a "
              "family. Both sides read the same stored image tokens and the same prompt: rlcap's `sample(policy, "
              "feats, n=5, max_len=16)` under `torch.no_grad`; the policy's own model's `generate(do_sample=True, "
@@ -188,8 +188,8 @@ def run_vlm(families: list[str], size: str, images: int, repeats: int, budget: f
 
 
 def vlm_families(text: str) -> list[str]:
-    """``--vlm-families``: a comma-separated list of rlcap.models.hf_vlm_build's families, '' for none."""
-    from rlcap.models.hf_vlm_build import VLM_FAMILIES
+    """``--vlm-families``: a comma-separated list of rlcap.models.hf.build_vlm's families, '' for none."""
+    from rlcap.models.hf.build_vlm import VLM_FAMILIES
 
     families = [f.strip() for f in text.split(",") if f.strip()]
     if unknown := [f for f in families if f not in VLM_FAMILIES]:

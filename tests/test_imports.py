@@ -134,7 +134,7 @@ def test_metrics_import_no_reward():
 
 # what the engine may import of rlcap.models: the package's builders, the protocols, the model section and the
 # families' registry; every other module of it is a family's (or a part's) own
-ENGINE_MAY_IMPORT = {"rlcap.models", "rlcap.models.base", "rlcap.models.family", "rlcap.models.families",
+ENGINE_MAY_IMPORT = {"rlcap.models", "rlcap.models.base", "rlcap.models.architecture", "rlcap.models.architectures",
                      "rlcap.models.model_config"}
 
 
@@ -147,17 +147,17 @@ def engine_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 
 def test_the_engine_checker_finds_a_family_a_method_and_a_reward():
-    graph = {"rlcap.train.a": {"rlcap.models.hf_family", "rlcap.models.families", "rlcap.methods.xe"},
-             "rlcap.train.b": {"rlcap.rewards.bcmr", "rlcap.models.base"}, "rlcap.eval.c": {"rlcap.models.hf_family"}}
-    assert engine_arrows(graph) == [("rlcap.train.a", "rlcap.methods.xe"), ("rlcap.train.a", "rlcap.models.hf_family"),
+    graph = {"rlcap.train.a": {"rlcap.models.hf.architecture", "rlcap.models.architectures", "rlcap.methods.xe"},
+             "rlcap.train.b": {"rlcap.rewards.bcmr", "rlcap.models.base"}, "rlcap.eval.c": {"rlcap.models.hf.architecture"}}
+    assert engine_arrows(graph) == [("rlcap.train.a", "rlcap.methods.xe"), ("rlcap.train.a", "rlcap.models.hf.architecture"),
                                     ("rlcap.train.b", "rlcap.rewards.bcmr")]
 
 
 def test_the_engine_imports_no_model_family_no_method_and_no_reward():
-    """train/ asks a model family what it needs through the registry (rlcap.models.families), never its module."""
+    """train/ asks a model family what it needs through the registry (rlcap.models.architectures), never its module."""
     graph = import_graph()
-    assert "rlcap.models.families" in graph["rlcap.train.checkpoint"]
-    assert "rlcap.models.hf_family" in graph["rlcap.models.families"]
+    assert "rlcap.models.architectures" in graph["rlcap.train.checkpoint"]
+    assert "rlcap.models.hf.architecture" in graph["rlcap.models.architectures"]
     assert engine_arrows(graph) == []
 
 

@@ -11,7 +11,7 @@ from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding import (Decoding, DecodeResult, beam_search, continue_decoding, entropy, greedy,
                             prefix_rollouts, sample)
 from rlcap.models import Feats, ModelConfig, build_model, expand_memory
-from rlcap.models.families import archs
+from rlcap.models.architectures import archs
 from tests.test_decoding import A, B_, PrefixModel, TableModel, brute_force, captions, feats_for
 
 ARCHS = archs()  # every registered family
@@ -41,7 +41,7 @@ def _tiny_hf_captioner() -> str:
         _HF["folder"] = tempfile.mkdtemp(prefix="rlcap-tiny-hf-")
         t.utils.logging.disable_progress_bar()
         t.VisionEncoderDecoderModel(config).save_pretrained(_HF["folder"])
-        from rlcap.models.hf_build import train_tokenizer  # (a captioner folder holds its tokenizer: 4 + 8 words)
+        from rlcap.models.hf.build_captioner import train_tokenizer  # (a captioner folder holds its tokenizer: 4 + 8 words)
 
         train_tokenizer([" ".join(f"w{i}" for i in range(V - 5))], kind="word").save_pretrained(_HF["folder"])
     return _HF["folder"]

@@ -95,7 +95,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     data, decoding}}`` and, with ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json``
     (that dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each
     reference captioner; the checkpoint's model card takes the scores when it decoded with the checkpoint's own
-    settings (:func:`rlcap.models.model_card.add_scores`).
+    settings (:func:`rlcap.models.hf.model_card.add_scores`).
     """
     import time
 
@@ -103,7 +103,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     from rlcap.eval.clip_score import add_clip_scores, check_split_pictures, load_clip
     from rlcap.eval.open_run import evaluation_record, open_run
     from rlcap.files import check_writable
-    from rlcap.models.model_card import add_scores
+    from rlcap.models.hf.model_card import add_scores
     from rlcap.train.validation import score_predictions
 
     if out_dir is not None:

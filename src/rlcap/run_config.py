@@ -20,7 +20,7 @@ from rlcap.devices import check_device_name, check_precision
 from rlcap.errors import ConfigError
 from rlcap.metrics.combined import COMBINED
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
-from rlcap.models.families import archs, family, model_reads, training_keys
+from rlcap.models.architectures import archs, architecture, model_reads, training_keys
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards.registry import OPTIMISES
 from rlcap.rewards.reward_config import RewardConfig
@@ -270,7 +270,7 @@ class RunConfig:
     def validate(self) -> None:
         check_device_name(self.device)
         check_precision(self.precision)
-        family(self.model.arch)  # a model.arch no family registers: ConfigError listing those that are
+        architecture(self.model.arch)  # a model.arch no architecture registers: ConfigError listing those that are
         if self.threads != AUTO:
             if not isinstance(self.threads, int):
                 raise ConfigError(f"threads: expected a number or auto, got {self.threads!r}")
@@ -312,7 +312,7 @@ class RunConfig:
         if key == "allow_init_mismatch":
             return self.init_from is not None
         if key == "data.min_count":
-            return self.init_from is None and not family(self.model.arch).brings_text_codec
+            return self.init_from is None and not architecture(self.model.arch).brings_text_codec
         if key == "model.arch":
             return self.init_from is None
         if section == "model":
@@ -322,9 +322,9 @@ class RunConfig:
 
     def key_help(self, key: str, text: str) -> str:
         """The help ``--help-config`` shows for ``key`` (its field's, ``text``) in a run of this config: the
-        architectures ``model.arch`` takes (the registered families); what ``data.max_len`` and ``decode.max_len``
+        architectures ``model.arch`` takes (the registered architectures); what ``data.max_len`` and ``decode.max_len``
         count is the subwords of an hf captioner built by the run."""
-        if key == "model.arch":  # the families registered now (a family's module and its line in FAMILIES)
+        if key == "model.arch":  # the architectures registered now (an architecture's module and its line in ARCHITECTURES)
             return f"{text}: {', '.join(archs())}"
         if self.init_from is None and self.model.arch == "hf":
             return {"data.max_len": MAX_LEN_HELP_HF, "decode.max_len": DECODE_MAX_LEN_HELP_HF}.get(key, text)
@@ -369,11 +369,11 @@ class SequenceRunConfig(RunConfig):
         return self.reward
 
     def reads(self, key: str) -> bool:
-        """:meth:`RunConfig.reads`, and ``rl.micro_batch`` only for a policy its family samples without autograd
-        and scores in one teacher-forced pass (:attr:`rlcap.models.family.ModelFamily.scores_samples`:
+        """:meth:`RunConfig.reads`, and ``rl.micro_batch`` only for a policy its architecture samples without autograd
+        and scores in one teacher-forced pass (:attr:`rlcap.models.architecture.Architecture.scores_samples`:
         ``model.arch=hf``); other policies are scored step by step as they sample. ``rl.kl_coef`` only for a
         method that declares the KL term (:attr:`KL_TERM`)."""
-        if key == "rl.micro_batch" and not family(self.model.arch).scores_samples:
+        if key == "rl.micro_batch" and not architecture(self.model.arch).scores_samples:
             return False
         if key == "rl.kl_coef" and not self.KL_TERM:
             return False

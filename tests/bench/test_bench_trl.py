@@ -120,8 +120,8 @@ def test_rlcap_side_times_every_phase_and_records_the_runs_rewards(bench, tmp_pa
 def test_trl_lm_trains_what_rlcap_trains(bench, tmp_path):
     """The trl_lm side's model: the language model's parameters train, the picture's side (tower, merger) not."""
     _, sides = bench
-    from rlcap.models.hf_vlm_build import build_vlm
-    from rlcap.models.hf_vlm_parts import language_parameters
+    from rlcap.models.hf.build_vlm import build_vlm
+    from rlcap.models.hf.parts import language_parameters
 
     folder = build_vlm("qwen2_vl", tmp_path / "m", ["a red circle", "a blue square"])
     whole, lm = sides.trl_model(str(folder), tower=True), sides.trl_model(str(folder), tower=False)

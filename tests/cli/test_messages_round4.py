@@ -21,7 +21,7 @@ pytest.importorskip("transformers")
 def hf_data(tmp_path_factory):
     """A tiny GIT whose tokenizer (40 subwords) splits the tiny captions' 3-5 words into 9-20 subwords, and the
     store `rlcap features --encoder hf:` writes for it: (folder, dataset, model, store)."""
-    from rlcap.models.hf_build import build_captioner
+    from rlcap.models.hf.build_captioner import build_captioner
 
     folder = tmp_path_factory.mktemp("round4_max_len")
     dataset, _ = make_tiny_dataset(folder)

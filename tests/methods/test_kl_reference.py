@@ -127,7 +127,7 @@ def test_a_lora_policys_reference_is_its_base_model_without_a_copy(git, tmp_path
     beta > 0 saves no reference part and logs its KL."""
     from rlcap.data.feats import Feats
     from rlcap.models.base import TrainsAdapters
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     dataset, store, folder, model, xe = git
     lora, plain = HFCaptioner(model, train="lora", lora_rank=2).eval(), HFCaptioner(model).eval()

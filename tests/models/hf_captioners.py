@@ -1,12 +1,12 @@
 """Tiny transformers captioners with a tokenizer trained on the tiny dataset's captions (tests/tiny.py), saved as
-a downloaded captioner's folder (rlcap.models.hf_build): what `model.arch: hf` runs on in the tests."""
+a downloaded captioner's folder (rlcap.models.hf.build_captioner): what `model.arch: hf` runs on in the tests."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from rlcap.models.hf_build import build_captioner
+from rlcap.models.hf.build_captioner import build_captioner
 
 
 

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rlcap.models.hf_tokenizer_train import caption_tokenizer, wordpiece_vocab  # noqa: E402
+from rlcap.models.hf.tokenizer_train import caption_tokenizer, wordpiece_vocab  # noqa: E402
 from tests.tiny import make_tiny_dataset  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

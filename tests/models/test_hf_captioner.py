@@ -1,4 +1,4 @@
-"""A transformers captioner as an rlcap policy (rlcap.models.hf_captioner): VisionEncoderDecoder (ViT + GPT-2),
+"""A transformers captioner as an rlcap policy (rlcap.models.hf.captioner): VisionEncoderDecoder (ViT + GPT-2),
 BLIP and GIT, each built tiny with random weights and saved as a downloaded model is. On the tokens its tower
 gives (what `rlcap features --encoder hf:DIR` stores for a captioner), rlcap's teacher-forced logits are the
 model's own forward from pixels, and rlcap's greedy decoding writes what its own generate() writes."""
@@ -24,7 +24,7 @@ CAPTIONERS = ("vision_encoder_decoder", "blip", "git")
 def folders(tmp_path_factory):
     """Each captioner with a tokenizer of its head's 99 ids ([PAD] [BOS] [EOS] [UNK] and 95 words): a captioner
     folder without one is refused."""
-    from rlcap.models.hf_build import train_tokenizer
+    from rlcap.models.hf.build_captioner import train_tokenizer
 
     base = tmp_path_factory.mktemp("hf_captioners")
     tokenizer = train_tokenizer([" ".join(f"w{i}" for i in range(95))], kind="word")
@@ -49,7 +49,7 @@ def _load(folder):
 
 @pytest.mark.parametrize("kind", CAPTIONERS)
 def test_greedy_decoding_is_the_models_own_generate(folders, kind):
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     model, pixels, feats = _load(folders[kind])
     policy = HFCaptioner(folders[kind]).eval()
@@ -69,7 +69,7 @@ def test_greedy_decoding_is_the_models_own_generate(folders, kind):
 
 @pytest.mark.parametrize("kind", CAPTIONERS)
 def test_teacher_forced_logits_are_the_models_own_forward(folders, kind):
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     model, pixels, feats = _load(folders[kind])
     policy = HFCaptioner(folders[kind]).eval()
@@ -90,7 +90,7 @@ def test_beam_search_is_the_models_own_generate(folders, kind):
     """(The tiny random models' captions do not end within 8 words, so the length penalty, applied alike by
     both to finished captions, is not exercised here.)"""
     from rlcap.decoding import Decoding, beam_search
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     model, pixels, feats = _load(folders[kind])
     policy = HFCaptioner(folders[kind]).eval()

@@ -1,4 +1,4 @@
-"""Florence-2 as an rlcap policy (rlcap.models.hf_vlm_seq2seq), built tiny offline (rlcap.models.hf_vlm_build): on
+"""Florence-2 as an rlcap policy (rlcap.models.hf.seq2seq_vlm), built tiny offline (rlcap.models.hf.build_vlm): on
 the cells of its vision tower's map (what `rlcap features --encoder hf:DIR` stores for it), rlcap's teacher-forced
 logits are the model's own forward from pixels and the ``<CAPTION>`` prompt, its greedy and beam decoding write
 what its own ``generate()`` writes, and the sampled captions' log-probabilities are those of the one-pass
@@ -21,7 +21,7 @@ CAPTIONS = ["a red circle above a blue square", "two green triangles", "a small 
 def florence(tmp_path_factory):
     """The folder, the model as transformers loads it, 3 random pictures, their image tokens and the prompt's
     ids as the processor makes them."""
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
 
     folder = build_vlm("florence2", tmp_path_factory.mktemp("florence") / "f", CAPTIONS, seed=3)
     model = transformers.AutoModelForImageTextToText.from_pretrained(folder).eval()
@@ -41,7 +41,7 @@ def florence(tmp_path_factory):
 
 
 def _policy(folder):
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     return Seq2SeqVLMCaptioner(folder).eval()
 
@@ -162,7 +162,7 @@ def test_lora_trains_adapters_only_and_exports_them_merged(florence, tmp_path):
     """model.train=lora: only the adapters on the language model's layers train; the export merges them, with
     the frozen tower back in its place, and the folder computes what the policy computed."""
     pytest.importorskip("peft")
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     folder, _, _, feats, _ = florence
     policy = Seq2SeqVLMCaptioner(folder, train="lora", lora_rank=2, lora_alpha=4.0)
@@ -187,7 +187,7 @@ def test_lora_trains_adapters_only_and_exports_them_merged(florence, tmp_path):
 def test_gradient_checkpointing_gives_the_same_gradients(florence):
     from transformers.modeling_layers import GradientCheckpointingLayer
 
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     folder, _, _, feats, _ = florence
     tokens = torch.cat([torch.full((3, 1), BOS), torch.randint(4, 20, (3, 4))], 1)
@@ -208,7 +208,7 @@ def test_weights_move_between_plain_and_lora_policies(florence):
     """A plain checkpoint starts a LoRA policy (its adapters new, the same function) and a LoRA checkpoint a plain
     one (merged), as init_from does between an XE run and a LoRA SCST run."""
     pytest.importorskip("peft")
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     folder, _, _, feats, _ = florence
     tokens = torch.cat([torch.full((3, 1), BOS), torch.randint(4, 20, (3, 4))], 1)
@@ -231,7 +231,7 @@ def test_lora_over_bfloat16_weights(florence, tmp_path):
     """model.dtype=bfloat16 with model.train=lora: the weights in bf16, the adapters (and their gradients) in fp32;
     the export holds the merged bf16 weights, which load and compute what the policy computes (bf16's 1e-2)."""
     pytest.importorskip("peft")
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     folder, _, _, feats, _ = florence
     policy = Seq2SeqVLMCaptioner(folder, train="lora", dtype="bfloat16")
@@ -256,8 +256,8 @@ def test_a_store_of_another_tower_is_refused(florence, tmp_path):
     whatever dtype its language model is loaded."""
     from rlcap.encoders.hf import HFImageEncoder
     from rlcap.errors import DataError
-    from rlcap.models.hf_vlm_build import build_vlm
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.build_vlm import build_vlm
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     folder = florence[0]
     records = HFImageEncoder(folder).records()

@@ -1,4 +1,4 @@
-"""The sequence-level methods on Florence-2 as the policy (rlcap.models.hf_vlm_seq2seq), built tiny offline, its
+"""The sequence-level methods on Florence-2 as the policy (rlcap.models.hf.seq2seq_vlm), built tiny offline, its
 store written by `rlcap features --encoder hf:DIR`: SCST, SLL-SLE and WTF-RL each take two steps that move the
 policy from its XE checkpoint; XE, SCST, SLL-SLE and WTF-RL resume exactly after SIGKILL."""
 
@@ -27,7 +27,7 @@ def florence(tmp_path_factory):
     """(dataset, store, folder), the XE checkpoint, the retrieval reward's paths: a tiny Florence-2 built on the
     tiny dataset's captions, its store, one epoch of XE, and a retriever on the store for WTF-RL's reward."""
     from rlcap.cli import main
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
     from tests.report.conftest import add_pictures
     from tests.tiny import make_tiny_dataset
 

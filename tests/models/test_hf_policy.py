@@ -79,7 +79,7 @@ def test_hf_captioner_builds_a_folder_a_run_reads(captioned, capsys):
     captions (every caption's words come back from its ids), refused over a folder that holds a model."""
     from rlcap.data.readers import read_dataset
     from rlcap.models import model_vocab
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
     from rlcap.models.model_config import ModelConfig
 
     folder, dataset = captioned

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rlcap.cli import main
-from rlcap.models.hf_build import build_captioner
+from rlcap.models.hf.build_captioner import build_captioner
 from rlcap.train.logger import read_log
 from tests.models.hf_captioners import exported_generate, save_captioner
 from tests.report.conftest import add_pictures
@@ -69,7 +69,7 @@ def test_a_store_of_another_tower_is_refused(models, capsys, caplog):
     assert main(["eval", str(folder / "git_own" / "last"), f"data.features={folder / 'blip.h5'}"]) != 0
     assert "hf:BlipForConditionalGeneration" in _one_line_error(capsys)
     # a store that records no encoder (written before rlcap recorded it) passes, with a warning
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     policy = HFCaptioner(found["git"])
     with caplog.at_level(logging.WARNING):
@@ -119,7 +119,7 @@ def test_xe_is_the_models_own_nll_when_start_end_and_pad_share_an_id(models):
     from rlcap.data.feats import Feats
     from rlcap.data.hf_text import TokenizerVocab
     from rlcap.data.vocab import PAD
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
     from rlcap.rl.losses import xe_loss
 
     folder, dataset, found = models

@@ -1,5 +1,5 @@
 """A transformers captioner sampled without autograd and scored in one teacher-forced pass
-(rlcap.models.base.ScoresSamples, rlcap.decoding.scoring, rlcap.models.hf_scoring), for VisionEncoderDecoder (ViT +
+(rlcap.models.base.ScoresSamples, rlcap.decoding.scoring, rlcap.models.hf.scoring), for VisionEncoderDecoder (ViT +
 GPT-2), BLIP and GIT built tiny: the sampling and scoring passes give the same log-probabilities (fp32, 1e-5), the
 gradients of autograd through every step, in micro-batches those of one pass (1e-6), and without dropout."""
 
@@ -24,7 +24,7 @@ N, MAX_LEN = 2, 8  # samples an image, steps
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from rlcap.models.hf_build import train_tokenizer
+    from rlcap.models.hf.build_captioner import train_tokenizer
 
     base = tmp_path_factory.mktemp("hf_scoring")
     tokenizer = train_tokenizer([" ".join(f"w{i}" for i in range(95))], kind="word")
@@ -36,7 +36,7 @@ def folders(tmp_path_factory):
 
 def _policy(folder, dropout: float = 0.0):
     """The policy in training mode, every dropout module at ``dropout``, and the stored tokens of 3 images."""
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     policy = HFCaptioner(folder)
     for module in policy.modules():

@@ -1,5 +1,5 @@
-"""Instruction vision-language models as rlcap policies (rlcap.models.hf_vlm), each built tiny with random weights
-(rlcap.models.hf_vlm_build): rlcap's teacher-forced log-probabilities of a caption are the model's own forward from
+"""Instruction vision-language models as rlcap policies (rlcap.models.hf.vlm), each built tiny with random weights
+(rlcap.models.hf.build_vlm): rlcap's teacher-forced log-probabilities of a caption are the model's own forward from
 the pixels and the prompt, greedy and beam-3 decoding are its own ``generate()`` with the same prompt, the sampled
 and scored passes agree, LoRA, bf16 and gradient checkpointing, and the stores a policy refuses. Through the CLI:
 tests/models/test_hf_vlm_cli.py."""
@@ -29,8 +29,8 @@ def built(tmp_path_factory):
     """family -> (folder, policy in eval mode, its reference model, the pictures, their Feats)."""
     from rlcap.data.feats import Feats
     from rlcap.encoders.hf_vlm import load_vlm_encoder
-    from rlcap.models.hf_vlm import HFVLMCaptioner
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from rlcap.models.hf.build_vlm import build_vlm
 
     root, out = tmp_path_factory.mktemp("vlm"), {}
     pictures = _pictures()
@@ -45,7 +45,7 @@ def built(tmp_path_factory):
 
 
 def _captions(policy):
-    from rlcap.models.hf_vlm import vlm_codec
+    from rlcap.models.hf.vlm import vlm_codec
 
     vocab = vlm_codec(policy.folder)
     rows = [[1, *vocab.encode(c.split()), 2] for c in ("a red circle", "a big blue square on the", "small green")]
@@ -146,8 +146,8 @@ def test_lora_in_fp32_over_bf16_weights_and_gradient_checkpointing(built):
     """model.train=lora with model.dtype=bfloat16: the weights load in bf16, only the language model's LoRA adapters
     train, in fp32 (so their optimizer state is fp32); model.gradient_checkpointing gives the gradients of a pass
     without it (fp32)."""
-    from rlcap.models.hf_vlm_parts import layer_stack
-    from rlcap.models.hf_vlm import HFVLMCaptioner
+    from rlcap.models.hf.parts import layer_stack
+    from rlcap.models.hf.vlm import HFVLMCaptioner
 
     folder, policy, _, _, feats = built["qwen2_vl"]
     tokens = _captions(policy)
@@ -195,8 +195,8 @@ def test_a_captioner_of_the_last_release_refuses_dtype_and_checkpointing(tmp_pat
     """model.dtype and model.gradient_checkpointing are a vision-language model's: a GIT folder refuses them in
     one line rather than ignoring them."""
     from rlcap.errors import ConfigError
-    from rlcap.models.hf_build import build_captioner
-    from rlcap.models.hf_family import HF
+    from rlcap.models.hf.build_captioner import build_captioner
+    from rlcap.models.hf.architecture import HF
     from rlcap.models.model_config import ModelConfig
 
     folder = build_captioner("git", tmp_path / "git", CAPTIONS, size="tiny", tokenizer="word")
@@ -212,7 +212,7 @@ def test_sampled_without_autograd_and_scored_in_micro_batches(built):
     micro-batches change, leaves no fp32 rounding of 1e-5 in the largest gradients)."""
     from rlcap.data.feats import Feats
     from rlcap.decoding import Decoding, sample
-    from rlcap.models.hf_vlm import HFVLMCaptioner
+    from rlcap.models.hf.vlm import HFVLMCaptioner
 
     folder, _, _, _, feats = built["smolvlm"]
     policy = HFVLMCaptioner(folder).double()

@@ -1,4 +1,4 @@
-"""rlcap.models.hf_vlm_build: each vision-language family built tiny offline reloads as a downloaded one does
+"""rlcap.models.hf.build_vlm: each vision-language family built tiny offline reloads as a downloaded one does
 (``AutoModelForImageTextToText``, ``AutoProcessor`` or, for Qwen2-VL's without torchvision, its tokenizer and image
 processor) and ``generate()`` runs on a picture and the family's prompt."""
 
@@ -17,7 +17,7 @@ import transformers as t  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from rlcap.errors import ConfigError  # noqa: E402
-from rlcap.models.hf_vlm_build import VLM_FAMILIES, build_vlm  # noqa: E402
+from rlcap.models.hf.build_vlm import VLM_FAMILIES, build_vlm  # noqa: E402
 
 CAPTIONS = ["a red circle above a blue square", "two green triangles", "a small yellow square left of a circle"]
 QWEN = ("qwen2_vl", "qwen2_5_vl")  # their processors hold a video processor: transformers needs torchvision for it

@@ -1,5 +1,5 @@
-"""Instruction vision-language models as rlcap policies, as a user runs them (rlcap.models.hf_vlm): a folder built
-offline (rlcap.models.hf_vlm_build), `rlcap features --encoder hf:DIR`, XE, SCST, `rlcap eval` and `rlcap caption`,
+"""Instruction vision-language models as rlcap policies, as a user runs them (rlcap.models.hf.vlm): a folder built
+offline (rlcap.models.hf.build_vlm), `rlcap features --encoder hf:DIR`, XE, SCST, `rlcap eval` and `rlcap caption`,
 with `best/hf`'s own `generate()` writing rlcap's greedy captions; every method on a Qwen2-VL policy, and runs
 killed with SIGKILL that resume exactly."""
 
@@ -39,7 +39,7 @@ def test_features_xe_scst_eval_caption_through_the_cli(pictured, family, train, 
     features per picture), XE (whole, LoRA adapters or the language model's layers), SCST from XE's best, `rlcap
     eval` and `rlcap caption` on picture files; `best/hf` loads with AutoModelForImageTextToText and its processor,
     its `generate()` with the prompt writes rlcap's greedy captions, and a run starts from it (`init_from`)."""
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
 
     folder, dataset = pictured
     captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
@@ -93,7 +93,7 @@ def _exported_generate(hf, folder, dataset, **settings) -> dict[str, str]:
     from PIL import Image
 
     from rlcap.encoders.hf_vlm import load_processor
-    from rlcap.models.hf_vlm_prompt import prompt_text
+    from rlcap.models.hf.prompt import prompt_text
 
     model = transformers.AutoModelForImageTextToText.from_pretrained(hf).eval()
     processor = load_processor(hf)
@@ -115,7 +115,7 @@ def qwen_runs(tmp_path_factory):
     [Shi18] rewards' paths (tests/models/test_hf_methods.py's set-up, on a vision-language model)."""
     from rlcap import api
     from rlcap.data.loader import DataConfig
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
     from rlcap.rewards.image_bank import build_image_bank
     from tests.methods.same_losses import CONFIGS, SMALL_EMBEDDING
 

@@ -20,7 +20,7 @@ FAMILIES = ("qwen2_5_vl", "smolvlm", "llava", "paligemma")
 def family_xe(request, tmp_path_factory):
     """A tiny ``family`` model on the tiny pictures, its store, and its XE checkpoint: ((dataset, store, folder), xe)."""
     from rlcap import api
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
     from tests.methods.same_losses import CONFIGS
 
     folder = tmp_path_factory.mktemp(f"resume_{request.param}")

@@ -29,7 +29,7 @@ FAMILIES = ("qwen2_vl", "smolvlm", "paligemma", "florence2")
 def vlms(tmp_path_factory):
     """(root, dataset, {family: (folder, store)}): each family built tiny in float32 and its store written by
     `rlcap features`."""
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
 
     root = tmp_path_factory.mktemp("vlm5")
     dataset, _ = make_tiny_dataset(root)
@@ -70,7 +70,7 @@ def test_the_prompt_is_logged_once_and_a_chat_folder_without_its_template_is_ref
     in one line, decided by what its processor does (it needs the picture's place written into the text), where
     PaliGemma's processor, which places the picture itself, trains without a template."""
     folder, _ = vlms[2]["qwen2_vl"]
-    with caplog.at_level(logging.INFO, logger="rlcap.models.hf_vlm_prompt"):
+    with caplog.at_level(logging.INFO, logger="rlcap.models.hf.prompt"):
         assert main(_xe(vlms, "qwen2_vl", tmp_path / "whole")) == 0
     said = [m for m in _messages(caplog, logging.INFO) if "the prompt before each caption" in m]
     assert len(said) == 1 and "<|vision_start|><|image_pad|><|vision_end|>Describe this image" in said[0], said
@@ -142,7 +142,7 @@ def test_a_prompt_holding_the_image_token(vlms, tmp_path, capsys, caplog):
     """`<image>caption es`, as transformers' PaliGemma warning asks users to write it, was a traceback (two image
     tokens for one picture): the token is removed with a warning, since rlcap places the picture, and the run
     reads one image token then the task prefix."""
-    with caplog.at_level(logging.INFO, logger="rlcap.models.hf_vlm_prompt"):
+    with caplog.at_level(logging.INFO, logger="rlcap.models.hf.prompt"):
         rc, _, err = run_cli(capsys, *_xe(vlms, "paligemma", tmp_path / "run", "model.prompt=<image>caption es"))
     assert rc == 0, err
     warned = _messages(caplog, logging.WARNING)
@@ -174,7 +174,7 @@ def test_a_prompt_past_the_language_models_positions(vlms, tmp_path, capsys, cap
     once."""
     from rlcap.data.feats import Feats
     from rlcap.errors import ConfigError
-    from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner
+    from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner
 
     folder, _ = vlms[2]["florence2"]
     short = Seq2SeqVLMCaptioner(folder, prompt="a")
@@ -190,7 +190,7 @@ def test_a_prompt_past_the_language_models_positions(vlms, tmp_path, capsys, cap
         Seq2SeqVLMCaptioner(folder, prompt=" ".join(["a"] * (words + 1)))
     rc, _, err = run_cli(capsys, *_xe(vlms, "florence2", tmp_path / "florence", f"model.prompt={'a ' * 600}"))
     assert rc == 2 and "positions of the language encoder" in _one_line(err)
-    with caplog.at_level(logging.WARNING, logger="rlcap.models.hf_vlm_prompt"):
+    with caplog.at_level(logging.WARNING, logger="rlcap.models.hf.prompt"):
         rc, _, err = run_cli(capsys, *_xe(vlms, "qwen2_vl", tmp_path / "qwen", f"model.prompt={'a ' * 600}"))
     assert rc == 0, err
     warned = _messages(caplog, logging.WARNING)

@@ -1,4 +1,4 @@
-"""The model card of a checkpoint's ``hf/`` folder (rlcap.models.model_card): written by every save of a
+"""The model card of a checkpoint's ``hf/`` folder (rlcap.models.hf.model_card): written by every save of a
 transformers policy, its header the metadata the Hub reads, its scores those of the last ``rlcap eval``
 with the checkpoint's own decoding (tests/models/test_model_card_round5.py: the decoding, the prompt, GRPO)."""
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rlcap.cli import main
-from rlcap.models.model_card import base_model_of, pipeline_tag, read_header
+from rlcap.models.hf.model_card import base_model_of, pipeline_tag, read_header
 from tests.models.hf_captioners import captioner_with_store
 from tests.tiny import tiny_overrides
 

@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from rlcap.cli import main
-from rlcap.models.model_card import PROMPT, describe_decoding, own_decoding, same_decoding
+from rlcap.models.hf.model_card import PROMPT, describe_decoding, own_decoding, same_decoding
 from tests.cli.in_process import run_cli
 from tests.models.hf_captioners import captioner_with_store
 from tests.tiny import tiny_overrides
@@ -69,7 +69,7 @@ def test_an_exploratory_eval_leaves_the_cards_scores(git_xe, capsys, caplog, tmp
            "forward passes in fp32):" in published
 
     # an exploratory evaluation (greedy, 2 tokens) writes its own scores.json and leaves the card as it was
-    with caplog.at_level(logging.INFO, logger="rlcap.models.model_card"):
+    with caplog.at_level(logging.INFO, logger="rlcap.models.hf.model_card"):
         rc, _, err = run_cli(capsys, "eval", str(xe / "best"), "--beam-size", "1", "--max-len", "2",
                              "--out", str(tmp_path / "short"))
     assert rc == 0, err
@@ -126,8 +126,8 @@ def test_a_vlm_card_and_folder_record_the_prompt_generate_needs(tmp_path, capsys
     from PIL import Image
 
     from rlcap.encoders.hf_vlm import load_processor
-    from rlcap.models.hf_vlm_build import build_vlm
-    from rlcap.models.hf_vlm_prompt import prompt_text
+    from rlcap.models.hf.build_vlm import build_vlm
+    from rlcap.models.hf.prompt import prompt_text
     from tests.report.conftest import add_pictures
     from tests.tiny import make_tiny_dataset
 

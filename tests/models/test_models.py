@@ -8,12 +8,12 @@ import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS
 from rlcap.errors import ConfigError
-from rlcap.models import FAMILIES, Feats, ModelConfig, build_model, expand_batch, select_batch
+from rlcap.models import ARCHITECTURES, Feats, ModelConfig, build_model, expand_batch, select_batch
 from rlcap.methods.registry import load_run_config
-from rlcap.models.own_family import OwnFamily
+from rlcap.models.own_architectures import OwnArchitecture
 
 # rlcap's own captioners (hf: tests/models/test_hf_captioner.py)
-OWN = tuple(arch for arch, family in FAMILIES.items() if isinstance(family, OwnFamily))
+OWN = tuple(arch for arch, family in ARCHITECTURES.items() if isinstance(family, OwnArchitecture))
 
 V, FC_DIM, ATT_DIM, B, N, T = 17, 12, 10, 3, 5, 6
 
@@ -171,8 +171,8 @@ def test_each_family_builds_its_class_and_names_keys_of_the_model_section():
     assert OWN == ("fc", "updown", "transformer", "hrl")
     sections = {field.name for field in fields(ModelConfig)}
     for arch in OWN:
-        assert isinstance(build(arch), FAMILIES[arch].model)
-        assert FAMILIES[arch].keys and set(FAMILIES[arch].keys) <= sections - {"arch"}, arch
+        assert isinstance(build(arch), ARCHITECTURES[arch].model)
+        assert ARCHITECTURES[arch].keys and set(ARCHITECTURES[arch].keys) <= sections - {"arch"}, arch
 
 
 @pytest.mark.parametrize("change", [{"hidden_dim": 0}, {"dropout": 1.0}, {"num_enc_layers": -1},

@@ -127,7 +127,7 @@ def test_an_older_checkpoint_falls_back_to_its_hf_folder(moved, monkeypatch, cap
     config["model"]["path"] = "models/git"
     (old / "config.json").write_text(json.dumps(config))
     monkeypatch.chdir(elsewhere)
-    with caplog.at_level(logging.INFO, logger="rlcap.models.hf_family"):
+    with caplog.at_level(logging.INFO, logger="rlcap.models.hf.architecture"):
         assert main(["eval", "../first/runs/xe/old", "--beam-size", "1", "--out", "old_greedy"]) == 0
     assert "its model.path models/git is not found" in caplog.text and "checkpoint's own hf/" in caplog.text
     assert _predictions(elsewhere / "old_greedy") == captions

@@ -120,7 +120,7 @@ def test_the_keys_a_recipe_and_overrides_set_are_recorded():
 def test_lora_weights_without_their_model_section_are_refused_in_one_line(lora_run):
     """Their scale (alpha / r) is in the config of the run that saved them, not in the weights."""
     from rlcap.errors import RlcapError
-    from rlcap.models.hf_captioner import HFCaptioner
+    from rlcap.models.hf.captioner import HFCaptioner
 
     _, _, lora = lora_run
     weights = load_checkpoint(lora, with_trainer=False).weights["policy"]

@@ -94,7 +94,7 @@ def _prepare_shapes_hf(data_dir: Path, image_size: int, report: Report) -> tuple
     built from a small config with random weights and a wordpiece tokenizer trained on the training captions
     (``rlcap hf-captioner``), and the store of its tower's tokens (``rlcap features --encoder hf:DIR``), each
     reused when there. ``image_size`` does not apply: the captioner's image processor sizes the pictures."""
-    from rlcap.models.hf_build import build_captioner
+    from rlcap.models.hf.build_captioner import build_captioner
 
     return _shapes_with_policy(data_dir, report, "a small GIT captioner",
                                lambda folder, captions: build_captioner("git", folder, captions, "small"))
@@ -104,7 +104,7 @@ def _prepare_shapes_vlm(data_dir: Path, image_size: int, report: Report) -> tupl
     """The shapes benchmark with a small instruction vision-language model as the policy (docs/MODELS.md): a
     SmolVLM (Idefics3) built offline at size mini (``rlcap hf-captioner --family smolvlm --size mini``: the widths
     of shapes-hf's GIT) and the store of its image tokens, as :func:`_prepare_shapes_hf`."""
-    from rlcap.models.hf_vlm_build import build_vlm
+    from rlcap.models.hf.build_vlm import build_vlm
 
     return _shapes_with_policy(data_dir, report, "a mini SmolVLM",
                                lambda folder, captions: build_vlm("smolvlm", folder, captions, "mini"))

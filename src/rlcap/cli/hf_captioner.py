@@ -1,5 +1,5 @@
 """``rlcap hf-captioner OUT --dataset DS``: a transformers captioner with random weights and a tokenizer trained on
-the dataset's training captions, saved as a downloaded one's folder (rlcap.models.hf_build), for `model.arch: hf`
+the dataset's training captions, saved as a downloaded one's folder (rlcap.models.hf.build_captioner), for `model.arch: hf`
 where no pretrained captioner can be had: the shapes-hf benchmark, bench_hf.py, trying the flow offline."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from rlcap.cli.options import int_range
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from rlcap.models.hf_build import FAMILIES, SIZES
-    from rlcap.models.hf_vlm_build import SIZES as VLM_SIZES, VLM_FAMILIES
+    from rlcap.models.hf.build_captioner import CAPTIONER_FAMILIES, SIZES
+    from rlcap.models.hf.build_vlm import SIZES as VLM_SIZES, VLM_FAMILIES
 
     parser = subparsers.add_parser(
         "hf-captioner", help="build a transformers captioner folder from a small config (random weights)",
@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("out", type=Path, help="the folder to write (must not hold a model already)")
     parser.add_argument("--dataset", type=Path, required=True, help="the caption file whose training captions the "
                                                                     "tokenizer learns")
-    parser.add_argument("--family", choices=FAMILIES + VLM_FAMILIES, default="git")
+    parser.add_argument("--family", choices=CAPTIONER_FAMILIES + VLM_FAMILIES, default="git",
+                        help="the transformers model family to build (the folder then runs as model.arch=hf)")
     parser.add_argument("--size", choices=list(dict.fromkeys([*SIZES, *VLM_SIZES])), default="small",
                         help="tiny, small or base for a captioner; tiny, mini or small for a vision-language model")
     parser.add_argument("--tokenizer", choices=["wordpiece", "word"], default="wordpiece")
@@ -38,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.data.readers import read_dataset
     from rlcap.errors import ConfigError
     from rlcap.files import check_writable
-    from rlcap.models.hf_build import build_captioner
-    from rlcap.models.hf_vlm_build import VLM_FAMILIES, build_vlm
+    from rlcap.models.hf.build_captioner import build_captioner
+    from rlcap.models.hf.build_vlm import VLM_FAMILIES, build_vlm
 
     if (args.out / "config.json").exists():
         raise ConfigError(f"{args.out} already holds a model (config.json): choose another folder")

@@ -4,7 +4,7 @@ folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, Smol
 Such a model is recognised by what it declares, not by its name: its forward takes the image features precomputed
 (``mm_encoder_outputs``) in place of pixels, and it is not an encoder-decoder (:func:`reads_image_tokens`). Its
 store holds what its language model reads at the image's place, so that an rlcap policy built on it
-(:mod:`rlcap.models.hf_vlm`) never runs the vision side again:
+(:mod:`rlcap.models.hf.vlm`) never runs the vision side again:
 
 * **att**: the image tokens after the model's own projector, pixel shuffle or merger, as ``get_image_features``
   returns them (its ``pooler_output``: a tensor per image, or one batch tensor), every tile's tokens of one image in

@@ -29,7 +29,7 @@ from rlcap.devices import Precision, resolve_device
 from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
 from rlcap.models.base import check_policy_fits
-from rlcap.models.families import family
+from rlcap.models.architectures import architecture
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.value import value_features
 from rlcap.run_config import DecodeSettings
@@ -114,15 +114,15 @@ def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:
 
 
 def part_section(ckpt: Checkpoint, folder: Path, name: str) -> ModelConfig:
-    """The model section captioner part ``name`` was built with: its recorded spec's family and settings
-    (checkpoint.json's ``specs``), their paths found from the checkpoint as its family finds them
-    (:meth:`~rlcap.models.family.ModelFamily.found_section`: an hf policy's own ``hf/``); for a checkpoint of a
+    """The model section captioner part ``name`` was built with: its recorded spec's architecture and settings
+    (checkpoint.json's ``specs``), their paths found from the checkpoint as its architecture finds them
+    (:meth:`~rlcap.models.architecture.Architecture.found_section`: an hf policy's own ``hf/``); for a checkpoint of a
     release that recorded no specs, its config's model section."""
     spec = ckpt.manifest.get("specs", {}).get(name, {})
     if "settings" not in spec:
         return from_dict(ModelConfig, ckpt.config["model"])
     recorded = {**ckpt.config, "model": {**spec["settings"], "arch": spec["family"]}}
-    return from_dict(ModelConfig, family(spec["family"]).found_section(folder, recorded)["model"])
+    return from_dict(ModelConfig, architecture(spec["family"]).found_section(folder, recorded)["model"])
 
 
 def _value_network(ckpt: Checkpoint, folder: Path) -> ValueModel:
@@ -219,7 +219,7 @@ def evaluation_record(checkpoint: str | Path, split: str, data: DataConfig,
     """What an evaluation's scores.json records of it, so that its folder is understood wherever it lies
     (``rlcap report``): the checkpoint, the split and the data section, its paths absolute; and how ``run``
     decoded (``decoding``: beam, lengths, length penalty, n-gram blocking, precision), which a model card's scores
-    must match (:func:`rlcap.models.model_card.add_scores`)."""
+    must match (:func:`rlcap.models.hf.model_card.add_scores`)."""
     section = {key: str(Path(value).resolve()) if key in DATA_PATHS and value else value
                for key, value in dataclasses.asdict(data).items()}
     record = {"checkpoint": str(Path(checkpoint).resolve()), "split": split, "data": section}

@@ -7,8 +7,8 @@ from typing import Any
 from torch import nn
 
 from rlcap.errors import ConfigError
-from rlcap.models.families import FAMILIES, family
-from rlcap.models.family import ModelFamily
+from rlcap.models.architectures import ARCHITECTURES, architecture
+from rlcap.models.architecture import Architecture
 from rlcap.models.base import Captioner, Feats, StatesHiddenSize, expand_batch, expand_memory, select_batch
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.hrl import HRLCaptioner
@@ -22,18 +22,18 @@ from rlcap.models.value import (FROM_POLICY_STATE, VALUE_MODELS, AttValueNetwork
 
 def model_vocab(cfg: ModelConfig) -> Any:
     """The text interface a new captioner of ``cfg`` brings, or None for one that builds its vocabulary from the
-    training captions (its family's text codec: a transformers captioner reads text through its own tokenizer)."""
-    return family(cfg.arch).text_codec(cfg)
+    training captions (its architecture's text codec: a transformers captioner reads text through its own tokenizer)."""
+    return architecture(cfg.arch).text_codec(cfg)
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
-    """The captioner named by ``cfg.arch``, built by its family (:data:`FAMILIES`)."""
-    return family(cfg.arch).build(cfg, vocab_size, fc_dim, att_dim)
+    """The captioner named by ``cfg.arch``, built by its architecture (:data:`ARCHITECTURES`)."""
+    return architecture(cfg.arch).build(cfg, vocab_size, fc_dim, att_dim)
 
 
 def new_model(cfg: ModelConfig, vocab, fc_dim: int, att_dim: int) -> nn.Module:
-    """A captioner to train from scratch: its family's :meth:`ModelFamily.new` (HRL's takes its trained critic)."""
-    return family(cfg.arch).new(cfg, vocab, fc_dim, att_dim)
+    """A captioner to train from scratch: its architecture's :meth:`Architecture.new` (HRL's takes its trained critic)."""
+    return architecture(cfg.arch).new(cfg, vocab, fc_dim, att_dim)
 
 
 def hidden_size(model: nn.Module, cfg: ModelConfig) -> int:
@@ -56,8 +56,8 @@ def build_value_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: i
     return VALUE_MODELS[features](cfg, vocab_size, fc_dim, att_dim)
 
 
-__all__ = ["FAMILIES", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
+__all__ = ["ARCHITECTURES", "VALUE_MODELS", "AttValueNetwork", "Captioner", "HRLCaptioner", "EmbeddingModel",
            "EmbeddingModelConfig", "Feats", "HiddenValueNetwork", "ImageTextEmbedder", "ModelConfig", "ShowTell",
            "TransformerCaptioner", "UpDown", "ValueModel", "ValueNetwork", "build_model", "build_value_model",
-           "expand_batch", "expand_memory", "hidden_size", "load_embedding_model", "ModelFamily", "model_vocab", "new_model",
+           "expand_batch", "expand_memory", "hidden_size", "load_embedding_model", "Architecture", "model_vocab", "new_model",
            "select_batch"]

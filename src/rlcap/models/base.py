@@ -117,7 +117,7 @@ class ScoresSamples(Protocol):
     losses read from :meth:`score_samples` over the decoded words, ``micro_batch`` rows a pass
     (:func:`rlcap.decoding.scoring.score_rows`), the words' log-probabilities and entropies gathered per pass
     (no (R, T, V) log-probabilities kept for the whole batch). Prefixes (MIXER) and ``return_hidden`` (learned
-    baselines, actor-critic) take it too. A transformers captioner implements it (models/hf_captioner.py).
+    baselines, actor-critic) take it too. A transformers captioner implements it (models/hf/captioner.py).
 
     * ``scores_samples``: whether sampling with autograd takes this route (False: autograd through every step,
       what a benchmark compares it with).

@@ -8,14 +8,14 @@ from rlcap.errors import ConfigError
 
 TRAINS = ("all", "decoder", "lora")  # model.train: what of a transformers captioner trains
 DTYPES = ("float32", "bfloat16")  # model.dtype: a transformers model's weights as loaded
-# (the architectures, and the keys each reads, are the model families' own: rlcap.models.families)
-ARCH_HELP = "captioner architecture: a model family of rlcap.models.families.FAMILIES"
+# (the architectures, and the keys each reads, are the architectures' own: rlcap.models.architectures)
+ARCH_HELP = "captioner architecture: an architecture of rlcap.models.architectures.ARCHITECTURES"
 
 
 @dataclass
 class ModelConfig:
     """Sizes and regularisation of a captioner. Defaults are the field's usual COCO sizes. Which keys a captioner
-    reads is its family's to say (:meth:`rlcap.models.family.ModelFamily.reads`)."""
+    reads is its architecture's to say (:meth:`rlcap.models.architecture.Architecture.reads`)."""
 
     arch: str = field(default="updown", metadata={"help": ARCH_HELP})
     embed_dim: int = field(default=512, metadata={"help": "word and image embedding size of the LSTM models"})
@@ -56,7 +56,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, str) or not self.arch:
-            raise ConfigError(f"model.arch: expected the name of a model family, got {self.arch!r}")
+            raise ConfigError(f"model.arch: expected the name of an architecture, got {self.arch!r}")
         positive = ("embed_dim", "hidden_dim", "att_hidden_dim", "num_layers", "num_heads", "ff_dim", "max_len",
                     "manager_dim", "goal_dim")
         for name, value in asdict(self).items():

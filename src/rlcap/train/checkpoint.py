@@ -7,15 +7,15 @@ A checkpoint is a folder::
     vocab.json           the vocabulary
     trainer.pt           optimizers and schedulers by part name, random-generator state,
                          progress and the loop's own state (baseline statistics, phase counters)
-    checkpoint.json      written last: format, part names, each part's spec (class, family, settings), step,
+    checkpoint.json      written last: format, part names, each part's spec (class, architecture, settings), step,
                          epoch, metrics
-    hf/                  what the policy's family keeps beside its weights (model.arch=hf: the policy as a
-                         complete transformers folder, rlcap.models.hf_family)
+    hf/                  what the policy's architecture keeps beside its weights (model.arch=hf: the policy as a
+                         complete transformers folder, rlcap.models.hf.architecture)
 
 Every path a checkpoint needs is found from the checkpoint itself, wherever the command runs: its data
-paths are stored relative to it (``paths_relative_to: checkpoint``), and its model's paths as its family
-writes and reads them (:class:`rlcap.models.family.ModelFamily`: an hf policy's ``model.path`` is its own
-``hf/``). The engine asks the family through the registry (:mod:`rlcap.models.families`), never importing it.
+paths are stored relative to it (``paths_relative_to: checkpoint``), and its model's paths as its architecture
+writes and reads them (:class:`rlcap.models.architecture.Architecture`: an hf policy's ``model.path`` is its own
+``hf/``). The engine asks the architecture through the registry (:mod:`rlcap.models.architectures`), never importing it.
 
 Atomic by folder (never by file): a checkpoint is written into a sibling temporary folder
 ``NAME.tmp-PID``, fsynced, then swapped in by two renames (``NAME`` -> ``NAME.old``, temporary
@@ -49,7 +49,7 @@ from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
 from rlcap.models.base import DescribesItself
-from rlcap.models.families import family
+from rlcap.models.architectures import architecture
 
 log = logging.getLogger(__name__)
 
@@ -140,15 +140,15 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
     for name, module in modules.items():
         weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
         _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
-        if name == POLICY:  # what its family keeps beside the weights (a transformers captioner: its own folder)
-            family(config["model"]["arch"]).export(module, tmp, config, folder if is_complete(folder) else None)
+        if name == POLICY:  # what its architecture keeps beside the weights (a transformers captioner: its own folder)
+            architecture(config["model"]["arch"]).export(module, tmp, config, folder if is_complete(folder) else None)
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
         buf = io.BytesIO()
         torch.save(trainer, buf)
         _fsync_write(tmp / "trainer.pt", buf.getvalue())
-    _fsync_folders(tmp)  # what a family exported (hf/): on disk before the manifest says the checkpoint is whole
+    _fsync_folders(tmp)  # what an architecture exported (hf/): on disk before the manifest says the checkpoint is whole
     specs = {name: part_spec(name, module, config) for name, module in modules.items()}
     full = {"format": FORMAT, "parts": sorted(modules), "specs": specs, **manifest}
     _fsync_write(tmp / MANIFEST, json.dumps(full, indent=2).encode())
@@ -164,13 +164,13 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
 
 
 def part_spec(name: str, module: torch.nn.Module, config: dict[str, Any]) -> dict[str, Any]:
-    """What part ``name`` was built as, recorded in the manifest's ``specs``: its class, and its family and the
+    """What part ``name`` was built as, recorded in the manifest's ``specs``: its class, and its architecture and the
     settings it was built with: its own (:class:`DescribesItself`), or, for the policy, the run's model section."""
     spec: dict[str, Any] = {"class": f"{type(module).__module__}.{type(module).__qualname__}"}
     if isinstance(module, DescribesItself):
         return {**spec, **module.part_spec()}
     if name == POLICY:
-        return {**spec, "family": config["model"]["arch"], "settings": config["model"]}
+        return {**spec, "family": config["model"]["arch"], "settings": config["model"]}  # (its model.arch, under the key checkpoints have always written)
     return spec
 
 
@@ -328,16 +328,16 @@ def relative_data_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def own_model_path(config: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's ``config`` as it records it: its model's paths found from the checkpoint itself (its
-    family's :meth:`~rlcap.models.family.ModelFamily.saved_section`: an hf policy's ``model.path`` its own ``hf/``),
+    architecture's :meth:`~rlcap.models.architecture.Architecture.saved_section`: an hf policy's ``model.path`` its own ``hf/``),
     so that it opens from any working directory and after the folder the run started from has moved or gone."""
-    return family(config["model"]["arch"]).saved_section(config)
+    return architecture(config["model"]["arch"]).saved_section(config)
 
 
 def _found_model_path(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` read from checkpoint ``folder`` with its model's paths absolute (its family's
-    :meth:`~rlcap.models.family.ModelFamily.found_section`); a config with no model section (a retriever's) as
+    """``config`` read from checkpoint ``folder`` with its model's paths absolute (its architecture's
+    :meth:`~rlcap.models.architecture.Architecture.found_section`); a config with no model section (a retriever's) as
     it is."""
     model = config.get("model")
     if not isinstance(model, dict) or "arch" not in model:
         return config
-    return family(model["arch"]).found_section(folder, config)
+    return architecture(model["arch"]).found_section(folder, config)

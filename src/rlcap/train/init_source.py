@@ -7,7 +7,7 @@ model that never says this data's words or reads features it was not made for. S
 whose vocabulary lacks words of the run's training captions, or whose features had another image
 size, is refused unless ``allow_init_mismatch=true``; one whose feature sizes differ is refused
 always (its weights cannot take those features). A sequence-level (RL) loop started without
-``init_from`` trains from random weights: that is allowed, with a warning line (not for a family whose captioner
+``init_from`` trains from random weights: that is allowed, with a warning line (not for an architecture whose captioner
 starts from a folder's trained weights: a transformers captioner's ``model.path``).
 """
 
@@ -21,7 +21,7 @@ from rlcap.config import from_dict
 from rlcap.data.loader import CaptionData
 from rlcap.data.vocab import SPECIALS, Vocab
 from rlcap.errors import DataError
-from rlcap.models.families import family, folder_section
+from rlcap.models.architectures import architecture, folder_section
 from rlcap.models.model_config import ModelConfig
 from rlcap.train.checkpoint import Checkpoint, load_checkpoint
 
@@ -29,9 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def init_checkpoint(cfg: Any) -> Checkpoint | None:
-    """The checkpoint of ``cfg.init_from``; None for a folder of a model family's own kind (a transformers
+    """The checkpoint of ``cfg.init_from``; None for a folder of an architecture's own kind (a transformers
     captioner's: an ``hf/`` export, a downloaded captioner), which makes the run's model section the one its
-    family starts there (``model.arch=hf`` with ``model.path`` there: its weights and tokenizer start the run)."""
+    architecture starts there (``model.arch=hf`` with ``model.path`` there: its weights and tokenizer start the run)."""
     section = folder_section(cfg.model, cfg.init_from)
     if section is not None:
         cfg.model = section
@@ -49,7 +49,7 @@ def model_section(cfg: Any, source: Checkpoint, init: Checkpoint | None) -> Mode
     taken = from_dict(ModelConfig, source.config["model"])
     if init is None:
         return taken
-    keys = family(taken.arch).training_keys  # (how its family trains it, not what it is)
+    keys = architecture(taken.arch).training_keys  # (how its architecture trains it, not what it is)
     taken = dataclasses.replace(taken, **{k: getattr(cfg.model, k) for k in keys if cfg.sets(f"model.{k}")})
     # model keys a recipe or an override set that are not used
     unused = [f"model.{k}={v}" for k, v in vars(cfg.model).items()
@@ -65,7 +65,7 @@ def check_start(cfg: Any, init: Checkpoint | None, data: CaptionData) -> None:
     against ``data``; :class:`DataError` for a mismatch (see the module docstring).
     ``cfg``: a :class:`rlcap.run_config.RunConfig`."""
     if not cfg.init_from:
-        if cfg.FROM_XE and not family(cfg.model.arch).starts_trained:  # (hrl also refuses the model it then builds)
+        if cfg.FROM_XE and not architecture(cfg.model.arch).starts_trained:  # (hrl also refuses the model it then builds)
             log.warning("algorithm=%s starts from random weights (no init_from): it is meant to continue an XE "
                         "model; pass init_from=XE_RUN/best", cfg.algorithm)
         return

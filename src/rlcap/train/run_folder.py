@@ -40,7 +40,7 @@ from rlcap.config import flatten, key_matches, to_dict
 from rlcap.data.loader import DATA_PATHS
 from rlcap.errors import ConfigError
 from rlcap.files import write_json
-from rlcap.models.families import archs, family
+from rlcap.models.architectures import archs, architecture
 from rlcap.train.checkpoint import is_complete, recover
 
 log = logging.getLogger(__name__)
@@ -129,14 +129,14 @@ def changed_settings(previous: dict[str, Any], current: dict[str, Any], model_fr
 
 
 def own_model_keys(cfg: Any, previous: dict[str, Any]) -> tuple[str, ...]:
-    """The model keys a run from ``init_from`` takes as its own rather than from the checkpoint (how its family
+    """The model keys a run from ``init_from`` takes as its own rather than from the checkpoint (how its architecture
     trains it: ``model.train``, LoRA's rank, ...; :func:`rlcap.train.init_source.model_section`) where ``cfg``
-    sets them, of the family the ``previous`` settings record. Its config.json records what it trained with, so a
+    sets them, of the architecture the ``previous`` settings record. Its config.json records what it trained with, so a
     resume that sets another value changes the model as ``model.path`` would, and is refused as that is."""
     arch = previous.get("model", {}).get("arch")
     if not cfg.init_from or arch not in archs():
         return ()
-    return tuple(f"model.{key}" for key in family(arch).training_keys if cfg.sets(f"model.{key}"))
+    return tuple(f"model.{key}" for key in architecture(arch).training_keys if cfg.sets(f"model.{key}"))
 
 
 def _describe(changes: dict[str, tuple]) -> str:

@@ -1,4 +1,4 @@
-"""One builder per vision-language family for rlcap.models.hf_vlm_build: a processor (the family's image
+"""One builder per vision-language family for rlcap.models.hf.build_vlm: a processor (the family's image
 processor, a tokenizer trained on the captions with the family's special tokens and chat template) and a model of
 the family's transformers class from a small config, sized by ``Size``. The processor is made first: some families'
 processors add tokens (PaliGemma's location and segmentation tokens), and the model's vocabulary covers them all.
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from rlcap.models.hf_vlm_tokenizer import IDEFICS3_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer
+from rlcap.models.hf.build_tokenizer import IDEFICS3_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer
 
 
 class Size(NamedTuple):

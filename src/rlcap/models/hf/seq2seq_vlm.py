@@ -20,7 +20,7 @@ What the model declares decides what is read, as its own ``forward`` does:
 
 The vision tower is taken out of the model and kept aside, frozen (the store holds its output; the export
 writes it back); the projector stays, frozen. Sampling runs without autograd and is scored in one teacher-forced pass
-(:mod:`rlcap.models.hf_scoring`); the words' ids are the tokenizer's (:class:`rlcap.data.hf_text.TokenIds`).
+(:mod:`rlcap.models.hf.scoring`); the words' ids are the tokenizer's (:class:`rlcap.data.hf_text.TokenIds`).
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ from rlcap.encoders.hf import HF_PREFIX, tower_digest
 from rlcap.encoders.hf_vlm import blank, load_processor
 from rlcap.errors import ConfigError, DataError, RlcapError
 from rlcap.models.base import Tensors
-from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
-from rlcap.models.hf_export import generation_settings
-from rlcap.models.hf_scoring import ScoredInOnePass, first_step_once
-from rlcap.models.hf_vlm import DTYPES, declare_dtype
-from rlcap.models.hf_vlm_prompt import instruction
-from rlcap.models.hf_vlm_parts import merged_lora_state, set_training, unique_state, with_twins
-from rlcap.models.lora_weights import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
+from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf.export import generation_settings
+from rlcap.models.hf.scoring import ScoredInOnePass, first_step_once
+from rlcap.models.hf.vlm import DTYPES, declare_dtype
+from rlcap.models.hf.prompt import instruction
+from rlcap.models.hf.parts import merged_lora_state, set_training, unique_state, with_twins
+from rlcap.models.hf.lora import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
                                        under_adapters)
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
@@ -109,7 +109,7 @@ def _swap(model: nn.Module, tower: nn.Module, stand_in: nn.Module) -> tuple[nn.M
 
 class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
     """The Captioner interface (:mod:`rlcap.models.base`) over an encoder-decoder VLM read from ``folder``, sampled
-    without autograd and scored in one pass (:class:`~rlcap.models.hf_scoring.ScoredInOnePass`)."""
+    without autograd and scored in one pass (:class:`~rlcap.models.hf.scoring.ScoredInOnePass`)."""
 
     def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
                  train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0, prompt: str = "",
@@ -234,12 +234,12 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         return self.train_mode == "lora"
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
-        """The weights, each once (:func:`~rlcap.models.hf_vlm_parts.unique_state`: safetensors holds no twins)."""
+        """The weights, each once (:func:`~rlcap.models.hf.parts.unique_state`: safetensors holds no twins)."""
         return unique_state(super().state_dict(*args, **kwargs))
 
     def adapt_weights(self, state: dict[str, torch.Tensor],
                       saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        """Saved weights in this policy's names (rlcap.models.lora_weights), as HFCaptioner's: a LoRA checkpoint's
+        """Saved weights in this policy's names (rlcap.models.hf.lora), as HFCaptioner's: a LoRA checkpoint's
         as they are into LoRA adapters of the same rank and scale, else merged first; plain weights under the
         layers a LoRA policy adapts (its adapters new: B = 0, the same function)."""
         own = self.state_dict()

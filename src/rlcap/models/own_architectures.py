@@ -1,5 +1,5 @@
-"""rlcap's own captioners (fc, updown, transformer) and [Wang18]'s HRL captioner as model families
-(:class:`rlcap.models.family.ModelFamily`): built from the model section, their vocabulary from the training
+"""rlcap's own captioners (fc, updown, transformer) and [Wang18]'s HRL captioner as architectures
+(:class:`rlcap.models.architecture.Architecture`): built from the model section, their vocabulary from the training
 captions, nothing beside their weights in a checkpoint."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rlcap.models.updown import UpDown
 
 
 @dataclass(frozen=True)
-class OwnFamily:
+class OwnArchitecture:
     """A captioner class built as ``model(cfg, vocab_size, fc_dim, att_dim)``, reading the model keys ``keys``;
     ``setup(model, cfg, vocab)``: what a new one needs beyond its random weights."""
 
@@ -69,9 +69,9 @@ def _take_trained_critic(model: nn.Module, cfg: ModelConfig, vocab: Any) -> None
 
 
 LSTM_KEYS = ("embed_dim", "hidden_dim", "dropout")
-SHOW_TELL = OwnFamily(ShowTell, LSTM_KEYS)
-UPDOWN = OwnFamily(UpDown, (*LSTM_KEYS, "att_hidden_dim"))
-TRANSFORMER = OwnFamily(TransformerCaptioner, ("hidden_dim", "dropout", "num_layers", "num_enc_layers", "num_heads",
+SHOW_TELL = OwnArchitecture(ShowTell, LSTM_KEYS)
+UPDOWN = OwnArchitecture(UpDown, (*LSTM_KEYS, "att_hidden_dim"))
+TRANSFORMER = OwnArchitecture(TransformerCaptioner, ("hidden_dim", "dropout", "num_layers", "num_enc_layers", "num_heads",
                                                "ff_dim", "max_len"))
-HRL = OwnFamily(HRLCaptioner, (*LSTM_KEYS, "att_hidden_dim", "manager_dim", "goal_dim", "critic_from"),
+HRL = OwnArchitecture(HRLCaptioner, (*LSTM_KEYS, "att_hidden_dim", "manager_dim", "goal_dim", "critic_from"),
                 setup=_take_trained_critic)  # [Wang18]'s manager, worker and internal critic

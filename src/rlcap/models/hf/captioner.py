@@ -16,7 +16,7 @@ declares and returns, not on its family:
 * **the state** of rlcap's decoding: the cache's key and value tensors (batch first, so beam search reorders
   them as any state) and the decoder's last hidden state, rebuilt into the model's cache at each step.
 * **sampling with autograd**: without it, then scored in one teacher-forced pass, without dropout
-  (:class:`rlcap.models.base.ScoresSamples`, models/hf_scoring.py); the first step runs once per image and its
+  (:class:`rlcap.models.base.ScoresSamples`, models/hf/scoring.py); the first step runs once per image and its
   cache serves the image's n rows (:meth:`HFCaptioner.expand_memory`).
 * **the words**: rlcap's ids keep PAD, BOS, EOS and UNK at 0-3 (:mod:`rlcap.data.vocab`) and give the
   tokenizer's other ids the places after them (:class:`TokenIds`); logits are gathered into that order, so
@@ -42,13 +42,13 @@ from rlcap.data.vocab import PAD
 from rlcap.encoders.hf import HF_PREFIX, tower_digest, vision_forward
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 from rlcap.errors import DataError, RlcapError
-from rlcap.models.lora_weights import (adapters_off, holds_adapters, merged, module_scale, same_adapters,
+from rlcap.models.hf.lora import (adapters_off, holds_adapters, merged, module_scale, same_adapters,
                                        saved_scale, under_adapters)
 from rlcap.models.base import Tensors
-from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
-from rlcap.models.hf_vlm_parts import import_peft, layer_stack, merged_lora_state, unique_state, with_twins
-from rlcap.models.hf_export import generation_settings, write_weights
-from rlcap.models.hf_scoring import ScoredInOnePass, first_step_once
+from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf.parts import import_peft, layer_stack, merged_lora_state, unique_state, with_twins
+from rlcap.models.hf.export import generation_settings, write_weights
+from rlcap.models.hf.scoring import ScoredInOnePass, first_step_once
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
         and image processor), which ``from_pretrained`` loads and whose ``generate()`` from pixels decodes as rlcap
         does: its generation config suppresses the pad and start tokens, which rlcap never writes, and carries the
         run's ``decode`` settings (:func:`generation_settings`). ``previous``: the folder this export replaces,
-        whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf_export`)."""
+        whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf.export`)."""
         transformers = import_transformers()
         parent, name, (tower,) = self._tower_place
         prefix = next(path for path, module in self.model.named_modules() if module is parent)
@@ -242,7 +242,7 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
         return self.train_mode == "lora"
 
     def adapters_off(self) -> AbstractContextManager[None]:
-        """The model without its LoRA adapters (:func:`~rlcap.models.lora_weights.adapters_off`), on the same module."""
+        """The model without its LoRA adapters (:func:`~rlcap.models.hf.lora.adapters_off`), on the same module."""
         return adapters_off(self.model)
 
     @property
@@ -255,7 +255,7 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
 
     def adapt_weights(self, state: dict[str, torch.Tensor],
                       saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        """Saved weights in this policy's own names (rlcap.models.lora_weights). A LoRA checkpoint's go as they are
+        """Saved weights in this policy's own names (rlcap.models.hf.lora). A LoRA checkpoint's go as they are
         into a LoRA policy of the same rank and scale; else their adapters are merged first (``W + (alpha / r) B
         A``: the function the checkpoint computes, ``saved`` its model section, which gives alpha and r). Plain
         weights go under the layers a LoRA policy adapts, its adapters new (B = 0: the same function)."""

@@ -1,12 +1,12 @@
-"""The transformers captioners' family (``model.arch: hf``, :class:`rlcap.models.family.ModelFamily`): a
-captioner from a local folder (:mod:`rlcap.models.hf_captioner`), its tokenizer the text codec, started from such
+"""The transformers captioners' architecture (``model.arch: hf``, :class:`rlcap.models.architecture.Architecture`): a
+captioner from a local folder (:mod:`rlcap.models.hf.captioner`), its tokenizer the text codec, started from such
 a folder by ``init_from``, trained whole, by its decoder or by LoRA adapters (:data:`TRAINING_KEYS`).
 
 A checkpoint holds the policy as a complete transformers folder, ``hf/`` (:data:`EXPORT`), that
 ``from_pretrained`` loads, and its ``model.path`` is that folder, relative to the checkpoint
 (``model_path_relative_to: checkpoint``), so that it opens from any working directory and after the folder its
 run started from has moved or gone; an older checkpoint's ``model.path``, relative to the folder its run was
-trained in, is read from there when it exists, else from its ``hf/`` (:meth:`HFFamily.found_section`)."""
+trained in, is read from there when it exists, else from its ``hf/`` (:meth:`HFArchitecture.found_section`)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from torch import nn
 from rlcap.data.hf_text import TokenizerVocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.models.base import ExportsPretrained
-from rlcap.models.hf_captioner import HFCaptioner, is_transformers_folder
-from rlcap.models.hf_vlm import HFVLMCaptioner, is_vlm_folder, vlm_codec
-from rlcap.models.hf_vlm_seq2seq import Seq2SeqVLMCaptioner, is_seq2seq_vlm
+from rlcap.models.hf.captioner import HFCaptioner, is_transformers_folder
+from rlcap.models.hf.vlm import HFVLMCaptioner, is_vlm_folder, vlm_codec
+from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner, is_seq2seq_vlm
 from rlcap.models.model_config import ModelConfig
-from rlcap.models.model_card import FromFolder, Prompted, base_model_of, write_card
+from rlcap.models.hf.model_card import FromFolder, Prompted, base_model_of, write_card
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +34,18 @@ EXPORT = "hf"  # the folder of a checkpoint that holds the policy as a transform
 TRAINING_KEYS = ("train", "lora_rank", "lora_alpha", "dtype", "gradient_checkpointing")
 
 
-class HFFamily:
+class HFArchitecture:
     """Transformers captioners from a local folder: VisionEncoderDecoder, BLIP, GIT, and vision-language models
-    (decoder-only ones: :class:`~rlcap.models.hf_vlm.HFVLMCaptioner`; docs/MODELS.md)."""
+    (decoder-only ones: :class:`~rlcap.models.hf.vlm.HFVLMCaptioner`; docs/MODELS.md)."""
 
     training_keys = TRAINING_KEYS
     brings_text_codec = True  # its tokenizer
     starts_trained = True  # model.path's weights
-    scores_samples = True  # every captioner of it: rlcap.models.hf_scoring.ScoredInOnePass
+    scores_samples = True  # every captioner of it: rlcap.models.hf.scoring.ScoredInOnePass
 
     def build(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
         """The captioner of ``model.path``, on its stored tower tokens (``att_dim`` wide); an encoder-decoder
-        vision-language model (Florence-2: :func:`~rlcap.models.hf_vlm_seq2seq.is_seq2seq_vlm`) as its policy."""
+        vision-language model (Florence-2: :func:`~rlcap.models.hf.seq2seq_vlm.is_seq2seq_vlm`) as its policy."""
         if is_vlm_folder(cfg.path):
             return HFVLMCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
                                   lora_alpha=cfg.lora_alpha, prompt=cfg.prompt, dtype=cfg.dtype,
@@ -109,8 +109,8 @@ class HFFamily:
 
     def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
         """The policy as a transformers folder of its own, ``hf/``, whose ``generate()`` decodes as the run does;
-        its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf_export`), and
-        its model card (:mod:`rlcap.models.model_card`), with the prompt a prompted policy reads (and its
+        its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf.export`), and
+        its model card (:mod:`rlcap.models.hf.model_card`), with the prompt a prompted policy reads (and its
         ``prompt.json``)."""
         if isinstance(module, ExportsPretrained):
             module.export_pretrained(folder / EXPORT, config["decode"], previous / EXPORT if previous else None)
@@ -119,8 +119,8 @@ class HFFamily:
 
 
 def _base_model(module: nn.Module, exported: Path) -> str:
-    """What the exported policy was tuned from (:func:`rlcap.models.model_card.base_model_of` its source folder)."""
+    """What the exported policy was tuned from (:func:`rlcap.models.hf.model_card.base_model_of` its source folder)."""
     return base_model_of(module.folder) if isinstance(module, FromFolder) else str(exported.resolve())
 
 
-HF = HFFamily()
+HF = HFArchitecture()

@@ -4,7 +4,7 @@ header the Hugging Face Hub reads (``base_model``, ``library_name``, ``pipeline_
 :data:`PROMPT`), how the policy was trained (method, reward, the method's own section, the settings that matter,
 the data and its size) and the scores of the last ``rlcap eval`` that decoded as ``generate()`` does.
 
-Every family that exports a transformers folder calls :func:`write_card` after writing it (``HFFamily.export``);
+Every family that exports a transformers folder calls :func:`write_card` after writing it (``HFArchitecture.export``);
 ``rlcap eval`` calls :func:`add_scores`, which writes the card again with the scores it has just written to
 ``scores.json`` when it decoded with the checkpoint's own settings (:func:`own_decoding`: its beam, lengths,
 length penalty, n-gram blocking and precision) and leaves the card as it was otherwise: a card shows the numbers
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 CARD = "README.md"
 PROMPT = "prompt.json"  # {"prompt": the text the processor reads with each picture, "usage": how to pass it}
-EXPORT = "hf"  # the folder of a checkpoint its transformers families export (models/hf_family.py's EXPORT)
+EXPORT = "hf"  # the folder of a checkpoint its transformers families export (models/hf/architecture.py's EXPORT)
 # a folder the Hub's cache holds: .../models--ORG--NAME/snapshots/REVISION
 _HUB_CACHE = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/[^/]+/?$")
 # settings a reader of the card needs to repeat the run, besides the method's own section: (section, key)

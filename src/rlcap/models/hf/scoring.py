@@ -1,6 +1,6 @@
 """A transformers captioner sampled without autograd and scored in one pass (rlcap.models.base.ScoresSamples).
 
-:class:`rlcap.models.hf_captioner.HFCaptioner` implements the protocol with these functions:
+:class:`rlcap.models.hf.captioner.HFCaptioner` implements the protocol with these functions:
 
 * **its memory, expanded** for n rows an image (:func:`image_and_rows`), keeps the image once per image beside
   its copy per row. The first step (no cache yet, every row reading BOS) then runs once per image and its
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from rlcap.models.base import Tensors, expand_batch
-from rlcap.models.hf_cache import last_hidden
+from rlcap.models.hf.cache import last_hidden
 
 
 @contextmanager

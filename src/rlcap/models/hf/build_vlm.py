@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from rlcap.errors import ConfigError
-from rlcap.models.hf_vlm_families import BUILDERS, Built, Size
-from rlcap.models.hf_vlm_tokenizer import Words
+from rlcap.models.hf.build_vlm_families import BUILDERS, Built, Size
+from rlcap.models.hf.build_tokenizer import Words
 from rlcap.transformers_io import no_bars
 
 SIZES: dict[str, Size] = {

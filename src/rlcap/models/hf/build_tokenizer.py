@@ -1,4 +1,4 @@
-"""Tokenizers for the vision-language models built offline (rlcap.models.hf_vlm_build): WordPiece subwords trained
+"""Tokenizers for the vision-language models built offline (rlcap.models.hf.build_vlm): WordPiece subwords trained
 in seconds on the captions and the words of the family's prompts, the family's special tokens (image token,
 turn markers, task tokens) first in the vocabulary, and the family's chat template where it has one; and those
 chat templates, shortened from the ones the families' instruct checkpoints ship (same turn markers, same image
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rlcap.models.hf_tokenizer_train import caption_tokenizer
+from rlcap.models.hf.tokenizer_train import caption_tokenizer
 
 # Qwen2-VL-Instruct's template: a default system turn, the picture as <|vision_start|><|image_pad|><|vision_end|>.
 QWEN_TEMPLATE = (

@@ -1,8 +1,8 @@
-"""What a model family is: one protocol every family of captioners implements (rlcap's own, transformers
+"""What an architecture is: one protocol every architecture of captioners implements (rlcap's own, transformers
 captioners, HRL), which the engine (``rlcap.train``) and inference (``rlcap.eval``) ask through the registry
-(:mod:`rlcap.models.families`), never importing a family's module.
+(:mod:`rlcap.models.architectures`), never importing an architecture's module.
 
-A family builds its captioner from the model section and the vocabulary's size, says whether it starts from a
+An architecture builds its captioner from the model section and the vocabulary's size, says whether it starts from a
 folder of its own kind (``init_from``), brings its text codec (a tokenizer) or leaves the vocabulary to the
 training captions, and says how its model section is written into a checkpoint and read back from one, and what
 it exports beside its weights there. Its modules read saved weights their own way through
@@ -19,8 +19,8 @@ from rlcap.models.model_config import ModelConfig
 
 
 @runtime_checkable
-class ModelFamily(Protocol):
-    """One family of captioners (docs/ARCHITECTURE.md, "How to add a model family")."""
+class Architecture(Protocol):
+    """One architecture of captioners (docs/ARCHITECTURE.md, "How to add an architecture")."""
 
     # model keys that say how a run trains the captioner rather than what it is: a run started from a checkpoint
     # (init_from) takes them from its own settings, the rest from the checkpoint
@@ -42,14 +42,14 @@ class ModelFamily(Protocol):
         (HRL's trained internal critic)."""
 
     def reads(self, cfg: ModelConfig, key: str) -> bool:
-        """Whether a captioner of this family built from ``cfg`` reads the model key ``key`` (without ``model.``,
+        """Whether a captioner of this architecture built from ``cfg`` reads the model key ``key`` (without ``model.``,
         ``arch`` aside): what ``--help-config`` lists for it, and what a run warns of when set but never read."""
 
     def text_codec(self, cfg: ModelConfig) -> Any:
         """The vocabulary a new captioner of ``cfg`` brings (its tokenizer), or None: built from the captions."""
 
     def start_section(self, model: ModelConfig, folder: str | Path) -> ModelConfig | None:
-        """``init_from`` a folder of this family (not an rlcap checkpoint): the model section that starts there,
+        """``init_from`` a folder of this architecture (not an rlcap checkpoint): the model section that starts there,
         ``model`` the run's own; None when ``folder`` is not one."""
 
     def saved_section(self, config: dict[str, Any]) -> dict[str, Any]:

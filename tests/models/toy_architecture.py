@@ -1,23 +1,23 @@
-"""A model family written outside src/, as docs/ARCHITECTURE.md's worked example: a GRU captioner whose
+"""An architecture (a model.arch) written outside src/, as docs/ARCHITECTURE.md's worked example: a GRU captioner whose
 initial state is the projected pooled image vector. Adding it is this module and one registry line; the test
-(tests/models/test_model_family.py) writes that line where it wants the family, ``FAMILIES["toy"] = TOY``
+(tests/models/test_architectures.py) writes that line where it wants the architecture, ``ARCHITECTURES["toy"] = TOY``
 (``monkeypatch.setitem``), then trains, saves, resumes and evaluates ``model.arch=toy`` through the CLI."""
 
 from __future__ import annotations
 
-# --- the family: docs/ARCHITECTURE.md shows it from here ---
+# --- the architecture: docs/ARCHITECTURE.md shows it from here ---
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from rlcap.models.base import Feats, Tensors, expand_batch
 from rlcap.models.model_config import ModelConfig
-from rlcap.models.own_family import OwnFamily
+from rlcap.models.own_architectures import OwnArchitecture
 
 
 class ToyGRU(nn.Module):
     """Memory ``(img (B, H),)``, the projected pooled vector; state ``(h (B, H),)``. Built, as every captioner of
-    an :class:`OwnFamily`, from the model section, the vocabulary's size and the feature sizes."""
+    an :class:`OwnArchitecture`, from the model section, the vocabulary's size and the feature sizes."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int):
         super().__init__()
@@ -52,9 +52,9 @@ class ToyGRU(nn.Module):
         return self.logit(torch.stack(states, dim=1))  # (B, T, V)
 
 
-# its family: built from the model section, reading the model keys named here (what --help-config lists for
-# model.arch=toy), its vocabulary from the training captions, nothing beside its weights in a checkpoint (a family
-# with a folder of its own implements ModelFamily in full: models/hf_family.py)
-TOY = OwnFamily(ToyGRU, ("embed_dim", "hidden_dim"))
-# the registry line, in src/rlcap/models/families.py's FAMILIES: "toy": TOY,
+# its architecture: built from the model section, reading the model keys named here (what --help-config lists for
+# model.arch=toy), its vocabulary from the training captions, nothing beside its weights in a checkpoint (an architecture
+# with a folder of its own implements Architecture in full: models/hf/architecture.py)
+TOY = OwnArchitecture(ToyGRU, ("embed_dim", "hidden_dim"))
+# the registry line, in src/rlcap/models/architectures.py's ARCHITECTURES: "toy": TOY,
 # --- to here ---

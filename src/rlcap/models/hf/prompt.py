@@ -1,4 +1,4 @@
-"""The prompt of an instruction vision-language model policy (:mod:`rlcap.models.hf_vlm`): ``model.prompt`` put
+"""The prompt of an instruction vision-language model policy (:mod:`rlcap.models.hf.vlm`): ``model.prompt`` put
 through the processor as a user puts a question before ``generate()``, for a picture of each size.
 
 * **the text**: with a chat template (the processor's or its tokenizer's), one user turn holding the picture and

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from rlcap.errors import ConfigError
-from rlcap.models.hf_tokenizer_train import caption_tokenizer
+from rlcap.models.hf.tokenizer_train import caption_tokenizer
 from rlcap.transformers_io import no_bars
 
-FAMILIES = ("git", "blip", "vision_encoder_decoder")
+CAPTIONER_FAMILIES = ("git", "blip", "vision_encoder_decoder")
 SPECIALS = ["[PAD]", "[BOS]", "[EOS]", "[UNK]"]  # ids 0-3, as the model's config names them
 IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 LAYOUTS = ("rlcap", "nlpconnect")  # special tokens: rlcap's 0-3, or nlpconnect/vit-gpt2's (one shared id, no pad)
@@ -63,8 +63,8 @@ def build_captioner(family: str, folder: str | Path, captions: list[str], size: 
     pad on the top-level config only."""
     import transformers as t
 
-    if family not in FAMILIES:
-        raise ConfigError(f"--family: {family!r} is not one of {', '.join(FAMILIES)}")
+    if family not in CAPTIONER_FAMILIES:
+        raise ConfigError(f"--family: {family!r} is not one of {', '.join(CAPTIONER_FAMILIES)}")
     if layout not in LAYOUTS or (layout != "rlcap" and family != "vision_encoder_decoder"):
         raise ConfigError(f"layout: {layout!r} is not one of {', '.join(LAYOUTS)} (nlpconnect: a "
                           "vision_encoder_decoder's)")

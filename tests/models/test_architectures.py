@@ -1,4 +1,4 @@
-"""Model families (rlcap.models.family) and a checkpoint that stands alone (issue 56, Build 3, Acceptance): an hf run
+"""Architectures (model.arch) (rlcap.models.architecture) and a checkpoint that stands alone (issue 56, Build 3, Acceptance): an hf run
 trained on a tiny VisionEncoderDecoder, its run folder moved, the model folder it started from deleted and the
 data folder moved, captions and is reported as it is; is evaluated and resumed with the data's new location given
 (the resumed run logs the uninterrupted run's losses), and a message names the missing data and its key."""
@@ -18,12 +18,12 @@ from rlcap.config import to_dict
 from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.eval.open_run import open_run
-from rlcap.models import FAMILIES, AttValueNetwork, ModelConfig, ShowTell, ValueNetwork
+from rlcap.models import ARCHITECTURES, AttValueNetwork, ModelConfig, ShowTell, ValueNetwork
 from rlcap.train.checkpoint import MANIFEST, load_checkpoint, save_checkpoint
 from rlcap.train.logger import read_log
 from tests.conftest import REPO
 from tests.models.hf_captioners import captioner_with_store, save_captioner
-from tests.models.toy_family import TOY, ToyGRU
+from tests.models.toy_architecture import TOY, ToyGRU
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
 
@@ -130,8 +130,8 @@ def test_a_moved_hf_run_without_its_model_folder_captions_reports_evaluates_and_
 
 @pytest.fixture
 def toy(monkeypatch):
-    """The toy family registered: the one line of src/rlcap/models/families.py that adds it there."""
-    monkeypatch.setitem(FAMILIES, "toy", TOY)
+    """The toy architecture registered: the one line of src/rlcap/models/architectures.py that adds it there."""
+    monkeypatch.setitem(ARCHITECTURES, "toy", TOY)
 
 
 def _help_lines(capsys, *argv) -> dict[str, str]:
@@ -141,8 +141,8 @@ def _help_lines(capsys, *argv) -> dict[str, str]:
 
 
 def test_the_registry_line_is_all_that_names_a_family(toy, capsys):
-    """With its one line in FAMILIES (the fixture), model.arch takes the toy, --help-config lists it among the
-    architectures, and a toy run's model keys are those the family names: nothing else in src/ lists families."""
+    """With its one line in ARCHITECTURES (the fixture), model.arch takes the toy, --help-config lists it among the
+    architectures, and a toy run's model keys are those the architecture names: nothing else in src/ lists architectures."""
     shown = _help_lines(capsys, "algorithm=xe", "model.arch=toy")
     assert shown["model.arch"].endswith(": fc, updown, transformer, hrl, hf, toy")
     assert sorted(k for k in shown if k.startswith("model.")) == ["model.arch", "model.embed_dim", "model.hidden_dim"]
@@ -152,13 +152,13 @@ def test_the_registry_line_is_all_that_names_a_family(toy, capsys):
 
 def test_an_unregistered_family_is_refused_and_not_listed(capsys):
     shown = _help_lines(capsys, "algorithm=xe")
-    assert "toy" not in shown["model.arch"] and shown["model.arch"].endswith(": " + ", ".join(FAMILIES))
+    assert "toy" not in shown["model.arch"] and shown["model.arch"].endswith(": " + ", ".join(ARCHITECTURES))
     with pytest.raises(ConfigError, match="model.arch: unknown architecture 'toy'; expected one of fc, updown"):
         api.load_run_config(None, ["model.arch=toy"])
 
 
 @pytest.mark.slow
-def test_a_toy_family_trains_saves_resumes_and_evaluates_through_the_cli(toy, tmp_path, capsys):
+def test_a_toy_architecture_trains_saves_resumes_and_evaluates_through_the_cli(toy, tmp_path, capsys):
     dataset, feats = make_tiny_dataset(tmp_path)
 
     def command(out: str, epochs: int) -> list[str]:
@@ -168,7 +168,7 @@ def test_a_toy_family_trains_saves_resumes_and_evaluates_through_the_cli(toy, tm
     assert main(command("full", 3)) == 0  # the uninterrupted run
     assert main(command("run", 2)) == 0
     policy = load_checkpoint(tmp_path / "run" / "last", with_trainer=False)
-    assert policy.manifest["specs"]["policy"]["class"] == "tests.models.toy_family.ToyGRU"
+    assert policy.manifest["specs"]["policy"]["class"] == "tests.models.toy_architecture.ToyGRU"
     assert policy.manifest["specs"]["policy"]["family"] == "toy"
     assert main([*command("run", 3), "resume=true"]) == 0
     assert _losses(tmp_path / "run") == pytest.approx(_losses(tmp_path / "full"), abs=1e-6)
@@ -184,14 +184,14 @@ def test_a_toy_family_trains_saves_resumes_and_evaluates_through_the_cli(toy, tm
     assert len(predictions) == 6 and all(p["caption"] for p in predictions)
 
 
-def test_architecture_md_shows_the_toy_family_as_it_is():
-    """docs/ARCHITECTURE.md's worked example of adding a model family is the toy family's file, which the test
+def test_architecture_md_shows_the_toy_architecture_as_it_is():
+    """docs/ARCHITECTURE.md's worked example of adding a architecture is the toy architecture's file, which the test
     above registers, trains, resumes and evaluates."""
-    source = (REPO / "tests" / "models" / "toy_family.py").read_text(encoding="utf-8")
-    family = source.split("# --- the family: docs/ARCHITECTURE.md shows it from here ---\n")[1].split("# --- to here")[0]
+    source = (REPO / "tests" / "models" / "toy_architecture.py").read_text(encoding="utf-8")
+    architecture = source.split("# --- the architecture: docs/ARCHITECTURE.md shows it from here ---\n")[1].split("# --- to here")[0]
     page = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    shown = page.split("## How to add a model family")[1].split("```python\n")[1].split("```")[0]
-    assert shown == family
+    shown = page.split("## How to add an architecture")[1].split("```python\n")[1].split("```")[0]
+    assert shown == architecture
 
 
 def test_hf_checkpoints_link_the_frozen_tower_of_the_one_they_replace(tmp_path):
@@ -201,8 +201,8 @@ def test_hf_checkpoints_link_the_frozen_tower_of_the_one_they_replace(tmp_path):
     import transformers
 
     from rlcap.data.hf_text import TokenizerVocab
-    from rlcap.models.hf_captioner import HFCaptioner
-    from rlcap.models.hf_export import TEXT_FILE, TOWER_FILE
+    from rlcap.models.hf.captioner import HFCaptioner
+    from rlcap.models.hf.export import TEXT_FILE, TOWER_FILE
     from rlcap.train.checkpoint import own_model_path
 
     dataset, _ = make_tiny_dataset(tmp_path)

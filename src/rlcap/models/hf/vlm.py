@@ -7,7 +7,7 @@ model reads, and the picture's size); the image side's modules are taken out of 
 export. Everything else comes from what the model and its processor declare, through the calls ``generate()``
 makes, never from a table of families:
 
-* **the prompt** (:mod:`rlcap.models.hf_vlm_prompt`): ``model.prompt`` through the processor's chat template, the
+* **the prompt** (:mod:`rlcap.models.hf.prompt`): ``model.prompt`` through the processor's chat template, the
   image tokens expanded by the processor for a picture of the stored size;
 * **the image tokens** go in as the model's precomputed image features (``mm_encoder_outputs``), which its own
   forward scatters where the processor put the image tokens;
@@ -28,7 +28,7 @@ caption: no loss on it, never decoded, not counted in ``data.max_len`` or ``deco
 
 The language model's words map to rlcap's ids as a captioner's do (:class:`rlcap.data.hf_text.TokenIds`); what
 trains (``model.train``), the LoRA adapters and the weights' names in a checkpoint are
-:class:`rlcap.models.hf_captioner.HFCaptioner`'s, whose methods this subclass keeps (its own are the decoding, the
+:class:`rlcap.models.hf.captioner.HFCaptioner`'s, whose methods this subclass keeps (its own are the decoding, the
 store check and the export).
 """
 
@@ -51,10 +51,10 @@ from rlcap.encoders.hf_vlm import (FC_LAYOUT, blank, image_token, load_processor
                                    unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
-from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
-from rlcap.models.hf_captioner import HFCaptioner
-from rlcap.models.hf_export import generation_settings, write_weights
-from rlcap.models.hf_vlm_prompt import PromptInputs, policy_prompt
+from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf.captioner import HFCaptioner
+from rlcap.models.hf.export import generation_settings, write_weights
+from rlcap.models.hf.prompt import PromptInputs, policy_prompt
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # model.dtype: the weights as loaded

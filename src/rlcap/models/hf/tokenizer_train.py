@@ -1,6 +1,6 @@
 """A fast tokenizer trained on captions, the same file for the same captions in every process: what
-``rlcap hf-captioner`` builds its captioners' (rlcap.models.hf_build) and vision-language models'
-(rlcap.models.hf_vlm_tokenizer) tokenizers with, lower-cased, split on whitespace and punctuation.
+``rlcap hf-captioner`` builds its captioners' (rlcap.models.hf.build_captioner) and vision-language models'
+(rlcap.models.hf.build_tokenizer) tokenizers with, lower-cased, split on whitespace and punctuation.
 
 ``word``: whole words, most frequent first, ties by the word (the tokenizers library's WordLevelTrainer sorts so).
 ``wordpiece``: BERT's subwords. The library's WordPieceTrainer (tokenizers 0.23) numbers its ``##`` pieces in the

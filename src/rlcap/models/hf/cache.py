@@ -1,5 +1,5 @@
 """A transformers model's key/value cache as rlcap's decoding state (tensors, batch first) and back, and the
-outputs' parts :class:`rlcap.models.hf_captioner.HFCaptioner` reads."""
+outputs' parts :class:`rlcap.models.hf.captioner.HFCaptioner` reads."""
 
 from __future__ import annotations
 
