@@ -222,10 +222,10 @@ def test_hf_checkpoints_link_the_frozen_tower_of_the_one_they_replace(tmp_path):
     original = transformers.GitForCausalLM.from_pretrained(model)
     for key, tensor in original.state_dict().items():
         assert tensor.equal(loaded.state_dict()[key]), key
-    tower = policy._tower_place[2][0]
+    tower = policy.weights.side.modules
     with torch.no_grad():
         next(tower.parameters()).add_(1.0)
-    policy._tower_digest = None  # (a tower is frozen for a run: its digest is cached; here it changed)
+    policy.weights._digest = None  # (a tower is frozen for a run: its digest is cached; here it changed)
     third = save()
     assert third[0] != second[0]
     loaded = transformers.GitForCausalLM.from_pretrained(tmp_path / "last" / "hf")

@@ -152,7 +152,7 @@ def test_what_model_train_trains(family, tmp_path):
     assert (s.cfg.model.arch, s.cfg.model.path) == ("hf", str(lora_hf.resolve()))
     loaded = s.model.state_dict()
     model = open_run(tmp_path / "lora" / "last", device="cpu").policy
-    merged = {f"model.{k}": v for k, v in model._merged_state().items()}  # (the tied output layer: once in loaded)
+    merged = {f"model.{k}": v for k, v in model.weights.merged_state().items()}  # (the tied output layer: once in loaded)
     assert set(loaded) <= set(merged)
     assert all(torch.allclose(loaded[k], merged[k], atol=1e-6) for k in loaded)
 

@@ -72,7 +72,7 @@ def test_model_train_all_from_a_lora_checkpoint_trains_every_weight_from_its_mer
     # one step from the merged weights moved the embeddings and output layer too, which LoRA never trains
     from rlcap.eval.open_run import open_run
 
-    merged = {f"model.{k}": v for k, v in open_run(lora, device="cpu").policy._merged_state().items()}
+    merged = {f"model.{k}": v for k, v in open_run(lora, device="cpu").policy.weights.merged_state().items()}
     changed = {k for k, v in full["weights"].items() if not torch.equal(v, merged[k])}
     assert any("embed" in k or "wte" in k for k in changed) and any(".lora_" not in k for k in changed), changed
     # ... and it started from the function the checkpoint computes: one tiny step on, the same greedy captions
@@ -89,7 +89,7 @@ def test_the_merged_start_is_peft_s_own_merge(lora_run):
     argv = command("unused", f"init_from={lora}", "model.train=all")
     session = open_session(load_run_config(argv[1], argv[2:]))
     loaded = session.model.state_dict()
-    merged = {f"model.{k}": v for k, v in open_run(lora, device="cpu").policy._merged_state().items()}
+    merged = {f"model.{k}": v for k, v in open_run(lora, device="cpu").policy.weights.merged_state().items()}
     assert set(loaded) <= set(merged)
     worst = max(float((loaded[k] - merged[k]).detach().abs().max()) for k in loaded)
     assert worst < 1e-6, worst

@@ -11,6 +11,8 @@ checkpoint's ``vocab.json`` holds the whole tokenizer, so a checkpoint needs no 
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -165,12 +167,27 @@ class TokenizerVocab:
 
 def captioner_config(folder: str | Path) -> tuple[Any, Any]:
     """The config and the model class of the transformers captioner saved in ``folder``; a folder that is not
-    there, or holds no captioner (a vision-only or text-only model writes no text), refused in one line."""
-    transformers = import_transformers("model.arch=hf")
+    there, or holds no captioner (a vision-only or text-only model writes no text), refused in one line. Read once
+    per config.json (its path, size and time): building a policy asks it several times (which kind of policy, its
+    tokenizer's ids, its codec); each caller gets its own copy of the config."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise RlcapError(f"{folder}: no such folder; model.arch=hf reads a captioner from a local folder that "
                          "save_pretrained wrote (nothing is downloaded)")
+    path = folder.resolve() / "config.json"
+    try:
+        stat = path.stat()
+        key: tuple[Any, ...] = (str(path), stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        key = (str(path),)  # (no config.json: _read_config says so)
+    config, model_class = _read_config(folder, key)
+    return copy.deepcopy(config), model_class
+
+
+@functools.lru_cache(maxsize=16)
+def _read_config(folder: Path, key: tuple[Any, ...]) -> tuple[Any, Any]:
+    """:func:`captioner_config`'s read (``key``: config.json's path, size and time, what the cache is keyed on)."""
+    transformers = import_transformers("model.arch=hf")
     try:
         config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
         architecture = config.architectures[0]

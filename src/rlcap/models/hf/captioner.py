@@ -29,7 +29,6 @@ import inspect
 import json
 import logging
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +38,16 @@ from torch import nn
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import captioner_config, tokenizer_ids
 from rlcap.data.vocab import PAD
-from rlcap.encoders.hf import HF_PREFIX, tower_digest, vision_forward
-from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
-from rlcap.errors import DataError, RlcapError
-from rlcap.models.hf.lora import (adapters_off, holds_adapters, merged, module_scale, same_adapters,
-                                       saved_scale, under_adapters)
+from rlcap.encoders.hf import vision_forward
+from rlcap.errors import RlcapError
 from rlcap.models.base import Tensors
 from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
-from rlcap.models.hf.parts import import_peft, layer_stack, merged_lora_state, unique_state, with_twins
 from rlcap.models.hf.export import generation_settings, write_weights
+from rlcap.models.hf.image_side import StoredTower, swap_out
+from rlcap.models.hf.parts import layer_stack
 from rlcap.models.hf.scoring import ScoredInOnePass, first_step_once
+from rlcap.models.hf.weights import HFWeights, HoldsHFWeights
+from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
 log = logging.getLogger(__name__)
 
@@ -63,42 +62,14 @@ def is_transformers_folder(path: str | Path) -> bool:
     return isinstance(config, dict) and bool(config.get("architectures"))
 
 
-class StoredTower(nn.Module):
-    """Stands where the captioner's vision tower was: its "pixel_values" are the stored tokens (B, 1, T, D),
-    returned as the tower's last hidden state (and its first token as the pooled output)."""
-
-    main_input_name = "pixel_values"
-
-    def __init__(self, config: Any):
-        super().__init__()
-        self.config = config
-
-    def forward(self, pixel_values: torch.Tensor, **_: Any) -> Any:
-        from transformers.modeling_outputs import BaseModelOutputWithPooling
-
-        tokens = pixel_values[:, 0]  # (B, T, D)
-        return BaseModelOutputWithPooling(last_hidden_state=tokens, pooler_output=tokens[:, 0])
-
-
-def swap_tower(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
-    """Put a :class:`StoredTower` where ``model``'s vision tower is: (the module holding it, its name there, the
-    tower removed)."""
-    tower, config = vision_forward(model)
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if child is tower:
-                setattr(parent, name, StoredTower(getattr(tower, "config", config)))
-                return parent, name, tower
-    raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
-
-
-class HFCaptioner(ScoredInOnePass, nn.Module):
+class HFCaptioner(ScoredInOnePass, HoldsHFWeights):
     """The Captioner interface (:mod:`rlcap.models.base`) over a transformers captioner read from ``folder``."""
 
     def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
                  train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0):
         """``vocab_size``, ``att_dim``: the run's text vocabulary and stored tokens, checked against the model's;
-        ``train``: what trains (:meth:`_set_training`, ``model.train``)."""
+        ``train``: what trains (``model.train``: :mod:`rlcap.models.hf.weights`, the decoder's layer stack its
+        ``decoder`` and LoRA's)."""
         super().__init__()
         transformers = import_transformers()
         self.folder = Path(folder).expanduser().resolve()
@@ -106,9 +77,8 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
         with no_bars(transformers):
             model = load_weights_of(cls, self.folder)
         # the tower's weights are the feature store's, not the policy's: kept aside (not a submodule) for the export
-        parent, name, tower = swap_tower(model)
-        self._tower_place = (parent, name, [tower.requires_grad_(False)])
-        self._tower_digest: str | None = None  # (computed when a store is checked: check_store)
+        tower, config = vision_forward(model)
+        side = swap_out(model, tower, StoredTower(getattr(tower, "config", config)))
         self._text_and_pixels: tuple[Any, Any] | None = None  # tokenizer and image processor (export_pretrained)
         self.model = model
         self.text_input = "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"
@@ -124,33 +94,9 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
             raise RlcapError(f"model.path={self.folder} writes {self.vocab_size} tokens, but the run's vocabulary has "
                              f"{vocab_size}: an hf run reads text through the model's own tokenizer")
         self._probe()
-        self._set_training(train, lora_rank, lora_alpha)
+        self.weights = HFWeights(model, self.folder, side, train, lora_rank, lora_alpha,
+                                 stacks=[layer_stack(self.decoder)])
         self.train()  # (from_pretrained leaves the model in eval mode: its dropout follows this module's mode)
-
-    def _set_training(self, train: str, rank: int, alpha: float) -> None:
-        """``all``: every weight but the tower (already out of the model); ``decoder``: the text decoder's layer
-        stack only (embeddings, output layer and the image projection as loaded); ``lora``: LoRA adapters of rank
-        ``rank`` (scale ``alpha / rank``) on the linear maps of that stack, through peft, and nothing else."""
-        self.train_mode = train
-        if train == "all":
-            return
-        layers = layer_stack(self.decoder)
-        for param in self.model.parameters():
-            param.requires_grad_(False)
-        if train == "decoder":
-            for param in layers.parameters():
-                param.requires_grad_(True)
-            return
-        peft = import_peft()
-        from transformers.pytorch_utils import Conv1D
-
-        names = {id(m): n for n, m in self.model.named_modules()}
-        maps = [m for m in layers.modules() if isinstance(m, (nn.Linear, Conv1D))]
-        config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=[names[id(m)] for m in maps],
-                                 fan_in_fan_out=any(isinstance(m, Conv1D) for m in maps))  # (GPT-2's are Conv1D)
-        peft.inject_adapter_in_model(config, self.model)
-        for name, param in self.model.named_parameters():
-            param.requires_grad_(".lora_" in name)
 
     def _probe(self) -> None:
         """How the model decodes (module docstring): through its own forward when that returns a cache, else its
@@ -188,17 +134,13 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
         run's ``decode`` settings (:func:`generation_settings`). ``previous``: the folder this export replaces,
         whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf.export`)."""
         transformers = import_transformers()
-        parent, name, (tower,) = self._tower_place
-        prefix = next(path for path, module in self.model.named_modules() if module is parent)
         suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
         self.model.generation_config.suppress_tokens = suppress or None
         for key, value in generation_settings(decode or {}).items():
             setattr(self.model.generation_config, key, value)
-        if self._tower_digest is None:
-            self._tower_digest = tower_digest(tower)
-        state = self._merged_state() if self.train_mode == "lora" else dict(self.model.state_dict())
+        side = self.weights.side
         with no_bars(transformers):  # (the stored tower in its place has no weights: the state leaves it out)
-            write_weights(self.model, state, tower, f"{prefix}.{name}".lstrip("."), self._tower_digest,
+            write_weights(self.model, self.weights.merged_state(), side.modules, side.prefix, self.weights.digest,
                           Path(folder), previous)
         with no_bars(transformers):
             if self._text_and_pixels is None:  # read from the model's folder once, not at every save
@@ -211,18 +153,7 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
         """Refuse features written by another encoder than this model's own tower (:class:`ReadsOwnTower`): the
         store's ``encoder`` must be this model's class and its ``tower_weights`` this tower's (``rlcap features
         --encoder hf:DIR`` records both for a captioner). A store that records neither passes, with a warning."""
-        own = f"{HF_PREFIX}{type(self.model).__name__}"
-        encoder, weights = records.get("encoder"), records.get("tower_weights")
-        if encoder is None or (encoder == own and weights is None):
-            log.warning("%s records no encoder weights (written before rlcap recorded them): it is taken as the "
-                        "tokens of %s's own tower, which cannot be checked", store, self.folder)
-            return
-        if self._tower_digest is None:
-            self._tower_digest = tower_digest(self._tower_place[2][0])
-        if encoder != own or weights != self._tower_digest:
-            raise DataError(f"{store} holds features of {encoder} (tower weights {weights or 'not recorded'}), but "
-                            f"model.path={self.folder} reads the tokens of its own tower, {own} (tower weights "
-                            f"{self._tower_digest}): extract them with `rlcap features --encoder hf:{self.folder}`")
+        self.weights.check_store(records, store, "the tokens of its tower", unrecorded_passes=True)
 
     def text_positions(self) -> int | None:
         """How many text tokens the decoder reads at most (its position table: :class:`LimitedPositions`); None
@@ -231,54 +162,9 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
         positions = getattr(text, "max_position_embeddings", None)  # (GPT-2's n_positions under this name too)
         return int(positions) if positions else None
 
-    def _merged_state(self) -> dict[str, torch.Tensor]:
-        """The model's weights with each LoRA adapter added into the weight it adapts, under transformers' names
-        (the layers themselves are left as they are, so that training goes on with the same numbers)."""
-        return merged_lora_state(self.model)
-
-    @property
-    def trains_adapters(self) -> bool:
-        """Whether the policy trains LoRA adapters (``model.train: lora``): :class:`~rlcap.models.base.TrainsAdapters`."""
-        return self.train_mode == "lora"
-
-    def adapters_off(self) -> AbstractContextManager[None]:
-        """The model without its LoRA adapters (:func:`~rlcap.models.hf.lora.adapters_off`), on the same module."""
-        return adapters_off(self.model)
-
     @property
     def decoder(self) -> nn.Module:
         return self.model.get_decoder()  # (not a submodule of its own: its weights are the model's)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
-        """The weights, each once: a tied weight (an output layer that is the input embedding) under its first name."""
-        return unique_state(super().state_dict(*args, **kwargs))
-
-    def adapt_weights(self, state: dict[str, torch.Tensor],
-                      saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        """Saved weights in this policy's own names (rlcap.models.hf.lora). A LoRA checkpoint's go as they are
-        into a LoRA policy of the same rank and scale; else their adapters are merged first (``W + (alpha / r) B
-        A``: the function the checkpoint computes, ``saved`` its model section, which gives alpha and r). Plain
-        weights go under the layers a LoRA policy adapts, its adapters new (B = 0: the same function)."""
-        own = self.state_dict()
-        if holds_adapters(state):
-            if same_adapters(state, own, module_scale(self.model), saved):
-                return state
-            state = merged(state, saved_scale(state, saved), self._holds_transposed)
-        return under_adapters(state, own) if holds_adapters(own) else state
-
-    def _holds_transposed(self, name: str) -> bool:
-        """Whether the linear map ``name`` (as :meth:`state_dict` names it) holds its weight in x out (GPT-2's
-        Conv1D)."""
-        from transformers.pytorch_utils import Conv1D
-
-        modules = dict(self.named_modules())
-        return isinstance(modules.get(f"{name}.base_layer", modules.get(name)), Conv1D)
-
-    def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True, assign: bool = False) -> Any:
-        """Weights saved by :meth:`state_dict` (or plain ones, :meth:`adapt_weights`): a tied weight's other names
-        take the one it was saved under."""
-        full = with_twins(super().state_dict(), self.adapt_weights(state))
-        return super().load_state_dict(full, strict=strict, assign=assign)
 
     def _tower_width(self) -> int:
         config = self.model.config

@@ -1,10 +1,8 @@
-"""The parts of a transformers model an rlcap policy trains (a vision-language model here; the weight helpers at
-the end serve the captioners of hf_captioner too), found from what the model declares: its
-language model is what its ``get_encoder()``, ``get_decoder()``, input and output embeddings hold; everything
-else (the vision tower, the projector) is the picture's side, frozen, its output read from a feature store.
-``model.train``: ``all`` (the language model), ``decoder`` (the language model's layer stacks) or ``lora``
-(LoRA adapters on those stacks' linear maps, through peft). And a model's weights each once (tied weights
-under their first name), as a safetensors checkpoint holds them."""
+"""The parts of a transformers model an rlcap policy trains, found from what the model declares: its language
+model is what its ``get_encoder()``, ``get_decoder()``, input and output embeddings hold, and its layer stacks the
+lists of blocks in them; everything else (the vision tower, the projector) is the picture's side, frozen, its
+output read from a feature store (what trains of them: :mod:`rlcap.models.hf.weights`). And a model's weights each
+once (tied weights under their first name), as a safetensors checkpoint holds them."""
 
 from __future__ import annotations
 
@@ -13,9 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlcap.errors import ConfigError, RlcapError
-
-TRAIN_MODES = ("all", "decoder", "lora")
+from rlcap.errors import RlcapError
 
 
 def language_modules(model: nn.Module) -> list[nn.Module]:
@@ -39,32 +35,6 @@ def layer_stacks(model: nn.Module) -> list[nn.Module]:
     """The language model's stacks of blocks: its decoder's, and its encoder's for an encoder-decoder."""
     parts = [model.get_encoder()] if model.config.is_encoder_decoder else []
     return [layer_stack(part) for part in [*parts, model.get_decoder()]]
-
-
-def set_training(model: nn.Module, train: str, rank: int, alpha: float) -> None:
-    """Freeze all of ``model`` but what ``train`` names (module docstring); ``lora``: adapters of rank ``rank``,
-    scale ``alpha / rank``, no dropout, on every linear map of the layer stacks."""
-    if train not in TRAIN_MODES:
-        raise ConfigError(f"model.train: {train!r} is not one of {', '.join(TRAIN_MODES)}")
-    model.requires_grad_(False)
-    if train == "all":
-        for param in language_parameters(model):
-            param.requires_grad_(True)
-        return
-    stacks = layer_stacks(model)
-    if train == "decoder":
-        for stack in stacks:
-            stack.requires_grad_(True)
-        return
-    peft = import_peft()
-    names = {id(m): n for n, m in model.named_modules()}
-    maps = [names[id(m)] for stack in stacks for m in stack.modules() if isinstance(m, nn.Linear)]
-    peft.inject_adapter_in_model(peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=maps),
-                                 model)
-    for name, param in model.named_parameters():
-        param.requires_grad_(".lora_" in name)
-        if ".lora_" in name:  # adapters (and so their optimizer state) in fp32 over bf16 weights: peft casts the
-            param.data = param.data.float()  # layer's input to the adapters' dtype and the sum back
 
 
 def merged_lora_state(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -32,22 +32,20 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
-from torch import nn
 
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import captioner_config, tokenizer_ids
-from rlcap.encoders.hf import HF_PREFIX, tower_digest
 from rlcap.encoders.hf_vlm import blank, load_processor
-from rlcap.errors import ConfigError, DataError, RlcapError
+from rlcap.errors import ConfigError, RlcapError
 from rlcap.models.base import Tensors
 from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf.export import generation_settings
 from rlcap.models.hf.scoring import ScoredInOnePass, first_step_once
 from rlcap.models.hf.vlm import DTYPES, declare_dtype
 from rlcap.models.hf.prompt import instruction
-from rlcap.models.hf.parts import merged_lora_state, set_training, unique_state, with_twins
-from rlcap.models.hf.lora import (holds_adapters, merged, module_scale, same_adapters, saved_scale,
-                                       under_adapters)
+from rlcap.models.hf.image_side import StoredMap, swap_out
+from rlcap.models.hf.parts import language_parameters, layer_stacks
+from rlcap.models.hf.weights import HFWeights, HoldsHFWeights
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
 log = logging.getLogger(__name__)
@@ -86,28 +84,7 @@ def check_prompt_length(length: int, text: Any, folder: Path) -> None:
                           f"{text.max_position_embeddings} positions of the language encoder of {folder}: shorten it")
 
 
-class StoredMap(nn.Module):
-    """Stands where the model's vision tower was: its "pixel_values" are the tower's stored map (B, C, h, w),
-    returned as the tower's last hidden state, for the model's own projector."""
-
-    def forward(self, pixel_values: torch.Tensor, **_: Any) -> Any:
-        from transformers.modeling_outputs import BaseModelOutputWithPooling
-
-        return BaseModelOutputWithPooling(last_hidden_state=pixel_values)
-
-
-def _swap(model: nn.Module, tower: nn.Module, stand_in: nn.Module) -> tuple[nn.Module, str, list[nn.Module]]:
-    """Put ``stand_in`` where ``tower`` is in ``model``: (the module holding it, its name there, [the tower],
-    frozen and kept aside: a list, not a submodule, so that the policy's weights leave it out)."""
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if child is tower:
-                setattr(parent, name, stand_in)
-                return parent, name, [tower.requires_grad_(False)]
-    raise RlcapError(f"{type(model).__name__}: its image tower is not one of its modules")
-
-
-class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
+class Seq2SeqVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
     """The Captioner interface (:mod:`rlcap.models.base`) over an encoder-decoder VLM read from ``folder``, sampled
     without autograd and scored in one pass (:class:`~rlcap.models.hf.scoring.ScoredInOnePass`)."""
 
@@ -126,7 +103,7 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         with no_bars(transformers):  # (in the folder's dtype: the tower kept aside stays the store's, below)
             self.model = load_weights_of(cls, self.folder)
             processor = load_processor(self.folder)
-        self.export_dtype = DTYPES[dtype] if self.model.config.dtype == DTYPES[dtype] else torch.float32
+        export_dtype = DTYPES[dtype] if self.model.config.dtype == DTYPES[dtype] else torch.float32
         self.prompt = instruction(processor, prompt) or default_prompt(processor, self.folder)
         log.info("%s: the prompt its language encoder reads with each picture: %r", self.folder, self.prompt)
         inputs = processor(images=[blank((32, 32))], text=[self.prompt], return_tensors="pt")
@@ -135,8 +112,7 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         tower = self.model.get_encoder(modality="image")
         with torch.no_grad():  # the tower's map (1, C, h, w): what the store holds, as h*w cells of C
             self.grid = tuple(tower(inputs["pixel_values"]).last_hidden_state.shape[1:])
-        self._tower_place = _swap(self.model, tower, StoredMap())
-        self._tower_digest: str | None = None  # (computed when a store is checked)
+        side = swap_out(self.model, tower, StoredMap())
         self.model.to(DTYPES[dtype])  # the language model and projector; the tower as loaded, what the store holds
         text = self.model.config.get_text_config()
         _, self.ids = tokenizer_ids(self.folder, self.model.config, int(text.vocab_size))
@@ -150,8 +126,9 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         if vocab_size is not None and vocab_size != self.vocab_size:
             raise RlcapError(f"model.path={self.folder} writes {self.vocab_size} tokens, but the run's vocabulary has "
                              f"{vocab_size}: an hf run reads text through the model's own tokenizer")
-        self.train_mode = train
-        set_training(self.model, train, lora_rank, lora_alpha)
+        self.weights = HFWeights(self.model, self.folder, side, train, lora_rank, lora_alpha,
+                                 stacks=layer_stacks(self.model), language=language_parameters(self.model),
+                                 export_dtype=export_dtype)
         if gradient_checkpointing:
             self.model.activation_checkpointing_enable()
         with torch.no_grad():  # how many tensors the decoder's self-attention cache holds (keys, values a layer)
@@ -190,14 +167,7 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
     def check_store(self, records: Mapping[str, Any], store: str) -> None:
         """Refuse features of another tower than this model's (:class:`~rlcap.models.base.ReadsOwnTower`): the
         store's ``encoder`` must be this model's class and its ``tower_weights`` this tower's."""
-        own = f"{HF_PREFIX}{type(self.model).__name__}"
-        encoder, weights = records.get("encoder"), records.get("tower_weights")
-        if self._tower_digest is None:
-            self._tower_digest = tower_digest(self._tower_place[2][0])
-        if encoder != own or weights != self._tower_digest:
-            raise DataError(f"{store} holds features of {encoder} (tower weights {weights or 'not recorded'}), but "
-                            f"model.path={self.folder} reads the cells of its own tower, {own} (tower weights "
-                            f"{self._tower_digest}): extract them with `rlcap features --encoder hf:{self.folder}`")
+        self.weights.check_store(records, store, "the cells of its tower's map")
 
     def init_state(self, memory: Tensors) -> Tensors:
         return ()  # no cache yet: the first step reads the decoder's prefix
@@ -229,40 +199,13 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         """The decoder's position table, less the prefix's positions beyond BOS's."""
         return int(self.model.config.get_text_config().max_position_embeddings) - (len(self.prefix) - 1)
 
-    @property
-    def trains_adapters(self) -> bool:
-        return self.train_mode == "lora"
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
-        """The weights, each once (:func:`~rlcap.models.hf.parts.unique_state`: safetensors holds no twins)."""
-        return unique_state(super().state_dict(*args, **kwargs))
-
-    def adapt_weights(self, state: dict[str, torch.Tensor],
-                      saved: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        """Saved weights in this policy's names (rlcap.models.hf.lora), as HFCaptioner's: a LoRA checkpoint's
-        as they are into LoRA adapters of the same rank and scale, else merged first; plain weights under the
-        layers a LoRA policy adapts (its adapters new: B = 0, the same function)."""
-        own = self.state_dict()
-        if holds_adapters(state):
-            if same_adapters(state, own, module_scale(self.model), saved):
-                return state
-            state = merged(state, saved_scale(state, saved), lambda name: False)  # (nn.Linear: out x in)
-        return under_adapters(state, own) if holds_adapters(own) else state
-
-    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
-        state = self.adapt_weights(dict(state))
-        return super().load_state_dict(with_twins(super().state_dict(), state), strict=strict, assign=assign)
-
     def export_pretrained(self, folder: str | Path, decode: Mapping[str, Any] | None = None,
                           previous: Path | None = None) -> None:
         """The policy as a transformers folder (config, weights with the frozen tower, generation config with the
         run's ``decode`` settings, processor), which ``from_pretrained`` loads and whose ``generate()`` from pixels
         and the prompt decodes as rlcap does (``previous`` is not read: the folder is written whole)."""
         transformers = import_transformers()
-        parent, name, (tower,) = self._tower_place
-        prefix = next(path for path, module in self.model.named_modules() if module is parent)
-        state = merged_lora_state(self.model) if self.train_mode == "lora" else dict(self.model.state_dict())
-        state.update({f"{prefix}.{name}.{k}".lstrip("."): v for k, v in tower.state_dict().items()})
+        state = {**self.weights.merged_state(), **self.weights.side.state()}
         with torch.device("meta"):  # (no random initialisation: no time, no memory, the global RNG untouched)
             model = type(self.model)(self.model.config)
         model.load_state_dict(state, assign=True)
@@ -277,4 +220,4 @@ class Seq2SeqVLMCaptioner(ScoredInOnePass, nn.Module):
         with no_bars(transformers):
             model.save_pretrained(folder)
             transformers.AutoProcessor.from_pretrained(self.folder, local_files_only=True).save_pretrained(folder)
-        declare_dtype(Path(folder), self.export_dtype)
+        declare_dtype(Path(folder), self.weights.export_dtype)

@@ -42,19 +42,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import TokenizerVocab, captioner_config, tokenizer_ids
-from rlcap.encoders.hf import HF_PREFIX, tower_digest
 from rlcap.encoders.hf_vlm import (FC_LAYOUT, blank, image_token, load_processor, reads_image_tokens, settings_json,
                                    unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
 from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
-from rlcap.models.hf.captioner import HFCaptioner
 from rlcap.models.hf.export import generation_settings, write_weights
+from rlcap.models.hf.image_side import take_out
+from rlcap.models.hf.parts import layer_stack
 from rlcap.models.hf.prompt import PromptInputs, policy_prompt
+from rlcap.models.hf.scoring import ScoredInOnePass
+from rlcap.models.hf.weights import HFWeights, HoldsHFWeights
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # model.dtype: the weights as loaded
@@ -75,13 +76,13 @@ def vlm_codec(folder: str | Path) -> TokenizerVocab:
     return TokenizerVocab(tokenizer.backend_tokenizer.to_str(), ids, tokenizer.all_special_ids)
 
 
-class HFVLMCaptioner(HFCaptioner):
+class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
     """The Captioner interface over an instruction vision-language model read from ``folder`` (module docstring)."""
 
     def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
                  train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0, prompt: str = "",
                  dtype: str = "float32", gradient_checkpointing: bool = False):
-        nn.Module.__init__(self)  # (HFCaptioner's weights and adapters; its tower and decoding are not this one's)
+        super().__init__()
         transformers = import_transformers()
         self.folder = Path(folder).expanduser().resolve()
         config, model_class = captioner_config(self.folder)
@@ -90,18 +91,14 @@ class HFVLMCaptioner(HFCaptioner):
             self.processor = load_processor(self.folder)
         # what the export declares (declare_dtype): the dtype that holds both the image side and the language model
         # exactly, so that from_pretrained rounds neither
-        self.export_dtype = DTYPES[dtype] if model.config.dtype == DTYPES[dtype] else torch.float32
+        export_dtype = DTYPES[dtype] if model.config.dtype == DTYPES[dtype] else torch.float32
         # whether the forward reads image features as one tensor per image (Qwen2-VL, LLaVA) or a batch (PaliGemma)
         self.per_image = isinstance(image_tokens_output(model, self.processor), (list, tuple))
-        prefix, base, names = vision_side(model)
-        tower = nn.ModuleDict({name: getattr(base, name) for name in names}).requires_grad_(False)
-        for name in names:  # the image side's weights are the store's: kept aside (not a submodule) for the export
-            setattr(base, name, None)
+        _, base, names = vision_side(model)
+        side = take_out(model, base, names)  # the image side's weights are the store's: kept aside for the export
         # the language model in model.dtype; the image side as the folder holds it, as `rlcap features` read it, so
         # that a float32 folder's store serves a bf16 policy (its tokens go into the bf16 language model as bf16)
         model.to(DTYPES[dtype])
-        self._tower_place = (prefix, [tower])
-        self._tower_digest: str | None = None
         self.model = model
         _, self.ids = tokenizer_ids(self.folder, config.get_text_config(), model.get_output_embeddings().out_features)
         self.ids.forbid([image_token(self.processor)[1]])  # a caption never holds an image placeholder
@@ -119,10 +116,8 @@ class HFVLMCaptioner(HFCaptioner):
         self.prompts = PromptInputs(self.processor, self.prompt, inspect.signature(model.forward).parameters,
                                     int(config.get_text_config().max_position_embeddings))
         self.checkpointing = gradient_checkpointing
-        self._set_training(train, lora_rank, lora_alpha)
-        for name, param in self.model.named_parameters():
-            if ".lora_" in name:  # adapters (and so their optimizer state) in fp32 over bf16 weights: peft casts
-                param.data = param.data.float()  # the layer's input to the adapters' dtype and the sum back
+        self.weights = HFWeights(model, self.folder, side, train, lora_rank, lora_alpha,
+                                 stacks=[layer_stack(model.get_decoder())], export_dtype=export_dtype)
         self.train()
 
     # -- the model's own calls, as generate() makes them
@@ -197,6 +192,9 @@ class HFVLMCaptioner(HFCaptioner):
         return expand_batch(self._prefill(att, fc), n) if n > 1 else self._prefill(att, fc)
 
     # -- the Captioner interface
+    def hidden(self, state: Tensors) -> torch.Tensor:
+        return state[0]
+
     def encode(self, feats: Feats) -> Tensors:
         """The stored image tokens and fc (the picture's size): the prefill runs in :meth:`init_state`."""
         return (feats.att, feats.fc)
@@ -274,17 +272,10 @@ class HFVLMCaptioner(HFCaptioner):
 
     def check_store(self, records: Mapping[str, Any], store: str) -> None:
         """Refuse features that are not this model's image tokens: the store's ``encoder`` must be this model's
-        class, its ``tower_weights`` this image side's and its ``fc_layout`` the picture sizes it places them by."""
-        own = f"{HF_PREFIX}{type(self.model).__name__}"
-        if self._tower_digest is None:
-            self._tower_digest = tower_digest(self._tower_place[1][0])
-        encoder, weights = records.get("encoder"), records.get("tower_weights")
-        if encoder != own or weights != self._tower_digest or records.get("fc_layout") != FC_LAYOUT:
-            dtype = str(next(self._tower_place[1][0].parameters()).dtype).removeprefix("torch.")
-            raise DataError(f"{store} holds features of {encoder} (image side {weights or 'not recorded'}), but "
-                            f"model.path={self.folder} reads the image tokens of its own, {own} (image side "
-                            f"{self._tower_digest}, its {dtype} weights as the folder holds them, whatever "
-                            f"model.dtype): extract them with `rlcap features --encoder hf:{self.folder}`")
+        class, its ``tower_weights`` this image side's and its ``fc_layout`` the picture sizes it places them by
+        (the image side's weights as the folder holds them, whatever ``model.dtype``), and its image processor
+        settings the folder's."""
+        self.weights.check_store(records, store, "the image tokens", also={"fc_layout": FC_LAYOUT})
         pixels = settings_json(self.processor.image_processor.to_dict())
         if records.get("preprocessing", pixels) != pixels:  # (another max_pixels: other grids, other token counts)
             raise DataError(f"{store} was written with other image processor settings than those of "
@@ -299,19 +290,17 @@ class HFVLMCaptioner(HFCaptioner):
         never writes, renormalises after suppressing them (as rlcap's decoding does, so that beams rank alike), and
         takes the run's ``decode`` settings (:func:`generation_settings`)."""
         transformers = import_transformers()
-        prefix, (tower,) = self._tower_place
         settings = self.model.generation_config
         settings.suppress_tokens = self.banned()
         settings.renormalize_logits = True  # (after suppressing them, as rlcap renormalises: beams rank alike)
         settings.eos_token_id = self.ids.end
         for key, value in generation_settings(decode or {}).items():
             setattr(settings, key, value)
-        if self._tower_digest is None:
-            self._tower_digest = tower_digest(tower)
-        state = self._merged_state() if self.train_mode == "lora" else dict(self.model.state_dict())
+        side = self.weights.side
         with no_bars(transformers):
-            write_weights(self.model, state, tower, prefix, self._tower_digest, Path(folder), previous)
-        declare_dtype(Path(folder), self.export_dtype)
+            write_weights(self.model, self.weights.merged_state(), side.modules, side.prefix, self.weights.digest,
+                          Path(folder), previous)
+        declare_dtype(Path(folder), self.weights.export_dtype)
         for name, data in self._processor_files.items():
             (Path(folder) / name).write_bytes(data)
 
