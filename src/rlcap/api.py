@@ -94,8 +94,9 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     Returns ``{"model": {metric: value}, "references": {name: {metric: value}}, "evaluated": {checkpoint, split,
     data, decoding}}`` and, with ``out_dir``, writes ``predictions.json`` (COCO results format), ``scores.json``
     (that dict) and ``per_image.json``, and ``predictions_NAME.json`` and ``per_image_NAME.json`` for each
-    reference captioner; the checkpoint's model card takes the scores when it decoded with the checkpoint's own
-    settings (:func:`rlcap.models.hf.model_card.add_scores`).
+    reference captioner; the checkpoint keeps what its architecture keeps of them (an hf checkpoint's model card takes
+    the scores when it decoded with the checkpoint's own settings: :meth:`rlcap.models.architecture.Architecture
+    .evaluated`).
     """
     import time
 
@@ -103,7 +104,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     from rlcap.eval.clip_score import add_clip_scores, check_split_pictures, load_clip
     from rlcap.eval.open_run import evaluation_record, open_run
     from rlcap.files import check_writable
-    from rlcap.models.hf.model_card import add_scores
+    from rlcap.models.architectures import architecture
     from rlcap.train.validation import score_predictions
 
     if out_dir is not None:
@@ -141,7 +142,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
             write_json(out / f"predictions_{name}.json", coco_results(ref.predictions))
             write_json(out / f"per_image_{name}.json", ref.per_image)
         write_json(out / "scores.json", scores)
-        add_scores(checkpoint, scores)  # the exported folder's model card, when it has one and this is its decoding
+        architecture(run.config["model"]["arch"]).evaluated(Path(checkpoint), scores)  # (an hf model card)
     log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, dec.beam_size, result.corpus)
     return scores
 

@@ -62,3 +62,8 @@ class Architecture(Protocol):
     def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
         """Write what the checkpoint being saved in ``folder`` holds beside the weights (a transformers folder);
         ``previous``: the complete checkpoint this save replaces, or None (what did not change may come from it)."""
+
+    def evaluated(self, folder: Path, scores: dict[str, Any]) -> None:
+        """An evaluation of checkpoint ``folder`` has written ``scores`` (scores.json): what the checkpoint keeps
+        of them beside its weights, where its export holds a place for them (a transformers folder's model card
+        takes the scores of its own decoding); nothing for most architectures."""

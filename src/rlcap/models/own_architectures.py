@@ -59,6 +59,9 @@ class OwnArchitecture:
     def export(self, module: nn.Module, folder: Path, config: dict[str, Any], previous: Path | None) -> None:
         return None
 
+    def evaluated(self, folder: Path, scores: dict[str, Any]) -> None:
+        return None
+
 
 def _take_trained_critic(model: nn.Module, cfg: ModelConfig, vocab: Any) -> None:
     """A new HRL captioner takes the trained internal critic, frozen inside ([Wang18 sec. 3.2])."""

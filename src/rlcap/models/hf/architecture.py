@@ -25,7 +25,7 @@ from rlcap.models.hf.captioner import HFCaptioner, is_transformers_folder
 from rlcap.models.hf.vlm import HFVLMCaptioner, is_vlm_folder, vlm_codec
 from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner, is_seq2seq_vlm
 from rlcap.models.model_config import ModelConfig
-from rlcap.models.hf.model_card import FromFolder, Prompted, base_model_of, write_card
+from rlcap.models.hf.model_card import FromFolder, Prompted, add_scores, base_model_of, write_card
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,11 @@ class HFArchitecture:
             write_card(folder / EXPORT, config, _base_model(module, folder / EXPORT),
                        prompt=module.prompt if isinstance(module, Prompted) else None)
 
+
+    def evaluated(self, folder: Path, scores: dict[str, Any]) -> None:
+        """The model card of the checkpoint's ``hf/`` takes ``scores`` when they were decoded with the checkpoint's
+        own settings (:func:`rlcap.models.hf.model_card.add_scores`)."""
+        add_scores(folder, scores)
 
 def _base_model(module: nn.Module, exported: Path) -> str:
     """What the exported policy was tuned from (:func:`rlcap.models.hf.model_card.base_model_of` its source folder)."""
