@@ -12,7 +12,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma", "idefics2", "gemma3")
 CAPTIONS = ["a red circle on the left", "a big blue square", "a small green triangle", "the red square ."]
 SIZES = ((16, 48), (40, 16), (32, 32))  # (height, width): a Qwen2-VL grid and an Idefics3 tiling each
 
@@ -58,6 +58,16 @@ def _their_inputs(policy, picture):
     return {k: v for k, v in inputs.items() if k != "labels"}
 
 
+def _caption_types(model, inputs, n):
+    """The prompt's token types extended over ``n`` caption words as ``generate()`` extends them, by the model's own
+    update one word a step (PaliGemma's: the causal suffix, 1; Qwen2-VL's and Gemma 3's: text, 0; Gemma 3's 1
+    would put the caption in a picture, read both ways)."""
+    kwargs = {k: inputs[k] for k in ("token_type_ids", "mm_token_type_ids") if k in inputs}
+    for _ in range(n):
+        kwargs = model._update_model_kwargs_for_generation({}, kwargs, num_new_tokens=1)
+    return {k: kwargs[k] for k in ("token_type_ids", "mm_token_type_ids") if k in kwargs}
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_teacher_forced_logprobs_are_the_models_own_forward(built, family):
     """Stored image tokens and the processor's prompt for a blank picture of the stored size give the log-
@@ -73,10 +83,7 @@ def test_teacher_forced_logprobs_are_the_models_own_forward(built, family):
             words = policy.ids.hf_ids(tokens[i:i + 1, 1:])  # the caption after BOS
             inputs["input_ids"] = torch.cat([inputs["input_ids"], words], 1)
             inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
-            if "token_type_ids" in inputs:  # PaliGemma: the caption is the causal suffix
-                inputs["token_type_ids"] = torch.cat([inputs["token_type_ids"], torch.ones_like(words)], 1)
-            if "mm_token_type_ids" in inputs:  # Qwen2-VL: the caption is text
-                inputs["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(words)], 1)
+            inputs.update(_caption_types(reference, inputs, words.shape[1]))
             logits = reference(**inputs).logits[0, prompt - 1:].float()  # (T, V_hf)
             theirs = torch.log_softmax(policy.ids.rlcap_logits(logits), dim=-1)
             real = tokens[i, 1:] != 0

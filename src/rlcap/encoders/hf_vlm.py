@@ -87,13 +87,25 @@ def blank(size: tuple[int, int]) -> Any:
 
 
 def image_token(processor: Any) -> tuple[str, int]:
-    """The processor's image placeholder token and its id."""
+    """The processor's image placeholder (``image_token``: what a text holds where a picture goes) and the id of
+    the token it expands it into, which the model replaces by the image's features: of the ids the processor
+    declares as the image's (``image_token_ids``, what it marks in its token types; by default its
+    ``image_token_id``), the one its output for a picture holds most. A placeholder may not be that token: Gemma 3's
+    processor reads ``<start_of_image>`` (its ``image_token`` and ``image_token_id``) and writes it around the
+    ``<image_soft_token>``s it declares in ``image_token_ids``; others list the boundaries they write there too."""
     try:
         token = processor.image_token
     except AttributeError:
         raise RlcapError(f"{type(processor).__name__} declares no image_token: not an image-text-to-text "
                          "model's processor") from None
-    return token, int(processor.tokenizer.convert_tokens_to_ids(token))
+    declared = [int(i) for i in processor.image_token_ids if i is not None]
+    declared = declared or [int(processor.tokenizer.convert_tokens_to_ids(token))]
+    ids = processor(text=[token], images=[[blank((32, 32))]], return_tensors="pt")["input_ids"]
+    counts = [int((ids == i).sum()) for i in declared]
+    if max(counts) == 0:
+        raise RlcapError(f"{type(processor).__name__}: its input ids for a picture hold none of the image token ids "
+                         f"it declares ({declared}): not an image-text-to-text model's processor")
+    return token, declared[counts.index(max(counts))]
 
 
 def image_token_count(processor: Any, size: tuple[int, int]) -> int:

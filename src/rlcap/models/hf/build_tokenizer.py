@@ -27,6 +27,20 @@ IDEFICS3_TEMPLATE = (
     "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
     "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
 )
+# HuggingFaceM4/idefics2-8b's: IDEFICS3_TEMPLATE without <|im_start|>, the <s> its tokenizer puts first written here
+# (the tokenizers built here add no special tokens of their own).
+IDEFICS2_TEMPLATE = "{{ bos_token }}" + IDEFICS3_TEMPLATE.removeprefix("<|im_start|>")
+# google/gemma-3-4b-it's (its system turn left out): "<bos><start_of_turn>user\n<start_of_image>text<end_of_turn>\n
+# <start_of_turn>model\n", the assistant's role written "model"; the processor expands <start_of_image>.
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+    "{% endif %}"
+    "{{ '<start_of_turn>' + role + '\n' }}{% if message['content'] is string %}{{ message['content'] | trim }}"
+    "{% else %}{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<start_of_image>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] | trim }}{% endif %}{% endfor %}{% endif %}"
+    "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
 # llava-hf/llava-1.5's: "USER: <image>\ntext ASSISTANT:".
 LLAVA_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] == 'user' %}USER: {% else %}ASSISTANT: {% endif %}"

@@ -9,7 +9,10 @@ Families, each the transformers class its downloaded checkpoints name: ``qwen2_v
 2x2 patch merger, multimodal rotary positions), ``qwen2_5_vl`` (Qwen2.5-VL: windowed vision attention),
 ``smolvlm`` (Idefics3ForConditionalGeneration with Idefics3Processor, as HuggingFaceTB/SmolVLM-256M-Instruct
 declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over image and prompt), ``llava``
-(CLIP + Llama, an MLP projector) and ``florence2`` (DaViT + BART: an encoder-decoder prompted by a task token).
+(CLIP + Llama, an MLP projector), ``idefics2`` (SigLIP + a perceiver resampler + Mistral, as
+HuggingFaceM4/idefics2-8b), ``gemma3`` (SigLIP pooled into soft tokens + a Gemma 3 of sliding-window and global
+layers, as google/gemma-3-4b-it, its end tokens a list) and ``florence2`` (DaViT + BART: an encoder-decoder prompted
+by a task token).
 
 Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests), ``mini`` (a 64-wide 2-layer vision tower, a
 128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from rlcap.models.hf.build_tokenizer import IDEFICS3_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer
+from rlcap.models.hf.build_tokenizer import (GEMMA3_TEMPLATE, IDEFICS2_TEMPLATE, IDEFICS3_TEMPLATE, LLAVA_TEMPLATE,
+                                          QWEN_TEMPLATE, Words, vlm_tokenizer)
 
 
 class Size(NamedTuple):
@@ -230,7 +231,78 @@ def florence2(words: Words, size: Size) -> Built:
     return Built(model, processor)
 
 
+def idefics2(words: Words, size: Size) -> Built:
+    """Idefics2 as HuggingFaceM4/idefics2-8b is: a SigLIP tower read at each picture's own size (its patches
+    masked), a perceiver resampler that turns any picture into ``resampler_n_latents`` tokens, a Mistral, with the
+    Idefics2 processor (``<fake_token_around_image>`` around each picture's ``<image>`` tokens; its tokenizer pads
+    with ``<unk>`` as the released one does). ``tiny`` splits a picture into 4 crops plus the whole."""
+    import transformers as t
+
+    specials = ["<unk>", "<s>", "</s>", "<fake_token_around_image>", "<image>", "<end_of_utterance>"]
+    tok = vlm_tokenizer(words, specials, chat_template=IDEFICS2_TEMPLATE, pad_token="<unk>", bos_token="<s>",
+                        eos_token="</s>", unk_token="<unk>")
+    patch, latents = size.px // 8, (size.px // 16) ** 2  # at most 8 x 8 patches, resampled to 4 tokens at tiny
+    # the released reads pictures of 378 to 980 pixels a side: 3/8 of px to px here
+    pixels = t.Idefics2ImageProcessorPil(do_image_splitting=size.px <= 32,
+                                         size={"shortest_edge": 3 * size.px // 8, "longest_edge": size.px})
+    processor = t.Idefics2Processor(image_processor=pixels, tokenizer=tok, image_seq_len=latents,
+                                    chat_template=IDEFICS2_TEMPLATE)
+    tok = processor.tokenizer
+    vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
+                  num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
+    perceiver = dict(hidden_size=size.text, resampler_n_latents=latents, resampler_depth=min(3, size.vision_layers),
+                     resampler_n_heads=size.text_heads, resampler_head_dim=size.text // size.text_heads,
+                     num_key_value_heads=max(1, size.text_heads // 4))
+    text = {"model_type": "mistral", **_text(size, len(tok), tok)}
+    config = t.Idefics2Config(vision_config=vision, perceiver_config=perceiver, text_config=text,
+                              image_token_id=tok.convert_tokens_to_ids("<image>"))
+    return Built(_ends(t.Idefics2ForConditionalGeneration(config), tok), processor)
+
+
+GEMMA3_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+                   "<end_of_image>", "<image_soft_token>"]
+
+
+def gemma3(words: Words, size: Size) -> Built:
+    """Gemma 3 as google/gemma-3-4b-it is: a SigLIP tower whose patches are average-pooled into
+    ``mm_tokens_per_image`` soft tokens, normed and projected, into a Gemma 3 of sliding-window (local) layers and
+    a global one last (the released: five local to one global), each picture's tokens attending to each other both
+    ways (the processor's ``token_type_ids``). The chat template writes ``<start_of_image>``, which the processor
+    expands into ``<start_of_image>``, the ``<image_soft_token>``s the model replaces and ``<end_of_image>``.
+    The config's end tokens are a list, ``<eos>`` and ``<end_of_turn>`` (the released: [1, 106]), its generation
+    config samples with top-k 64 and top-p 0.95 as the released one does. The sliding window is a picture's tokens
+    and 8 more (the released: 1024 for 256), so that a prompt and its caption run past it."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, GEMMA3_SPECIALS, chat_template=GEMMA3_TEMPLATE, pad_token="<pad>", eos_token="<eos>",
+                        bos_token="<bos>", unk_token="<unk>",
+                        named={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                               "image_token": "<image_soft_token>"})
+    patch, tokens = size.px // 8, 16 if size.px <= 32 else 64  # 8 x 8 patches pooled 2 x 2 at tiny, 1 x 1 at mini
+    pixels = t.Gemma3ImageProcessorPil(size={"height": size.px, "width": size.px}, image_mean=[0.5] * 3,
+                                       image_std=[0.5] * 3, resample=2)
+    processor = t.Gemma3Processor(image_processor=pixels, tokenizer=tok, image_seq_length=tokens,
+                                  chat_template=GEMMA3_TEMPLATE)
+    vision = dict(model_type="siglip_vision_model", hidden_size=size.vision, intermediate_size=4 * size.vision,
+                  num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads, image_size=size.px,
+                  patch_size=patch, vision_use_head=False)
+    head, ids = size.text // size.text_heads, tok.convert_tokens_to_ids(GEMMA3_SPECIALS)
+    text = _text(size, len(tok), tok, head_dim=head, query_pre_attn_scalar=head, sliding_window=tokens + 8,
+                 layer_types=["sliding_attention"] * (size.text_layers - 1) + ["full_attention"],
+                 rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}})
+    text["num_key_value_heads"] = max(1, size.text_heads // 2)  # grouped queries (the released: 4 for 8 heads)
+    ends = [tok.eos_token_id, tok.convert_tokens_to_ids("<end_of_turn>")]
+    config = t.Gemma3Config(vision_config=vision, text_config=text, mm_tokens_per_image=tokens,
+                            boi_token_index=ids[6], eoi_token_index=ids[7], image_token_index=ids[8],
+                            eos_token_id=ends)
+    model = _ends(t.Gemma3ForConditionalGeneration(config), tok)
+    settings = model.generation_config
+    settings.eos_token_id, settings.do_sample, settings.top_k, settings.top_p = ends, True, 64, 0.95
+    return Built(model, processor)
+
+
 BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
     "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
-    "florence2": florence2,
+    "florence2": florence2, "idefics2": idefics2, "gemma3": gemma3,
 }

@@ -44,6 +44,14 @@ def rebuild_cache(self_kv: Tensors, cross_kv: Tensors | None) -> Any:
     return own if cross_kv is None else EncoderDecoderCache(own, _holding(cross_kv))  # (cross-attention: computed)
 
 
+def whole_cache() -> Any:
+    """An empty cache whose layers keep every key and value, for a prefill whose cache becomes rlcap's state: the
+    cache a model makes itself from its config may hold sliding-window layers (Gemma 3's ``layer_types``) that keep
+    only the last ``sliding_window - 1`` tokens and count the ones dropped, which the tensors of the state cannot
+    carry; :func:`rebuild_cache` rebuilds whole layers, and the model's mask applies the window by position."""
+    return _holding([])
+
+
 def _holding(kv: Tensors) -> Any:
     """A DynamicCache whose layers hold the keys and values ``kv`` (k0, v0, k1, v1, ...)."""
     from transformers.cache_utils import DynamicCache

@@ -76,10 +76,13 @@ def generation_settings(decode: Mapping[str, Any]) -> dict[str, Any]:
     length (EOS counted, BOS not) to that power (0: off, where transformers' default of 1.0 ranks otherwise).
     A run that decodes greedily exports neither (whatever the folder it started from set): rlcap's greedy
     decoding blocks no n-gram, and transformers refuses to save a length penalty other than its default
-    without beams."""
+    without beams. Sampling is off, as ``rlcap eval`` decodes greedily or by beam search: a folder whose generation
+    config samples (Gemma 3's released one: top-k 64, top-p 0.95) would otherwise export a ``generate()`` that
+    draws other captions; its top-k and top-p go back to transformers' defaults, which read nothing then."""
     keys = {"beam_size": "num_beams", "max_len": "max_new_tokens", "length_penalty": "length_penalty",
             "no_repeat_ngram": "no_repeat_ngram_size"}
-    settings = {theirs: decode[ours] for ours, theirs in keys.items() if ours in decode}
+    settings: dict[str, Any] = {"do_sample": False, "top_k": 50, "top_p": 1.0}
+    settings.update({theirs: decode[ours] for ours, theirs in keys.items() if ours in decode})
     if settings.get("num_beams", 1) <= 1:
         settings.update(no_repeat_ngram_size=0, length_penalty=1.0)  # (transformers' defaults: off, unset)
     return settings

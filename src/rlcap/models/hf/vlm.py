@@ -49,7 +49,7 @@ from rlcap.encoders.hf_vlm import (FC_LAYOUT, blank, image_token, load_processor
                                    unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
-from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
+from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache, whole_cache
 from rlcap.models.hf.export import generation_settings, write_weights
 from rlcap.models.hf.image_side import take_out
 from rlcap.models.hf.parts import layer_stack
@@ -167,7 +167,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         mask (B, L), its last position (B, P), the first step's logits (B, V), *cache)."""
         ids, kwargs, images = self._prompt(att, fc)
         with self._checkpointed():
-            out = self._call(ids, kwargs, None, True, images, keep=1)
+            out = self._call(ids, kwargs, whole_cache(), True, images, keep=1)  # (sliding layers kept whole)
         positions = kwargs["position_ids"][..., -1]  # (P, B) or (B,): the prompt's last token's
         last = positions.T if self.rope_rows else positions[:, None]  # (B, P)
         self_kv, _ = flatten_cache(output_cache(out))
@@ -244,7 +244,8 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         gradient checkpointing takes, since the layers it recomputes read no cache."""
         ids, kwargs, images = self._prompt(att, fc, n)
         t = tokens.shape[1]
-        kwargs = self.model._update_model_kwargs_for_generation({}, kwargs, num_new_tokens=t - 1)
+        for _ in range(t - 1):  # (a word a step: the generic update repeats the last num_new_tokens token types,
+            kwargs = self.model._update_model_kwargs_for_generation({}, kwargs, num_new_tokens=1)  # the picture's)
         ids = torch.cat([ids, self.ids.hf_ids(tokens[:, 1:])], dim=1)
         with self._checkpointed():
             out = self._call(ids, kwargs, None, True, images, keep=t, use_cache=False)
