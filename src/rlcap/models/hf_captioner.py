@@ -184,13 +184,14 @@ class HFCaptioner(ScoredInOnePass, nn.Module):
                           previous: Path | None = None) -> None:
         """The policy as a transformers folder (config, weights with the frozen tower, generation config, tokenizer
         and image processor), which ``from_pretrained`` loads and whose ``generate()`` from pixels decodes as rlcap
-        does: its generation config suppresses the pad and start tokens, which rlcap never writes, and carries the
+        does: its generation config suppresses the pad and start tokens and the end tokens rlcap does not end on
+        (``TokenIds.other_ends``), which rlcap never writes, and carries the
         run's ``decode`` settings (:func:`generation_settings`). ``previous``: the folder this export replaces,
         whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf_export`)."""
         transformers = import_transformers()
         parent, name, (tower,) = self._tower_place
         prefix = next(path for path, module in self.model.named_modules() if module is parent)
-        suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
+        suppress = sorted({self.ids.pad, self.ids.start, *self.ids.other_ends} - {self.ids.end, None})
         self.model.generation_config.suppress_tokens = suppress or None
         for key, value in generation_settings(decode or {}).items():
             setattr(self.model.generation_config, key, value)

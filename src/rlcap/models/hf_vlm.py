@@ -266,8 +266,10 @@ class HFVLMCaptioner(HFCaptioner):
         return self.teacher(att, fc, inputs, inputs.shape[0] // att.shape[0], return_hidden)
 
     def banned(self) -> list[int]:
-        """The model's tokens rlcap never writes: its pad and start tokens and its image placeholder."""
-        return sorted({self.ids.pad, self.ids.start, image_token(self.processor)[1]} - {self.ids.end, None})
+        """The model's tokens rlcap never writes: its pad and start tokens, its image placeholder and the end tokens
+        it does not end on (:meth:`TokenIds.from_config`)."""
+        return sorted({self.ids.pad, self.ids.start, image_token(self.processor)[1], *self.ids.other_ends}
+                      - {self.ids.end, None})
 
     def text_positions(self) -> int | None:
         return None  # rotary positions: no table to run out of (the prompt's length comes first)
