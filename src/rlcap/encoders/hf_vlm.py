@@ -211,7 +211,8 @@ class HFVLMEncoder:
         return {"encoder": self.name, "encoder_weights": weights_digest(self.folder),
                 "tower_weights": tower_digest(self.tower),
                 "preprocessing": settings_json(self.processor.image_processor.to_dict()),
-                "fc_layout": store_layout(self.parts, self.width), "image_size": self.image_size, "precision": self.precision}
+                "fc_layout": store_layout(self.parts, self.width), "image_size": self.image_size,
+                "precision": self.precision}
 
     def to(self, device: torch.device | str) -> "HFVLMEncoder":
         self.device = torch.device(device)

@@ -63,9 +63,9 @@ QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|
 class ProcessorFiles(NamedTuple):
     """A processor saved as the files its ``save_pretrained`` writes (tokenizer, chat_template.jinja,
     processor_config.json with its image and video processors), for the processors transformers cannot construct
-    without torchvision (Qwen2-VL's and Qwen2.5-VL's hold a video processor, which needs it): the folder loads
-    with ``AutoProcessor`` wherever torchvision is installed, and its tokenizer, chat template and image processor
-    load without it (``AutoTokenizer``, ``AutoImageProcessor``)."""
+    without torchvision (Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's and GLM-4.1V's hold a video processor, which needs
+    it): the folder loads with ``AutoProcessor`` wherever torchvision is installed, and its tokenizer, chat
+    template and image processor load without it (``AutoTokenizer``, ``AutoImageProcessor``)."""
 
     tokenizer: Any
     image_processor: Any
