@@ -12,7 +12,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma", "idefics2", "gemma3")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma", "idefics2", "gemma3", "qwen3_vl", "glm4v")
 CAPTIONS = ["a red circle on the left", "a big blue square", "a small green triangle", "the red square ."]
 SIZES = ((16, 48), (40, 16), (32, 32))  # (height, width): a Qwen2-VL grid and an Idefics3 tiling each
 
@@ -245,3 +245,30 @@ def test_sampled_without_autograd_and_scored_in_micro_batches(built):
         torch.testing.assert_close(loss_m, loss, rtol=1e-6, atol=1e-6)
         for g_m, g in zip(grads_m, grads):
             torch.testing.assert_close(g_m, g, rtol=1e-6, atol=1e-6)
+
+
+def test_deepstack_features_travel_in_the_store(built):
+    """Qwen3-VL's get_image_features returns deepstack_features beside its pooler_output: the store's rows hold both
+    (its fc_layout says so), the policy reads them (zeroing them changes its log-probabilities), and a store of
+    the pooler_output alone is refused."""
+    from rlcap.data.feats import Feats
+    from rlcap.encoders.hf_vlm import FC_LAYOUT, load_vlm_encoder
+    from rlcap.errors import DataError, RlcapError
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+
+    folder, policy, _, _, feats = built["qwen3_vl"]
+    records = load_vlm_encoder(folder).records()
+    width = policy.hidden_size
+    assert policy.parts == 2 and feats.att.shape[-1] == 2 * width and "deepstack_features" in records["fc_layout"]
+    tokens = _captions(policy)
+    with torch.no_grad():
+        ours = policy(feats, tokens)
+        plain = feats.att.clone()
+        plain[..., width:] = 0
+        without = policy(Feats(feats.fc, plain, feats.att_mask), tokens)
+    real = torch.isfinite(ours)
+    assert not torch.allclose(ours[real], without[real], atol=1e-4)
+    with pytest.raises(DataError, match="rlcap features --encoder hf:"):
+        policy.check_store({**records, "fc_layout": FC_LAYOUT}, "plain.h5")
+    with pytest.raises(RlcapError, match="-d image tokens"):
+        HFVLMCaptioner(folder, att_dim=width)

@@ -31,8 +31,10 @@ class TokenIds:
     """rlcap's ids <-> the model's: PAD, BOS, EOS, UNK at 0-3 as its pad, start, end and unknown tokens (-1 where
     it has none: never written, never read), its other ids in their order after them."""
 
-    def __init__(self, start: int, end: int, pad: int | None, unk: int | None, hf_size: int):
+    def __init__(self, start: int, end: int, pad: int | None, unk: int | None, hf_size: int,
+                 other_ends: Sequence[int] = ()):
         self.start, self.end, self.pad, self.unk, self.hf_size = int(start), int(end), pad, unk, int(hf_size)
+        self.other_ends = tuple(int(i) for i in other_ends if int(i) != self.end)
         special = {PAD: pad, BOS: start, EOS: end, UNK: unk}
         others = [i for i in range(hf_size) if i not in set(special.values())]
         self.to_hf = torch.tensor([-1 if special[k] is None else special[k] for k in (PAD, BOS, EOS, UNK)] + others)
@@ -46,6 +48,7 @@ class TokenIds:
         self.dead = torch.tensor([hf < 0 or self.from_hf[hf] != rl for rl, hf in enumerate(self.to_hf.tolist())])
         self.lacks = bool(self.dead.any())
         self._on: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # (to_hf, dead) on each device used
+        self.forbid(self.other_ends)  # (from_config: the end tokens rlcap does not end on)
 
     @classmethod
     def from_config(cls, config: Any, hf_size: int, tokenizer: Any = None) -> "TokenIds":
@@ -54,24 +57,39 @@ class TokenIds:
         with (``decoder_start_token_id``, else ``bos_token_id``); the end token is a BERT-style decoder's
         ``sep_token_id`` when a config declares one (BLIP ends captions with [SEP], as its ``generate`` does),
         else ``eos_token_id``. A model without a pad token gets none (rlcap's PAD is then never written nor
-        read: a column of its own, -inf)."""
+        read: a column of its own, -inf).
+
+        A config may declare a list of end tokens (GLM-4.1V's ``[<|endoftext|>, <|user|>, <|observation|>]``,
+        Gemma 3's): ``generate()`` stops on any. rlcap's decoding ends on one, so its EOS is the tokenizer's own
+        ``eos_token_id`` where the list holds it, else the list's first; the others are ``other_ends``, tokens
+        rlcap never writes (-inf, and suppressed in an export whose ``generate()`` then ends on rlcap's EOS alone,
+        as rlcap's decoding does), so that a caption has one end and its probability is not split between two."""
         text = config.get_text_config()
 
+        def values(name: str, sources: tuple[Any, ...]) -> list[Any]:
+            return [v for v in (getattr(source, name, None) for source in sources if source is not None)
+                    if v is not None]
+
         def read(name: str, sources: tuple[Any, ...] = (config, text, tokenizer)) -> int | None:
-            values = [getattr(source, name, None) for source in sources if source is not None]
-            return next((int(v) for v in values if v is not None), None)
+            return next((int(v) for v in values(name, sources)), None)
 
         start = read("decoder_start_token_id", (config, text))
         start = start if start is not None else read("bos_token_id")
-        end = read("sep_token_id", (config, text))
-        end = end if end is not None else read("eos_token_id")
+        end, other_ends = read("sep_token_id", (config, text)), []
+        if end is None:
+            declared = next(iter(values("eos_token_id", (config, text, tokenizer))), None)
+            ends = [int(i) for i in declared] if isinstance(declared, (list, tuple)) else \
+                [] if declared is None else [int(declared)]
+            own = tokenizer.eos_token_id if tokenizer is not None else None
+            end = own if own in ends else next(iter(ends), None)
+            other_ends = [i for i in ends if i != end]
         if start is None:  # a model that answers after a prompt (Qwen2-VL): rlcap's BOS stands for the prompt's end
             start = read("pad_token_id")
         if start is None or end is None:
             raise RlcapError(f"{type(config).__name__}: no start or end token in its config or tokenizer "
                              "(decoder_start_token_id / bos_token_id, sep_token_id / eos_token_id)")
         # (unk from the configs only, as rlcap always read it: a checkpoint's ids stay the ones it was trained with)
-        return cls(start, end, read("pad_token_id"), read("unk_token_id", (config, text)), hf_size)
+        return cls(start, end, read("pad_token_id"), read("unk_token_id", (config, text)), hf_size, other_ends)
 
     def forbid(self, hf_ids: Iterable[int]) -> None:
         """Never write these model tokens (-inf: a vision-language model's image placeholder, which its forward
@@ -100,7 +118,8 @@ class TokenIds:
         return out.masked_fill(dead, float("-inf")) if self.lacks else out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"start": self.start, "end": self.end, "pad": self.pad, "unk": self.unk, "hf_size": self.hf_size}
+        return {"start": self.start, "end": self.end, "pad": self.pad, "unk": self.unk, "hf_size": self.hf_size,
+                "other_ends": list(self.other_ends)}
 
 
 class TokenizerVocab:

@@ -9,7 +9,11 @@ store holds what its language model reads at the image's place, so that an rlcap
 * **att**: the image tokens after the model's own projector, pixel shuffle or merger, as ``get_image_features``
   returns them (its ``pooler_output``: a tensor per image, or one batch tensor), every tile's tokens of one image in
   order; a variable number per image where the model has dynamic resolution (Qwen2-VL) or tiles (Idefics3), so
-  ``att_count`` says how many;
+  ``att_count`` says how many; where ``get_image_features`` also returns ``deepstack_features`` (Qwen3-VL's
+  DeepStack: the merged tokens of some intermediate vision layers, which its language model adds to the hidden
+  states of its first layers at the image's place), each token's row is its ``pooler_output`` then each of those
+  layers' token, concatenated along the width (``parts`` x the language model's width: :func:`image_parts`), and
+  the store's ``fc_layout`` says so (:func:`store_layout`);
 * **fc**: their mean, then the picture's height and width as its processor received them, each written as two
   numbers (``high * 1024 + low``, both exact in float16): what places the tokens again. The processor, given a blank
   picture of that size, expands the prompt's image placeholder as it did for the picture (Qwen2-VL's grid, Idefics3's
@@ -36,6 +40,15 @@ SIZE_BASE = 1024  # a side is written as (side // SIZE_BASE, side % SIZE_BASE): 
 SIZE_PARTS = 4  # fc's last entries: height high, height low, width high, width low
 AS_THEY_ARE = 1 << 16  # the encoder's image_size: larger than any picture, so the JPEG decoder never shrinks one
 FC_LAYOUT = "mean image token, then height and width as high*1024+low"  # what a store records of its fc
+DEEPSTACK = "deepstack_features"  # an image features output's field of further token layers (transformers' Qwen3-VL)
+
+
+def store_layout(parts: int, width: int) -> str:
+    """What a store records as its ``fc_layout``: :data:`FC_LAYOUT`, and where each image token is several
+    ``width``-wide parts (:func:`image_parts`), that att's rows are them side by side."""
+    if parts == 1:
+        return FC_LAYOUT
+    return f"{FC_LAYOUT}; att rows: pooler_output then {parts - 1} {DEEPSTACK}, {width} wide each"
 
 
 def settings_json(settings: dict[str, Any]) -> str:
@@ -115,16 +128,30 @@ def image_token_count(processor: Any, size: tuple[int, int]) -> int:
     return int((ids == token_id).sum())
 
 
-def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
-    """One picture's image tokens (N, D) as the language model reads them: ``get_image_features`` on what the
-    image processor makes of it, its ``pooler_output`` (one tensor per image, or a batch) as one sequence."""
+def image_features(model: Any, processor: Any, image: Any) -> Any:
+    """``get_image_features``' output (a ModelOutput) for one picture, on what the image processor makes of it."""
     inputs = processor.image_processor(images=[image], return_tensors="pt")
     params = inspect.signature(model.get_image_features).parameters
     device = next(model.parameters()).device
     kwargs = {k: v.to(device) for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
-    pooled = model.get_image_features(**kwargs, return_dict=True).pooler_output
-    parts = list(pooled) if isinstance(pooled, (list, tuple)) else [pooled]
-    return torch.cat([p.reshape(-1, p.shape[-1]) for p in parts])
+    return model.get_image_features(**kwargs, return_dict=True)
+
+
+def image_parts(output: Any) -> list[Any]:
+    """What the language model reads of an image features output: its ``pooler_output``, then each layer of its
+    ``deepstack_features`` where it returns them (a ModelOutput holds the fields that are set), each a tensor
+    per image or one batch tensor."""
+    return [output.pooler_output, *output.get(DEEPSTACK, [])]
+
+
+def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
+    """One picture's image tokens (N, parts * D) as the language model reads them (:func:`image_parts` side by
+    side), each part (one tensor per image, or a batch) as one sequence."""
+    def sequence(part: Any) -> torch.Tensor:
+        pieces = list(part) if isinstance(part, (list, tuple)) else [part]
+        return torch.cat([p.reshape(-1, p.shape[-1]) for p in pieces])
+
+    return torch.cat([sequence(part) for part in image_parts(image_features(model, processor, image))], dim=-1)
 
 
 class HFVLMEncoder:
@@ -139,7 +166,10 @@ class HFVLMEncoder:
         self.model = model.eval().requires_grad_(False).to(self.device)
         self.name = f"hf:{type(model).__name__}"
         self.tower = tower_of(self.model)
-        self.att_dim = int(self.model.config.get_text_config().hidden_size)
+        self.width = int(self.model.config.get_text_config().hidden_size)
+        with torch.inference_mode():
+            self.parts = len(image_parts(image_features(self.model, processor, blank((32, 32)))))
+        self.att_dim = self.parts * self.width
         self.fc_dim = self.att_dim + SIZE_PARTS
         self.image_size = AS_THEY_ARE
         # the most tokens a picture can have: a large square picture and two long ones
@@ -187,13 +217,14 @@ class HFVLMEncoder:
 
     def records(self) -> dict[str, str | int]:
         """What a store records of this encoder: the model class, the image side's weights (what the policy
-        compares), the processor's settings, the fc layout and the precision."""
+        compares), the processor's settings, the fc and att layout and the precision."""
         from rlcap.encoders.hf import tower_digest, weights_digest
 
         return {"encoder": self.name, "encoder_weights": weights_digest(self.folder),
                 "tower_weights": tower_digest(self.tower),
                 "preprocessing": settings_json(self.processor.image_processor.to_dict()),
-                "fc_layout": FC_LAYOUT, "image_size": self.image_size, "precision": self.precision}
+                "fc_layout": store_layout(self.parts, self.width), "image_size": self.image_size,
+                "precision": self.precision}
 
     def to(self, device: torch.device | str) -> "HFVLMEncoder":
         self.device = torch.device(device)

@@ -19,6 +19,22 @@ QWEN_TEMPLATE = (
     "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# Qwen3-VL-Instruct's: Qwen2-VL's turns and picture, no default system turn.
+QWEN3_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# GLM-4.1V's: "[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>text<|assistant|>\n".
+GLM4V_TEMPLATE = (
+    "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 # SmolVLM-Instruct's (Idefics3): "User:<image>text<end_of_utterance>\nAssistant:".
 IDEFICS3_TEMPLATE = (
     "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}"

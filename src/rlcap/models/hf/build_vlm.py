@@ -11,8 +11,9 @@ Families, each the transformers class its downloaded checkpoints name: ``qwen2_v
 declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over image and prompt), ``llava``
 (CLIP + Llama, an MLP projector), ``idefics2`` (SigLIP + a perceiver resampler + Mistral, as
 HuggingFaceM4/idefics2-8b), ``gemma3`` (SigLIP pooled into soft tokens + a Gemma 3 of sliding-window and global
-layers, as google/gemma-3-4b-it, its end tokens a list) and ``florence2`` (DaViT + BART: an encoder-decoder prompted
-by a task token).
+layers, as google/gemma-3-4b-it, its end tokens a list), ``florence2`` (DaViT + BART: an encoder-decoder prompted
+by a task token), ``qwen3_vl`` (Qwen3-VL: DeepStack features of intermediate vision layers added into the language model's first
+layers) and ``glm4v`` (GLM-4.1V: a config that declares a list of end tokens).
 
 Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests), ``mini`` (a 64-wide 2-layer vision tower, a
 128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so
@@ -20,7 +21,8 @@ that the two policies compare and two CPU cores train XE and SCST in about 15 mi
 4-layer vision tower, a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: bench-hf's speed
 tables).
 
-Qwen2-VL's and Qwen2.5-VL's processors hold a video processor, which transformers builds only with torchvision:
+Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's and GLM-4.1V's processors hold a video processor, which transformers builds
+only with torchvision:
 their processor is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
 ``AutoProcessor`` loads the folder where torchvision is installed; their tokenizer (with the chat template) and
 image processor load without it.

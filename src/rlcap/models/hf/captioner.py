@@ -130,11 +130,12 @@ class HFCaptioner(ScoredInOnePass, HoldsHFWeights):
                           previous: Path | None = None) -> None:
         """The policy as a transformers folder (config, weights with the frozen tower, generation config, tokenizer
         and image processor), which ``from_pretrained`` loads and whose ``generate()`` from pixels decodes as rlcap
-        does: its generation config suppresses the pad and start tokens, which rlcap never writes, and carries the
+        does: its generation config suppresses the pad and start tokens and the end tokens rlcap does not end on
+        (``TokenIds.other_ends``), which rlcap never writes, and carries the
         run's ``decode`` settings (:func:`generation_settings`). ``previous``: the folder this export replaces,
         whose tower file is linked when it is this tower's (:mod:`rlcap.models.hf.export`)."""
         transformers = import_transformers()
-        suppress = sorted({self.ids.pad, self.ids.start} - {self.ids.end, None})
+        suppress = sorted({self.ids.pad, self.ids.start, *self.ids.other_ends} - {self.ids.end, None})
         self.model.generation_config.suppress_tokens = suppress or None
         for key, value in generation_settings(decode or {}).items():
             setattr(self.model.generation_config, key, value)

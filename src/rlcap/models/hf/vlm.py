@@ -10,7 +10,8 @@ makes, never from a table of families:
 * **the prompt** (:mod:`rlcap.models.hf.prompt`): ``model.prompt`` through the processor's chat template, the
   image tokens expanded by the processor for a picture of the stored size;
 * **the image tokens** go in as the model's precomputed image features (``mm_encoder_outputs``), which its own
-  forward scatters where the processor put the image tokens;
+  forward scatters where the processor put the image tokens, in the form its ``get_image_features`` returns
+  them (its output class; with the ``deepstack_features`` a store of Qwen3-VL holds beside them);
 * **the positions and masks**: the model's ``_prepare_position_ids_for_generation`` for the prompt (Qwen2-VL's
   multimodal rotary positions), each caption token one past the last as ``generate()`` counts them, and its
   ``prepare_inputs_for_generation`` (PaliGemma's 1-based positions; its bidirectional prefix in the prefill, the
@@ -45,8 +46,8 @@ import torch
 
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import TokenizerVocab, captioner_config, tokenizer_ids
-from rlcap.encoders.hf_vlm import (FC_LAYOUT, blank, image_token, load_processor, reads_image_tokens, settings_json,
-                                   unpack_sizes, vision_side)
+from rlcap.encoders.hf_vlm import (DEEPSTACK, blank, image_features, image_parts, image_token, load_processor,
+                                   reads_image_tokens, settings_json, store_layout, unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
 from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache, whole_cache
@@ -92,8 +93,14 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         # what the export declares (declare_dtype): the dtype that holds both the image side and the language model
         # exactly, so that from_pretrained rounds neither
         export_dtype = DTYPES[dtype] if model.config.dtype == DTYPES[dtype] else torch.float32
-        # whether the forward reads image features as one tensor per image (Qwen2-VL, LLaVA) or a batch (PaliGemma)
-        self.per_image = isinstance(image_tokens_output(model, self.processor), (list, tuple))
+        # the form the forward reads image features in, as get_image_features returns them for a blank picture:
+        # its output class, one tensor per image (Qwen2-VL, LLaVA) or a batch (PaliGemma), and how many parts of
+        # the language model's width a stored token holds (pooler_output, then Qwen3-VL's deepstack_features)
+        with torch.no_grad():
+            probe = image_features(model, self.processor, blank((32, 32)))
+        self.image_output = type(probe)
+        self.per_image = isinstance(probe.pooler_output, (list, tuple))
+        self.parts = len(image_parts(probe))
         _, base, names = vision_side(model)
         side = take_out(model, base, names)  # the image side's weights are the store's: kept aside for the export
         # the language model in model.dtype; the image side as the folder holds it, as `rlcap features` read it, so
@@ -104,8 +111,9 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         self.ids.forbid([image_token(self.processor)[1]])  # a caption never holds an image placeholder
         self.vocab_size = self.ids.size
         self.hidden_size = int(config.get_text_config().hidden_size)
-        if att_dim is not None and att_dim != self.hidden_size:
-            raise RlcapError(f"model.path={self.folder} reads {self.hidden_size}-d image tokens, but the feature store "
+        if att_dim is not None and att_dim != self.parts * self.hidden_size:
+            raise RlcapError(f"model.path={self.folder} reads {self.parts * self.hidden_size}-d image tokens, but the "
+                             f"feature store "
                              f"holds {att_dim}-d regions: extract them with "
                              f"`rlcap features --encoder hf:{self.folder}`")
         if vocab_size is not None and vocab_size != self.vocab_size:
@@ -127,13 +135,21 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         ``prepare_inputs_for_generation`` (``images``: the image features of a first pass; ``keep``: the last
         positions whose logits are computed)."""
         if images is not None:
-            from transformers.modeling_outputs import BaseModelOutputWithPooling
-
-            kwargs = {**kwargs, "mm_encoder_outputs": {"image": BaseModelOutputWithPooling(pooler_output=images)}}
+            kwargs = {**kwargs, "mm_encoder_outputs": {"image": self._image_output(images)}}
         inputs = self.model.prepare_inputs_for_generation(ids, cache=cache, is_first_iteration=first,
                                                           use_cache=use_cache, output_hidden_states=True,
                                                           logits_to_keep=keep, **kwargs)
         return self.model(**inputs)
+
+    def _image_output(self, images: torch.Tensor) -> Any:
+        """The stored image tokens (N, parts * D) as ``get_image_features`` returns them (its output class, a tensor
+        per image or a batch): the first part its ``pooler_output``, the others its ``deepstack_features``."""
+        parts = images.split(self.hidden_size, dim=-1)
+        form = (lambda part: (part,)) if self.per_image else (lambda part: part)
+        fields = {"pooler_output": form(parts[0])}
+        if len(parts) > 1:
+            fields[DEEPSTACK] = [form(part) for part in parts[1:]]
+        return self.image_output(**fields)
 
     def _prompt(self, att: torch.Tensor, fc: torch.Tensor, n: int = 1) -> tuple[torch.Tensor, dict, Any]:
         """The prompt's token ids (B*n, L), the model's other inputs for them (mask, positions, token types, image
@@ -143,7 +159,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         if n > 1:
             inputs = {k: v.repeat_interleave(n, dim=0) for k, v in inputs.items()}
         rows = [att[i, : self.prompts.image_tokens(size)] for i, size in enumerate(sizes) for _ in range(n)]
-        images = (torch.cat(rows),) if self.per_image else torch.cat(rows)  # (N, D): the forward scatters them
+        images = torch.cat(rows)  # (N, parts * D): the forward scatters them (_image_output)
         ids = inputs.pop("input_ids")
         inputs["position_ids"] = self.model._prepare_position_ids_for_generation(ids, {"input_ids": ids, **inputs})
         self.rope_rows = inputs["position_ids"].dim() == 3  # (P, B, L): multimodal rotary positions
@@ -265,18 +281,21 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         return self.teacher(att, fc, inputs, inputs.shape[0] // att.shape[0], return_hidden)
 
     def banned(self) -> list[int]:
-        """The model's tokens rlcap never writes: its pad and start tokens and its image placeholder."""
-        return sorted({self.ids.pad, self.ids.start, image_token(self.processor)[1]} - {self.ids.end, None})
+        """The model's tokens rlcap never writes: its pad and start tokens, its image placeholder and the end tokens
+        it does not end on (:meth:`TokenIds.from_config`)."""
+        return sorted({self.ids.pad, self.ids.start, image_token(self.processor)[1], *self.ids.other_ends}
+                      - {self.ids.end, None})
 
     def text_positions(self) -> int | None:
         return None  # rotary positions: no table to run out of (the prompt's length comes first)
 
     def check_store(self, records: Mapping[str, Any], store: str) -> None:
         """Refuse features that are not this model's image tokens: the store's ``encoder`` must be this model's
-        class, its ``tower_weights`` this image side's and its ``fc_layout`` the picture sizes it places them by
-        (the image side's weights as the folder holds them, whatever ``model.dtype``), and its image processor
-        settings the folder's."""
-        self.weights.check_store(records, store, "the image tokens", also={"fc_layout": FC_LAYOUT})
+        class, its ``tower_weights`` this image side's and its ``fc_layout`` the picture sizes it places them by and
+        how its rows are laid out (the image side's weights as the folder holds them, whatever ``model.dtype``), and
+        its image processor settings the folder's."""
+        self.weights.check_store(records, store, "the image tokens",
+                                 also={"fc_layout": store_layout(self.parts, self.hidden_size)})
         pixels = settings_json(self.processor.image_processor.to_dict())
         if records.get("preprocessing", pixels) != pixels:  # (another max_pixels: other grids, other token counts)
             raise DataError(f"{store} was written with other image processor settings than those of "
@@ -304,16 +323,6 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         declare_dtype(Path(folder), self.weights.export_dtype)
         for name, data in self._processor_files.items():
             (Path(folder) / name).write_bytes(data)
-
-
-def image_tokens_output(model: Any, processor: Any) -> Any:
-    """What the model's ``get_image_features`` returns as its ``pooler_output`` for a small blank picture (a tensor
-    per image, or one tensor for the batch), read once so that stored tokens go in the same form."""
-    with torch.no_grad():
-        inputs = processor.image_processor(images=[blank((32, 32))], return_tensors="pt")
-        params = inspect.signature(model.get_image_features).parameters
-        kwargs = {k: v for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
-        return model.get_image_features(**kwargs, return_dict=True).pooler_output
 
 
 def declare_dtype(folder: Path, dtype: torch.dtype) -> None:
