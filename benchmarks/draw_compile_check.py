@@ -1,4 +1,4 @@
-"""Whether sampling's inverse-CDF draw (rlcap.decoding.policy.draw) compiles on this GPU, as decoding compiles it.
+"""Whether sampling's inverse-CDF draw (rlcap.decoding.word_distribution.draw) compiles on this GPU, as decoding compiles it.
 
     python benchmarks/draw_compile_check.py [--rows 250] [--words 8513]
 
@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from rlcap.decoding.policy import draw  # noqa: E402
+from rlcap.decoding.word_distribution import draw  # noqa: E402
 
 
 def draw_float32(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:

@@ -124,7 +124,7 @@ def test_sampled_and_scored_logprobs_agree(built, family):
     """The scoring pass (one teacher-forced pass over prompt and sampled words) gives the log-probabilities the
     sampling steps computed (fp32, 1e-5): the cache, positions and masks of the steps are the forward's."""
     from rlcap.decoding import Decoding, sample
-    from rlcap.decoding.policy import banned_words, word_logprobs
+    from rlcap.decoding.word_distribution import banned_words, word_logprobs
 
     _, policy, _, _, feats = built[family]
     torch.manual_seed(0)

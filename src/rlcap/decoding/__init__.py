@@ -35,7 +35,7 @@ n rows, then image 1's, ...). Conventions shared by all of them:
 from rlcap.decoding.beam import beam_search
 from rlcap.decoding.lookahead import lookahead_search
 from rlcap.decoding.options import decode
-from rlcap.decoding.policy import banned_words, draw, entropy, filter_logits, word_logprobs
+from rlcap.decoding.word_distribution import banned_words, draw, entropy, filter_logits, word_logprobs
 from rlcap.decoding.result import DecodeResult
 from rlcap.decoding.rollouts import prefix_rollouts
 from rlcap.decoding.sampling import continue_decoding, greedy, sample

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import banned_words, entropy, word_logprobs
+from rlcap.decoding.word_distribution import banned_words, entropy, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.decoding.settings import Decoding
 from rlcap.decoding.stepping import stepper

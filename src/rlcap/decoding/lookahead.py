@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import banned_words, entropy, word_logprobs
+from rlcap.decoding.word_distribution import banned_words, entropy, word_logprobs
 from rlcap.decoding.result import DecodeResult, outside_inference
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, expand_memory, select_batch

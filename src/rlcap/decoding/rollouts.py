@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import banned_words, entropy, sampler, uniforms, word_logprobs
+from rlcap.decoding.word_distribution import banned_words, entropy, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, cut_after_eos, zero_pads
 from rlcap.decoding.scoring import sampling_mode
 from rlcap.decoding.settings import Decoding

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import Chooser, banned_words, entropy, most_likely, sampler, uniforms, word_logprobs
+from rlcap.decoding.word_distribution import Chooser, banned_words, entropy, most_likely, sampler, uniforms, word_logprobs
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.decoding.scoring import forced_positions, sampling_mode, score_rows
 from rlcap.decoding.settings import Decoding

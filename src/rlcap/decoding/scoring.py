@@ -86,7 +86,7 @@ class _ScoredInBackward(torch.autograd.Function):
 
 def _log_policy(scores: torch.Tensor) -> torch.Tensor:
     """(R, T, V) scores -> the log-probabilities of the policy decoding draws from
-    (:func:`rlcap.decoding.policy.word_logprobs`: PAD and BOS banned), in fp32 at least."""
+    (:func:`rlcap.decoding.word_distribution.word_logprobs`: PAD and BOS banned), in fp32 at least."""
     lp = scores.to(torch.promote_types(scores.dtype, torch.float32), copy=True)
     lp[..., PAD] = float("-inf")
     lp[..., BOS] = float("-inf")

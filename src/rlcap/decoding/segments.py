@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.policy import banned_words, word_logprobs
+from rlcap.decoding.word_distribution import banned_words, word_logprobs
 from rlcap.models.base import Feats
 from rlcap.models.hrl import HRLCaptioner
 

@@ -3,7 +3,7 @@
 A decoder's loop calls one step per word (``model.step``, the policy, the choice, the PAD / EOS / prefix
 bookkeeping). A step reads tensors only: the model's memory and state, the last words, which rows have
 ended, the step's uniform numbers (drawn for the whole decode before the loop,
-:func:`rlcap.decoding.policy.uniforms`) and the prefix's forced words. It never reads a value on the host,
+:func:`rlcap.decoding.word_distribution.uniforms`) and the prefix's forced words. It never reads a value on the host,
 so on a GPU the CPU queues step after step without waiting. The loop itself reads whether every row has
 ended once every ``exit_every`` steps (:func:`resolve_exit_every`): on the CPU such a read costs nothing
 and stopping early skips the steps that would only write PAD; on a GPU each read drains the queue.

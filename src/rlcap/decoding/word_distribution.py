@@ -1,4 +1,4 @@
-"""The policy decoding draws from: PAD and BOS banned, entropy, top-k / top-p filtering, inverse-CDF draws.
+"""The distribution decoding draws each word from: PAD and BOS banned, entropy, top-k / top-p filtering, inverse-CDF draws.
 
 Pure tensor functions over one step's ``(R, V)`` log-probabilities, shared by every decoder.
 """
