@@ -36,6 +36,12 @@ SIZE_BASE = 1024  # a side is written as (side // SIZE_BASE, side % SIZE_BASE): 
 SIZE_PARTS = 4  # fc's last entries: height high, height low, width high, width low
 AS_THEY_ARE = 1 << 16  # the encoder's image_size: larger than any picture, so the JPEG decoder never shrinks one
 FC_LAYOUT = "mean image token, then height and width as high*1024+low"  # what a store records of its fc
+# the pictures whose token counts bound a store's width: large ones of the aspect ratios a processor tiles by (a grid
+# of a x b tiles, a, b <= 4, and long strips: InternVL's 12 tiles come at 1:12, 1:3 and 3:4) and the long ones that a
+# dynamic resolution bounds (Qwen2-VL's)
+PROBED_SIZES = tuple(sorted({(4096 * a // max(a, b), 4096 * b // max(a, b)) for a, b in
+                             [(a, b) for a in range(1, 5) for b in range(1, 5)] + [(1, k) for k in (6, 8, 12, 16)]
+                             + [(k, 1) for k in (6, 8, 12, 16)]}))
 
 
 def settings_json(settings: dict[str, Any]) -> str:
@@ -103,14 +109,30 @@ def image_token_count(processor: Any, size: tuple[int, int]) -> int:
     return int((ids == token_id).sum())
 
 
-def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
-    """One picture's image tokens (N, D) as the language model reads them: ``get_image_features`` on what the
-    image processor makes of it, its ``pooler_output`` (one tensor per image, or a batch) as one sequence."""
-    inputs = processor.image_processor(images=[image], return_tensors="pt")
+def image_inputs(processor: Any, image: Any) -> dict[str, torch.Tensor]:
+    """What the processor gives the model for one picture: its output for a text of one image token and the
+    picture. The processor's own image settings apply (InternVL's asks its image processor to tile a picture,
+    ``crop_to_patches``, which the image processor alone does not), so the pixels are the tiles whose tokens the
+    processor counts in the prompt, in its order."""
+    token, _ = image_token(processor)
+    out = processor(text=[token], images=[[image]], return_tensors="pt")
+    return {key: value for key, value in out.items() if isinstance(value, torch.Tensor)}
+
+
+def image_features(model: Any, processor: Any, image: Any) -> Any:
+    """``get_image_features``'s ``pooler_output`` for one picture (a tensor per image, or one batch tensor): what
+    it takes of :func:`image_inputs` (the pixels, and what places them: Qwen2-VL's grid, LLaVA-OneVision's
+    ``image_sizes``)."""
     params = inspect.signature(model.get_image_features).parameters
     device = next(model.parameters()).device
-    kwargs = {k: v.to(device) for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
-    pooled = model.get_image_features(**kwargs, return_dict=True).pooler_output
+    kwargs = {k: v.to(device) for k, v in image_inputs(processor, image).items() if k in params}
+    return model.get_image_features(**kwargs, return_dict=True).pooler_output
+
+
+def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
+    """One picture's image tokens (N, D) as the language model reads them (:func:`image_features`), every tile's
+    in order as one sequence."""
+    pooled = image_features(model, processor, image)
     parts = list(pooled) if isinstance(pooled, (list, tuple)) else [pooled]
     return torch.cat([p.reshape(-1, p.shape[-1]) for p in parts])
 
@@ -130,8 +152,7 @@ class HFVLMEncoder:
         self.att_dim = int(self.model.config.get_text_config().hidden_size)
         self.fc_dim = self.att_dim + SIZE_PARTS
         self.image_size = AS_THEY_ARE
-        # the most tokens a picture can have: a large square picture and two long ones
-        self.regions = max(image_token_count(processor, size) for size in ((4096, 4096), (4096, 512), (512, 4096)))
+        self.regions = max(image_token_count(processor, size) for size in PROBED_SIZES)
 
     @property
     def precision(self) -> str:
@@ -230,8 +251,8 @@ def load_processor(folder: Path) -> Any:
                          "lacks its processor's files (processor_config.json or preprocessor_config.json, the "
                          "tokenizer's, the chat template); copy them from where the model came from") from None
     try:
-        name = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))["processor_class"]
-        processor_class = getattr(transformers, name)
+        saved = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
+        processor_class = getattr(transformers, saved["processor_class"])
     except (OSError, ValueError, KeyError, AttributeError) as exc:
         raise RlcapError(f"{folder}: its processor cannot be loaded ({exc.__class__.__name__}: {exc})") from None
 
@@ -243,4 +264,17 @@ def load_processor(folder: Path) -> Any:
     pixels = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
     template = folder / "chat_template.jinja"
     chat = template.read_text(encoding="utf-8") if template.is_file() else tokenizer.chat_template
-    return WithoutVideo(image_processor=pixels, tokenizer=tokenizer, video_processor=None, chat_template=chat)
+    return WithoutVideo(image_processor=pixels, tokenizer=tokenizer, video_processor=None, chat_template=chat,
+                        **own_settings(processor_class, saved))
+
+
+PARTS = ("image_processor", "tokenizer", "video_processor", "chat_template")  # what load_processor reads apart
+
+
+def own_settings(processor_class: Any, saved: dict[str, Any]) -> dict[str, Any]:
+    """The processor's own settings in its saved processor_config.json: the keys its class's ``__init__`` takes
+    besides its parts (InternVL's ``image_seq_length``, LLaVA-OneVision's ``num_image_tokens`` and
+    ``vision_feature_select_strategy``), which ``from_pretrained`` passes and a processor made of its parts would
+    otherwise take at their defaults (another count of image tokens per tile than the model's)."""
+    params = inspect.signature(processor_class.__init__).parameters
+    return {key: value for key, value in saved.items() if key in params and key not in PARTS and key != "self"}

@@ -47,8 +47,8 @@ from torch import nn
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import TokenizerVocab, captioner_config, tokenizer_ids
 from rlcap.encoders.hf import HF_PREFIX, tower_digest
-from rlcap.encoders.hf_vlm import (FC_LAYOUT, blank, image_token, load_processor, reads_image_tokens, settings_json,
-                                   unpack_sizes, vision_side)
+from rlcap.encoders.hf_vlm import (FC_LAYOUT, blank, image_features, image_token, load_processor, reads_image_tokens,
+                                   settings_json, unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
 from rlcap.models.hf_cache import flatten_cache, last_hidden, output_cache, rebuild_cache
@@ -320,10 +320,7 @@ def image_tokens_output(model: Any, processor: Any) -> Any:
     """What the model's ``get_image_features`` returns as its ``pooler_output`` for a small blank picture (a tensor
     per image, or one tensor for the batch), read once so that stored tokens go in the same form."""
     with torch.no_grad():
-        inputs = processor.image_processor(images=[blank((32, 32))], return_tensors="pt")
-        params = inspect.signature(model.get_image_features).parameters
-        kwargs = {k: v for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
-        return model.get_image_features(**kwargs, return_dict=True).pooler_output
+        return image_features(model, processor, blank((32, 32)))
 
 
 def declare_dtype(folder: Path, dtype: torch.dtype) -> None:

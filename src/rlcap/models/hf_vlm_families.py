@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from rlcap.models.hf_vlm_tokenizer import IDEFICS3_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer
+from rlcap.models.hf_vlm_tokenizer import (IDEFICS3_TEMPLATE, INTERNVL_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words,
+                                           vlm_tokenizer)
 
 
 class Size(NamedTuple):
@@ -198,6 +199,40 @@ def llava(words: Words, size: Size) -> Built:
     return Built(_ends(t.LlavaForConditionalGeneration(config), tok), processor)
 
 
+INTERNVL_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<quad>",
+                     "</quad>", "<ref>", "</ref>", "<box>", "</box>", "<video>", "[UNK]"]
+
+
+def internvl(words: Words, size: Size) -> Built:
+    """InternVL3 as OpenGVLab/InternVL3-1B-hf is: an InternViT (class token dropped), a 2 x 2 pixel shuffle, an MLP
+    projector, a Qwen2; GotOcr2's image processor, which the InternVL processor asks to tile a picture
+    (``crop_to_patches``: 1 to ``max_patches`` tiles of ``px`` by its aspect ratio, plus the whole picture when it
+    tiles), ``image_seq_length`` image tokens per tile between <img> and </img>. Its video processor needs
+    torchvision: the folder has none (rlcap reads pictures)."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, INTERNVL_SPECIALS, chat_template=INTERNVL_TEMPLATE, pad_token="<|endoftext|>",
+                        eos_token="<|im_end|>", unk_token="[UNK]",
+                        named={"start_image_token": "<img>", "end_image_token": "</img>",
+                               "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"})
+    patch = size.px // 4  # 4 x 4 patches, 2 x 2 tokens per tile after the pixel shuffle
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    pixels = t.GotOcr2ImageProcessorPil(size={"height": size.px, "width": size.px}, crop_to_patches=False,
+                                        min_patches=1, max_patches=12, image_mean=mean, image_std=std)
+    video = {"video_processor_type": "InternVLVideoProcessor", "size": {"height": size.px, "width": size.px},
+             "image_mean": mean, "image_std": std, "initial_shift": True}
+    seq = (size.px // patch) ** 2 // 4
+    processor = ProcessorFiles(tok, pixels, {"image_seq_length": seq, "processor_class": "InternVLProcessor",
+                                             "video_processor": video}, INTERNVL_TEMPLATE)
+    vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
+                  num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
+    text = t.Qwen2Config(**_text(size, len(tok), tok, tie_word_embeddings=True))
+    config = t.InternVLConfig(vision_config=vision, text_config=text, image_token_id=tok.context_image_token_id,
+                              image_seq_length=seq, downsample_ratio=0.5,
+                              vision_feature_layer=-1, vision_feature_select_strategy="default")
+    return Built(_ends(t.InternVLForConditionalGeneration(config), tok), processor)
+
+
 def florence2(words: Words, size: Size) -> Built:
     """Florence-2: a DaViT tower (two stages at tiny, four at small) whose tokens and the task prompt's go into a
     BART encoder; the caption comes from its decoder. The processor turns the task token ``<CAPTION>`` into
@@ -232,5 +267,5 @@ def florence2(words: Words, size: Size) -> Built:
 
 BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
     "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
-    "florence2": florence2,
+    "florence2": florence2, "internvl": internvl,
 }

@@ -35,6 +35,15 @@ LLAVA_TEMPLATE = (
     "{% if message['role'] == 'user' %} {% else %}{{ eos_token }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
 )
+# OpenGVLab/InternVL3-hf's: Qwen2's turns, the picture as <IMG_CONTEXT> and a newline (the processor writes
+# <img>, its tiles' <IMG_CONTEXT>s and </img> there).
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<IMG_CONTEXT>\n{% elif content['type'] == 'video' %}<video>\n"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 # PaliGemma has no chat template: its processor puts <image>s and <bos> before the prompt ("caption en").
 PROMPT_WORDS = "you are a helpful assistant user system describe this image briefly in one sentence caption en " \
                "what does the : . , ?"
