@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from rlcap.models.hf_vlm_tokenizer import (IDEFICS3_TEMPLATE, INTERNVL_TEMPLATE, LLAVA_TEMPLATE, QWEN_TEMPLATE, Words,
-                                           vlm_tokenizer)
+from rlcap.models.hf_vlm_tokenizer import (IDEFICS3_TEMPLATE, INTERNVL_TEMPLATE, LLAVA_TEMPLATE, ONEVISION_TEMPLATE,
+                                           QWEN_TEMPLATE, Words, vlm_tokenizer)
 
 
 class Size(NamedTuple):
@@ -233,6 +233,40 @@ def internvl(words: Words, size: Size) -> Built:
     return Built(_ends(t.InternVLForConditionalGeneration(config), tok), processor)
 
 
+def llava_onevision(words: Words, size: Size) -> Built:
+    """LLaVA-OneVision as llava-hf/llava-onevision-qwen2-0.5b-ov-hf is: a SigLIP tower read whole at its last
+    layer, an MLP projector, a Qwen2. AnyRes: a picture is read whole at ``px`` and as tiles of ``px`` on the grid
+    of ``image_grid_pinpoints`` nearest its shape (up to 4 x 4 here, 6 x 6 released), the tiles' tokens unpadded to
+    the picture's aspect, a learned newline after each row, and shrunk past 9 tiles (``anyres_max_9``); so the
+    model needs each picture's ``image_sizes``. Its processor holds a video processor, which needs torchvision:
+    written file by file (:class:`ProcessorFiles`)."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>", "[UNK]"],
+                        chat_template=ONEVISION_TEMPLATE, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                        unk_token="[UNK]", named={"image_token": "<image>", "video_token": "<video>"})
+    patch = size.px // 4  # 4 x 4 tokens a tile
+    pinpoints = [[size.px * i, size.px * j] for i in range(1, 5) for j in range(1, 5)]
+    half = [0.5, 0.5, 0.5]
+    pixels = t.LlavaOnevisionImageProcessorPil(size={"height": size.px, "width": size.px}, image_mean=half,
+                                               image_std=half, image_grid_pinpoints=pinpoints, do_pad=True)
+    video = {"video_processor_type": "LlavaOnevisionVideoProcessor", "size": {"height": size.px, "width": size.px},
+             "image_mean": half, "image_std": half}
+    settings = {"num_image_tokens": (size.px // patch) ** 2, "vision_feature_select_strategy": "full",
+                "vision_aspect_ratio": "anyres_max_9"}
+    processor = ProcessorFiles(tok, pixels, {**settings, "processor_class": "LlavaOnevisionProcessor",
+                                             "video_processor": video}, ONEVISION_TEMPLATE)
+    vision = t.SiglipVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
+                                  num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
+                                  image_size=size.px, patch_size=patch, vision_use_head=False)
+    text = t.Qwen2Config(**_text(size, len(tok), tok, tie_word_embeddings=True))
+    config = t.LlavaOnevisionConfig(vision_config=vision, text_config=text, image_token_id=tok.image_token_id,
+                                    video_token_id=tok.video_token_id, image_grid_pinpoints=pinpoints,
+                                    vision_feature_select_strategy="full", vision_feature_layer=-1,
+                                    vision_aspect_ratio="anyres_max_9", tie_word_embeddings=True)
+    return Built(_ends(t.LlavaOnevisionForConditionalGeneration(config), tok), processor)
+
+
 def florence2(words: Words, size: Size) -> Built:
     """Florence-2: a DaViT tower (two stages at tiny, four at small) whose tokens and the task prompt's go into a
     BART encoder; the caption comes from its decoder. The processor turns the task token ``<CAPTION>`` into
@@ -268,4 +302,5 @@ def florence2(words: Words, size: Size) -> Built:
 BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
     "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
     "florence2": florence2, "internvl": internvl,
+    "llava_onevision": llava_onevision,
 }

@@ -44,6 +44,15 @@ INTERNVL_TEMPLATE = (
     "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# llava-hf/llava-onevision-qwen2-ov-hf's: Qwen2's turns, a turn's pictures first, then its text after a newline.
+ONEVISION_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }} "
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}<image>{% endfor %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'video') %}<video>{% endfor %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}\n{{ content['text'] }}"
+    "{% endfor %}{% endif %}<|im_end|>{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 # PaliGemma has no chat template: its processor puts <image>s and <bos> before the prompt ("caption en").
 PROMPT_WORDS = "you are a helpful assistant user system describe this image briefly in one sentence caption en " \
                "what does the : . , ?"
