@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from rlcap.models.hf_vlm_tokenizer import (IDEFICS3_TEMPLATE, INTERNVL_TEMPLATE, LLAVA_TEMPLATE, ONEVISION_TEMPLATE,
-                                           QWEN_TEMPLATE, Words, vlm_tokenizer)
+from rlcap.models.hf_vlm_tokenizer import (IDEFICS3_TEMPLATE, INTERNVL_TEMPLATE, LLAVA_TEMPLATE, MISTRAL3_TEMPLATE,
+                                           ONEVISION_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer)
 
 
 class Size(NamedTuple):
@@ -267,6 +267,40 @@ def llava_onevision(words: Words, size: Size) -> Built:
     return Built(_ends(t.LlavaOnevisionForConditionalGeneration(config), tok), processor)
 
 
+MISTRAL3_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                     "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]",
+                     "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]"]
+
+
+def mistral3(words: Words, size: Size) -> Built:
+    """Mistral Small 3.1 as mistralai/Mistral-Small-3.1-24B-Instruct-2503 is: a Pixtral tower (2-D rotary positions:
+    a picture read at its own shape, its longest side at most ``2 * px``), a 2 x 2 patch merger, an MLP projector, a
+    Mistral; the Pixtral processor writes a row of [IMG]s per merged patch row, each ended by [IMG_BREAK], the last
+    by [IMG_END] ([IMG] is id 10, as released). transformers offers PixtralProcessor only with torchvision (its
+    module imports the torchvision image processor's): written file by file (:class:`ProcessorFiles`)."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, MISTRAL3_SPECIALS, chat_template=MISTRAL3_TEMPLATE, pad_token="<pad>",
+                        bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                        named={"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                               "image_end_token": "[IMG_END]"})
+    patch = size.px // 8  # a merged token per 2 * patch = px / 4 pixels: 4 x 4 tokens for a px x px picture
+    pixels = t.PixtralImageProcessorPil(size={"longest_edge": 2 * size.px}, patch_size={"height": patch,
+                                                                                          "width": patch})
+    settings = {"patch_size": patch, "spatial_merge_size": 2, "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                "image_end_token": "[IMG_END]"}
+    processor = ProcessorFiles(tok, pixels, {**settings, "processor_class": "PixtralProcessor"}, MISTRAL3_TEMPLATE)
+    vision = t.PixtralVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
+                                   num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
+                                   head_dim=size.vision // size.vision_heads, image_size=2 * size.px, patch_size=patch)
+    text = t.MistralConfig(**_text(size, len(tok), tok, head_dim=size.text // size.text_heads,
+                                   tie_word_embeddings=False))
+    config = t.Mistral3Config(vision_config=vision, text_config=text, image_token_index=tok.image_token_id,
+                              spatial_merge_size=2, vision_feature_layer=-1, multimodal_projector_bias=False,
+                              projector_hidden_act="gelu", tie_word_embeddings=False)
+    return Built(_ends(t.Mistral3ForConditionalGeneration(config), tok), processor)
+
+
 def florence2(words: Words, size: Size) -> Built:
     """Florence-2: a DaViT tower (two stages at tiny, four at small) whose tokens and the task prompt's go into a
     BART encoder; the caption comes from its decoder. The processor turns the task token ``<CAPTION>`` into
@@ -302,5 +336,5 @@ def florence2(words: Words, size: Size) -> Built:
 BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
     "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
     "florence2": florence2, "internvl": internvl,
-    "llava_onevision": llava_onevision,
+    "llava_onevision": llava_onevision, "mistral3": mistral3,
 }
