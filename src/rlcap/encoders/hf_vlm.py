@@ -1,5 +1,6 @@
 """An instruction vision-language model's image side as a frozen encoder: ``rlcap features --encoder hf:DIR`` on the
-folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, SmolVLM/Idefics3, LLaVA, PaliGemma).
+folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, SmolVLM/Idefics3, LLaVA, PaliGemma,
+InternVL, LLaVA-OneVision, Mistral 3).
 
 Such a model is recognised by what it declares, not by its name: its forward takes the image features precomputed
 (``mm_encoder_outputs``) in place of pixels, and it is not an encoder-decoder (:func:`reads_image_tokens`). Its
@@ -9,7 +10,8 @@ store holds what its language model reads at the image's place, so that an rlcap
 * **att**: the image tokens after the model's own projector, pixel shuffle or merger, as ``get_image_features``
   returns them (its ``pooler_output``: a tensor per image, or one batch tensor), every tile's tokens of one image in
   order; a variable number per image where the model has dynamic resolution (Qwen2-VL) or tiles (Idefics3), so
-  ``att_count`` says how many;
+  ``att_count`` says how many. The pixels are the processor's own for the picture (:func:`image_inputs`: InternVL's
+  tiles, LLaVA-OneVision's AnyRes tiles and ``image_sizes``), so the tokens are those the processor counts;
 * **fc**: their mean, then the picture's height and width as its processor received them, each written as two
   numbers (``high * 1024 + low``, both exact in float16): what places the tokens again. The processor, given a blank
   picture of that size, expands the prompt's image placeholder as it did for the picture (Qwen2-VL's grid, Idefics3's

@@ -9,7 +9,10 @@ Families, each the transformers class its downloaded checkpoints name: ``qwen2_v
 2x2 patch merger, multimodal rotary positions), ``qwen2_5_vl`` (Qwen2.5-VL: windowed vision attention),
 ``smolvlm`` (Idefics3ForConditionalGeneration with Idefics3Processor, as HuggingFaceTB/SmolVLM-256M-Instruct
 declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over image and prompt), ``llava``
-(CLIP + Llama, an MLP projector) and ``florence2`` (DaViT + BART: an encoder-decoder prompted by a task token).
+(CLIP + Llama, an MLP projector), ``florence2`` (DaViT + BART: an encoder-decoder prompted by a task token),
+``internvl`` (InternVL3: tiles of the picture by its aspect ratio and the whole, pixel shuffle), ``llava_onevision``
+(SigLIP + Qwen2, AnyRes tiles unpadded to the picture's shape with a newline token per row) and ``mistral3``
+(Mistral Small 3.1: a Pixtral tower reading the picture at its own shape, rows of [IMG] ended by [IMG_BREAK]).
 
 Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests), ``mini`` (a 64-wide 2-layer vision tower, a
 128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so
@@ -17,8 +20,9 @@ that the two policies compare and two CPU cores train XE and SCST in about 15 mi
 4-layer vision tower, a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: bench-hf's speed
 tables).
 
-Qwen2-VL's and Qwen2.5-VL's processors hold a video processor, which transformers builds only with torchvision:
-their processor is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
+Qwen2-VL's, Qwen2.5-VL's, InternVL's and LLaVA-OneVision's processors hold a video processor, which transformers
+builds only with torchvision, and transformers offers Pixtral's (Mistral 3's) only with torchvision: their processor
+is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
 ``AutoProcessor`` loads the folder where torchvision is installed; their tokenizer (with the chat template) and
 image processor load without it.
 """

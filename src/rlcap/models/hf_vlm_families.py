@@ -287,8 +287,8 @@ def mistral3(words: Words, size: Size) -> Built:
     patch = size.px // 8  # a merged token per 2 * patch = px / 4 pixels: 4 x 4 tokens for a px x px picture
     pixels = t.PixtralImageProcessorPil(size={"longest_edge": 2 * size.px}, patch_size={"height": patch,
                                                                                           "width": patch})
-    settings = {"patch_size": patch, "spatial_merge_size": 2, "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
-                "image_end_token": "[IMG_END]"}
+    settings = {"patch_size": patch, "spatial_merge_size": 2, "image_token": "[IMG]",
+                "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}
     processor = ProcessorFiles(tok, pixels, {**settings, "processor_class": "PixtralProcessor"}, MISTRAL3_TEMPLATE)
     vision = t.PixtralVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
                                    num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
