@@ -12,7 +12,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma", "idefics2", "gemma3", "qwen3_vl", "glm4v")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma", "idefics2", "gemma3", "qwen3_vl", "glm4v",
+            "internvl", "llava_onevision", "mistral3")
 CAPTIONS = ["a red circle on the left", "a big blue square", "a small green triangle", "the red square ."]
 SIZES = ((16, 48), (40, 16), (32, 32))  # (height, width): a Qwen2-VL grid and an Idefics3 tiling each
 

@@ -21,6 +21,9 @@ from rlcap.models.hf.build_vlm import VLM_FAMILIES, build_vlm  # noqa: E402
 
 CAPTIONS = ["a red circle above a blue square", "two green triangles", "a small yellow square left of a circle"]
 QWEN = ("qwen2_vl", "qwen2_5_vl")  # their processors hold a video processor: transformers needs torchvision for it
+# transformers builds these processors only with torchvision (a video processor; Pixtral's module imports its
+# torchvision image processor's): rlcap's load_processor makes them of their parts without it
+OF_PARTS = ("qwen3_vl", "glm4v", "internvl", "llava_onevision", "mistral3")
 PROMPTS = {"florence2": "<CAPTION>", "paligemma": "<image>caption en"}  # the others: their chat template's
 # the image token where the tokenizer names none (the released idefics2-8b's neither: its processor adds it)
 IMAGE_TOKENS = {"idefics2": "<image>"}
@@ -31,19 +34,26 @@ def _picture() -> Image.Image:
     return Image.new("RGB", (40, 32), (200, 30, 30))  # not square: Qwen2-VL's grid and SmolVLM's tiles follow it
 
 
-def _inputs(folder: Path, family: str) -> tuple[dict, t.PreTrainedTokenizerBase]:
-    """The model's inputs for one picture and the family's prompt, as its processor makes them; Qwen2-VL's by
-    hand where torchvision is missing: the image pad repeated once per merged patch of the picture's grid."""
+def _inputs(folder: Path, family: str) -> tuple[dict, t.PreTrainedTokenizerBase, str]:
+    """The model's inputs for one picture and the family's prompt, as its processor makes them, its tokenizer and
+    image token; Qwen2-VL's by hand where torchvision is missing: the image pad repeated once per merged patch of
+    the picture's grid."""
     if family in QWEN:
         tok, pixels = t.AutoTokenizer.from_pretrained(folder), t.AutoImageProcessor.from_pretrained(folder)
         prompt = tok.apply_chat_template(USER_TURN, add_generation_prompt=True, tokenize=False)
         image = pixels(images=[_picture()], return_tensors="pt")
         n = int(image["image_grid_thw"][0].prod()) // pixels.merge_size ** 2
         text = tok([prompt.replace("<|image_pad|>", "<|image_pad|>" * n)], return_tensors="pt")
-        return {**text, **image}, tok
-    processor = t.AutoProcessor.from_pretrained(folder)
+        return {**text, **image}, tok, tok.image_token
+    if family in OF_PARTS:
+        from rlcap.encoders.hf_vlm import load_processor
+
+        processor = load_processor(folder)
+    else:
+        processor = t.AutoProcessor.from_pretrained(folder)
     prompt = PROMPTS.get(family) or processor.apply_chat_template(USER_TURN, add_generation_prompt=True)
-    return dict(processor(images=[_picture()], text=[prompt], return_tensors="pt")), processor.tokenizer
+    inputs = processor(images=[_picture()], text=[prompt], return_tensors="pt")
+    return dict(inputs), processor.tokenizer, processor.image_token
 
 
 @pytest.mark.parametrize("family", VLM_FAMILIES)
@@ -52,10 +62,12 @@ def test_family_builds_reloads_and_generates(tmp_path: Path, family: str) -> Non
     model = t.AutoModelForImageTextToText.from_pretrained(folder).eval()
     n_params = sum(p.numel() for p in model.parameters())
     assert 20_000 < n_params < 1_000_000, n_params
-    inputs, tok = _inputs(folder, family)
+    inputs, tok, image_token = _inputs(folder, family)
     image_id = model.config.image_token_id
-    # config and tokenizer agree on the image token
-    assert image_id == tok.convert_tokens_to_ids(IMAGE_TOKENS.get(family) or tok.image_token)
+    # config and tokenizer agree on the image token (the tokenizer's own name for it where it has one: Gemma 3's
+    # processor names its placeholder <start_of_image>, which it expands into the tokenizer's <image_soft_token>s)
+    assert image_id == tok.convert_tokens_to_ids(IMAGE_TOKENS.get(family) or getattr(tok, "image_token", None)
+                                                 or image_token)
     if "input_ids" in inputs and family != "florence2":
         assert (inputs["input_ids"] == image_id).any()  # the processor put the picture's tokens in the prompt
     with torch.no_grad():
@@ -81,14 +93,14 @@ def test_seed_decides_the_weights(tmp_path: Path) -> None:
     assert not torch.equal(weights[0][name], weights[2][name])
 
 
-@pytest.mark.parametrize("family", QWEN)
-def test_qwen_processor_loads_with_torchvision(tmp_path: Path, family: str) -> None:
+@pytest.mark.parametrize("family", QWEN + OF_PARTS)
+def test_processor_loads_with_torchvision_as_without(tmp_path: Path, family: str) -> None:
     pytest.importorskip("torchvision")
     folder = build_vlm(family, tmp_path / family, CAPTIONS)
     processor = t.AutoProcessor.from_pretrained(folder)
     prompt = processor.apply_chat_template(USER_TURN, add_generation_prompt=True)
     inputs = processor(images=[_picture()], text=[prompt], return_tensors="pt")
-    expected, _ = _inputs(folder, family)
+    expected, _, _ = _inputs(folder, family)
     assert torch.equal(inputs["input_ids"], expected["input_ids"])
 
 

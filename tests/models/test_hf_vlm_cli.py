@@ -34,7 +34,8 @@ def _losses(run):
 @pytest.mark.slow  # (a store, XE, SCST, eval and caption runs, each)
 @pytest.mark.parametrize("family,train", [("qwen2_vl", "all"), ("smolvlm", "lora"), ("llava", "decoder"),
                                           ("paligemma", "all"), ("gemma3", "all"), ("idefics2", "lora"),
-                                          ("qwen3_vl", "all"), ("glm4v", "lora")])
+                                          ("qwen3_vl", "all"), ("glm4v", "lora"), ("internvl", "all"), ("llava_onevision", "lora"),
+                                          ("mistral3", "decoder")])
 def test_features_xe_scst_eval_caption_through_the_cli(pictured, family, train, capsys):
     """As a user runs it: a folder built offline, `rlcap features --encoder hf:DIR` (LLaVA's: a list of image
     features per picture), XE (whole, LoRA adapters or the language model's layers), SCST from XE's best, `rlcap

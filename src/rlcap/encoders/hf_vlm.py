@@ -1,5 +1,6 @@
 """An instruction vision-language model's image side as a frozen encoder: ``rlcap features --encoder hf:DIR`` on the
-folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, SmolVLM/Idefics3, LLaVA, PaliGemma).
+folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, SmolVLM/Idefics3, LLaVA, PaliGemma,
+InternVL, LLaVA-OneVision, Mistral 3).
 
 Such a model is recognised by what it declares, not by its name: its forward takes the image features precomputed
 (``mm_encoder_outputs``) in place of pixels, and it is not an encoder-decoder (:func:`reads_image_tokens`). Its
@@ -9,11 +10,13 @@ store holds what its language model reads at the image's place, so that an rlcap
 * **att**: the image tokens after the model's own projector, pixel shuffle or merger, as ``get_image_features``
   returns them (its ``pooler_output``: a tensor per image, or one batch tensor), every tile's tokens of one image in
   order; a variable number per image where the model has dynamic resolution (Qwen2-VL) or tiles (Idefics3), so
-  ``att_count`` says how many; where ``get_image_features`` also returns ``deepstack_features`` (Qwen3-VL's
-  DeepStack: the merged tokens of some intermediate vision layers, which its language model adds to the hidden
-  states of its first layers at the image's place), each token's row is its ``pooler_output`` then each of those
-  layers' token, concatenated along the width (``parts`` x the language model's width: :func:`image_parts`), and
-  the store's ``fc_layout`` says so (:func:`store_layout`);
+  ``att_count`` says how many. The pixels are the processor's own for the picture (:func:`image_inputs`: InternVL's
+  tiles, LLaVA-OneVision's AnyRes tiles and ``image_sizes``), so the tokens are those the processor counts; where
+  ``get_image_features`` also returns ``deepstack_features`` (Qwen3-VL's DeepStack: the merged tokens of some
+  intermediate vision layers, which its language model adds to the hidden states of its first layers at the image's
+  place), each token's row is its ``pooler_output`` then each of those layers' token, concatenated along the width
+  (``parts`` x the language model's width: :func:`image_parts`), and the store's ``fc_layout`` says so
+  (:func:`store_layout`);
 * **fc**: their mean, then the picture's height and width as its processor received them, each written as two
   numbers (``high * 1024 + low``, both exact in float16): what places the tokens again. The processor, given a blank
   picture of that size, expands the prompt's image placeholder as it did for the picture (Qwen2-VL's grid, Idefics3's
@@ -49,6 +52,12 @@ def store_layout(parts: int, width: int) -> str:
     if parts == 1:
         return FC_LAYOUT
     return f"{FC_LAYOUT}; att rows: pooler_output then {parts - 1} {DEEPSTACK}, {width} wide each"
+# the pictures whose token counts bound a store's width: large ones of the aspect ratios a processor tiles by (a grid
+# of a x b tiles, a, b <= 4, and long strips: InternVL's 12 tiles come at 1:12, 1:3 and 3:4) and the long ones that a
+# dynamic resolution bounds (Qwen2-VL's)
+PROBED_SIZES = tuple(sorted({(4096 * a // max(a, b), 4096 * b // max(a, b)) for a, b in
+                             [(a, b) for a in range(1, 5) for b in range(1, 5)] + [(1, k) for k in (6, 8, 12, 16)]
+                             + [(k, 1) for k in (6, 8, 12, 16)]}))
 
 
 def settings_json(settings: dict[str, Any]) -> str:
@@ -128,12 +137,22 @@ def image_token_count(processor: Any, size: tuple[int, int]) -> int:
     return int((ids == token_id).sum())
 
 
+def image_inputs(processor: Any, image: Any) -> dict[str, torch.Tensor]:
+    """What the processor gives the model for one picture: its output for a text of one image token and the
+    picture. The processor's own image settings apply (InternVL's asks its image processor to tile a picture,
+    ``crop_to_patches``, which the image processor alone does not), so the pixels are the tiles whose tokens the
+    processor counts in the prompt, in its order."""
+    token, _ = image_token(processor)
+    out = processor(text=[token], images=[[image]], return_tensors="pt")
+    return {key: value for key, value in out.items() if isinstance(value, torch.Tensor)}
+
+
 def image_features(model: Any, processor: Any, image: Any) -> Any:
-    """``get_image_features``' output (a ModelOutput) for one picture, on what the image processor makes of it."""
-    inputs = processor.image_processor(images=[image], return_tensors="pt")
+    """``get_image_features``' output (a ModelOutput) for one picture, on what it takes of :func:`image_inputs`
+    (the pixels, and what places them: Qwen2-VL's grid, LLaVA-OneVision's ``image_sizes``)."""
     params = inspect.signature(model.get_image_features).parameters
     device = next(model.parameters()).device
-    kwargs = {k: v.to(device) for k, v in inputs.items() if k in params and isinstance(v, torch.Tensor)}
+    kwargs = {k: v.to(device) for k, v in image_inputs(processor, image).items() if k in params}
     return model.get_image_features(**kwargs, return_dict=True)
 
 
@@ -146,7 +165,7 @@ def image_parts(output: Any) -> list[Any]:
 
 def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
     """One picture's image tokens (N, parts * D) as the language model reads them (:func:`image_parts` side by
-    side), each part (one tensor per image, or a batch) as one sequence."""
+    side), each part (one tensor per image, or a batch: every tile's in order) as one sequence."""
     def sequence(part: Any) -> torch.Tensor:
         pieces = list(part) if isinstance(part, (list, tuple)) else [part]
         return torch.cat([p.reshape(-1, p.shape[-1]) for p in pieces])
@@ -172,8 +191,7 @@ class HFVLMEncoder:
         self.att_dim = self.parts * self.width
         self.fc_dim = self.att_dim + SIZE_PARTS
         self.image_size = AS_THEY_ARE
-        # the most tokens a picture can have: a large square picture and two long ones
-        self.regions = max(image_token_count(processor, size) for size in ((4096, 4096), (4096, 512), (512, 4096)))
+        self.regions = max(image_token_count(processor, size) for size in PROBED_SIZES)
 
     @property
     def precision(self) -> str:
@@ -256,11 +274,10 @@ def load_vlm_encoder(folder: str | Path, device: torch.device | str = "cpu") -> 
 
 def load_processor(folder: Path) -> Any:
     """The processor saved in ``folder`` (``AutoProcessor``), or a one-line refusal naming the files a processor
-    is read from (a folder without them: a partial download). One whose video processor needs a library that is
-    not installed (Qwen2-VL's needs torchvision) is made of its image processor, tokenizer and chat template alone:
+    is read from (a folder without them: a partial download). One that transformers builds only with torchvision
+    (Qwen2-VL's video processor needs it; Pixtral's processor module imports its torchvision image processor's) is
+    made of its image processor (the PIL one), tokenizer, chat template and own settings (:func:`own_settings`):
     rlcap gives it pictures, never videos."""
-    import json
-
     import transformers
 
     try:
@@ -272,10 +289,18 @@ def load_processor(folder: Path) -> Any:
         raise RlcapError(f"cannot load the processor of {folder} ({exc.__class__.__name__}: {said}): the folder "
                          "lacks its processor's files (processor_config.json or preprocessor_config.json, the "
                          "tokenizer's, the chat template); copy them from where the model came from") from None
+    return _processor_of_parts(folder, transformers)
+
+
+def _processor_of_parts(folder: Path, transformers: Any) -> Any:
+    """:func:`load_processor` where ``AutoProcessor`` needs torchvision: the folder's processor class made of the
+    parts that load without it."""
+    import json
+
     try:
-        name = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))["processor_class"]
-        processor_class = getattr(transformers, name)
-    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        saved = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
+        processor_class = class_without_torchvision(transformers, saved["processor_class"])
+    except (OSError, ValueError, KeyError, AttributeError, ImportError) as exc:
         raise RlcapError(f"{folder}: its processor cannot be loaded ({exc.__class__.__name__}: {exc})") from None
 
     class WithoutVideo(processor_class):  # type: ignore[misc, valid-type]
@@ -286,4 +311,51 @@ def load_processor(folder: Path) -> Any:
     pixels = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
     template = folder / "chat_template.jinja"
     chat = template.read_text(encoding="utf-8") if template.is_file() else tokenizer.chat_template
-    return WithoutVideo(image_processor=pixels, tokenizer=tokenizer, video_processor=None, chat_template=chat)
+    parts = {"image_processor": pixels, "tokenizer": tokenizer, "chat_template": chat}
+    if "video_processor" in inspect.signature(processor_class.__init__).parameters:
+        parts["video_processor"] = None
+    return WithoutVideo(**parts, **own_settings(processor_class, saved))
+
+
+PARTS = ("image_processor", "tokenizer", "video_processor", "chat_template")  # what load_processor reads apart
+
+
+def own_settings(processor_class: Any, saved: dict[str, Any]) -> dict[str, Any]:
+    """The processor's own settings in its saved processor_config.json: the keys its class's ``__init__`` takes
+    besides its parts (InternVL's ``image_seq_length``, LLaVA-OneVision's ``num_image_tokens`` and
+    ``vision_feature_select_strategy``, Pixtral's ``patch_size`` and ``spatial_merge_size``), which
+    ``from_pretrained`` passes and a processor made of its parts would otherwise take at their defaults (another
+    count of image tokens per tile than the model's)."""
+    params = inspect.signature(processor_class.__init__).parameters
+    return {key: value for key, value in saved.items() if key in params and key not in PARTS and key != "self"}
+
+
+def class_without_torchvision(transformers: Any, name: str) -> Any:
+    """transformers' processor class ``name``. Where transformers offers only a placeholder for it without
+    torchvision because its module imports the family's torchvision image processor module
+    (``image_processing_<family>``) for a helper the family's PIL module (``image_processing_pil_<family>``)
+    defines alike (PixtralProcessor's ``get_resize_output_image_size``, used only to count tokens for serving
+    engines), the module is imported with the PIL module standing in; an ImportError if it still needs
+    torchvision."""
+    import importlib
+    import importlib.util
+    import sys
+
+    from transformers.utils.import_utils import DummyObject
+
+    found = getattr(transformers, name)
+    if not isinstance(found, DummyObject):
+        return found
+    module = f"transformers.{transformers._class_to_module[name]}"
+    package = module.rsplit(".", 1)[0]
+    family = package.rsplit(".", 1)[1]
+    torch_side, pil_side = f"{package}.image_processing_{family}", f"{package}.image_processing_pil_{family}"
+    if torch_side in sys.modules or importlib.util.find_spec(pil_side) is None:
+        raise ImportError(f"transformers offers {name} only with torchvision installed")
+    sys.modules[torch_side] = importlib.import_module(pil_side)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise ImportError(f"transformers offers {name} only with torchvision installed ({exc})") from None
+    finally:
+        del sys.modules[torch_side]

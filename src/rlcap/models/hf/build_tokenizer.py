@@ -65,6 +65,35 @@ LLAVA_TEMPLATE = (
     "{% if message['role'] == 'user' %} {% else %}{{ eos_token }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
 )
+# OpenGVLab/InternVL3-hf's: Qwen2's turns, the picture as <IMG_CONTEXT> and a newline (the processor writes
+# <img>, its tiles' <IMG_CONTEXT>s and </img> there).
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<IMG_CONTEXT>\n{% elif content['type'] == 'video' %}<video>\n"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# llava-hf/llava-onevision-qwen2-ov-hf's: Qwen2's turns, a turn's pictures first, then its text after a newline.
+ONEVISION_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }} "
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}<image>{% endfor %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'video') %}<video>{% endfor %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}\n{{ content['text'] }}"
+    "{% endfor %}{% endif %}<|im_end|>{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# mistralai/Mistral-Small-3.1-Instruct's: <s>, a system prompt (its own long default here shortened), the picture as
+# [IMG] inside [INST] ... [/INST] (the processor writes its rows of [IMG]s ended by [IMG_BREAK], the last [IMG_END]).
+MISTRAL3_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set system_message = messages[0]['content'] %}"
+    "{% set loop_messages = messages[1:] %}{% else %}{% set system_message = 'You are a helpful assistant.' %}"
+    "{% set loop_messages = messages %}{% endif %}[SYSTEM_PROMPT]{{ system_message }}[/SYSTEM_PROMPT]"
+    "{% for message in loop_messages %}{% if message['role'] == 'user' %}[INST]{% if message['content'] is string %}"
+    "{{ message['content'] }}{% else %}{% for block in message['content'] %}{% if block['type'] == 'text' %}"
+    "{{ block['text'] }}{% elif block['type'] in ['image', 'image_url'] %}[IMG]{% endif %}{% endfor %}{% endif %}"
+    "[/INST]{% elif message['role'] == 'assistant' %}{{ message['content'] }}{{ eos_token }}{% endif %}{% endfor %}"
+)
 # PaliGemma has no chat template: its processor puts <image>s and <bos> before the prompt ("caption en").
 PROMPT_WORDS = "you are a helpful assistant user system describe this image briefly in one sentence caption en " \
                "what does the : . , ?"

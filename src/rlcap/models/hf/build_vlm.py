@@ -12,8 +12,10 @@ declares: pixel shuffle), ``paligemma`` (SigLIP + Gemma, prefix attention over i
 (CLIP + Llama, an MLP projector), ``idefics2`` (SigLIP + a perceiver resampler + Mistral, as
 HuggingFaceM4/idefics2-8b), ``gemma3`` (SigLIP pooled into soft tokens + a Gemma 3 of sliding-window and global
 layers, as google/gemma-3-4b-it, its end tokens a list), ``florence2`` (DaViT + BART: an encoder-decoder prompted
-by a task token), ``qwen3_vl`` (Qwen3-VL: DeepStack features of intermediate vision layers added into the language model's first
-layers) and ``glm4v`` (GLM-4.1V: a config that declares a list of end tokens).
+by a task token), ``qwen3_vl`` (Qwen3-VL: DeepStack features of intermediate vision layers added into the
+language model's first layers), ``glm4v`` (GLM-4.1V: a config that declares a list of end tokens), ``internvl`` (InternVL3: tiles of the picture by its aspect ratio and the whole, pixel shuffle), ``llava_onevision``
+(SigLIP + Qwen2, AnyRes tiles unpadded to the picture's shape with a newline token per row) and ``mistral3``
+(Mistral Small 3.1: a Pixtral tower reading the picture at its own shape, rows of [IMG] ended by [IMG_BREAK]).
 
 Sizes: ``tiny`` (32-wide, 1-2 layers, 32-px pictures: the tests), ``mini`` (a 64-wide 2-layer vision tower, a
 128-wide 2-layer language model on 64-px pictures: the shapes-vlm benchmark, the widths of the shapes-hf GIT, so
@@ -21,9 +23,10 @@ that the two policies compare and two CPU cores train XE and SCST in about 15 mi
 4-layer vision tower, a 384-wide 6-layer language model on 64-px pictures, about 17M parameters: bench-hf's speed
 tables).
 
-Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's and GLM-4.1V's processors hold a video processor, which transformers builds
-only with torchvision:
-their processor is written file by file as ``save_pretrained`` writes it (hf_vlm_families.ProcessorFiles), so
+Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's, GLM-4.1V's, InternVL's and LLaVA-OneVision's processors hold a video
+processor, which transformers builds only with torchvision, and transformers offers Pixtral's (Mistral 3's) only with
+torchvision: their processor is written file by file as ``save_pretrained`` writes it
+(build_vlm_families.ProcessorFiles), so
 ``AutoProcessor`` loads the folder where torchvision is installed; their tokenizer (with the chat template) and
 image processor load without it.
 """

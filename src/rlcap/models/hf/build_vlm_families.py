@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from rlcap.models.hf.build_tokenizer import (GEMMA3_TEMPLATE, GLM4V_TEMPLATE, IDEFICS2_TEMPLATE, IDEFICS3_TEMPLATE,
-                                             LLAVA_TEMPLATE, QWEN3_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer)
+                                             INTERNVL_TEMPLATE, LLAVA_TEMPLATE, MISTRAL3_TEMPLATE, ONEVISION_TEMPLATE,
+                                             QWEN3_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer)
 
 
 class Size(NamedTuple):
@@ -200,6 +201,108 @@ def llava(words: Words, size: Size) -> Built:
     return Built(_ends(t.LlavaForConditionalGeneration(config), tok), processor)
 
 
+INTERNVL_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<quad>",
+                     "</quad>", "<ref>", "</ref>", "<box>", "</box>", "<video>", "[UNK]"]
+
+
+def internvl(words: Words, size: Size) -> Built:
+    """InternVL3 as OpenGVLab/InternVL3-1B-hf is: an InternViT (class token dropped), a 2 x 2 pixel shuffle, an MLP
+    projector, a Qwen2; GotOcr2's image processor, which the InternVL processor asks to tile a picture
+    (``crop_to_patches``: 1 to ``max_patches`` tiles of ``px`` by its aspect ratio, plus the whole picture when it
+    tiles), ``image_seq_length`` image tokens per tile between <img> and </img>. Its video processor needs
+    torchvision: the folder has none (rlcap reads pictures)."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, INTERNVL_SPECIALS, chat_template=INTERNVL_TEMPLATE, pad_token="<|endoftext|>",
+                        eos_token="<|im_end|>", unk_token="[UNK]",
+                        named={"start_image_token": "<img>", "end_image_token": "</img>",
+                               "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"})
+    patch = size.px // 4  # 4 x 4 patches, 2 x 2 tokens per tile after the pixel shuffle
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    pixels = t.GotOcr2ImageProcessorPil(size={"height": size.px, "width": size.px}, crop_to_patches=False,
+                                        min_patches=1, max_patches=12, image_mean=mean, image_std=std)
+    video = {"video_processor_type": "InternVLVideoProcessor", "size": {"height": size.px, "width": size.px},
+             "image_mean": mean, "image_std": std, "initial_shift": True}
+    seq = (size.px // patch) ** 2 // 4
+    processor = ProcessorFiles(tok, pixels, {"image_seq_length": seq, "processor_class": "InternVLProcessor",
+                                             "video_processor": video}, INTERNVL_TEMPLATE)
+    vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
+                  num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
+    text = t.Qwen2Config(**_text(size, len(tok), tok, tie_word_embeddings=True))
+    config = t.InternVLConfig(vision_config=vision, text_config=text, image_token_id=tok.context_image_token_id,
+                              image_seq_length=seq, downsample_ratio=0.5,
+                              vision_feature_layer=-1, vision_feature_select_strategy="default")
+    return Built(_ends(t.InternVLForConditionalGeneration(config), tok), processor)
+
+
+def llava_onevision(words: Words, size: Size) -> Built:
+    """LLaVA-OneVision as llava-hf/llava-onevision-qwen2-0.5b-ov-hf is: a SigLIP tower read whole at its last
+    layer, an MLP projector, a Qwen2. AnyRes: a picture is read whole at ``px`` and as tiles of ``px`` on the grid
+    of ``image_grid_pinpoints`` nearest its shape (up to 4 x 4 here, 6 x 6 released), the tiles' tokens unpadded to
+    the picture's aspect, a learned newline after each row, and shrunk past 9 tiles (``anyres_max_9``); so the
+    model needs each picture's ``image_sizes``. Its processor holds a video processor, which needs torchvision:
+    written file by file (:class:`ProcessorFiles`)."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>", "[UNK]"],
+                        chat_template=ONEVISION_TEMPLATE, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                        unk_token="[UNK]", named={"image_token": "<image>", "video_token": "<video>"})
+    patch = size.px // 4  # 4 x 4 tokens a tile
+    pinpoints = [[size.px * i, size.px * j] for i in range(1, 5) for j in range(1, 5)]
+    half = [0.5, 0.5, 0.5]
+    pixels = t.LlavaOnevisionImageProcessorPil(size={"height": size.px, "width": size.px}, image_mean=half,
+                                               image_std=half, image_grid_pinpoints=pinpoints, do_pad=True)
+    video = {"video_processor_type": "LlavaOnevisionVideoProcessor", "size": {"height": size.px, "width": size.px},
+             "image_mean": half, "image_std": half}
+    settings = {"num_image_tokens": (size.px // patch) ** 2, "vision_feature_select_strategy": "full",
+                "vision_aspect_ratio": "anyres_max_9"}
+    processor = ProcessorFiles(tok, pixels, {**settings, "processor_class": "LlavaOnevisionProcessor",
+                                             "video_processor": video}, ONEVISION_TEMPLATE)
+    vision = t.SiglipVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
+                                  num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
+                                  image_size=size.px, patch_size=patch, vision_use_head=False)
+    text = t.Qwen2Config(**_text(size, len(tok), tok, tie_word_embeddings=True))
+    config = t.LlavaOnevisionConfig(vision_config=vision, text_config=text, image_token_id=tok.image_token_id,
+                                    video_token_id=tok.video_token_id, image_grid_pinpoints=pinpoints,
+                                    vision_feature_select_strategy="full", vision_feature_layer=-1,
+                                    vision_aspect_ratio="anyres_max_9", tie_word_embeddings=True)
+    return Built(_ends(t.LlavaOnevisionForConditionalGeneration(config), tok), processor)
+
+
+MISTRAL3_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                     "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]",
+                     "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]"]
+
+
+def mistral3(words: Words, size: Size) -> Built:
+    """Mistral Small 3.1 as mistralai/Mistral-Small-3.1-24B-Instruct-2503 is: a Pixtral tower (2-D rotary positions:
+    a picture read at its own shape, its longest side at most ``2 * px``), a 2 x 2 patch merger, an MLP projector, a
+    Mistral; the Pixtral processor writes a row of [IMG]s per merged patch row, each ended by [IMG_BREAK], the last
+    by [IMG_END] ([IMG] is id 10, as released). transformers offers PixtralProcessor only with torchvision (its
+    module imports the torchvision image processor's): written file by file (:class:`ProcessorFiles`)."""
+    import transformers as t
+
+    tok = vlm_tokenizer(words, MISTRAL3_SPECIALS, chat_template=MISTRAL3_TEMPLATE, pad_token="<pad>",
+                        bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                        named={"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                               "image_end_token": "[IMG_END]"})
+    patch = size.px // 8  # a merged token per 2 * patch = px / 4 pixels: 4 x 4 tokens for a px x px picture
+    pixels = t.PixtralImageProcessorPil(size={"longest_edge": 2 * size.px}, patch_size={"height": patch,
+                                                                                          "width": patch})
+    settings = {"patch_size": patch, "spatial_merge_size": 2, "image_token": "[IMG]",
+                "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}
+    processor = ProcessorFiles(tok, pixels, {**settings, "processor_class": "PixtralProcessor"}, MISTRAL3_TEMPLATE)
+    vision = t.PixtralVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
+                                   num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
+                                   head_dim=size.vision // size.vision_heads, image_size=2 * size.px, patch_size=patch)
+    text = t.MistralConfig(**_text(size, len(tok), tok, head_dim=size.text // size.text_heads,
+                                   tie_word_embeddings=False))
+    config = t.Mistral3Config(vision_config=vision, text_config=text, image_token_index=tok.image_token_id,
+                              spatial_merge_size=2, vision_feature_layer=-1, multimodal_projector_bias=False,
+                              projector_hidden_act="gelu", tie_word_embeddings=False)
+    return Built(_ends(t.Mistral3ForConditionalGeneration(config), tok), processor)
+
+
 def florence2(words: Words, size: Size) -> Built:
     """Florence-2: a DaViT tower (two stages at tiny, four at small) whose tokens and the task prompt's go into a
     BART encoder; the caption comes from its decoder. The processor turns the task token ``<CAPTION>`` into
@@ -377,4 +480,5 @@ def glm4v(words: Words, size: Size) -> Built:
 BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
     "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
     "florence2": florence2, "idefics2": idefics2, "gemma3": gemma3, "qwen3_vl": qwen3_vl, "glm4v": glm4v,
+    "internvl": internvl, "llava_onevision": llava_onevision, "mistral3": mistral3,
 }
