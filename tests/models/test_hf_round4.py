@@ -75,7 +75,7 @@ def test_a_store_of_another_tower_is_refused(models, capsys, caplog):
     with caplog.at_level(logging.WARNING):
         policy.check_store({"fc": 32}, "old.h5")
     assert "records no encoder weights" in caplog.text
-    with pytest.raises(Exception, match="hf:GitForCausalLM.*tower weights 0+"):
+    with pytest.raises(Exception, match="hf:GitForCausalLM.*image side 0+"):
         policy.check_store({"encoder": "hf:GitForCausalLM", "tower_weights": "0" * 32}, "other.h5")
 
 

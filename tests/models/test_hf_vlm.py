@@ -6,67 +6,23 @@ tests/models/test_hf_vlm_cli.py."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
+from tests.models.vlm_matrix import (CAPTIONS, built_family, captions as _captions, check_teacher_forced,  # noqa: E402
+                                    their_inputs as _their_inputs)
+
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "smolvlm", "llava", "paligemma", "idefics2", "gemma3", "qwen3_vl", "glm4v",
             "internvl", "llava_onevision", "mistral3")
-CAPTIONS = ["a red circle on the left", "a big blue square", "a small green triangle", "the red square ."]
-SIZES = ((16, 48), (40, 16), (32, 32))  # (height, width): a Qwen2-VL grid and an Idefics3 tiling each
-
-
-def _pictures():
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in SIZES]
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """family -> (folder, policy in eval mode, its reference model, the pictures, their Feats)."""
-    from rlcap.data.feats import Feats
-    from rlcap.encoders.hf_vlm import load_vlm_encoder
-    from rlcap.models.hf.vlm import HFVLMCaptioner
-    from rlcap.models.hf.build_vlm import build_vlm
-
-    root, out = tmp_path_factory.mktemp("vlm"), {}
-    pictures = _pictures()
-    for family in FAMILIES:
-        folder = build_vlm(family, root / family, CAPTIONS)
-        encoder = load_vlm_encoder(folder)
-        fc, att, counts = encoder.features_with_counts(torch.from_numpy(encoder.prepare(pictures)))
-        feats = Feats(fc, att, torch.arange(att.shape[1])[None] < counts[:, None])
-        reference = transformers.AutoModelForImageTextToText.from_pretrained(folder).eval()
-        out[family] = (folder, HFVLMCaptioner(folder).eval(), reference, pictures, feats)
-    return out
-
-
-def _captions(policy):
-    from rlcap.models.hf.vlm import vlm_codec
-
-    vocab = vlm_codec(policy.folder)
-    rows = [[1, *vocab.encode(c.split()), 2] for c in ("a red circle", "a big blue square on the", "small green")]
-    width = max(map(len, rows))
-    return torch.tensor([r + [0] * (width - len(r)) for r in rows])  # (3, T) from BOS, PAD after EOS
-
-
-def _their_inputs(policy, picture):
-    inputs = policy.processor(text=[policy.prompt], images=[[picture]], return_tensors="pt")
-    return {k: v for k, v in inputs.items() if k != "labels"}
-
-
-def _caption_types(model, inputs, n):
-    """The prompt's token types extended over ``n`` caption words as ``generate()`` extends them, by the model's own
-    update one word a step (PaliGemma's: the causal suffix, 1; Qwen2-VL's and Gemma 3's: text, 0; Gemma 3's 1
-    would put the caption in a picture, read both ways)."""
-    kwargs = {k: inputs[k] for k in ("token_type_ids", "mm_token_type_ids") if k in inputs}
-    for _ in range(n):
-        kwargs = model._update_model_kwargs_for_generation({}, kwargs, num_new_tokens=1)
-    return {k: kwargs[k] for k in ("token_type_ids", "mm_token_type_ids") if k in kwargs}
+    root = tmp_path_factory.mktemp("vlm")
+    return {family: built_family(family, root / family) for family in FAMILIES}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -75,22 +31,7 @@ def test_teacher_forced_logprobs_are_the_models_own_forward(built, family):
     probabilities of the model's own forward from the picture's pixels and the prompt (1e-4), for pictures of three
     sizes in one padded batch (Qwen2-VL: three grids; SmolVLM: tilings)."""
     _, policy, reference, pictures, feats = built[family]
-    tokens = _captions(policy)
-    with torch.no_grad():
-        ours = torch.log_softmax(policy(feats, tokens), dim=-1)  # (3, T, V)
-        for i, picture in enumerate(pictures):
-            inputs = _their_inputs(policy, picture)
-            prompt = inputs["input_ids"].shape[1]
-            words = policy.ids.hf_ids(tokens[i:i + 1, 1:])  # the caption after BOS
-            inputs["input_ids"] = torch.cat([inputs["input_ids"], words], 1)
-            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
-            inputs.update(_caption_types(reference, inputs, words.shape[1]))
-            logits = reference(**inputs).logits[0, prompt - 1:].float()  # (T, V_hf)
-            theirs = torch.log_softmax(policy.ids.rlcap_logits(logits), dim=-1)
-            real = tokens[i, 1:] != 0
-            pick = tokens[i, 1:, None]
-            torch.testing.assert_close(ours[i, :-1].gather(1, pick)[real], theirs[:-1].gather(1, pick)[real],
-                                       rtol=1e-4, atol=1e-4)
+    check_teacher_forced(policy, reference, pictures, feats)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -260,7 +201,7 @@ def test_deepstack_features_travel_in_the_store(built):
     folder, policy, _, _, feats = built["qwen3_vl"]
     records = load_vlm_encoder(folder).records()
     width = policy.hidden_size
-    assert policy.parts == 2 and feats.att.shape[-1] == 2 * width and "deepstack_features" in records["fc_layout"]
+    assert policy.adapters.images.parts == 2 and feats.att.shape[-1] == 2 * width and "deepstack_features" in records["fc_layout"]
     tokens = _captions(policy)
     with torch.no_grad():
         ours = policy(feats, tokens)
@@ -273,3 +214,27 @@ def test_deepstack_features_travel_in_the_store(built):
         policy.check_store({**records, "fc_layout": FC_LAYOUT}, "plain.h5")
     with pytest.raises(RlcapError, match="-d image tokens"):
         HFVLMCaptioner(folder, att_dim=width)
+
+
+def _family_table() -> dict[str, dict[str, str]]:
+    """docs/MODELS.md's family table: --family -> its adapters' columns."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "MODELS.md").read_text(encoding="utf-8")
+    section = page.split("### The vision-language families and the adapters each takes")[1].split("\n\n|")[1]
+    header, _, *rows = ("|" + section.split("\n\n")[0]).splitlines()
+    names = [cell.strip() for cell in header.strip("|").split("|")]
+    table = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        table[cells[0].strip("`")] = dict(zip(names[2:], cells[2:]))
+    return table
+
+
+def test_models_md_lists_the_adapters_each_family_takes(built):
+    """Each family's row of docs/MODELS.md's table is what its tiny folder's policy chose from what the model and
+    its processor declare (rlcap.models.hf.adapters.choose), and every family rlcap builds has a row."""
+    table = _family_table()
+    assert set(table) == set(FAMILIES), sorted(set(table) ^ set(FAMILIES))
+    for family in FAMILIES:
+        assert table[family] == built[family][1].adapters.labels(), family

@@ -46,11 +46,12 @@ import torch
 
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import TokenizerVocab, captioner_config, tokenizer_ids
-from rlcap.encoders.hf_vlm import (DEEPSTACK, blank, image_features, image_parts, image_token, load_processor,
+from rlcap.encoders.hf_vlm import (blank, image_features, image_parts, image_token, load_processor,
                                    reads_image_tokens, settings_json, store_layout, unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
-from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache, whole_cache
+from rlcap.models.hf.adapters import Adapters, choose
+from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf.export import generation_settings, write_weights
 from rlcap.models.hf.image_side import take_out
 from rlcap.models.hf.parts import layer_stack
@@ -93,14 +94,10 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         # what the export declares (declare_dtype): the dtype that holds both the image side and the language model
         # exactly, so that from_pretrained rounds neither
         export_dtype = DTYPES[dtype] if model.config.dtype == DTYPES[dtype] else torch.float32
-        # the form the forward reads image features in, as get_image_features returns them for a blank picture:
-        # its output class, one tensor per image (Qwen2-VL, LLaVA) or a batch (PaliGemma), and how many parts of
-        # the language model's width a stored token holds (pooler_output, then Qwen3-VL's deepstack_features)
+        # the form the forward reads image features in (rlcap.models.hf.adapters), as get_image_features returns
+        # them for a blank picture (before the image side is taken out)
         with torch.no_grad():
             probe = image_features(model, self.processor, blank((32, 32)))
-        self.image_output = type(probe)
-        self.per_image = isinstance(probe.pooler_output, (list, tuple))
-        self.parts = len(image_parts(probe))
         _, base, names = vision_side(model)
         side = take_out(model, base, names)  # the image side's weights are the store's: kept aside for the export
         # the language model in model.dtype; the image side as the folder holds it, as `rlcap features` read it, so
@@ -111,8 +108,9 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         self.ids.forbid([image_token(self.processor)[1]])  # a caption never holds an image placeholder
         self.vocab_size = self.ids.size
         self.hidden_size = int(config.get_text_config().hidden_size)
-        if att_dim is not None and att_dim != self.parts * self.hidden_size:
-            raise RlcapError(f"model.path={self.folder} reads {self.parts * self.hidden_size}-d image tokens, but the "
+        parts = len(image_parts(probe))
+        if att_dim is not None and att_dim != parts * self.hidden_size:
+            raise RlcapError(f"model.path={self.folder} reads {parts * self.hidden_size}-d image tokens, but the "
                              f"feature store "
                              f"holds {att_dim}-d regions: extract them with "
                              f"`rlcap features --encoder hf:{self.folder}`")
@@ -124,9 +122,23 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         self.prompts = PromptInputs(self.processor, self.prompt, inspect.signature(model.forward).parameters,
                                     int(config.get_text_config().max_position_embeddings))
         self.checkpointing = gradient_checkpointing
+        self.adapters = self._adapters(probe)
         self.weights = HFWeights(model, self.folder, side, train, lora_rank, lora_alpha,
                                  stacks=[layer_stack(model.get_decoder())], export_dtype=export_dtype)
         self.train()
+
+    def _adapters(self, probe: Any) -> Adapters:
+        """What this model declares of the behaviours families differ by (rlcap.models.hf.adapters): from the
+        image features ``probe`` and the prompt for a blank picture."""
+        inputs = dict(self.prompts.one((32, 32)))
+        ids = inputs.pop("input_ids")
+        positions = self.model._prepare_position_ids_for_generation(ids, {"input_ids": ids, **inputs})
+        return choose(self.model, probe, inputs, positions)
+
+    @property
+    def per_image(self) -> bool:
+        """Whether the forward reads the image features as a tensor per picture (else one batch tensor)."""
+        return self.adapters.images.per_picture
 
     # -- the model's own calls, as generate() makes them
     def _call(self, ids: torch.Tensor, kwargs: dict[str, Any], cache: Any, first: bool, images: Any,
@@ -135,21 +147,11 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         ``prepare_inputs_for_generation`` (``images``: the image features of a first pass; ``keep``: the last
         positions whose logits are computed)."""
         if images is not None:
-            kwargs = {**kwargs, "mm_encoder_outputs": {"image": self._image_output(images)}}
+            kwargs = {**kwargs, "mm_encoder_outputs": {"image": self.adapters.images.output(images)}}
         inputs = self.model.prepare_inputs_for_generation(ids, cache=cache, is_first_iteration=first,
                                                           use_cache=use_cache, output_hidden_states=True,
                                                           logits_to_keep=keep, **kwargs)
         return self.model(**inputs)
-
-    def _image_output(self, images: torch.Tensor) -> Any:
-        """The stored image tokens (N, parts * D) as ``get_image_features`` returns them (its output class, a tensor
-        per image or a batch): the first part its ``pooler_output``, the others its ``deepstack_features``."""
-        parts = images.split(self.hidden_size, dim=-1)
-        form = (lambda part: (part,)) if self.per_image else (lambda part: part)
-        fields = {"pooler_output": form(parts[0])}
-        if len(parts) > 1:
-            fields[DEEPSTACK] = [form(part) for part in parts[1:]]
-        return self.image_output(**fields)
 
     def _prompt(self, att: torch.Tensor, fc: torch.Tensor, n: int = 1) -> tuple[torch.Tensor, dict, Any]:
         """The prompt's token ids (B*n, L), the model's other inputs for them (mask, positions, token types, image
@@ -159,10 +161,9 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         if n > 1:
             inputs = {k: v.repeat_interleave(n, dim=0) for k, v in inputs.items()}
         rows = [att[i, : self.prompts.image_tokens(size)] for i, size in enumerate(sizes) for _ in range(n)]
-        images = torch.cat(rows)  # (N, parts * D): the forward scatters them (_image_output)
+        images = torch.cat(rows)  # (N, parts * D): the forward scatters them (self.adapters.images)
         ids = inputs.pop("input_ids")
         inputs["position_ids"] = self.model._prepare_position_ids_for_generation(ids, {"input_ids": ids, **inputs})
-        self.rope_rows = inputs["position_ids"].dim() == 3  # (P, B, L): multimodal rotary positions
         return ids, inputs, images
 
     @contextmanager
@@ -183,9 +184,8 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         mask (B, L), its last position (B, P), the first step's logits (B, V), *cache)."""
         ids, kwargs, images = self._prompt(att, fc)
         with self._checkpointed():
-            out = self._call(ids, kwargs, whole_cache(), True, images, keep=1)  # (sliding layers kept whole)
-        positions = kwargs["position_ids"][..., -1]  # (P, B) or (B,): the prompt's last token's
-        last = positions.T if self.rope_rows else positions[:, None]  # (B, P)
+            out = self._call(ids, kwargs, self.adapters.cache.empty(), True, images, keep=1)
+        last = self.adapters.positions.last(kwargs["position_ids"])  # (B, P): the prompt's last token's
         self_kv, _ = flatten_cache(output_cache(out))
         self.n_kv = len(self_kv)
         logits = self.ids.rlcap_logits(out.logits[:, -1].float())  # (B, V)
@@ -196,10 +196,8 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         position), logits at every position."""
         _, mask, last, *kv = state[:3] + state[-self.n_kv:]
         t = ids.shape[1]
-        steps = torch.arange(1, t + 1, device=ids.device)  # (t,)
-        positions = last.T[:, :, None] + steps if self.rope_rows else last + steps  # (P, B, t) or (B, t)
         kwargs = {"attention_mask": torch.cat([mask, mask.new_ones(mask.shape[0], t)], dim=1),
-                  "position_ids": positions}
+                  "position_ids": self.adapters.positions.after(last, t)}  # (P, B, t) or (B, t)
         with self._checkpointed():
             return self._call(ids, kwargs, rebuild_cache(kv, None), False, None, keep=t)
 
@@ -260,8 +258,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         gradient checkpointing takes, since the layers it recomputes read no cache."""
         ids, kwargs, images = self._prompt(att, fc, n)
         t = tokens.shape[1]
-        for _ in range(t - 1):  # (a word a step: the generic update repeats the last num_new_tokens token types,
-            kwargs = self.model._update_model_kwargs_for_generation({}, kwargs, num_new_tokens=1)  # the picture's)
+        kwargs = self.adapters.types.extend(self.model, kwargs, t - 1)
         ids = torch.cat([ids, self.ids.hf_ids(tokens[:, 1:])], dim=1)
         with self._checkpointed():
             out = self._call(ids, kwargs, None, True, images, keep=t, use_cache=False)
@@ -295,7 +292,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         how its rows are laid out (the image side's weights as the folder holds them, whatever ``model.dtype``), and
         its image processor settings the folder's."""
         self.weights.check_store(records, store, "the image tokens",
-                                 also={"fc_layout": store_layout(self.parts, self.hidden_size)})
+                                 also={"fc_layout": store_layout(self.adapters.images.parts, self.hidden_size)})
         pixels = settings_json(self.processor.image_processor.to_dict())
         if records.get("preprocessing", pixels) != pixels:  # (another max_pixels: other grids, other token counts)
             raise DataError(f"{store} was written with other image processor settings than those of "

@@ -120,7 +120,7 @@ class HFWeights:
                 any(records.get(key) != value for key, value in (also or {}).items()):
             dtype = str(self.side.dtype()).removeprefix("torch.")
             raise DataError(f"{store} holds features of {encoder} (image side {weights or 'not recorded'}), but "
-                            f"model.path={self.folder} reads {reads} of its own, {self.encoder_name} (image side "
+                            f"model.path={self.folder} reads {reads}, {self.encoder_name}'s own (image side "
                             f"{self.digest}, its {dtype} weights as the folder holds them): extract them with "
                             f"`rlcap features --encoder hf:{self.folder}`")
 
