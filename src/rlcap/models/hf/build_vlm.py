@@ -34,10 +34,13 @@ image processor load without it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
+
 import torch
 
 from rlcap.errors import ConfigError
-from rlcap.models.hf.build_vlm_families import BUILDERS, Built, Size
+from rlcap.models.hf import build_vlm_families as of, build_vlm_grid as grid
+from rlcap.models.hf.build_vlm_families import Built, Size
 from rlcap.models.hf.build_tokenizer import Words
 from rlcap.transformers_io import no_bars
 
@@ -45,6 +48,12 @@ SIZES: dict[str, Size] = {
     "tiny": Size(vision=32, vision_layers=1, vision_heads=2, text=32, text_layers=2, text_heads=2, px=32),
     "mini": Size(vision=64, vision_layers=2, vision_heads=2, text=128, text_layers=2, text_heads=4, px=64),
     "small": Size(vision=192, vision_layers=4, vision_heads=6, text=384, text_layers=6, text_heads=6, px=64),
+}
+BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
+    "qwen2_vl": grid.qwen2_vl, "qwen2_5_vl": grid.qwen2_5_vl, "qwen3_vl": grid.qwen3_vl, "glm4v": grid.glm4v,
+    "smolvlm": of.smolvlm, "paligemma": of.paligemma, "llava": of.llava, "florence2": of.florence2,
+    "idefics2": of.idefics2, "gemma3": of.gemma3, "internvl": of.internvl, "llava_onevision": of.llava_onevision,
+    "mistral3": of.mistral3,
 }
 VLM_FAMILIES = tuple(BUILDERS)
 

@@ -1,4 +1,5 @@
-"""One builder per vision-language family for rlcap.models.hf.build_vlm: a processor (the family's image
+"""One builder per vision-language family for rlcap.models.hf.build_vlm (the families whose language model takes
+rotary positions from the picture's grid, Qwen2-VL to Qwen3-VL and GLM-4.1V, in build_vlm_grid.py): a processor (the family's image
 processor, a tokenizer trained on the captions with the family's special tokens and chat template) and a model of
 the family's transformers class from a small config, sized by ``Size``. The processor is made first: some families'
 processors add tokens (PaliGemma's location and segmentation tokens), and the model's vocabulary covers them all.
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
-from rlcap.models.hf.build_tokenizer import (GEMMA3_TEMPLATE, GLM4V_TEMPLATE, IDEFICS2_TEMPLATE, IDEFICS3_TEMPLATE,
-                                             INTERNVL_TEMPLATE, LLAVA_TEMPLATE, MISTRAL3_TEMPLATE, ONEVISION_TEMPLATE,
-                                             QWEN3_TEMPLATE, QWEN_TEMPLATE, Words, vlm_tokenizer)
+from rlcap.models.hf.build_tokenizer import (GEMMA3_TEMPLATE, IDEFICS2_TEMPLATE, IDEFICS3_TEMPLATE, INTERNVL_TEMPLATE,
+                                             LLAVA_TEMPLATE, MISTRAL3_TEMPLATE, ONEVISION_TEMPLATE, Words,
+                                             vlm_tokenizer)
 
 
 class Size(NamedTuple):
@@ -33,7 +34,7 @@ class Built(NamedTuple):
     processor: Any  # its ProcessorMixin
 
 
-def _text(size: Size, vocab: int, tokenizer: Any, **extra: Any) -> dict[str, Any]:
+def text_config(size: Size, vocab: int, tokenizer: Any, **extra: Any) -> dict[str, Any]:
     """A decoder-only language model's config: ``size``'s text widths, the tokenizer's special ids."""
     return dict(vocab_size=vocab, hidden_size=size.text, intermediate_size=4 * size.text,
                 num_hidden_layers=size.text_layers, num_attention_heads=size.text_heads,
@@ -41,24 +42,12 @@ def _text(size: Size, vocab: int, tokenizer: Any, **extra: Any) -> dict[str, Any
                 bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **extra)
 
 
-def _ends(model: Any, tokenizer: Any) -> Any:
+def with_ends(model: Any, tokenizer: Any) -> Any:
     """``model`` whose generation config ends on the tokenizer's end token and pads with its pad token."""
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
     return model
-
-
-def _mrope(size: Size) -> dict[str, Any]:
-    """Qwen2-VL's multimodal rotary positions: a head's rotary half split 1/4 time, 3/8 height, 3/8 width, as the
-    released models split 64 as [16, 24, 24]."""
-    half = size.text // size.text_heads // 2
-    return {"rope_type": "default", "rope_theta": 1_000_000.0,
-            "mrope_section": [half // 4, 3 * half // 8, half - half // 4 - 3 * half // 8]}
-
-
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                 "<|image_pad|>", "<|video_pad|>", "[UNK]"]
 
 
 class ProcessorFiles(NamedTuple):
@@ -79,58 +68,6 @@ class ProcessorFiles(NamedTuple):
         (folder / "chat_template.jinja").write_text(self.chat_template)
         config = {"image_processor": self.image_processor.to_dict(), **self.config}
         (folder / "processor_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def _qwen_processor(words: Words, size: Size, processor_class: str, template: str = QWEN_TEMPLATE,
-                    video_class: str = "Qwen2VLVideoProcessor", **pixel_settings: Any) -> ProcessorFiles:
-    """Qwen2-VL's processor: dynamic resolution (a picture's side rounded to the 2 x 2 merger's
-    ``2 * patch`` and its area kept between ``(2 * patch)**2`` and ``px**2``), its video processor (``video_class``)
-    the same; ``pixel_settings``: the image processor's own (Qwen3-VL's mean and std of 0.5)."""
-    import transformers as t
-
-    tok = vlm_tokenizer(words, QWEN_SPECIALS, chat_template=template, pad_token="<|endoftext|>",
-                        eos_token="<|im_end|>", unk_token="[UNK]",
-                        named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"})
-    patch = 4 if size.px <= 32 else 8  # 8 x 8 patches, 4 x 4 tokens after the 2 x 2 merger
-    grid = dict(patch_size=patch, merge_size=2, temporal_patch_size=2)
-    area = {"shortest_edge": (2 * patch) ** 2, "longest_edge": size.px ** 2}
-    pixels = t.Qwen2VLImageProcessorPil(size=area, **grid, **pixel_settings)
-    video = {"video_processor_type": video_class, "size": area, "image_mean": pixels.image_mean,
-             "image_std": pixels.image_std, **grid}
-    return ProcessorFiles(tok, pixels, {"video_processor": video, "processor_class": processor_class}, template)
-
-
-def _qwen_ids(tok: Any) -> dict[str, int]:
-    return dict(zip(("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"),
-                    tok.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>", "<|vision_start|>",
-                                               "<|vision_end|>"])))
-
-
-def qwen2_vl(words: Words, size: Size) -> Built:
-    """Qwen2-VL: a ViT of 2-frame 3-D patches, a 2 x 2 patch merger into a Qwen2 language model."""
-    import transformers as t
-
-    processor = _qwen_processor(words, size, "Qwen2VLProcessor")
-    tok, patch = processor.tokenizer, processor.image_processor.patch_size
-    vision = dict(depth=size.vision_layers, embed_dim=size.vision, hidden_size=size.text, num_heads=size.vision_heads,
-                  mlp_ratio=4, patch_size=patch, spatial_merge_size=2, temporal_patch_size=2)
-    config = t.Qwen2VLConfig(text_config=_text(size, len(tok), tok, rope_parameters=_mrope(size)),
-                             vision_config=vision, **_qwen_ids(tok))
-    return Built(_ends(t.Qwen2VLForConditionalGeneration(config), tok), processor)
-
-
-def qwen2_5_vl(words: Words, size: Size) -> Built:
-    """Qwen2.5-VL: Qwen2-VL with windowed attention in the vision tower (full attention in its last layer)."""
-    import transformers as t
-
-    processor = _qwen_processor(words, size, "Qwen2_5_VLProcessor")
-    tok, patch = processor.tokenizer, processor.image_processor.patch_size
-    vision = dict(depth=size.vision_layers, hidden_size=size.vision, intermediate_size=4 * size.vision,
-                  num_heads=size.vision_heads, out_hidden_size=size.text, patch_size=patch, spatial_merge_size=2,
-                  temporal_patch_size=2, window_size=4 * patch, fullatt_block_indexes=[size.vision_layers - 1])
-    config = t.Qwen2_5_VLConfig(text_config=_text(size, len(tok), tok, rope_parameters=_mrope(size)),
-                                vision_config=vision, **_qwen_ids(tok))
-    return Built(_ends(t.Qwen2_5_VLForConditionalGeneration(config), tok), processor)
 
 
 def smolvlm(words: Words, size: Size) -> Built:
@@ -154,9 +91,9 @@ def smolvlm(words: Words, size: Size) -> Built:
                                     // scale ** 2, chat_template=IDEFICS3_TEMPLATE)
     vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
                   num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
-    config = t.Idefics3Config(vision_config=vision, text_config=_text(size, len(tok), tok), scale_factor=scale,
+    config = t.Idefics3Config(vision_config=vision, text_config=text_config(size, len(tok), tok), scale_factor=scale,
                               image_token_id=tok.convert_tokens_to_ids("<image>"))
-    return Built(_ends(t.Idefics3ForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.Idefics3ForConditionalGeneration(config), tok), processor)
 
 
 def paligemma(words: Words, size: Size) -> Built:
@@ -173,10 +110,10 @@ def paligemma(words: Words, size: Size) -> Built:
     tok = processor.tokenizer  # (with the location and segmentation tokens the processor adds)
     vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
                   num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
-    text = _text(size, len(tok), tok, head_dim=size.text // size.text_heads)
+    text = text_config(size, len(tok), tok, head_dim=size.text // size.text_heads)
     config = t.PaliGemmaConfig(vision_config=vision, text_config=text, image_token_index=tok.image_token_id,
                                projection_dim=size.text, hidden_size=size.text, vocab_size=len(tok))
-    return Built(_ends(t.PaliGemmaForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.PaliGemmaForConditionalGeneration(config), tok), processor)
 
 
 def llava(words: Words, size: Size) -> Built:
@@ -195,10 +132,10 @@ def llava(words: Words, size: Size) -> Built:
     vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers + 1,
                   num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch,
                   projection_dim=size.vision)
-    config = t.LlavaConfig(vision_config=t.CLIPVisionConfig(**vision), text_config=t.LlamaConfig(**_text(size, len(tok),
+    config = t.LlavaConfig(vision_config=t.CLIPVisionConfig(**vision), text_config=t.LlamaConfig(**text_config(size, len(tok),
                            tok)), image_token_index=tok.image_token_id, image_seq_length=(size.px // patch) ** 2,
                            vision_feature_select_strategy="default", vision_feature_layer=-2)
-    return Built(_ends(t.LlavaForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.LlavaForConditionalGeneration(config), tok), processor)
 
 
 INTERNVL_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<quad>",
@@ -228,11 +165,11 @@ def internvl(words: Words, size: Size) -> Built:
                                              "video_processor": video}, INTERNVL_TEMPLATE)
     vision = dict(hidden_size=size.vision, intermediate_size=4 * size.vision, num_hidden_layers=size.vision_layers,
                   num_attention_heads=size.vision_heads, image_size=size.px, patch_size=patch)
-    text = t.Qwen2Config(**_text(size, len(tok), tok, tie_word_embeddings=True))
+    text = t.Qwen2Config(**text_config(size, len(tok), tok, tie_word_embeddings=True))
     config = t.InternVLConfig(vision_config=vision, text_config=text, image_token_id=tok.context_image_token_id,
                               image_seq_length=seq, downsample_ratio=0.5,
                               vision_feature_layer=-1, vision_feature_select_strategy="default")
-    return Built(_ends(t.InternVLForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.InternVLForConditionalGeneration(config), tok), processor)
 
 
 def llava_onevision(words: Words, size: Size) -> Built:
@@ -261,12 +198,12 @@ def llava_onevision(words: Words, size: Size) -> Built:
     vision = t.SiglipVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
                                   num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
                                   image_size=size.px, patch_size=patch, vision_use_head=False)
-    text = t.Qwen2Config(**_text(size, len(tok), tok, tie_word_embeddings=True))
+    text = t.Qwen2Config(**text_config(size, len(tok), tok, tie_word_embeddings=True))
     config = t.LlavaOnevisionConfig(vision_config=vision, text_config=text, image_token_id=tok.image_token_id,
                                     video_token_id=tok.video_token_id, image_grid_pinpoints=pinpoints,
                                     vision_feature_select_strategy="full", vision_feature_layer=-1,
                                     vision_aspect_ratio="anyres_max_9", tie_word_embeddings=True)
-    return Built(_ends(t.LlavaOnevisionForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.LlavaOnevisionForConditionalGeneration(config), tok), processor)
 
 
 MISTRAL3_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
@@ -295,12 +232,12 @@ def mistral3(words: Words, size: Size) -> Built:
     vision = t.PixtralVisionConfig(hidden_size=size.vision, intermediate_size=4 * size.vision,
                                    num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads,
                                    head_dim=size.vision // size.vision_heads, image_size=2 * size.px, patch_size=patch)
-    text = t.MistralConfig(**_text(size, len(tok), tok, head_dim=size.text // size.text_heads,
+    text = t.MistralConfig(**text_config(size, len(tok), tok, head_dim=size.text // size.text_heads,
                                    tie_word_embeddings=False))
     config = t.Mistral3Config(vision_config=vision, text_config=text, image_token_index=tok.image_token_id,
                               spatial_merge_size=2, vision_feature_layer=-1, multimodal_projector_bias=False,
                               projector_hidden_act="gelu", tie_word_embeddings=False)
-    return Built(_ends(t.Mistral3ForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.Mistral3ForConditionalGeneration(config), tok), processor)
 
 
 def florence2(words: Words, size: Size) -> Built:
@@ -329,7 +266,7 @@ def florence2(words: Words, size: Size) -> Built:
                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                         decoder_start_token_id=tok.eos_token_id, forced_bos_token_id=tok.bos_token_id)
     config = t.Florence2Config(vision_config=vision, text_config=text, image_token_id=tok.image_token_id)
-    model = _ends(t.Florence2ForConditionalGeneration(config), tok)
+    model = with_ends(t.Florence2ForConditionalGeneration(config), tok)
     model.generation_config.decoder_start_token_id = tok.eos_token_id  # BART's: </s> starts, <s> is forced next
     model.generation_config.forced_bos_token_id = tok.bos_token_id
     return Built(model, processor)
@@ -357,10 +294,10 @@ def idefics2(words: Words, size: Size) -> Built:
     perceiver = dict(hidden_size=size.text, resampler_n_latents=latents, resampler_depth=min(3, size.vision_layers),
                      resampler_n_heads=size.text_heads, resampler_head_dim=size.text // size.text_heads,
                      num_key_value_heads=max(1, size.text_heads // 4))
-    text = {"model_type": "mistral", **_text(size, len(tok), tok)}
+    text = {"model_type": "mistral", **text_config(size, len(tok), tok)}
     config = t.Idefics2Config(vision_config=vision, perceiver_config=perceiver, text_config=text,
                               image_token_id=tok.convert_tokens_to_ids("<image>"))
-    return Built(_ends(t.Idefics2ForConditionalGeneration(config), tok), processor)
+    return Built(with_ends(t.Idefics2ForConditionalGeneration(config), tok), processor)
 
 
 GEMMA3_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
@@ -391,7 +328,7 @@ def gemma3(words: Words, size: Size) -> Built:
                   num_hidden_layers=size.vision_layers, num_attention_heads=size.vision_heads, image_size=size.px,
                   patch_size=patch, vision_use_head=False)
     head, ids = size.text // size.text_heads, tok.convert_tokens_to_ids(GEMMA3_SPECIALS)
-    text = _text(size, len(tok), tok, head_dim=head, query_pre_attn_scalar=head, sliding_window=tokens + 8,
+    text = text_config(size, len(tok), tok, head_dim=head, query_pre_attn_scalar=head, sliding_window=tokens + 8,
                  layer_types=["sliding_attention"] * (size.text_layers - 1) + ["full_attention"],
                  rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
                                   "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}})
@@ -400,85 +337,7 @@ def gemma3(words: Words, size: Size) -> Built:
     config = t.Gemma3Config(vision_config=vision, text_config=text, mm_tokens_per_image=tokens,
                             boi_token_index=ids[6], eoi_token_index=ids[7], image_token_index=ids[8],
                             eos_token_id=ends)
-    model = _ends(t.Gemma3ForConditionalGeneration(config), tok)
+    model = with_ends(t.Gemma3ForConditionalGeneration(config), tok)
     settings = model.generation_config
     settings.eos_token_id, settings.do_sample, settings.top_k, settings.top_p = ends, True, 64, 0.95
     return Built(model, processor)
-
-
-def qwen3_vl(words: Words, size: Size) -> Built:
-    """Qwen3-VL as Qwen/Qwen3-VL-2B-Instruct declares it: a ViT of 16-px 2-frame patches with learned positions
-    resampled to each grid, a 2 x 2 merger, and DeepStack (the merged tokens of some intermediate vision layers,
-    ``deepstack_visual_indexes``, added to the hidden states of the language model's first layers at the image's
-    place), into a Qwen3 language model with interleaved multimodal rotary positions; its chat template writes no
-    default system turn; its generation config ends on ``<|im_end|>`` or ``<|endoftext|>`` (a list)."""
-    import transformers as t
-
-    processor = _qwen_processor(words, size, "Qwen3VLProcessor", QWEN3_TEMPLATE, "Qwen3VLVideoProcessor",
-                                image_mean=[0.5] * 3, image_std=[0.5] * 3)
-    tok, patch = processor.tokenizer, processor.image_processor.patch_size
-    head = size.text // size.text_heads
-    half = head // 2  # the released models split 64 as [24, 20, 20], interleaved
-    rope = {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_interleaved": True,
-            "mrope_section": [half - 2 * (5 * half // 16), 5 * half // 16, 5 * half // 16]}
-    vision = dict(depth=size.vision_layers, hidden_size=size.vision, intermediate_size=4 * size.vision,
-                  num_heads=size.vision_heads, out_hidden_size=size.text, patch_size=patch, spatial_merge_size=2,
-                  temporal_patch_size=2, num_position_embeddings=(size.px // patch) ** 2,
-                  deepstack_visual_indexes=list(range(size.vision_layers))[:3])  # (2B: layers 5, 11, 17 of 24)
-    text = {**_text(size, len(tok), tok, rope_parameters=rope, head_dim=head),
-            "bos_token_id": tok.convert_tokens_to_ids("<|endoftext|>")}  # (as the released text config)
-    config = t.Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True, **_qwen_ids(tok))
-    model = _ends(t.Qwen3VLForConditionalGeneration(config), tok)
-    model.generation_config.eos_token_id = tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    model.generation_config.bos_token_id = text["bos_token_id"]
-    return Built(model, processor)
-
-
-GLM_SPECIALS = ["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>",
-                "<|assistant|>", "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>",
-                "<|end_of_video|>", "<|image|>", "<|video|>", "[UNK]"]
-
-
-def glm4v(words: Words, size: Size) -> Built:
-    """GLM-4.1V as zai-org/GLM-4.1V-9B-Thinking declares it: a ViT of 14-px 2-frame patches (learned positions
-    resampled to each grid, a 2 x 2 convolution down-sampling and an MLP merger) into a GLM-4 language model with
-    multimodal rotary positions over half of each head; the prompt ``[gMASK]<sop><|user|>...<|assistant|>``; its
-    config and generation config end on any of ``<|endoftext|>``, ``<|user|>`` and ``<|observation|>`` (a list
-    of end tokens, the tokenizer's eos first)."""
-    import transformers as t
-
-    tok = vlm_tokenizer(words, GLM_SPECIALS, chat_template=GLM4V_TEMPLATE, pad_token="<|endoftext|>",
-                        eos_token="<|endoftext|>", unk_token="[UNK]",
-                        named={"image_token": "<|image|>", "video_token": "<|video|>"})
-    patch = 4 if size.px <= 32 else 8
-    grid = dict(patch_size=patch, merge_size=2, temporal_patch_size=2)
-    # (its resize counts the two frames of a picture in the area, as the release's 28 * 28 * 2 * 6144 does)
-    area = {"shortest_edge": 2 * (2 * patch) ** 2, "longest_edge": 2 * size.px ** 2}
-    pixels = t.Glm4vImageProcessorPil(size=area, **grid)
-    video = {"video_processor_type": "Glm4vVideoProcessor", "size": area, "image_mean": pixels.image_mean,
-             "image_std": pixels.image_std, "fps": 2, **grid}
-    processor = ProcessorFiles(tok, pixels, {"video_processor": video, "processor_class": "Glm4vProcessor"},
-                               GLM4V_TEMPLATE)
-    ends = tok.convert_tokens_to_ids(["<|endoftext|>", "<|user|>", "<|observation|>"])
-    half = size.text // size.text_heads // 4  # a head's rotary half over half of it (partial_rotary_factor 0.5)
-    rope = {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5,
-            "mrope_section": [half // 4, 3 * half // 8, half - half // 4 - 3 * half // 8]}
-    text = {**_text(size, len(tok), tok, rope_parameters=rope), "eos_token_id": ends}
-    vision = dict(depth=size.vision_layers, hidden_size=size.vision, intermediate_size=4 * size.vision,
-                  num_heads=size.vision_heads, out_hidden_size=size.text, patch_size=patch, spatial_merge_size=2,
-                  temporal_patch_size=2, image_size=size.px)
-    ids = dict(zip(("image_token_id", "video_token_id", "image_start_token_id", "image_end_token_id",
-                    "video_start_token_id", "video_end_token_id"),
-                   tok.convert_tokens_to_ids(["<|image|>", "<|video|>", "<|begin_of_image|>", "<|end_of_image|>",
-                                              "<|begin_of_video|>", "<|end_of_video|>"])))
-    config = t.Glm4vConfig(text_config=text, vision_config=vision, **ids)
-    model = _ends(t.Glm4vForConditionalGeneration(config), tok)
-    model.generation_config.eos_token_id = ends
-    return Built(model, processor)
-
-
-BUILDERS: dict[str, Callable[[Words, Size], Built]] = {
-    "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "smolvlm": smolvlm, "paligemma": paligemma, "llava": llava,
-    "florence2": florence2, "idefics2": idefics2, "gemma3": gemma3, "qwen3_vl": qwen3_vl, "glm4v": glm4v,
-    "internvl": internvl, "llava_onevision": llava_onevision, "mistral3": mistral3,
-}
