@@ -40,7 +40,7 @@ def test_features_xe_scst_eval_caption_through_the_cli(pictured, family, train, 
     """As a user runs it: a folder built offline, `rlcap features --encoder hf:DIR` (LLaVA's: a list of image
     features per picture), XE (whole, LoRA adapters or the language model's layers), SCST from XE's best, `rlcap
     eval` and `rlcap caption` on picture files; `best/hf` loads with AutoModelForImageTextToText and its processor,
-    its `generate()` with the prompt writes rlcap's greedy captions, and a run starts from it (`init_from`)."""
+    its `generate()` with the prompt writes rlcap's greedy captions, and a GRPO run starts from it (`init_from`)."""
     from rlcap.models.hf.build_vlm import build_vlm
 
     folder, dataset = pictured
@@ -78,11 +78,12 @@ def test_features_xe_scst_eval_caption_through_the_cli(pictured, family, train, 
     pictures = sorted(str(p) for p in folder.glob("3*.png"))
     assert main(["caption", str(scst / "best"), *pictures]) == 0
     assert capsys.readouterr().out.strip()
-    again = folder / f"{family}_from_hf"  # a tuned folder starts a run as a downloaded one does
+    again = folder / f"{family}_from_hf"  # a tuned folder starts a run as a downloaded one does: GRPO here
     overrides = [o for o in tiny_overrides(dataset, store, again) if not o.startswith("model.")]
-    assert main(["train", "configs/shapes_scst.yaml", *overrides, f"init_from={scst / 'best' / 'hf'}", "rl.epochs=1",
-                 "rl.batch_size=8", "rl.n_samples=2", "max_steps=1"]) == 0
-    assert json.loads((again / "config.json").read_text())["model"]["arch"] == "hf" and len(_losses(again)) == 1
+    assert main(["train", "configs/shapes_grpo.yaml", *overrides, f"init_from={scst / 'best' / 'hf'}", "rl.epochs=1",
+                 "rl.batch_size=8", "rl.n_samples=2", "grpo.iterations=2", "max_steps=2"]) == 0
+    assert json.loads((again / "config.json").read_text())["model"]["arch"] == "hf"
+    assert len(_losses(again)) == 2 and all(np.isfinite(_losses(again)))
 
 
 def _embeddings(folder) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Every instruction VLM family as a policy, killed with SIGKILL and resumed: XE, SCST and SLL-SLE runs of Qwen2.5-VL,
-SmolVLM, LLaVA and PaliGemma, each built tiny, log the uninterrupted run's losses (Qwen2-VL's, with WTF-RL's:
-tests/models/test_hf_vlm_cli.py; Florence-2's: tests/models/test_hf_florence_methods.py)."""
+SmolVLM, LLaVA and PaliGemma, and XE, SCST and GRPO runs of the families users start from in 2026 (Qwen3-VL, GLM-4.1V,
+Gemma 3, Idefics2, InternVL, LLaVA-OneVision, Mistral 3), each built tiny, log the uninterrupted run's losses
+(Qwen2-VL's, with WTF-RL's: tests/models/test_hf_vlm_cli.py; Florence-2's: tests/models/test_hf_florence_methods.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from tests.tiny import make_tiny_dataset, tiny_overrides
 
 transformers = pytest.importorskip("transformers")
 FAMILIES = ("qwen2_5_vl", "smolvlm", "llava", "paligemma")
+NEW_FAMILIES = ("qwen3_vl", "glm4v", "gemma3", "idefics2", "internvl", "llava_onevision", "mistral3")
+RUNS = [(family, algorithm) for family in FAMILIES for algorithm in ("xe", "scst", "sll_sle")] + \
+    [(family, algorithm) for family in NEW_FAMILIES for algorithm in ("xe", "scst", "grpo")]
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
+@pytest.fixture(scope="module")
 def family_xe(request, tmp_path_factory):
     """A tiny ``family`` model on the tiny pictures, its store, and its XE checkpoint: ((dataset, store, folder), xe)."""
     from rlcap import api
@@ -37,7 +41,7 @@ def family_xe(request, tmp_path_factory):
 
 
 @pytest.mark.slow  # (a subprocess killed and resumed, each)
-@pytest.mark.parametrize("algorithm", ["xe", "scst", "sll_sle"])
+@pytest.mark.parametrize("family_xe,algorithm", RUNS, indirect=["family_xe"])
 def test_killed_vision_language_run_resumes_with_identical_losses(family_xe, algorithm, tmp_path):
     from tests.models.test_hf_methods import RL, _method_runs
     from tests.train.killing import assert_resume_is_exact
