@@ -17,9 +17,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "hf-captioner", help="build a transformers captioner folder from a small config (random weights)",
         description="Build a VisionEncoderDecoder (ViT + GPT-2), BLIP or GIT captioner, or an instruction "
-                    "vision-language model (Qwen2-VL, Qwen2.5-VL, SmolVLM, PaliGemma, LLaVA, Florence-2; sizes tiny, "
-                    "mini and small) with its processor and chat template, with random weights and a tokenizer trained on "
-                    "the dataset's training captions, saved as save_pretrained writes a downloaded model: a folder "
+                    "vision-language model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4.1V, Gemma 3, PaliGemma, InternVL, "
+                    "SmolVLM, Idefics2, LLaVA, LLaVA-OneVision, Mistral 3, Florence-2; sizes tiny, mini and small) "
+                    "with its processor and chat template, with random weights and a tokenizer trained on the "
+                    "dataset's training captions, saved as save_pretrained writes a downloaded model: a folder "
                     "for model.arch=hf model.path=OUT. docs/MODELS.md.")
     parser.add_argument("out", type=Path, help="the folder to write (must not hold a model already)")
     parser.add_argument("--dataset", type=Path, required=True, help="the caption file whose training captions the "
