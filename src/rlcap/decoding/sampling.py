@@ -16,7 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.data.vocab import BOS, EOS, PAD
-from rlcap.decoding.word_distribution import Chooser, banned_words, entropy, most_likely, sampler, uniforms, word_logprobs
+from rlcap.decoding.engine import GenerationEngine, Request, engine_of
+from rlcap.decoding.word_distribution import (Chooser, banned_words, entropy, most_likely, sampler, uniforms,
+                                              word_logprobs)
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.decoding.scoring import forced_positions, sampling_mode, score_rows
 from rlcap.decoding.settings import Decoding
@@ -167,17 +169,32 @@ def _sample_then_score(model: ScoresSamples, encoded: Tensors, n: int, word: tor
     model's cache, then the teacher-forced scoring pass (:func:`rlcap.decoding.scoring.score_rows`, in
     micro-batches of ``micro_batch`` rows) gives the differentiable log-probabilities, entropies and hidden
     states; both without dropout (``dropout_off``), so that they are the distribution's the words were drawn from."""
+    engine = engine_of(model, OWN)  # (rlcap/decoding/engine.py: the seam an engine such as vLLM plugs into)
+    request = Request(word.size(0), steps, plan.choose, plan.uniform, prefix, plan.exit_every, plan.compile)
     with model.dropout_off():
         with torch.no_grad():
-            memory = expand_memory(model, encoded, n)
-            out = _lockstep(model, memory, model.init_state(memory), word, steps, done, prefix,
-                            plan._replace(return_hidden=False))
+            out = engine.generate(model, expand_memory(model, encoded, n), request)
         inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
         forced = forced_positions(prefix, out.tokens.size(1))  # (R, T) or None
         counts = out.mask if forced is None else out.mask & ~forced  # (R, T) the words chosen, not forced
+        drawn = (out.logprobs, out.entropy) if engine is OWN else None  # (another engine's: a record only)
         logprobs, entropies, hidden = score_rows(model, encoded, n, inputs, out.tokens, counts, plan.return_hidden,
-                                                 micro_batch, drawn=(out.logprobs, out.entropy))
+                                                 micro_batch, drawn=drawn)
     return DecodeResult(out.tokens, logprobs, out.mask, logprobs.sum(1), entropies, hidden)
+
+
+class OwnEngine:
+    """rlcap's own decoding as a :class:`~rlcap.decoding.engine.GenerationEngine`: lockstep steps over the policy's
+    key/value cache, the words drawn with the request's pre-drawn numbers (compiled or not, as it says)."""
+
+    def generate(self, model: Captioner, memory: Tensors, request: Request) -> DecodeResult:
+        word = torch.full((request.rows,), BOS, dtype=torch.long, device=memory[0].device)  # (R,)
+        done = torch.zeros(request.rows, dtype=torch.bool, device=word.device)  # (R,)
+        plan = Plan(request.sampler, request.uniform, False, request.exit_every, request.compile)
+        return _lockstep(model, memory, model.init_state(memory), word, request.max_len, done, request.prefix, plan)
+
+
+OWN: GenerationEngine = OwnEngine()
 
 
 def greedy(model: Captioner, feats: Feats, max_len: int, prefix: torch.Tensor | None = None,
