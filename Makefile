@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report bench-trl bench-grpo clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-gpu bench-report bench-trl bench-grpo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench-features: $(STAMP)
 # whether each encoder's float16 rows are the same for batch sizes 1, 2, 4 and 8 on the CPU
 bench-feature-batching: $(STAMP)
 	$(PY) benchmarks/bench_feature_batching.py
+
+bench-vlm-features: $(STAMP)
+	$(PY) benchmarks/bench_vlm_features.py
 
 # an XE step at data.max_len 16, at the longest caption and at 60 (batches padded to their longest caption)
 bench-xe-width: $(STAMP)

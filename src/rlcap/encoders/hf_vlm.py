@@ -23,7 +23,9 @@ store holds what its language model reads at the image's place, so that an rlcap
   rows and columns of tiles) and the model computes its positions from that (:data:`SIZE_PARTS`).
 
 Pictures are read at their own size (no JPEG draft: ``image_size`` is larger than any), as ``generate()`` is given
-them. Each picture is processed and encoded alone, so that its tokens are the ones the model computes for it alone.
+them. The pictures of one size are encoded in one pass of the image side (they have as many tiles and tokens
+each), giving each the tokens the model computes for it alone, to float rounding (1e-5, every family:
+tests/encoders/test_hf_vlm_batched.py).
 """
 
 from __future__ import annotations
@@ -137,22 +139,23 @@ def image_token_count(processor: Any, size: tuple[int, int]) -> int:
     return int((ids == token_id).sum())
 
 
-def image_inputs(processor: Any, image: Any) -> dict[str, torch.Tensor]:
-    """What the processor gives the model for one picture: its output for a text of one image token and the
-    picture. The processor's own image settings apply (InternVL's asks its image processor to tile a picture,
-    ``crop_to_patches``, which the image processor alone does not), so the pixels are the tiles whose tokens the
-    processor counts in the prompt, in its order."""
+def image_inputs(processor: Any, images: Any) -> dict[str, torch.Tensor]:
+    """What the processor gives the model for pictures (one, or a list of pictures of one size): its output for a
+    text of one image token a picture and the pictures. The processor's own image settings apply (InternVL's asks
+    its image processor to tile a picture, ``crop_to_patches``, which the image processor alone does not), so the
+    pixels are the tiles whose tokens the processor counts in the prompt, in its order."""
+    pictures = images if isinstance(images, (list, tuple)) else [images]
     token, _ = image_token(processor)
-    out = processor(text=[token], images=[[image]], return_tensors="pt")
+    out = processor(text=[token] * len(pictures), images=[[picture] for picture in pictures], return_tensors="pt")
     return {key: value for key, value in out.items() if isinstance(value, torch.Tensor)}
 
 
-def image_features(model: Any, processor: Any, image: Any) -> Any:
-    """``get_image_features``' output (a ModelOutput) for one picture, on what it takes of :func:`image_inputs`
-    (the pixels, and what places them: Qwen2-VL's grid, LLaVA-OneVision's ``image_sizes``)."""
+def image_features(model: Any, processor: Any, images: Any) -> Any:
+    """``get_image_features``' output (a ModelOutput) for pictures (one, or a list of one size), on what it takes
+    of :func:`image_inputs` (the pixels, and what places them: Qwen2-VL's grid, LLaVA-OneVision's ``image_sizes``)."""
     params = inspect.signature(model.get_image_features).parameters
     device = next(model.parameters()).device
-    kwargs = {k: v.to(device) for k, v in image_inputs(processor, image).items() if k in params}
+    kwargs = {k: v.to(device) for k, v in image_inputs(processor, images).items() if k in params}
     return model.get_image_features(**kwargs, return_dict=True)
 
 
@@ -163,14 +166,28 @@ def image_parts(output: Any) -> list[Any]:
     return [output.pooler_output, *output.get(DEEPSTACK, [])]
 
 
-def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
-    """One picture's image tokens (N, parts * D) as the language model reads them (:func:`image_parts` side by
-    side), each part (one tensor per image, or a batch: every tile's in order) as one sequence."""
-    def sequence(part: Any) -> torch.Tensor:
-        pieces = list(part) if isinstance(part, (list, tuple)) else [part]
-        return torch.cat([p.reshape(-1, p.shape[-1]) for p in pieces])
+def _per_picture(part: Any, pictures: int) -> list[torch.Tensor]:
+    """One part of an image features output (a tensor a picture, or one batch tensor of every picture's tiles in
+    order) as each picture's tokens (N, D): pictures of one size have as many tiles and tokens each."""
+    if isinstance(part, (list, tuple)) and len(part) == pictures:
+        return [piece.reshape(-1, piece.shape[-1]) for piece in part]
+    pieces = list(part) if isinstance(part, (list, tuple)) else [part]
+    flat = torch.cat([piece.reshape(-1, piece.shape[-1]) for piece in pieces])
+    if flat.shape[0] % pictures:
+        raise RlcapError(f"{flat.shape[0]} image tokens do not split evenly over {pictures} pictures of one size")
+    return list(flat.split(flat.shape[0] // pictures))
 
-    return torch.cat([sequence(part) for part in image_parts(image_features(model, processor, image))], dim=-1)
+
+def image_tokens_of(model: Any, processor: Any, images: Sequence[Any]) -> list[torch.Tensor]:
+    """The image tokens (N, parts * D) of each of ``images`` (pictures of one size: as many tokens each) as the
+    language model reads them (:func:`image_parts` side by side), from one pass of the image side."""
+    parts = [_per_picture(part, len(images)) for part in image_parts(image_features(model, processor, list(images)))]
+    return [torch.cat([part[i] for part in parts], dim=-1) for i in range(len(images))]
+
+
+def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
+    """One picture's image tokens (N, parts * D) (:func:`image_tokens_of` for one)."""
+    return image_tokens_of(model, processor, [image])[0]
 
 
 class HFVLMEncoder:
@@ -192,6 +209,7 @@ class HFVLMEncoder:
         self.fc_dim = self.att_dim + SIZE_PARTS
         self.image_size = AS_THEY_ARE
         self.regions = max(image_token_count(processor, size) for size in PROBED_SIZES)
+        self._counts: dict[tuple[int, int], int] = {}  # (height, width) -> image tokens (_count)
 
     @property
     def precision(self) -> str:
@@ -215,13 +233,19 @@ class HFVLMEncoder:
         """(B, Hmax, Wmax, 4) uint8 -> fc (B, D + 4), att (B, N, D) zero past each count, counts (B,)."""
         from PIL import Image
 
-        rows = []
+        pictures, sizes = [], []
         for picture in prepared.cpu().numpy():  # cpu: the processor reads pictures on the host
             alpha = picture[..., 3] > 0
             height, width = int(alpha.any(1).sum()), int(alpha.any(0).sum())
-            image = Image.fromarray(np.ascontiguousarray(picture[:height, :width, :3]))
-            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"):
-                tokens = image_tokens(self.model, self.processor, image).float()
+            pictures.append(Image.fromarray(np.ascontiguousarray(picture[:height, :width, :3])))
+            sizes.append((height, width))
+        found: dict[int, torch.Tensor] = {}
+        for size in dict.fromkeys(sizes):  # the pictures of one size in one pass (:meth:`_tokens_of_one_size`)
+            rows = [k for k, each in enumerate(sizes) if each == size]
+            found.update(zip(rows, self._tokens_of_one_size([pictures[k] for k in rows], size)))
+        rows = []
+        for k, (height, width) in enumerate(sizes):
+            tokens = found[k]
             if len(tokens) > self.regions:
                 raise RlcapError(f"{self.folder}: a {width} x {height} picture gives {len(tokens)} image tokens, more "
                                  f"than the {self.regions} the store was sized for")
@@ -232,6 +256,23 @@ class HFVLMEncoder:
         for k, (_, tokens) in enumerate(rows):
             att[k, : len(tokens)] = tokens
         return torch.stack([fc for fc, _ in rows]), att, counts
+
+    def _tokens_of_one_size(self, pictures: list[Any], size: tuple[int, int]) -> list[torch.Tensor]:
+        """The image tokens of pictures of one ``size``, float32: in one pass of the image side (the same tokens as
+        one picture a pass, to float rounding: tests/encoders/test_hf_vlm_batched.py), or one picture a pass where
+        the processor's count for the size says the batched pass split them otherwise."""
+        with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"):
+            if len(pictures) > 1:
+                tokens = image_tokens_of(self.model, self.processor, pictures)
+                if all(len(t) == self._count(size) for t in tokens):
+                    return [t.float() for t in tokens]
+            return [image_tokens(self.model, self.processor, picture).float() for picture in pictures]
+
+    def _count(self, size: tuple[int, int]) -> int:
+        """How many image tokens the processor counts for a picture of ``size`` (kept)."""
+        if size not in self._counts:
+            self._counts[size] = image_token_count(self.processor, size)
+        return self._counts[size]
 
     def records(self) -> dict[str, str | int]:
         """What a store records of this encoder: the model class, the image side's weights (what the policy
