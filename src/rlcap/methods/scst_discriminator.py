@@ -65,7 +65,7 @@ def scst_discriminator_step(session: Session, batch: Batch, reward: RetrievalRew
     traj = decode_trajectories(session, batch, beam=False)
     captions = roll.captions + traj.captions[b:]  # samples, then greedy and ground truth
     ids = [i for i in batch.ids for _ in range(n)] + traj.image_ids[b:]
-    texts, images = reward.retriever.embed_captions(captions), reward.image_embeddings(ids)
+    texts, images = reward.embed(captions), reward.image_embeddings(ids)
     # 2. the discriminator's step on ground truth against the samples, then p_D
     d_loss, d_acc = discriminator_step(session, texts, images, b * n, human_from=b * n + b)
     with torch.no_grad():

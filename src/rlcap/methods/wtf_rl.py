@@ -236,7 +236,7 @@ def mined_captions(session: Session, batch: Batch, reward: RetrievalReward, k: i
         tokens = decode(model, feats, session.decoding.as_greedy()).tokens
     model.train(was_training)
     words = [session.data.vocab.decode(row.tolist()) for row in tokens]
-    embedded = reward.retriever.embed_captions(words)  # (K, D)
+    embedded = reward.embed(words)  # (K, D)
     return {i: embedded[j:j + 1] for j, i in enumerate(ids)}
 
 
@@ -248,7 +248,7 @@ def wtf_rl_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stat
     traj = decode_trajectories(session, batch)
     mined = mined_captions(session, batch, reward, cfg.mined_captions) if cfg.mined_captions else None
     # 2. the frozen retriever's embeddings of every caption and of each caption's image
-    texts = reward.retriever.embed_captions(traj.captions)  # (2B + B*S, D)
+    texts = reward.embed(traj.captions)  # (2B + B*S, D)
     images = reward.image_embeddings(traj.image_ids)  # (2B + B*S, D)
     # 3. the discriminator's step first ([Chaffin24 sec. 4.1]), then p_D of x_bs and x_gt
     d_loss, d_acc = discriminator_step(session, texts, images, b)
@@ -313,7 +313,7 @@ def eq3_loss(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> to
 def pretrain_step(session: Session, batch: Batch, reward: RetrievalReward) -> Stats:
     start = time.perf_counter()
     traj = decode_trajectories(session, batch)
-    texts = reward.retriever.embed_captions(traj.captions)
+    texts = reward.embed(traj.captions)
     d_loss, d_acc = discriminator_step(session, texts, reward.image_embeddings(traj.image_ids), len(batch.ids))
     return wtf_stats(0.0, d_loss, d_acc, 0.0, 0.0, 0.0, 0.0, caption_lengths(traj.bs).mean(), 1.0,
                      time.perf_counter() - start)

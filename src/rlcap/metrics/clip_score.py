@@ -1,5 +1,7 @@
 """CLIP-S and RefCLIP-S ([Hessel21]): the formulas, on cosines a CLIP has computed (no torch here; the embedding
-is :mod:`rlcap.eval.clip_score`).
+is :mod:`rlcap.eval.clip_score`). The one implementation: the metric (``rlcap eval --clip``, numpy float64) and the
+``clip_s`` and ``ref_clip_s`` rewards (:mod:`rlcap.rewards.retrieval`, torch tensors on the run's device) call
+these functions, which read an array or a tensor alike.
 
 - CLIP-S(c, v) = w * max(cos(E_c, E_v), 0), w = 2.5 ([Hessel21 eq. 1]), E_c the CLIP text embedding of
   ``"A photo depicts " + c`` (the prefix of the authors' code, ``CLIPCapDataset``), E_v the image's;
@@ -9,6 +11,8 @@ is :mod:`rlcap.eval.clip_score`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -22,18 +26,23 @@ def with_prefix(caption: str, prefix: str = CLIP_S_PREFIX) -> str:
     return f"{prefix if prefix.endswith(' ') else prefix + ' '}{caption}"
 
 
-def clip_s(cosines: np.ndarray, weight: float = CLIP_S_WEIGHT) -> np.ndarray:
-    """Per-caption CLIP-S from the image-caption cosines (N,) -> (N,): ``weight * max(cos, 0)``."""
-    return weight * np.clip(np.asarray(cosines, dtype=np.float64), 0.0, None)
+def _values(x: Any) -> Any:
+    """A tensor as it is (its dtype and device); anything else as a float64 array."""
+    return x if hasattr(x, "clamp") else np.asarray(x, dtype=np.float64)
 
 
-def refclip_s(clip_s_values: np.ndarray, best_reference_cosines: np.ndarray) -> np.ndarray:
+def clip_s(cosines: Any, weight: float = CLIP_S_WEIGHT) -> Any:
+    """Per-caption CLIP-S from the image-caption cosines (N,) -> (N,): ``weight * max(cos, 0)`` (an array or a
+    tensor, as given)."""
+    return weight * _values(cosines).clip(min=0)
+
+
+def refclip_s(clip_s_values: Any, best_reference_cosines: Any) -> Any:
     """Per-caption RefCLIP-S (N,): the harmonic mean of CLIP-S (N,) and the caption's best cosine with its
-    references (N,), clipped at 0; 0 where both are 0 (the harmonic mean's limit)."""
-    a = np.asarray(clip_s_values, dtype=np.float64)
-    b = np.clip(np.asarray(best_reference_cosines, dtype=np.float64), 0.0, None)
+    references (N,), clipped at 0; 0 where both are 0 (the harmonic mean's limit). Arrays or tensors."""
+    a, b = _values(clip_s_values), _values(best_reference_cosines).clip(min=0)
     total = a + b
-    return np.divide(2 * a * b, total, out=np.zeros_like(total), where=total > 0)
+    return 2 * a * b / (total + (total == 0))  # (where both are 0: 0 / 1)
 
 
 def clip_scores(ids: list[str], cosines: np.ndarray, best_reference_cosines: np.ndarray | None,

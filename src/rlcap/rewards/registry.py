@@ -18,7 +18,8 @@ from rlcap.rewards.bcmr import make_bcmr
 from rlcap.rewards.embedding import make_embedding
 from rlcap.rewards.cider_device import make_cider, make_cider_d
 from rlcap.rewards.metric_rewards import make_bleu_1, make_bleu_2, make_bleu_3, make_bleu_4, make_meteor, make_rouge_l
-from rlcap.rewards.retrieval import RETRIEVAL_SETTINGS, SIMILARITIES, make_bicont, make_clip_s, make_i2t, make_t2i
+from rlcap.rewards.retrieval import (RETRIEVAL_SETTINGS, SIMILARITIES, make_bicont, make_clip_s, make_i2t,
+                                     make_ref_clip_s, make_t2i)
 from rlcap.rewards.spice_rewards import make_spice, make_spider
 
 REWARDS: dict[str, Callable[[Any], Any]] = {
@@ -36,12 +37,14 @@ REWARDS: dict[str, Callable[[Any], Any]] = {
     "bcmr": make_bcmr,
     # [Chaffin24]: a frozen retriever's similarity (CLIP-S) and eq. 2's contrastive rewards
     "clip_s": make_clip_s,
+    "ref_clip_s": make_ref_clip_s,  # RefCLIP-S: CLIP-S and the caption's best cosine with its references
     "i2t": make_i2t,
     "t2i": make_t2i,
     "bicont": make_bicont,
 }
 # reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
-SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), **{name: RETRIEVAL_SETTINGS for name in SIMILARITIES}}
+SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",),
+                                        **{name: RETRIEVAL_SETTINGS for name in (*SIMILARITIES, "ref_clip_s")}}
 # reward name -> the combined corpus metric it optimises (a name of rlcap.metrics.combined.COMBINED): what
 # val.metric: auto keeps best/ by in a run that learns from it, the first one named here that the run's weights
 # have (CIDEr-D when none)

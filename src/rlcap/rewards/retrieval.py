@@ -18,7 +18,12 @@ and apart from any other image's (so the values never depend on which batch met 
 resumed run computes the same ones), and kept: a training set's references are a bounded set; the
 sampled captions are not kept.
 
-- ``clip_s``: 2.5 * max(cos, 0) with its image (Hessel et al. 2021);
+- ``clip_s``: CLIP-S, 2.5 * max(cos, 0) with its image (Hessel et al. 2021); ``ref_clip_s``: RefCLIP-S, its
+  harmonic mean with the caption's best cosine with its image's references. With a CLIP retriever these are the
+  CLIP-S and RefCLIP-S of ``rlcap eval --clip`` (one implementation, :mod:`rlcap.metrics.clip_score`: the
+  captions and references read after its prefix "A photo depicts", the images the bank's embeddings of the
+  pictures by the same CLIP; equal to 1e-6, tests/retrieval/test_one_clip_s.py); with rlcap's dual encoder, the
+  same formulas on its cosines, the captions as they are;
 - ``i2t``, ``t2i``: eq. 2's two halves ([Chaffin24]'s RL-Unidirectional uses ``i2t`` alone);
 - ``bicont``: eq. 2, i2t + t2i.
 """
@@ -31,22 +36,25 @@ from rlcap.models.retriever import load_retriever
 from rlcap.rewards.batch import RewardBatch, TrainRefs, check_batch
 from rlcap.rewards.context import RewardContext
 from rlcap.rewards.image_bank import ImageBank, load_image_bank
+from rlcap.metrics.clip_score import refclip_s, with_prefix
 from rlcap.rl.contrastive import bicont_reward, clip_s, i2t_reward, t2i_reward
 
 KINDS = {"i2t": i2t_reward, "t2i": t2i_reward, "bicont": bicont_reward}
 # the similarities a retrieval reward scores by: CLIP-S and eq. 2's three contrastive rewards
 SIMILARITIES = ("bicont", "i2t", "t2i", "clip_s")
+CLIP_KINDS = ("clip_s", "ref_clip_s")  # CLIP-S and RefCLIP-S: each caption against its own image (and references)
 # the reward.* settings a retrieval reward reads beside its weight
 RETRIEVAL_SETTINGS = ("paths", "retrieval_tau", "hard_negatives", "negative_captions")
 
 
 class RetrievalReward:
-    """``(captions, batch) -> (N,)``: ``kind`` one of clip_s, i2t, t2i, bicont."""
+    """``(captions, batch) -> (N,)``: ``kind`` one of clip_s, ref_clip_s, i2t, t2i, bicont."""
 
     def __init__(self, retriever, bank: ImageBank, kind: str, tau: float = 0.0, hard_negatives: int = 5,
                  negative_captions: int = 0, captions_of: TrainRefs | None = None):
-        if kind != "clip_s" and kind not in KINDS:
-            raise ValueError(f"retrieval reward: unknown kind {kind!r}; expected clip_s, {', '.join(KINDS)}")
+        if kind not in CLIP_KINDS and kind not in KINDS:
+            raise ValueError(f"retrieval reward: unknown kind {kind!r}; expected "
+                             f"{', '.join(CLIP_KINDS + tuple(KINDS))}")
         if negative_captions and captions_of is None:
             raise ValueError("retrieval reward: negative_captions needs captions_of, the mined images' references")
         self.retriever, self.bank, self.kind = retriever, bank, kind
@@ -54,13 +62,20 @@ class RetrievalReward:
         self.hard_negatives = hard_negatives
         self.negative_captions, self.captions_of = negative_captions, captions_of
         self._references: dict[tuple[str, ...], torch.Tensor] = {}  # an image's references -> (G, D)
+        # what the retriever reads of a caption: CLIP-S's prefix for a CLIP (as rlcap eval --clip reads it)
+        clip = kind in CLIP_KINDS and getattr(retriever, "kind", None) == "clip"
+        self.reads = with_prefix if clip else (lambda caption: caption)
 
     @torch.no_grad()
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
-        texts = self.retriever.embed_captions(captions)  # (N, D)
+        texts = self.embed(captions)  # (N, D)
         if self.kind == "clip_s":
             return self.pool_scores(texts, batch.image_ids)
+        if self.kind == "ref_clip_s":  # the best cosine with the caption's image's references, then the H-mean
+            best = torch.stack([(self.reference_embeddings(refs) @ text).max()
+                                for text, refs in zip(texts, batch.refs)])  # (N,)
+            return refclip_s(self.pool_scores(texts, batch.image_ids), best)
         given, extra, extra_ids = set(captions), [], []
         for image_id, refs in dict(zip(batch.image_ids, batch.refs)).items():  # each distinct image once
             keep = [k for k, ref in enumerate(refs) if ref not in given]
@@ -70,11 +85,15 @@ class RetrievalReward:
         pool = torch.cat([texts, *extra])  # (N + G, D)
         return self.pool_scores(pool, list(batch.image_ids) + extra_ids)[: len(captions)]
 
+    def embed(self, captions: list[str]) -> torch.Tensor:
+        """(N, D): captions as this reward's retriever reads them (CLIP-S's prefix for a CLIP and a CLIP kind)."""
+        return self.retriever.embed_captions([self.reads(c) for c in captions])
+
     def reference_embeddings(self, refs: list[str]) -> torch.Tensor:
         """(G, D): one image's ground-truth captions, embedded together the first time they are met."""
         key = tuple(refs)
         if key not in self._references:
-            self._references[key] = self.retriever.embed_captions(list(refs))
+            self._references[key] = self.embed(list(refs))
         return self._references[key]
 
     def pool_scores(self, texts: torch.Tensor, image_ids: list[str],
@@ -83,9 +102,9 @@ class RetrievalReward:
         ``image_ids`` (N,) each one's image; the image pool comes from the bank. ``mined``: more
         captions for the pool, (K, D) embeddings keyed by a mined image of the pool that they
         describe (the policy's own captions of the neighbours: ``wtf_rl.mined_captions``). -> (N,)"""
-        rows, owner = self.bank.pool_rows(image_ids, 0 if self.kind == "clip_s" else self.hard_negatives)
+        rows, owner = self.bank.pool_rows(image_ids, 0 if self.kind in CLIP_KINDS else self.hard_negatives)
         images = self.bank.embeddings[rows]
-        if self.kind == "clip_s":
+        if self.kind in CLIP_KINDS:
             return clip_s(texts, images[owner])
         n = texts.size(0)
         extra = self._negative_captions(rows, len(set(image_ids))) if self.negative_captions else {}
@@ -136,6 +155,10 @@ def make_retrieval_reward(ctx: RewardContext, kind: str) -> RetrievalReward:
 
 def make_clip_s(ctx: RewardContext) -> RetrievalReward:
     return make_retrieval_reward(ctx, "clip_s")
+
+
+def make_ref_clip_s(ctx: RewardContext) -> RetrievalReward:
+    return make_retrieval_reward(ctx, "ref_clip_s")
 
 
 def make_i2t(ctx: RewardContext) -> RetrievalReward:

@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from rlcap.host_sync import device_check
+from rlcap.metrics.clip_score import CLIP_S_WEIGHT, clip_s as metric_clip_s
 
-CLIP_S_WEIGHT = 2.5  # Hessel et al. 2021: rescales CLIP-S to about [0, 1] on COCO
 
 
 def info_nce_loss(images: torch.Tensor, texts: torch.Tensor, temperature: float,
@@ -94,11 +94,12 @@ def bicont_reward(texts: torch.Tensor, images: torch.Tensor, owner: torch.Tensor
 
 
 def clip_s(texts: torch.Tensor, images: torch.Tensor, weight: float = CLIP_S_WEIGHT) -> torch.Tensor:
-    """CLIP-S (Hessel et al. 2021): ``weight * max(cos(x, i), 0)`` for matching rows (N, D) -> (N,)."""
+    """CLIP-S (Hessel et al. 2021): ``weight * max(cos(x, i), 0)`` for matching unit rows (N, D) -> (N,), by the
+    metric's formula (:func:`rlcap.metrics.clip_score.clip_s`: one implementation)."""
     if texts.shape != images.shape:
         raise ValueError(f"clip_s: expected texts and images of one shape, got {tuple(texts.shape)} "
                          f"and {tuple(images.shape)}")
-    return weight * (texts * images).sum(1).clamp(min=0)
+    return metric_clip_s((texts * images).sum(1), weight)
 
 
 def discriminator_loss(human: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
