@@ -91,9 +91,35 @@ def test_threads_auto_shares_the_cores_among_torchrun_processes(monkeypatch):
 
     cores = len(os.sched_getaffinity(0))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
-    assert load_run_config(None, []).threads == "auto" and cpu_threads("auto") == cores
+    idle = lambda: 0  # noqa: E731 (no other job on the machine)
+    assert load_run_config(None, []).threads == "auto" and cpu_threads("auto", idle) == cores
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(2 * cores))  # more processes than cores: one thread each
-    assert cpu_threads("auto") == 1
+    assert cpu_threads("auto", idle) == 1
     assert cpu_threads(3) == 3 and load_run_config(None, ["threads=3"]).threads == 3
     with pytest.raises(ConfigError, match="threads: expected a number or auto, got 'many'"):
         load_run_config(None, ["threads=many"])
+
+
+def test_threads_auto_leaves_the_cores_other_jobs_keep_busy(monkeypatch):
+    """threads=auto takes the cores other jobs do not keep busy as the run starts (at least 1), and the count of
+    other runnable threads it reads sees a process that keeps two threads busy."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from rlcap.run_config import cpu_threads, other_runnable_threads
+
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert cpu_threads("auto", lambda: 1) == max(1, cores - 1)
+    assert cpu_threads("auto", lambda: 4 * cores) == 1
+    assert cpu_threads(2, lambda: 4 * cores) == 2  # a number is taken as it is
+    spin = "import threading\ndef f():\n    while True: pass\nfor _ in range(2): threading.Thread(target=f).start()\nf()"
+    busy = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        time.sleep(0.5)
+        assert other_runnable_threads() >= 1
+    finally:
+        busy.kill()
+        busy.wait()
