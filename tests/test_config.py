@@ -87,7 +87,7 @@ def test_every_field_has_help():
 def test_threads_auto_shares_the_cores_among_torchrun_processes(monkeypatch):
     import os
 
-    from rlcap.run_config import cpu_threads
+    from rlcap.devices import cpu_threads
 
     cores = len(os.sched_getaffinity(0))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
@@ -108,7 +108,7 @@ def test_threads_auto_leaves_the_cores_other_jobs_keep_busy(monkeypatch):
     import sys
     import time
 
-    from rlcap.run_config import cpu_threads, other_runnable_threads
+    from rlcap.devices import cpu_threads, other_runnable_threads
 
     cores = len(os.sched_getaffinity(0))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)

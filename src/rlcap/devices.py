@@ -1,4 +1,4 @@
-"""Where a run computes: ``device: auto | cpu | cuda | cuda:N | mps``.
+"""Where a run computes: ``device: auto | cpu | cuda | cuda:N | mps``, and on how many CPU threads (``threads``).
 
 ``auto`` is the first CUDA device when torch sees one, else the CPU. A device that this machine's
 torch cannot use is refused in one line (``resolve_device``) before any work starts.
@@ -9,13 +9,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
+import os
 import re
+import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import torch
 
 from rlcap.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
@@ -154,3 +160,37 @@ def in_precision(fn: F) -> F:
 def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:
     """fp16's loss scaler (gradients of fp16 activations underflow without it); None otherwise."""
     return torch.amp.GradScaler(device.type) if precision == "fp16" else None
+
+
+def other_runnable_threads(samples: int = 5, pause: float = 0.01) -> int:
+    """How many threads of other processes are running or waiting for a core now: the kernel's count of runnable
+    threads (/proc/loadavg's fourth field) less the one reading it, the least of ``samples`` reads ``pause``
+    seconds apart (a passing spike is not a job); 0 where the system does not say (no /proc)."""
+    counts = []
+    for k in range(samples):
+        try:
+            fields = Path("/proc/loadavg").read_text(encoding="ascii").split()
+            counts.append(max(0, int(fields[3].split("/")[0]) - 1))
+        except (OSError, IndexError, ValueError):
+            return 0
+        if k + 1 < samples:
+            time.sleep(pause)
+    return min(counts)
+
+
+def cpu_threads(threads: int | str, others: Callable[[], int] = other_runnable_threads) -> int:
+    """``threads`` as a number: ``auto`` is the cores this process may use (its CPU affinity), divided among the
+    processes torchrun starts on this machine (``LOCAL_WORLD_SIZE``), less the cores other jobs keep busy as it
+    starts (``others()``: threads of other processes runnable now), at least 1. Measured (docs/TRAINING.md,
+    "Devices and threads"): beside one other 2-thread job on 2 cores, a VLM policy's sampling step with 2 threads
+    took 4-15x its time alone, with 1 thread 1.1-1.6x (every thread of a parallel region waits for the slowest,
+    which another job's threads keep from a core)."""
+    if threads != AUTO:
+        return int(threads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # torchrun's: ranks sharing the cores
+    free = max(1, min(share, cores - others()))
+    if free < share:
+        log.info("threads=auto: %d of this process's %d cores, as other jobs keep %d busy (set threads to choose)",
+                 free, share, cores - free)
+    return free

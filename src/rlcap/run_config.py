@@ -10,11 +10,7 @@ classes in :mod:`rlcap.methods.registry`."""
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from rlcap.config import flatten, help_field, key_matches, to_dict
@@ -27,8 +23,6 @@ from rlcap.models.architectures import archs, architecture, model_reads, trainin
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards.registry import OPTIMISES
 from rlcap.rewards.reward_config import RewardConfig
-
-log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -170,42 +164,6 @@ def auto_val_metric(reward: RewardConfig | None) -> str:
     if reward is None:
         return "CIDEr"
     return next((metric for name, metric in OPTIMISES.items() if name in reward.weights), "CIDEr")
-
-
-def other_runnable_threads(samples: int = 5, pause: float = 0.01) -> int:
-    """How many threads of other processes are running or waiting for a core now: the kernel's count of runnable
-    threads (/proc/loadavg's fourth field) less the one reading it, the least of ``samples`` reads ``pause``
-    seconds apart (a passing spike is not a job); 0 where the system does not say (no /proc)."""
-    import time
-
-    counts = []
-    for k in range(samples):
-        try:
-            fields = Path("/proc/loadavg").read_text(encoding="ascii").split()
-            counts.append(max(0, int(fields[3].split("/")[0]) - 1))
-        except (OSError, IndexError, ValueError):
-            return 0
-        if k + 1 < samples:
-            time.sleep(pause)
-    return min(counts)
-
-
-def cpu_threads(threads: int | str, others: Callable[[], int] = other_runnable_threads) -> int:
-    """``threads`` as a number: ``auto`` is the cores this process may use (its CPU affinity), divided among the
-    processes torchrun starts on this machine (``LOCAL_WORLD_SIZE``), less the cores other jobs keep busy as it
-    starts (``others()``: threads of other processes runnable now), at least 1. Measured (docs/TRAINING.md,
-    "Devices and threads"): beside one other 2-thread job on 2 cores, a VLM policy's sampling step with 2 threads
-    took 4-15x its time alone, with 1 thread 1.1-1.6x (every thread of a parallel region waits for the slowest,
-    which another job's threads keep from a core)."""
-    if threads != AUTO:
-        return int(threads)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    share = max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))  # torchrun's: ranks sharing the cores
-    free = max(1, min(share, cores - others()))
-    if free < share:
-        log.info("threads=auto: %d of this process's %d cores, as other jobs keep %d busy (set threads to choose)",
-                 free, share, cores - free)
-    return free
 
 
 def metric_label(name: str) -> str:

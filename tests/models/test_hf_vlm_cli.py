@@ -37,15 +37,15 @@ def _losses(run):
                                           ("qwen3_vl", "all"), ("glm4v", "lora"), ("internvl", "all"), ("llava_onevision", "lora"),
                                           ("mistral3", "decoder")])
 def test_features_xe_scst_eval_caption_through_the_cli(pictured, family, train, capsys):
-    """As a user runs it: a folder built offline, `rlcap features --encoder hf:DIR` (LLaVA's: a list of image
-    features per picture), XE (whole, LoRA adapters or the language model's layers), SCST from XE's best, `rlcap
-    eval` and `rlcap caption` on picture files; `best/hf` loads with AutoModelForImageTextToText and its processor,
-    its `generate()` with the prompt writes rlcap's greedy captions, and a GRPO run starts from it (`init_from`)."""
-    from rlcap.models.hf.build_vlm import build_vlm
-
+    """As a user runs it: a folder built offline by `rlcap hf-captioner --family F --size tiny`, `rlcap features
+    --encoder hf:DIR` (LLaVA's: a list of image features per picture), XE (whole, LoRA adapters or the language
+    model's layers), SCST from XE's best, `rlcap eval` and `rlcap caption` on picture files; `best/hf` loads with
+    AutoModelForImageTextToText and its processor, its `generate()` with the prompt writes rlcap's greedy captions,
+    and a GRPO run starts from it (`init_from`)."""
     folder, dataset = pictured
-    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
-    model = build_vlm(family, folder / family, captions)
+    model = folder / family
+    assert main(["hf-captioner", str(model), "--dataset", str(dataset), "--family", family, "--size", "tiny",
+                 "--vocab-size", "4096"]) == 0
     store = folder / f"{family}.h5"
     assert main(["features", str(folder), "--dataset", str(dataset), "--encoder", f"hf:{model}",
                  "--out", str(store)]) == 0

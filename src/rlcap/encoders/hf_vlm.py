@@ -1,6 +1,5 @@
 """An instruction vision-language model's image side as a frozen encoder: ``rlcap features --encoder hf:DIR`` on the
-folder of a decoder-only image-text-to-text model (Qwen2-VL and Qwen2.5-VL, SmolVLM/Idefics3, LLaVA, PaliGemma,
-InternVL, LLaVA-OneVision, Mistral 3).
+folder of a decoder-only image-text-to-text model (the families of docs/MODELS.md's family table).
 
 Such a model is recognised by what it declares, not by its name: its forward takes the image features precomputed
 (``mm_encoder_outputs``) in place of pixels, and it is not an encoder-decoder (:func:`reads_image_tokens`). Its
@@ -22,10 +21,8 @@ store holds what its language model reads at the image's place, so that an rlcap
   picture of that size, expands the prompt's image placeholder as it did for the picture (Qwen2-VL's grid, Idefics3's
   rows and columns of tiles) and the model computes its positions from that (:data:`SIZE_PARTS`).
 
-Pictures are read at their own size (no JPEG draft: ``image_size`` is larger than any), as ``generate()`` is given
-them. The pictures of one size are encoded in one pass of the image side (they have as many tiles and tokens
-each), giving each the tokens the model computes for it alone, to float rounding (1e-5, every family:
-tests/encoders/test_hf_vlm_batched.py).
+Pictures are read at their own size (no JPEG draft), as ``generate()`` is given them; those of one size in one pass
+of the image side, each getting its tokens alone to 1e-5 (tests/encoders/test_hf_vlm_batched.py).
 """
 
 from __future__ import annotations

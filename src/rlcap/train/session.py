@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
 from rlcap.decoding.options import Decoding
-from rlcap.devices import InPrecision, Precision, grad_scaler, resolve_device
+from rlcap.devices import InPrecision, Precision, cpu_threads, grad_scaler, resolve_device
 from rlcap.metrics.combined import parts_of
 from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
@@ -34,7 +34,7 @@ from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.base import check_policy_fits
 from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights,
                                    own_model_path, relative_data_paths, rng_state, save_checkpoint, set_rng_state)
-from rlcap.run_config import OptimConfig, RunConfig, cpu_threads, metric_label
+from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
