@@ -8,6 +8,9 @@
 - Self-BLEU (Zhu et al. / Texygen, cited as [37] in [Chaffin24]):
   each caption of the corpus scored with BLEU-4 against all the other captions; the mean.
 - vocabulary size and novelty (share of captions never seen among the training captions).
+- the template share: the share of the corpus's captions that hold its most frequent 4-gram (counted once a caption),
+  the phrase a policy folds into when a reward likes it best ("to the right of" in 76-100% of the RL rows of
+  ``make bench-grpo``, 8.2% of the training references).
 
 BLEU-4 here is pycocoevalcap's per-caption BLEU-4 (:func:`rlcap.metrics.bleu.sentence_bleu`).
 """
@@ -74,6 +77,18 @@ def _stats(caption: Tokens, counts: Counter[Ngram], others: dict[Ngram, int], re
         correct[len(g) - 1] += min(k, others[g])
     guess = tuple(max(0, len(caption) - k + 1) for k in range(1, 5))
     return BleuStats(len(caption), reflen, guess, tuple(correct))
+
+
+def template(captions: Sequence[Tokens], n: int = 4) -> tuple[Ngram | None, float]:
+    """The n-gram the most captions hold (each caption counted once; ties: the first in sorted order) and the share
+    of ``captions`` that hold it; (None, 0.0) when no caption has n words."""
+    held: Counter[Ngram] = Counter()
+    for caption in captions:
+        held.update({tuple(caption[i : i + n]) for i in range(len(caption) - n + 1)})
+    if not held:
+        return None, 0.0
+    top = max(sorted(held), key=lambda gram: held[gram])  # (max keeps the first of the most held)
+    return top, held[top] / len(captions)
 
 
 def vocabulary_size(captions: Iterable[Tokens]) -> int:

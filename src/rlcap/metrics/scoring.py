@@ -119,6 +119,19 @@ def _self_bleu(x: ScoreInputs) -> MetricResult:
     return MetricResult({"Self-BLEU": diversity.self_bleu(captions)}, {})
 
 
+def _template(x: ScoreInputs) -> MetricResult:
+    """The template share of every predicted caption (:func:`rlcap.metrics.diversity.template`), and per image the
+    share of its captions that hold that 4-gram."""
+    gram, share = diversity.template([c for p in x.preds for c in p])
+    per = [sum(gram is not None and _holds(c, gram) for c in p) / len(p) for p in x.preds]
+    return MetricResult({"Template": share}, {"Template": list(per)})
+
+
+def _holds(caption: Tokens, gram: tuple[str, ...]) -> bool:
+    n = len(gram)
+    return any(tuple(caption[i : i + n]) == gram for i in range(len(caption) - n + 1))
+
+
 def _vocab(x: ScoreInputs) -> MetricResult:
     return MetricResult({"Vocab": float(diversity.vocabulary_size(c for p in x.preds for c in p))}, {})
 
@@ -141,6 +154,7 @@ METRICS: dict[str, Callable[[ScoreInputs], MetricResult]] = {
     "Div-1": _div,
     "Div-2": _div,
     "mBLEU-4": _mbleu,
+    "Template": _template,
     "Self-BLEU": _self_bleu,
     "Vocab": _vocab,
     "Novelty": _novelty,
