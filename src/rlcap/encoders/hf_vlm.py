@@ -142,7 +142,7 @@ def image_inputs(processor: Any, images: Any) -> dict[str, torch.Tensor]:
     its image processor to tile a picture, ``crop_to_patches``, which the image processor alone does not), so the
     pixels are the tiles whose tokens the processor counts in the prompt, in its order."""
     pictures = images if isinstance(images, (list, tuple)) else [images]
-    token, _ = image_token(processor)
+    token = processor.image_token  # (the placeholder's text is all it needs: not image_token's run of the processor)
     out = processor(text=[token] * len(pictures), images=[[picture] for picture in pictures], return_tensors="pt")
     return {key: value for key, value in out.items() if isinstance(value, torch.Tensor)}
 
