@@ -11,9 +11,9 @@ ones a store of it keeps, which the policy checks as it checks a store's.
 
 Where the work runs:
 
-* the **read-ahead thread** (the loader's, one batch ahead of the step) decodes the pictures and runs the encoder's
-  ``prepare`` (a captioner's image processor: resized, normalised pixels; a vision-language model's pictures as they
-  are, whose own processor then runs with its image side, the tiles and grid it gives depending on the picture);
+* the **read-ahead thread** (the loader's, one batch ahead of the step) decodes the pictures and runs the model's
+  processor (a captioner's image processor: resized, normalised pixels, in the encoder's ``prepare``; a
+  vision-language model's processor: its tiles, grid and pixels for each size of picture, in its ``on_host``);
 * the **training thread** runs the image side once per picture of the batch, never once per sample or beam (the
   policy repeats each picture's tokens for its rows, as it does with stored ones), under ``no_grad``: the tower is
   frozen, as with a store.
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 import torch
 
 from rlcap.data.embedded import EmbeddedImage
@@ -35,6 +35,16 @@ from rlcap.errors import DataError
 
 ENCODER_RECORDS = ("encoder", "encoder_path", "tower_weights", "fc_layout", "preprocessing")  # SplitFeatures.encoder's
 ENCODE_ROWS = 16  # pictures a pass when every row is asked for at once (:meth:`OnlineFeatures.everything`)
+
+
+@runtime_checkable
+class ProcessesOnHost(Protocol):
+    """An encoder whose host part (a vision-language model's processor: tiles, grids) runs apart from its image
+    side: ``on_host`` on the loader's read-ahead thread, ``from_host`` on the training thread."""
+
+    def on_host(self, prepared: torch.Tensor) -> Any: ...
+
+    def from_host(self, host: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
 class OnlineFeatures:
@@ -68,19 +78,22 @@ class OnlineFeatures:
         """Features of rows ``index`` (B,) in float32, on the encoder's device."""
         return self.as_float(self.read(index))
 
-    def read(self, index: torch.Tensor) -> np.ndarray:
-        """The pictures of rows ``index`` decoded and prepared for the encoder (the read-ahead thread's part)."""
+    def read(self, index: torch.Tensor) -> Any:
+        """The pictures of rows ``index`` decoded and prepared for the encoder, and through a vision-language model's
+        processor (:class:`ProcessesOnHost`): the read-ahead thread's part."""
         pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size) for i in index.tolist()]
-        return self.image_encoder.prepare(pictures)
+        prepared = torch.from_numpy(self.image_encoder.prepare(pictures))
+        return self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
 
     @torch.no_grad()
-    def as_float(self, read: np.ndarray) -> Feats:
+    def as_float(self, read: Any) -> Feats:
         """The float32 features of :meth:`read`'s pictures: the image side run once per picture."""
-        prepared = torch.from_numpy(read)
-        if isinstance(self.image_encoder, CountsRegions):
-            fc, att, counts = self.image_encoder.features_with_counts(prepared)
+        if isinstance(self.image_encoder, ProcessesOnHost):
+            fc, att, counts = self.image_encoder.from_host(read)
+        elif isinstance(self.image_encoder, CountsRegions):
+            fc, att, counts = self.image_encoder.features_with_counts(read)
         else:
-            fc, att = self.image_encoder.features(prepared)
+            fc, att = self.image_encoder.features(read)
             counts = torch.full((att.shape[0],), att.shape[1], device=att.device)
         mask = torch.arange(att.shape[1], device=att.device)[None, :] < counts[:, None]
         return Feats(fc.float(), att.float(), mask)
