@@ -23,6 +23,7 @@ words every metric counts.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -42,9 +43,15 @@ def length_mask(lengths: torch.Tensor, ref_lengths: torch.Tensor, max_ratio: flo
     return (lengths <= max_ratio * ref_lengths).float()
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _words(text: str) -> int:
+    """Cached: an image's references, and the samples a peaked policy repeats, come back every step."""
+    return len(tokenize(text))
+
+
 def word_counts(captions: list[str]) -> torch.Tensor:
     """(N,) float: the words of each caption."""
-    return torch.tensor([float(len(tokenize(c))) for c in captions])
+    return torch.tensor([float(_words(c)) for c in captions])
 
 
 def reference_lengths(batch: RewardBatch) -> torch.Tensor:
@@ -52,7 +59,7 @@ def reference_lengths(batch: RewardBatch) -> torch.Tensor:
     empty, so that a ratio or a target stays defined)."""
     means = []
     for refs in batch.refs:
-        counts = [len(tokenize(r)) for r in refs]
+        counts = [_words(r) for r in refs]
         means.append(max(sum(counts) / len(counts), 1.0) if counts else 1.0)
     return torch.tensor(means)
 

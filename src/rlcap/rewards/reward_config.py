@@ -24,7 +24,7 @@ class RewardConfig:
     weights: dict[str, float] = _field(
         {"cider_d": 1.0},
         "reward name -> weight, summed. Names: cider_d, cider (plain: no length penalty), bleu_1..bleu_4, "
-        "meteor, rouge_l, spice, spider (SPICE in Python, no Java), or a "
+        "meteor, rouge_l, spice, spider (SPICE in Python, no Java), length (a penalty past reward.length_target), or a "
         "user reward by dotted import path ('mypkg.mod:func' or 'mypkg.mod.func') whose object is "
         "the reward callable (captions, batch) -> Tensor[len(captions)]",
     )
