@@ -21,9 +21,9 @@ Where the work runs:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -45,6 +45,15 @@ class ProcessesOnHost(Protocol):
     def on_host(self, prepared: torch.Tensor) -> Any: ...
 
     def from_host(self, host: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class Read(NamedTuple):
+    """A batch's pictures read ahead: the batch's ``n`` images, the ``rows`` of them read, what the encoder's host
+    part made of those rows' pictures."""
+
+    n: int
+    rows: slice
+    host: Any
 
 
 class OnlineFeatures:
@@ -70,33 +79,53 @@ class OnlineFeatures:
         # what a store of this encoder records, read by the policy's store check and kept in the checkpoint
         records = {**encoder.records(), "encoder_path": str(Path(folder).expanduser().resolve())}
         self.encoder = {k: str(v) for k, v in records.items() if k in ENCODER_RECORDS}
+        self._share: Callable[[int], slice] | None = None  # (:meth:`read_shares`)
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def rows(self, index: torch.Tensor) -> Feats:
-        """Features of rows ``index`` (B,) in float32, on the encoder's device."""
-        return self.as_float(self.read(index))
+    def read_shares(self, share: Callable[[int], slice]) -> None:
+        """From now on, a training batch's read (:meth:`read`) computes only the rows ``share(n)`` of a batch of
+        ``n`` (this process's under torchrun: rlcap.train.optimizer.own_share); the others are zeros, never read."""
+        self._share = share
 
-    def read(self, index: torch.Tensor) -> Any:
-        """The pictures of rows ``index`` decoded and prepared for the encoder, and through a vision-language model's
-        processor (:class:`ProcessesOnHost`): the read-ahead thread's part."""
-        pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size) for i in index.tolist()]
+    def rows(self, index: torch.Tensor) -> Feats:
+        """Features of rows ``index`` (B,) in float32, on the encoder's device: every row (validation, evaluation)."""
+        return self.as_float(self._prepared(index, slice(0, len(index))))
+
+    def read(self, index: torch.Tensor) -> Read:
+        """A training batch's rows ``index`` read ahead (the loader's thread): this process's share of them
+        (:meth:`read_shares`; all of them by default) decoded and through the processor."""
+        return self._prepared(index, self._share(len(index)) if self._share is not None else slice(0, len(index)))
+
+    def _prepared(self, index: torch.Tensor, rows: slice) -> Read:
+        """Rows ``index[rows]``'s pictures decoded and prepared for the encoder, and through a vision-language
+        model's processor (:class:`ProcessesOnHost`)."""
+        pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size)
+                    for i in index[rows].tolist()]
         prepared = torch.from_numpy(self.image_encoder.prepare(pictures))
-        return self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
+        host = self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
+        return Read(len(index), rows, host)
 
     @torch.no_grad()
-    def as_float(self, read: Any) -> Feats:
-        """The float32 features of :meth:`read`'s pictures: the image side run once per picture."""
+    def as_float(self, read: Read) -> Feats:
+        """The float32 features of :meth:`read`'s pictures: the image side run once per picture of its rows, the
+        batch's other rows zero (a process's share: what :meth:`Batch.shard` keeps)."""
         if isinstance(self.image_encoder, ProcessesOnHost):
-            fc, att, counts = self.image_encoder.from_host(read)
+            fc, att, counts = self.image_encoder.from_host(read.host)
         elif isinstance(self.image_encoder, CountsRegions):
-            fc, att, counts = self.image_encoder.features_with_counts(read)
+            fc, att, counts = self.image_encoder.features_with_counts(read.host)
         else:
-            fc, att = self.image_encoder.features(read)
+            fc, att = self.image_encoder.features(read.host)
             counts = torch.full((att.shape[0],), att.shape[1], device=att.device)
         mask = torch.arange(att.shape[1], device=att.device)[None, :] < counts[:, None]
-        return Feats(fc.float(), att.float(), mask)
+        if read.rows == slice(0, read.n):
+            return Feats(fc.float(), att.float(), mask)
+        whole = Feats(fc.new_zeros(read.n, *fc.shape[1:]), att.new_zeros(read.n, *att.shape[1:]),
+                      mask.new_zeros(read.n, *mask.shape[1:]))
+        for kept, part in zip(whole, (fc.float(), att.float(), mask)):
+            kept[read.rows] = part
+        return whole
 
     def check_all(self, limit: int = 0) -> None:
         """Nothing to read ahead of time: each picture is checked where it is decoded (the files' presence was

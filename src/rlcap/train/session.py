@@ -39,7 +39,7 @@ from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import Part, build_optimizer, shared_out
+from rlcap.train.optimizer import Part, build_optimizer, own_share, shared_out
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
 
@@ -136,7 +136,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
         cfg.model = model_section(cfg, source, init)
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, source.vocab if source else model_vocab(cfg.model),
-                     online_features(cfg.model, cfg.data, device))
+                     own_share(online_features(cfg.model, cfg.data, device), ranks))
     if cfg.READS_CAPTIONS and "train" in data.splits:  # what data.max_len cuts: logged, or refused when most
         check_caption_lengths(data.splits["train"], cfg.data.max_len)
     if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation
