@@ -23,7 +23,10 @@ GRPOTrainer (no vLLM) on the same folder, pictures and settings: the GPU section
    ``--towers lora`` the tower's ``qkv``, ``proj``, ``gate_proj``, ``up_proj``, ``down_proj`` in each of its 32
    blocks: :func:`grpo_sides.lora_config`). rlcap computes the image tokens online (``--online``, the default:
    ``data.features=`` and ``data.images=``, no store), once a picture; TRL runs the tower for every completion.
-   Neither checkpoints activations (TRL's default would: ``gradient_checkpointing`` off, as rlcap's default).
+   Both checkpoint activations (``--checkpointing``, the default: TRL's own default, rlcap's
+   ``model.gradient_checkpointing``): without it TRL's passes with gradient over 64 completions of prompt, 256
+   image tokens and caption hold about 8 MB a token in bf16 (36 layers; about 175 GB, more than a GPU), while
+   rlcap's run over the captions after the pictures' prefill.
 3. Per side: samples/s (images x G over the whole step), the split (sampling, scoring, reward, backward: medians
    over the steps after the first; the last step is not timed, so ``--steps`` 5 times 3 steps), peak GPU memory
    (``torch.cuda.max_memory_allocated`` of its process) and peak RSS. Goals (the issue's, on the GPU): rlcap at
@@ -64,6 +67,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -125,10 +129,37 @@ def build_policy(folder: Path, shape: Shape, captions: list[str], seed: int = 0)
     one), build_vlm's tokenizer, chat template and token ids, and the published processor settings; returns its
     parameter counts (language model, image side)."""
     import torch
+
+    from rlcap.models.hf.parts import language_parameters
+
+    generation = write_settings(folder, shape, captions, seed)
+    torch.manual_seed(seed)
+    model = new_model(folder, "cuda" if torch.cuda.is_available() else "cpu")
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    model.save_pretrained(folder)
+    (folder / "generation_config.json").write_text(generation)
+    language = {id(p) for p in language_parameters(model)}
+    counts = {"language": sum(p.numel() for p in model.parameters() if id(p) in language),
+              "image_side": sum(p.numel() for p in model.parameters() if id(p) not in language)}
+    (folder / "parameters.json").write_text(json.dumps(counts))
+    return counts
+
+
+def new_model(folder: Path, device: str) -> Any:
+    """The folder's config as a model with random weights in bfloat16, made on ``device`` (meta: no weights)."""
+    import torch
     import transformers as t
 
+    with torch.device(device):
+        return t.Qwen2_5_VLForConditionalGeneration._from_config(t.Qwen2_5_VLConfig.from_pretrained(folder),
+                                                                 dtype=torch.bfloat16)
+
+
+def write_settings(folder: Path, shape: Shape, captions: list[str], seed: int) -> str:
+    """build_vlm's tiny folder with ``shape``'s config, the published processor settings and the tokenizer padded
+    to the published size; returns its generation config (the tokenizer's end and pad tokens) to save again."""
     from rlcap.models.hf.build_vlm import build_vlm
-    from rlcap.models.hf.parts import language_parameters
 
     build_vlm("qwen2_5_vl", folder, captions, seed=seed)
     config = json.loads((folder / "config.json").read_text())
@@ -143,19 +174,7 @@ def build_policy(folder: Path, shape: Shape, captions: list[str], seed: int = 0)
         processor[part].update(PIXELS)
     (folder / "processor_config.json").write_text(json.dumps(processor, indent=2))
     pad_tokenizer(folder / "tokenizer.json", min(TOKENIZER_SIZE, shape.text["vocab_size"]))
-    torch.manual_seed(seed)
-    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = t.Qwen2_5_VLForConditionalGeneration._from_config(t.Qwen2_5_VLConfig.from_pretrained(folder),
-                                                                  dtype=torch.bfloat16)
-    for stale in folder.glob("*.safetensors"):
-        stale.unlink()
-    model.save_pretrained(folder)
-    (folder / "generation_config.json").write_text(generation)
-    language = {id(p) for p in language_parameters(model)}
-    counts = {"language": sum(p.numel() for p in model.parameters() if id(p) in language),
-              "image_side": sum(p.numel() for p in model.parameters() if id(p) not in language)}
-    (folder / "parameters.json").write_text(json.dumps(counts))
-    return counts
+    return generation
 
 
 def pad_tokenizer(path: Path, size: int) -> None:
@@ -195,6 +214,15 @@ def prepare(out: Path, shape_name: str, pictures: int, seed: int) -> tuple[Path,
     first = json.loads(dataset.read_text())["images"][0]
     picture = dataset.parent / first.get("filepath", "") / first["filename"]
     return dataset, folder, {**counts, "image_tokens": image_tokens(folder, picture)}
+
+
+def modules_missing() -> str | None:
+    """The one line that stops a run where TRL's side cannot start (before the policy is built)."""
+    import importlib.util
+
+    missing = [m for m in ("trl", "peft", "datasets", "accelerate") if importlib.util.find_spec(m) is None]
+    return (f"bench_scale_vlm_gpu: {', '.join(missing)} not installed (pip install -e \".[trl,lora]\")"
+            if missing else None)
 
 
 def vision_key_missing(towers: list[str]) -> str | None:
@@ -266,7 +294,11 @@ def section(results: dict) -> str:
         "float32 adapters) on the language model's layers (q, k, v, o, gate, up, down), and with tower `lora` on "
         "the vision tower's blocks too (qkv, proj, gate, up, down; rlcap's `model.train_vision=lora`); rlcap "
         + ("computes the image tokens online (no store), once a picture" if s.online else "reads a store")
-        + "; TRL (no vLLM) runs the tower on every completion. No activation checkpointing on either side. The "
+        + "; TRL (no vLLM) runs the tower on every completion. "
+        + ("Activation checkpointing on both sides (TRL's default; rlcap's `model.gradient_checkpointing`). "
+           if s.checkpointing else "No activation checkpointing on either side. ")
+        + "Random weights write random words: the rewards, and so the advantages, are 0, and every pass still "
+        "runs. The "
         "split as in bench-trl (sampling, scoring, reward, backward: the rest of the step); medians over the timed "
         f"steps after the first; {s.threads} torch thread(s) a side.", "",
         *results_table(results["rows"], cuda), "",
@@ -289,7 +321,7 @@ def base_settings(args: argparse.Namespace, folder: Path, dataset: Path, out: Pa
     return Settings(model=str(folder), dataset=str(dataset), store=store_of(args, folder, dataset, out),
                     out=str(out), steps=args.steps,
                     images=args.images, g=args.g, max_len=args.max_len, lr=args.lr, threads=args.threads,
-                    dtype=args.dtype, lora=args.lora, online=args.online)
+                    dtype=args.dtype, lora=args.lora, online=args.online, checkpointing=args.checkpointing)
 
 
 def previous(out: Path, settings: dict, shape: str) -> dict | None:
@@ -319,6 +351,7 @@ def measure(args: argparse.Namespace, out: Path, argv: list[str], doc: Path | No
         for side in SIDES:
             s = dataclasses.replace(base, out=str(out / tower), train_vision=tower)
             row = row_of(tower, side, s, args.images * args.g)
+            shutil.rmtree(Path(s.out) / side, ignore_errors=True)  # its checkpoint (about 15 GB at 3B: the disk)
             results["rows"] = sorted([r for r in results["rows"] if (r["tower"], r["side"]) != (tower, side)] + [row],
                                      key=lambda r: (TOWERS.index(r["tower"]), SIDES.index(r["side"])))
             (out / "results.json").write_text(json.dumps(results, indent=1))
@@ -343,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--online", action=argparse.BooleanOptionalAction, default=True,
                         help="rlcap computes the image tokens from the pictures (--no-online: from a store "
                              "`rlcap features` writes first, untimed; the tower then frozen)")
+    parser.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=True,
+                        help="activation checkpointing on both sides (TRL's default; rlcap's "
+                             "model.gradient_checkpointing)")
     parser.add_argument("--lr", type=float, default=1e-5, help="learning rate of both")
     parser.add_argument("--threads", type=int, default=4, help="torch threads a side")
     parser.add_argument("--seed", type=int, default=0)
@@ -358,12 +394,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--no-online: a store holds a frozen tower's tokens: --towers frozen")
     if args.steps < 3:
         parser.error("--steps: at least 3 (the first and the last step are not timed)")
-    missing = vision_key_missing(args.towers)
+    missing = modules_missing() or vision_key_missing(args.towers)
     if missing:
         print(missing, file=sys.stderr)
         return 2
     import torch
 
+    if not torch.cuda.is_available() and args.shape != "tiny":
+        print(f"bench_scale_vlm_gpu: --shape {args.shape} needs a GPU (on the CPU, --shape tiny checks that the script "
+              "runs)", file=sys.stderr)
+        return 2
     doc = Path(args.doc) if args.doc else (DOC if torch.cuda.is_available() else None)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

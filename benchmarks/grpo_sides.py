@@ -60,6 +60,7 @@ class Settings:
     lora: int = 0            # LoRA rank on both (0: rlcap's model.train=all, TRL's model as trl_model leaves it)
     online: bool = False     # rlcap computes the image tokens from the pictures (data.images), no store
     train_vision: str = "frozen"  # rlcap's model.train_vision (lora: TRL's adapters on the tower's layers too)
+    checkpointing: bool = False  # activation checkpointing: rlcap's model.gradient_checkpointing, TRL's own
 
 
 class Timers:
@@ -145,6 +146,7 @@ def rlcap_overrides(s: Settings) -> list[str]:
         ["model.train=all"]
     bf16 = ["model.dtype=bfloat16", "precision=bf16"] if s.dtype == "bfloat16" else []
     tower = [f"model.train_vision={s.train_vision}"] if s.train_vision != "frozen" else []  # (a key not every rlcap has)
+    bf16 += ["model.gradient_checkpointing=true"] if s.checkpointing else []
     return [f"data.dataset={s.dataset}", *images, "model.arch=hf", f"model.path={s.model}", *train, *bf16, *tower,
             "init_from=null", f"out_dir={s.out}/rlcap", "overwrite=true", f"seed={s.seed}",
             f"rl.batch_size={s.images}", f"rl.n_samples={s.g}", f"decode.max_len={s.max_len}",
@@ -208,7 +210,8 @@ def trl_config(s: Settings, cuda: bool) -> Any:
         max_steps=s.steps * s.iterations, loss_type="dapo", scale_rewards="group", importance_sampling_level="token",
         epsilon=0.2, mask_truncated_completions=False, temperature=1.0, top_p=1.0, top_k=0,
         learning_rate=s.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-        optim="adamw_torch", seed=s.seed, data_seed=s.seed, bf16=s.dtype == "bfloat16", gradient_checkpointing=False,
+        optim="adamw_torch", seed=s.seed, data_seed=s.seed, bf16=s.dtype == "bfloat16",
+        gradient_checkpointing=s.checkpointing,
         use_bias_correction_kl=False, use_cpu=not cuda, report_to="none", logging_strategy="no",
         save_strategy="no", eval_strategy="no", disable_tqdm=True, remove_unused_columns=False,
         dataloader_num_workers=0, shuffle_dataset=True)
