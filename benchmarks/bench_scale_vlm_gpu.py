@@ -236,12 +236,15 @@ def vision_key_missing(towers: list[str]) -> str | None:
 
 
 def row_of(tower: str, side: str, settings: Settings, samples: int) -> dict:
-    """One side's row: its summary, or the last line of its error where it failed."""
+    """One side's row: its summary, or where it failed, the line that says why (the rlcap CLI's one line, else
+    the traceback's last: ``torch.OutOfMemoryError: ...``, say)."""
     try:
         return {"tower": tower, "side": side, **summary(run_side(side, settings, Path(settings.out)), samples)}
     except RuntimeError as error:
-        lines = [line for line in str(error).splitlines() if line.strip()]
-        return {"tower": tower, "side": side, "failed": lines[-1][:300] if lines else "failed"}
+        lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith(" ")]
+        said = [line for line in lines if line.startswith("rlcap ") and ": error: " in line]
+        why = (said or lines or ["failed"])[-1]
+        return {"tower": tower, "side": side, "failed": why.replace("|", "/")[:300]}
 
 
 def results_table(rows: list[dict], cuda: bool) -> list[str]:
@@ -285,9 +288,11 @@ def section(results: dict) -> str:
     return "\n".join([
         f"## GRPO at Qwen2.5-VL-3B's shape: rlcap beside TRL's GRPOTrainer, {where}", "",
         f"Commands: {commands}. Machine: {results['machine']}.", "",
-        f"The policy: `{results['shape']}` (`build_policy` in the script: the published config's widths, random "
-        f"weights in bfloat16; {counts['language'] / 1e6:,.0f}M parameters in the language model, "
-        f"{counts['image_side'] / 1e6:,.0f}M in the image side), the shapes pictures at {SHAPES[results['shape']].px} "
+        f"The policy: `{results['shape']}` (`build_policy` in the script: "
+        + ("the published config's widths" if results["shape"] != "tiny" else
+           "tiny widths, the published vocabulary, patch and window")
+        + f", random weights in bfloat16; {counts['language'] / 1e6:,.1f}M parameters in the language model, "
+        f"{counts['image_side'] / 1e6:,.1f}M in the image side), the shapes pictures at {SHAPES[results['shape']].px} "
         f"px ({counts['image_tokens']} image tokens a picture), the same folder for both sides. {s.steps} steps of "
         f"{s.images} pictures x G = {s.g} samples, {s.max_len} new tokens at most, beta {s.beta:g}, one update a "
         f"sampled batch, learning rate {s.lr:g}, weights in {s.dtype} with LoRA r {s.lora} (alpha {2 * s.lora}, "

@@ -39,12 +39,13 @@ step 150 bench-trl python3 benchmarks/bench_trl.py --steps 20 --threads 4 --out 
 # the GPU section of make bench-scale-vlm: GRPO at Qwen2.5-VL-3B's published shape (random bf16 weights, LoRA r 16,
 # 8 pictures x 8 samples, 64 new tokens), rlcap (image tokens online) beside TRL's GRPOTrainer; the 3B folder is
 # built on the GPU into /tmp/bench_svg (about 7 GB) by the first step and read by the second. Estimates, not
-# measured: building and saving it about 1 min, each side about 1 min (start, load, 5 steps), so about 3 min a step.
+# measured: building and saving it about 1 min; each side about 1-1.5 min (start, load, 5 steps of about 5 s, and
+# rlcap's end-of-run checkpoint, about 15 GB at this size, removed after it); about 4 min, then 3 min.
 # The second step trains adapters on the tower too and needs rlcap's model.train_vision: without that key it stops
 # at once, in one line, and the first step's rows stay in bench_scale_vlm_gpu.md.
-step 270 bench-scale-vlm-gpu python3 benchmarks/bench_scale_vlm_gpu.py --towers frozen --out /tmp/bench_svg \
+step 300 bench-scale-vlm-gpu python3 benchmarks/bench_scale_vlm_gpu.py --towers frozen --out /tmp/bench_svg \
   --doc "$OUT/bench_scale_vlm_gpu.md"
-step 200 bench-scale-vlm-gpu-tower python3 benchmarks/bench_scale_vlm_gpu.py --towers lora --out /tmp/bench_svg \
+step 210 bench-scale-vlm-gpu-tower python3 benchmarks/bench_scale_vlm_gpu.py --towers lora --out /tmp/bench_svg \
   --doc "$OUT/bench_scale_vlm_gpu.md"
 step 150 bench-scale python3 benchmarks/bench_scale.py --images 2000 --parts gpu --gpu-steps 20 --out /tmp/bench_scale \
   --doc "$OUT/bench_scale.md"
