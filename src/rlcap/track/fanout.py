@@ -1,0 +1,110 @@
+"""The trackers a run logs to, opened together (:class:`Trackers`): their run ids recorded in ``OUT/trackers.json``
+and given back when the run resumes, each record sent once, a tracker's failure one warning.
+
+A tracker that cannot start stops the run before its first step (``track.required``), so that nothing trains
+unwatched by surprise; with ``track.required: false`` the run goes on without it. One that fails later (its
+network, its disk) is named in one warning and left out for the rest of the run: the run, its log and its
+checkpoints go on. A resumed run does not send again what a tracker already holds: ``trackers.json`` records the
+last step of each split sent, and the records a killed run sent past its checkpoint are those the resumed run
+computes again (a resume is exact), except TensorBoard's, which it drops and writes again."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from rlcap.errors import RlcapError
+from rlcap.files import write_json
+from rlcap.track.base import CaptionRow, Opening, Tracker
+from rlcap.track.config import TrackConfig
+from rlcap.track.to_mlflow import MlflowTracker
+from rlcap.track.to_tensorboard import TensorBoardTracker
+from rlcap.track.to_trackio import TrackioTracker
+from rlcap.track.to_wandb import WandbTracker
+
+log = logging.getLogger(__name__)
+
+RECORD = "trackers.json"  # in the run folder: {"ids": {tracker: run id}, "sent": {split: last step sent}}
+TRACKERS: dict[str, Callable[[Opening], Tracker]] = {
+    "tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker, "trackio": TrackioTracker}
+REWRITES = ("tensorboard",)  # trackers that drop a resumed run's records past its checkpoint and take them again
+CAPTIONS = "captions"        # the caption tables' key in "sent"
+
+
+def read_record(out_dir: Path) -> dict[str, Any]:
+    path = out_dir / RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"ids": {}, "sent": {}}
+
+
+class Trackers:
+    """The run's open trackers (rank 0's). ``resume_step``: the checkpoint's step a resumed run continues from
+    (None: a fresh run, whose trackers start new runs); ``settings``: what :meth:`Tracker.log_config` sends, once per
+    tracker run."""
+
+    def __init__(self, out_dir: str | Path, cfg: TrackConfig, resume_step: int | None, settings: dict[str, Any]):
+        self.out_dir, self.cfg = Path(out_dir), cfg
+        record = read_record(self.out_dir) if resume_step is not None else {"ids": {}, "sent": {}}
+        self.ids: dict[str, str] = {}
+        self.sent: dict[str, int] = dict(record["sent"])
+        self.open: dict[str, Tracker] = {}
+        for name in cfg.to:
+            recorded = record["ids"].get(name)
+            opening = Opening(self.out_dir, cfg.project, cfg.name or self.out_dir.resolve().name, recorded,
+                              cfg.wandb_mode, cfg.mlflow_uri, resume_step)
+            tracker = self._start(name, opening)
+            if tracker is None:
+                continue
+            self.open[name], self.ids[name] = tracker, tracker.run_id
+            if recorded is None:
+                self._call(name, "log_config", settings)
+        self._save()
+
+    def _start(self, name: str, opening: Opening) -> Tracker | None:
+        try:
+            return TRACKERS[name](opening)
+        except Exception as exc:  # (whatever the tracker's package raises: its network, its files, its settings)
+            why = str(exc) if isinstance(exc, RlcapError) else f"{name} could not start: {type(exc).__name__}: {exc}"
+            if self.cfg.required:
+                raise RlcapError(f"{why}; the run stops before training (track.required=false goes on without "
+                                 f"{name})") from exc
+            log.warning("%s; the run goes on without it (track.required=false)", why)
+            return None
+
+    def _call(self, name: str, method: str, *args: Any) -> None:
+        """``tracker.method(*args)``; a failure is one warning and the tracker is left out from then on."""
+        try:
+            getattr(self.open[name], method)(*args)
+        except Exception as exc:  # (a tracker's failure never stops the run)
+            log.warning("tracker %s failed (%s: %s): the run goes on without it", name, type(exc).__name__, exc)
+            self.open.pop(name)
+
+    def _save(self) -> None:
+        write_json(self.out_dir / RECORD, {"ids": self.ids, "sent": self.sent}, indent=1)
+
+    def log_scalars(self, split: str, values: dict[str, float], step: int) -> None:
+        """``values`` as ``split/key`` at ``step``, to every tracker that does not hold them already."""
+        named = {f"{split}/{key}": value for key, value in values.items()}
+        self._send(split, step, "log_scalars", named)
+
+    def log_captions(self, rows: list[CaptionRow], step: int) -> None:
+        self._send(CAPTIONS, step, "log_captions", rows)
+
+    def _send(self, kind: str, step: int, method: str, payload: Any) -> None:
+        held = step <= self.sent.get(kind, -1)
+        for name in list(self.open):
+            if not held or name in REWRITES:
+                self._call(name, method, payload, step)
+        if not held:
+            self.sent[kind] = step
+            self._save()
+
+    def log_artifacts(self, files: dict[str, Path]) -> None:
+        for name in list(self.open):
+            self._call(name, "log_artifacts", files)
+
+    def close(self) -> None:
+        for name in list(self.open):
+            self._call(name, "close")
+        self.open.clear()

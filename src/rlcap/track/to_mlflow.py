@@ -1,0 +1,76 @@
+"""MLflow through its client (no global active run): a server (``http://host:port``) or a database; by default
+``sqlite:///OUT/mlflow.db`` with the artifacts in ``OUT/mlartifacts``. A resumed run continues the MLflow run of the
+recorded id."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need
+
+MAX_PARAMS = 100        # MLflow takes at most this many params per call
+MAX_PARAM_CHARS = 6000  # and values this long
+
+
+def tracking_uri(opening: Opening) -> str:
+    return opening.mlflow_uri or f"sqlite:///{(opening.out_dir / 'mlflow.db').resolve()}"
+
+
+class MlflowTracker:
+    name = "mlflow"
+
+    def __init__(self, opening: Opening):
+        tracking = need("mlflow.tracking", "mlflow")
+        self._entities = need("mlflow.entities", "mlflow")
+        self._client = tracking.MlflowClient(tracking_uri=tracking_uri(opening))
+        if opening.run_id is not None:
+            self.run_id = opening.run_id
+            self._client.update_run(self.run_id, status="RUNNING")
+        else:
+            experiment = self._client.get_experiment_by_name(opening.project)
+            if experiment is not None:
+                experiment_id = experiment.experiment_id
+            else:  # a local database keeps its artifacts beside the run, not in the working directory
+                where = None if opening.mlflow_uri else (opening.out_dir / "mlartifacts").resolve().as_uri()
+                experiment_id = self._client.create_experiment(opening.project, artifact_location=where)
+            self.run_id = self._client.create_run(experiment_id, run_name=opening.name).info.run_id
+
+    def log_scalars(self, values: dict[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        metrics = [self._entities.Metric(key, float(value), now, step) for key, value in values.items()]
+        self._client.log_batch(self.run_id, metrics=metrics)
+
+    def log_config(self, settings: dict[str, Any]) -> None:
+        params = [self._entities.Param(key, str(value)[:MAX_PARAM_CHARS]) for key, value in settings.items()]
+        for start in range(0, len(params), MAX_PARAMS):
+            self._client.log_batch(self.run_id, params=params[start:start + MAX_PARAMS])
+
+    def log_captions(self, rows: list[CaptionRow], step: int) -> None:
+        table = {column: [] for column in CAPTION_COLUMNS}
+        for r in rows:
+            image = f"captions/pictures/{r.image_id}.png"
+            if r.picture is not None:
+                self._client.log_image(self.run_id, r.picture, artifact_file=image)
+            for column, value in zip(CAPTION_COLUMNS, (image if r.picture is not None else "", r.image_id, r.caption,
+                                                       r.scores_text(), r.reference)):
+                table[column].append(value)
+        self._client.log_table(self.run_id, data=table, artifact_file=f"captions/step_{step:07d}.json")
+
+    def log_artifacts(self, files: dict[str, Path]) -> None:
+        for name, path in files.items():
+            if path.is_dir():
+                self._client.log_artifacts(self.run_id, str(path), artifact_path=name)
+            else:
+                self._client.log_artifact(self.run_id, str(path))
+
+    def close(self) -> None:
+        self._client.set_terminated(self.run_id)
+
+
+def read_table(path: Path) -> dict[str, list[Any]]:
+    """A caption table MLflow stored (``log_table``'s JSON: columns and rows) as column -> values."""
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    return {column: [row[i] for row in stored["data"]] for i, column in enumerate(stored["columns"])}

@@ -1,0 +1,47 @@
+"""Weights & Biases, offline by default (its ``settings``' mode: the run is written under ``OUT/wandb`` and
+``wandb sync`` sends it later); a resumed run continues the W&B run of the recorded id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need
+
+
+class WandbTracker:
+    name = "wandb"
+
+    def __init__(self, opening: Opening):
+        self._wandb = need("wandb", "wandb")
+        settings = self._wandb.Settings(mode=opening.wandb_mode, console="off", silent=True, x_disable_stats=True,
+                                        x_disable_meta=True, git_remote="")
+        self._run = self._wandb.init(project=opening.project, name=opening.name, id=opening.run_id,
+                                     resume="allow" if opening.run_id else None, dir=str(opening.out_dir),
+                                     settings=settings, reinit="create_new")
+        self.run_id = self._run.id
+
+    def log_scalars(self, values: dict[str, float], step: int) -> None:
+        self._run.log(values, step=step)
+
+    def log_config(self, settings: dict[str, Any]) -> None:
+        self._run.config.update(settings, allow_val_change=True)
+
+    def log_captions(self, rows: list[CaptionRow], step: int) -> None:
+        table = self._wandb.Table(columns=list(CAPTION_COLUMNS))
+        for r in rows:
+            picture = self._wandb.Image(r.picture) if r.picture is not None else None
+            table.add_data(picture, r.image_id, r.caption, r.scores_text(), r.reference)
+        self._run.log({"val/captions": table}, step=step)
+
+    def log_artifacts(self, files: dict[str, Path]) -> None:
+        artifact = self._wandb.Artifact(f"{self._run.id}-files", type="run-files")
+        for name, path in files.items():
+            if path.is_dir():
+                artifact.add_dir(str(path), name=name)
+            else:
+                artifact.add_file(str(path), name=name)
+        self._run.log_artifact(artifact)
+
+    def close(self) -> None:
+        self._run.finish()
