@@ -3,11 +3,16 @@ id, and a resumed run continues the Trackio run of that name."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need
+
+log = logging.getLogger(__name__)
 
 
 class TrackioTracker:
@@ -16,8 +21,9 @@ class TrackioTracker:
     def __init__(self, opening: Opening):
         self._trackio = need("trackio", "trackio")
         name = opening.run_id or f"{opening.name}-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: a new name
-        self._run = self._trackio.init(project=opening.project, name=name, resume="allow", embed=False,
-                                       auto_log_cpu=False, auto_log_gpu=False)
+        with quiet():
+            self._run = self._trackio.init(project=opening.project, name=name, resume="allow", embed=False,
+                                           auto_log_cpu=False, auto_log_gpu=False)
         self.run_id = name
 
     def log_scalars(self, values: dict[str, float], step: int) -> None:
@@ -35,4 +41,16 @@ class TrackioTracker:
         pass  # Trackio's local store keeps metrics and media, not a run's files
 
     def close(self) -> None:
-        self._run.finish()
+        with quiet():
+            self._run.finish()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Trackio prints what it does; only rlcap's CLI prints: its lines go to the log instead."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        yield
+    for line in out.getvalue().splitlines():
+        if line.strip():
+            log.info("trackio: %s", line.strip())
