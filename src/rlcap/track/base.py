@@ -48,6 +48,7 @@ class Tracker(Protocol):
 
     name: str
     run_id: str
+    held: set[tuple[str, int]]  # (split, step) of the scalars a continued tracker run holds already (read at opening)
 
     def log_scalars(self, values: dict[str, float], step: int) -> None: ...
 

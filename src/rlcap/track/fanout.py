@@ -4,9 +4,14 @@ and given back when the run resumes, each record sent once, a tracker's failure 
 A tracker that cannot start stops the run before its first step (``track.required``), so that nothing trains
 unwatched by surprise; with ``track.required: false`` the run goes on without it. One that fails later (its
 network, its disk) is named in one warning and left out for the rest of the run: the run, its log and its
-checkpoints go on. A resumed run does not send again what a tracker already holds: ``trackers.json`` records the
-last step of each split sent, and the records a killed run sent past its checkpoint are those the resumed run
-computes again (a resume is exact), except TensorBoard's, which it drops and writes again."""
+checkpoints go on.
+
+A resumed run continues each tracker's run and trusts what that run holds, not what was sent: W&B and Trackio write
+from a process of their own, and a kill loses what they had not written yet. Each continued tracker says which
+(split, step) it holds (:attr:`Tracker.held`); the log's records up to the checkpoint that it lacks are sent again
+(:meth:`Trackers.replay`), and a record it holds already is not sent twice (past the checkpoint, the resumed run
+computes the same values again: a resume is exact). TensorBoard drops a resumed run's records past the checkpoint
+and takes them again. The caption tables are not in the log: ``trackers.json`` records the last step of one sent."""
 
 from __future__ import annotations
 
@@ -26,11 +31,15 @@ from rlcap.track.to_wandb import WandbTracker
 
 log = logging.getLogger(__name__)
 
-RECORD = "trackers.json"  # in the run folder: {"ids": {tracker: run id}, "sent": {split: last step sent}}
+RECORD = "trackers.json"  # in the run folder: {"ids": {tracker: run id}, "sent": {"captions": last step sent}}
 TRACKERS: dict[str, Callable[[Opening], Tracker]] = {
     "tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker, "trackio": TrackioTracker}
 REWRITES = ("tensorboard",)  # trackers that drop a resumed run's records past its checkpoint and take them again
 CAPTIONS = "captions"        # the caption tables' key in "sent"
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def read_record(out_dir: Path) -> dict[str, Any]:
@@ -49,6 +58,7 @@ class Trackers:
         self.ids: dict[str, str] = {}
         self.sent: dict[str, int] = dict(record["sent"])
         self.open: dict[str, Tracker] = {}
+        self.continued: set[str] = set()  # the trackers whose recorded run this run continues
         for name in cfg.to:
             recorded = record["ids"].get(name)
             opening = Opening(self.out_dir, cfg.project, cfg.name or self.out_dir.resolve().name, recorded,
@@ -59,6 +69,8 @@ class Trackers:
             self.open[name], self.ids[name] = tracker, tracker.run_id
             if recorded is None:
                 self._call(name, "log_config", settings)
+            else:
+                self.continued.add(name)
         self._save()
 
     def _start(self, name: str, opening: Opening) -> Tracker | None:
@@ -86,18 +98,27 @@ class Trackers:
     def log_scalars(self, split: str, values: dict[str, float], step: int) -> None:
         """``values`` as ``split/key`` at ``step``, to every tracker that does not hold them already."""
         named = {f"{split}/{key}": value for key, value in values.items()}
-        self._send(split, step, "log_scalars", named)
+        for name in list(self.open):
+            if (split, step) not in self.open[name].held:
+                self._call(name, "log_scalars", named, step)
+
+    def replay(self, records: list[dict[str, Any]]) -> None:
+        """The numbers of a resumed run's log records (up to its checkpoint) to the continued trackers that lack them."""
+        for record in records:
+            numbers = {k: v for k, v in record.items() if k not in ("step", "split", "time") and is_number(v)}
+            if numbers and record["split"] != "note":
+                for name in [n for n in self.open if n not in REWRITES and n in self.continued]:
+                    if (record["split"], record["step"]) not in self.open[name].held:
+                        self._call(name, "log_scalars", {f"{record['split']}/{k}": v for k, v in numbers.items()},
+                                   record["step"])
 
     def log_captions(self, rows: list[CaptionRow], step: int) -> None:
-        self._send(CAPTIONS, step, "log_captions", rows)
-
-    def _send(self, kind: str, step: int, method: str, payload: Any) -> None:
-        held = step <= self.sent.get(kind, -1)
+        held = step <= self.sent.get(CAPTIONS, -1)
         for name in list(self.open):
             if not held or name in REWRITES:
-                self._call(name, method, payload, step)
+                self._call(name, "log_captions", rows, step)
         if not held:
-            self.sent[kind] = step
+            self.sent[CAPTIONS] = step
             self._save()
 
     def log_artifacts(self, files: dict[str, Path]) -> None:

@@ -26,9 +26,13 @@ class MlflowTracker:
         tracking = need("mlflow.tracking", "mlflow")
         self._entities = need("mlflow.entities", "mlflow")
         self._client = tracking.MlflowClient(tracking_uri=tracking_uri(opening))
+        self.held: set[tuple[str, int]] = set()
         if opening.run_id is not None:
             self.run_id = opening.run_id
             self._client.update_run(self.run_id, status="RUNNING")
+            for key in self._client.get_run(self.run_id).data.metrics:
+                history = self._client.get_metric_history(self.run_id, key)
+                self.held.update((key.partition("/")[0], m.step) for m in history)
         else:
             experiment = self._client.get_experiment_by_name(opening.project)
             if experiment is not None:

@@ -22,6 +22,7 @@ class TensorBoardTracker:
         purge = None if opening.resume_step is None else opening.resume_step + 1
         self._writer = tensorboard.SummaryWriter(str(folder), purge_step=purge)
         self.run_id = str(folder)
+        self.held: set[tuple[str, int]] = set()  # (it drops what a resumed run writes again: it holds none of that)
 
     def log_scalars(self, values: dict[str, float], step: int) -> None:
         for key, value in values.items():

@@ -25,7 +25,12 @@ class TrackioTracker:
             self._run = self._trackio.init(project=opening.project, name=name, resume="allow", embed=False,
                                            auto_log_cpu=False, auto_log_gpu=False)
         self.run_id = name
+        self.held: set[tuple[str, int]] = set()
+        if opening.run_id:
+            from trackio.sqlite_storage import SQLiteStorage
 
+            for row in SQLiteStorage.get_logs(opening.project, name):
+                self.held.update((key.partition("/")[0], row["step"]) for key in row if key.count("/") == 1)
     def log_scalars(self, values: dict[str, float], step: int) -> None:
         self._run.log(values, step=step)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need
+from rlcap.track.wandb_log import held_steps
 
 
 class WandbTracker:
@@ -20,6 +21,7 @@ class WandbTracker:
                                      resume="allow" if opening.run_id else None, dir=str(opening.out_dir),
                                      settings=settings, reinit="create_new")
         self.run_id = self._run.id
+        self.held = held_steps(opening.out_dir / "wandb", self.run_id) if opening.run_id else set()
 
     def log_scalars(self, values: dict[str, float], step: int) -> None:
         self._run.log(values, step=step)

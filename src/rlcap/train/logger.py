@@ -29,7 +29,7 @@ from rlcap.host_sync import on_host, to_host
 from rlcap.run_config import RunConfig
 from rlcap.track.base import CaptionRow
 from rlcap.track.config import TrackConfig
-from rlcap.track.fanout import Trackers
+from rlcap.track.fanout import Trackers, is_number
 from rlcap.track.settings import run_settings
 from rlcap.train.checkpoint import is_complete, last_checkpoint_line
 
@@ -56,6 +56,7 @@ class RunLogger:
         self.track = track
         # (a tracker that cannot start stops the run here, before its first step, unless track.required is false)
         self.trackers = Trackers(out_dir, track, resume_step, run_settings(settings or {}))
+        self.trackers.replay(old)  # (a resumed run's: what a continued tracker run lacks of the log so far)
 
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
@@ -83,7 +84,7 @@ class RunLogger:
         """One record; ``time`` (Unix seconds) is added for the training cost the benchmarks report."""
         record = {"step": step, "split": split, **values, "time": round(time.time(), 3)}
         append_text(self.path, json.dumps(record) + "\n")
-        numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        numbers = {k: v for k, v in values.items() if is_number(v)}
         if numbers and split != "note" and self.trackers.open:
             self.trackers.log_scalars(split, numbers, step)
 
