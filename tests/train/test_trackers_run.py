@@ -26,7 +26,8 @@ def test_a_killed_run_resumes_its_tracker_runs_with_each_step_once_and_a_caption
         Image.new("RGB", (16, 16), ("red", "blue", "green")[i % 3]).save(tmp_path / f"{i}.png")
     out = tmp_path / "run"
     overrides = tiny_overrides(dataset, feats, out, **{"xe.epochs": 3, "track.to": "[wandb,mlflow]",
-                                                       "track.captions": 2, "save_every": 4})
+                                                       "track.captions": 2, "save_every": 4,
+                                                       "track.artifacts": "true"})
     killed_at = kill_after(overrides, out, 4)
     assert killed_at < 18  # (3 epochs of 6 steps)
     ids = json.loads((out / "trackers.json").read_text())["ids"]
@@ -36,7 +37,8 @@ def test_a_killed_run_resumes_its_tracker_runs_with_each_step_once_and_a_caption
     assert steps == list(range(1, 19))
 
     run = WandbRun(out)
-    assert run.ids == {ids["wandb"]} and len(run.files) == 2  # one W&B run, written in two segments
+    # one W&B run, written in three segments: the killed run's, the resumed run's, track.artifacts'
+    assert run.ids == {ids["wandb"]} and len(run.files) == 3
     assert sorted(s for s, _ in run.series("train/loss")) == steps
     assert [s for s, _ in run.series("val/CIDEr")] == [6, 12, 18]
     assert run.config["algorithm"] == "xe" and "versions.torch" in run.config and "machine.cpus" in run.config
@@ -54,3 +56,8 @@ def test_a_killed_run_resumes_its_tracker_runs_with_each_step_once_and_a_caption
     assert all(row[2] and row[3].startswith("CIDEr-D ") for row in table["data"])  # its greedy caption, scored
     pictures = {a.path for a in client.list_artifacts(ids["mlflow"], "captions/pictures")}
     assert pictures == {"captions/pictures/24.png", "captions/pictures/25.png"}
+    # track.artifacts: the report, written at the end, in both trackers that keep files
+    assert "report.html" in {a.path for a in client.list_artifacts(ids["mlflow"])}
+    assert (out / "report.html").is_file()
+    run = WandbRun(out)
+    assert "report.html" in run.artifacts[f"{ids['wandb']}-files"]

@@ -53,7 +53,7 @@ class Tracker(Protocol):
     def log_scalars(self, values: dict[str, float], step: int) -> None: ...
 
     def log_config(self, settings: dict[str, Any]) -> None:
-        """The run's settings (dotted keys: the run config, versions, the machine), once per tracker run."""
+        """The run's settings (dotted keys: the run config, versions, the machine), at each opening of the run."""
 
     def log_captions(self, rows: list[CaptionRow], step: int) -> None: ...
 

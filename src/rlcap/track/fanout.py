@@ -35,6 +35,7 @@ RECORD = "trackers.json"  # in the run folder: {"ids": {tracker: run id}, "sent"
 TRACKERS: dict[str, Callable[[Opening], Tracker]] = {
     "tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker, "trackio": TrackioTracker}
 REWRITES = ("tensorboard",)  # trackers that drop a resumed run's records past its checkpoint and take them again
+KEEP_FILES = ("wandb", "mlflow")  # the trackers that keep a run's files (track.artifacts)
 CAPTIONS = "captions"        # the caption tables' key in "sent"
 
 
@@ -49,8 +50,8 @@ def read_record(out_dir: Path) -> dict[str, Any]:
 
 class Trackers:
     """The run's open trackers (rank 0's). ``resume_step``: the checkpoint's step a resumed run continues from
-    (None: a fresh run, whose trackers start new runs); ``settings``: what :meth:`Tracker.log_config` sends, once per
-    tracker run."""
+    (None: a fresh run, whose trackers start new runs); ``settings``: what :meth:`Tracker.log_config` sends at each
+    opening (W&B and Trackio keep the latest value of a key, MLflow its first: its params never change)."""
 
     def __init__(self, out_dir: str | Path, cfg: TrackConfig, resume_step: int | None, settings: dict[str, Any]):
         self.out_dir, self.cfg = Path(out_dir), cfg
@@ -67,10 +68,10 @@ class Trackers:
             if tracker is None:
                 continue
             self.open[name], self.ids[name] = tracker, tracker.run_id
-            if recorded is None:
-                self._call(name, "log_config", settings)
-            else:
+            if recorded is not None:
                 self.continued.add(name)
+            # (again for a continued run: a kill may have lost it; each tracker keeps one value per key)
+            self._call(name, "log_config", settings)
         self._save()
 
     def _start(self, name: str, opening: Opening) -> Tracker | None:

@@ -48,7 +48,10 @@ class MlflowTracker:
         self._client.log_batch(self.run_id, metrics=metrics)
 
     def log_config(self, settings: dict[str, Any]) -> None:
-        params = [self._entities.Param(key, str(value)[:MAX_PARAM_CHARS]) for key, value in settings.items()]
+        """The settings as params; a continued run's params stay as first logged (MLflow refuses another value)."""
+        kept = self._client.get_run(self.run_id).data.params
+        params = [self._entities.Param(key, str(value)[:MAX_PARAM_CHARS]) for key, value in settings.items()
+                  if key not in kept]
         for start in range(0, len(params), MAX_PARAMS):
             self._client.log_batch(self.run_id, params=params[start:start + MAX_PARAMS])
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ class WandbTracker:
         self._wandb = need("wandb", "wandb")
         settings = self._wandb.Settings(mode=opening.wandb_mode, console="off", silent=True, x_disable_stats=True,
                                         x_disable_meta=True, git_remote="")
+        if opening.run_id:
+            after_last_segment(opening.out_dir / "wandb", opening.run_id)
         self._run = self._wandb.init(project=opening.project, name=opening.name, id=opening.run_id,
                                      resume="allow" if opening.run_id else None, dir=str(opening.out_dir),
                                      settings=settings, reinit="create_new")
@@ -47,3 +50,14 @@ class WandbTracker:
 
     def close(self) -> None:
         self._run.finish()
+
+
+def after_last_segment(wandb_dir: Path, run_id: str) -> None:
+    """Wait, if need be, for the second after the one the run's last segment started in: W&B names a segment's folder
+    by that second (``offline-run-YYYYmmdd_HHMMSS-<id>``), and a segment started in the same second would write into
+    the last one's."""
+    for _ in range(20):
+        now = {time.strftime("%Y%m%d_%H%M%S", clock(time.time())) for clock in (time.localtime, time.gmtime)}
+        if not any(wandb_dir.glob(f"*run-{stamp}-{run_id}") for stamp in now):
+            return
+        time.sleep(0.1)
