@@ -19,6 +19,15 @@ def tracking_uri(opening: Opening) -> str:
     return opening.mlflow_uri or f"sqlite:///{(opening.out_dir / 'mlflow.db').resolve()}"
 
 
+def artifacts(opening: Opening) -> str | None:
+    """Where a new experiment keeps its artifacts: beside a local database (``mlartifacts/``, not the working
+    directory, MLflow's default); a server's own place (None)."""
+    uri = tracking_uri(opening)
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlartifacts").as_uri()
+
+
 class MlflowTracker:
     name = "mlflow"
 
@@ -37,9 +46,8 @@ class MlflowTracker:
             experiment = self._client.get_experiment_by_name(opening.project)
             if experiment is not None:
                 experiment_id = experiment.experiment_id
-            else:  # a local database keeps its artifacts beside the run, not in the working directory
-                where = None if opening.mlflow_uri else (opening.out_dir / "mlartifacts").resolve().as_uri()
-                experiment_id = self._client.create_experiment(opening.project, artifact_location=where)
+            else:
+                experiment_id = self._client.create_experiment(opening.project, artifact_location=artifacts(opening))
             self.run_id = self._client.create_run(experiment_id, run_name=opening.name).info.run_id
 
     def log_scalars(self, values: dict[str, float], step: int) -> None:
