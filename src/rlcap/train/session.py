@@ -39,8 +39,7 @@ from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
 from rlcap.train.optimizer import Part, build_optimizer, shared_out
 from rlcap.train.run_folder import mark_started
-from rlcap.train.caption_table import caption_rows
-from rlcap.train.validation import validate as captioner_scores
+from rlcap.train.validation import caption_rows, validate as captioner_scores
 
 log = logging.getLogger(__name__)
 
