@@ -3,13 +3,18 @@ table (:class:`CaptionRow`)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Iterator, NamedTuple, Protocol
 
 from rlcap.errors import RlcapError
+
+log = logging.getLogger(__name__)
 
 CAPTION_COLUMNS = ("image", "id", "caption", "scores", "reference")
 
@@ -70,3 +75,15 @@ def need(package: str, tracker: str) -> ModuleType:
     except ImportError:
         raise RlcapError(f"track.to names {tracker}, which needs the {package} package: "
                          f"pip install 'rlcap[{tracker}]'") from None
+
+
+@contextlib.contextmanager
+def quiet(tracker: str) -> Iterator[None]:
+    """A tracker's package prints what it does (Trackio's start, MLflow's run links); only rlcap's CLI prints: its
+    lines go to the log instead."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        yield
+    for line in out.getvalue().splitlines():
+        if line.strip():
+            log.info("%s: %s", tracker, line.strip())

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need
+from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need, quiet
 
 MAX_PARAMS = 100        # MLflow takes at most this many params per call
 MAX_PARAM_CHARS = 6000  # and values this long
@@ -82,7 +82,8 @@ class MlflowTracker:
                 self._client.log_artifact(self.run_id, str(path))
 
     def close(self) -> None:
-        self._client.set_terminated(self.run_id)
+        with quiet("mlflow"):  # (a server's run prints its link)
+            self._client.set_terminated(self.run_id)
 
 
 def read_table(path: Path) -> dict[str, list[Any]]:

@@ -3,16 +3,11 @@ id, and a resumed run continues the Trackio run of that name."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need
-
-log = logging.getLogger(__name__)
+from rlcap.track.base import CAPTION_COLUMNS, CaptionRow, Opening, need, quiet
 
 
 class TrackioTracker:
@@ -21,7 +16,7 @@ class TrackioTracker:
     def __init__(self, opening: Opening):
         self._trackio = need("trackio", "trackio")
         name = opening.run_id or f"{opening.name}-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: a new name
-        with quiet():
+        with quiet("trackio"):
             self._run = self._trackio.init(project=opening.project, name=name, resume="allow", embed=False,
                                            auto_log_cpu=False, auto_log_gpu=False)
         self.run_id = name
@@ -46,16 +41,5 @@ class TrackioTracker:
         pass  # Trackio's local store keeps metrics and media, not a run's files
 
     def close(self) -> None:
-        with quiet():
+        with quiet("trackio"):
             self._run.finish()
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Trackio prints what it does; only rlcap's CLI prints: its lines go to the log instead."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        yield
-    for line in out.getvalue().splitlines():
-        if line.strip():
-            log.info("trackio: %s", line.strip())
