@@ -18,7 +18,8 @@ from tests.tiny import make_tiny_dataset, tiny_overrides
 pytestmark = pytest.mark.slow  # trains a tiny run in a child process, killed, then resumed
 
 
-def test_a_killed_run_resumes_its_tracker_runs_with_each_step_once_and_a_caption_table_per_epoch(tmp_path):
+def test_a_killed_run_resumes_its_tracker_runs_with_each_step_once_and_a_caption_table_per_epoch(tmp_path,
+                                                                                             monkeypatch):
     from mlflow.tracking import MlflowClient
 
     dataset, feats = make_tiny_dataset(tmp_path)
@@ -28,6 +29,9 @@ def test_a_killed_run_resumes_its_tracker_runs_with_each_step_once_and_a_caption
     overrides = tiny_overrides(dataset, feats, out, **{"xe.epochs": 3, "track.to": "[wandb,mlflow]",
                                                        "track.captions": 2, "save_every": 4,
                                                        "track.artifacts": "true"})
+    # the child starts a W&B service of its own, as a command run from a shell does (a test before this one may
+    # have started one in this process, which W&B names to its children: the killed run would stay open in it)
+    monkeypatch.delenv("WANDB_SERVICE", raising=False)
     killed_at = kill_after(overrides, out, 4)
     assert killed_at < 18  # (3 epochs of 6 steps)
     ids = json.loads((out / "trackers.json").read_text())["ids"]
