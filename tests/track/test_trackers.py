@@ -269,3 +269,18 @@ def test_a_resumed_run_sends_what_the_continued_run_lacks_and_nothing_it_holds(t
     for step in (3, 4):
         trackers.log_scalars("train", {"loss": 0.1}, step)
     assert Recording.sent == [("train/loss", 2), ("train/loss", 4)]
+
+
+def test_track_to_names_known_trackers_once_and_the_old_key_says_what_replaced_it():
+    from rlcap.errors import ConfigError
+    from rlcap.methods import load_run_config
+
+    assert load_run_config(None, []).track.to == ["tensorboard"]  # as before: TensorBoard on
+    with pytest.raises(ConfigError, match=r"^track.to: 'neptune' is not one of \['tensorboard', 'wandb', 'mlflow', "
+                                          r"'trackio'\]$"):
+        load_run_config(None, ["track.to=[wandb,neptune]"])
+    with pytest.raises(ConfigError, match=r"^track.to: a tracker is named twice in \['mlflow', 'mlflow'\]$"):
+        load_run_config(None, ["track.to=[mlflow,mlflow]"])
+    with pytest.raises(ConfigError, match=r"^tensorboard was removed: the trackers a run logs to are track.to "
+                                          r"\(tensorboard=false is track.to=\[\]"):
+        load_run_config(None, ["tensorboard=false"])
