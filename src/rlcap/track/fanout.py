@@ -56,7 +56,7 @@ class Trackers:
     def __init__(self, out_dir: str | Path, cfg: TrackConfig, resume_step: int | None, settings: dict[str, Any]):
         self.out_dir, self.cfg = Path(out_dir), cfg
         record = read_record(self.out_dir) if resume_step is not None else {"ids": {}, "sent": {}}
-        self.ids: dict[str, str] = {}
+        self.ids: dict[str, str] = dict(record["ids"])  # (a tracker left out this time keeps its run for the next)
         self.sent: dict[str, int] = dict(record["sent"])
         self.open: dict[str, Tracker] = {}
         self.continued: set[str] = set()  # the trackers whose recorded run this run continues
