@@ -71,7 +71,7 @@ class Trackers:
             if recorded is not None:
                 self.continued.add(name)
             # (again for a continued run: a kill may have lost it; each tracker keeps one value per key)
-            self._call(name, "log_config", settings)
+            self._call(name, lambda t: t.log_config(settings))
         self._save()
 
     def _start(self, name: str, opening: Opening) -> Tracker | None:
@@ -85,10 +85,10 @@ class Trackers:
             log.warning("%s; the run goes on without it (track.required=false)", why)
             return None
 
-    def _call(self, name: str, method: str, *args: Any) -> None:
-        """``tracker.method(*args)``; a failure is one warning and the tracker is left out from then on."""
+    def _call(self, name: str, call: Callable[[Tracker], None]) -> None:
+        """``call(tracker)``; a failure is one warning and the tracker is left out from then on."""
         try:
-            getattr(self.open[name], method)(*args)
+            call(self.open[name])
         except Exception as exc:  # (a tracker's failure never stops the run)
             log.warning("tracker %s failed (%s: %s): the run goes on without it", name, type(exc).__name__, exc)
             self.open.pop(name)
@@ -101,7 +101,7 @@ class Trackers:
         named = {f"{split}/{key}": value for key, value in values.items()}
         for name in list(self.open):
             if (split, step) not in self.open[name].held:
-                self._call(name, "log_scalars", named, step)
+                self._call(name, lambda t: t.log_scalars(named, step))
 
     def replay(self, records: list[dict[str, Any]]) -> None:
         """The numbers of a resumed run's log records (up to its checkpoint) to the continued trackers that lack them."""
@@ -110,23 +110,23 @@ class Trackers:
             if numbers and record["split"] != "note":
                 for name in [n for n in self.open if n not in REWRITES and n in self.continued]:
                     if (record["split"], record["step"]) not in self.open[name].held:
-                        self._call(name, "log_scalars", {f"{record['split']}/{k}": v for k, v in numbers.items()},
-                                   record["step"])
+                        named = {f"{record['split']}/{k}": v for k, v in numbers.items()}
+                        self._call(name, lambda t: t.log_scalars(named, record["step"]))
 
     def log_captions(self, rows: list[CaptionRow], step: int) -> None:
         held = step <= self.sent.get(CAPTIONS, -1)
         for name in list(self.open):
             if not held or name in REWRITES:
-                self._call(name, "log_captions", rows, step)
+                self._call(name, lambda t: t.log_captions(rows, step))
         if not held:
             self.sent[CAPTIONS] = step
             self._save()
 
     def log_artifacts(self, files: dict[str, Path]) -> None:
         for name in list(self.open):
-            self._call(name, "log_artifacts", files)
+            self._call(name, lambda t: t.log_artifacts(files))
 
     def close(self) -> None:
         for name in list(self.open):
-            self._call(name, "close")
+            self._call(name, lambda t: t.close())
         self.open.clear()
