@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ bench-decode: $(STAMP)
 
 bench-demo: $(STAMP)
 	$(PY) benchmarks/bench_demo.py
+
+# steps/s of the shapes SCST recipe with all four trackers (track.to) against none; needs make demo's data and XE run
+bench-trackers: $(STAMP)
+	$(PY) benchmarks/bench_trackers.py $(if $(REPEATS),--repeats $(REPEATS))
 
 # PREVIOUS=DIR: a checkout of the previous release, measured alternately for the side-by-side columns
 bench-scst: $(STAMP)

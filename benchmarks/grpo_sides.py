@@ -152,7 +152,7 @@ def rlcap_overrides(s: Settings) -> list[str]:
             f"rl.batch_size={s.images}", f"rl.n_samples={s.g}", f"decode.max_len={s.max_len}",
             f"rl.kl_coef={s.beta}", f"grpo.iterations={s.iterations}", f"max_steps={s.steps}", "rl.epochs=1000",
             f"optim.lr={s.lr}", "optim.name=adamw", "optim.weight_decay=0", "optim.grad_clip=1.0",
-            "optim.lr_decay_every=0", "log_every=1", "tensorboard=false", f"threads={s.threads}", "save_every=0"]
+            "optim.lr_decay_every=0", "log_every=1", "track.to=[]", f"threads={s.threads}", "save_every=0"]
 
 
 def run_rlcap(s: Settings, log: Path) -> None:

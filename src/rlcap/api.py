@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -37,11 +38,32 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False) -> Any:
                 open_run_folder(cfg, resume, overwrite)
             result = loop(cfg)  # (its forward passes in cfg.precision: rlcap.devices.Precision)
             finish_together()  # under torchrun: no rank leaves while another still works (rank 0's last save)
+            if main and cfg.track.artifacts:
+                send_artifacts(cfg, result.steps)
             return result
         except BaseException:
             if main:
                 abandon_start(cfg.out_dir)
             raise
+
+
+def send_artifacts(cfg: RunConfig, step: int) -> None:
+    """``track.artifacts``: the run's HTML report (written now, ``OUT/report.html``) and ``best/hf/`` (a transformers
+    policy's folder and model card, when the run has one) to the run's trackers that keep files (W&B, MLflow), their
+    recorded runs continued. A failure is one warning (rlcap.track.fanout): the trained run is not lost for it."""
+    from rlcap.report import write_report
+    from rlcap.track.fanout import KEEP_FILES, Trackers
+
+    keeping = [name for name in cfg.track.to if name in KEEP_FILES]
+    if not keeping:
+        return
+    out = Path(cfg.out_dir)
+    files = {"report.html": write_report(out, out / "report.html")}
+    if (out / "best" / "hf").is_dir():
+        files["best/hf"] = out / "best" / "hf"
+    trackers = Trackers(out, dataclasses.replace(cfg.track, to=keeping, required=False), step, {})
+    trackers.log_artifacts(files)
+    trackers.close()
 
 
 def coco_results(predictions: dict[str, str]) -> list[dict[str, Any]]:
