@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 # Settings a resumed run cannot change: the weights, vocabulary and data order depend on them.
 FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.value_features")
 # Settings that say where and how to compute or log, not what to train.
-IGNORED = ("out_dir", "threads", "track.")
+IGNORED = ("out_dir", "threads", "track.", "tensorboard")  # (tensorboard: a setting of earlier releases, track.to now)
 # (the trackers' files: rlcap.track; trackers.json records their run ids)
 RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard", "trackers.json", "wandb", "mlflow.db",
              "mlartifacts")
