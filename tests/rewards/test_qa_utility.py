@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from rlcap.data.qa import QASet, Question, write_qa
-from rlcap.models.hf.build_reader import build_reader_model, reader_tokenizer
 from rlcap.models.qa_reader import QAReader
 from rlcap.models.qa_scoring import option_order, qa_scores
 from rlcap.rewards import RewardBatch
 from rlcap.rewards.build import build_reward
 from rlcap.rewards.qa_utility import QAUtilityReward
 from rlcap.rewards.reward_config import RewardConfig
+from tests.tiny_reader import make_tiny_reader
 
 QUESTIONS = {
     "1": [Question("What colour is the circle?", ("red", "blue", "green", "pink"), 0, "colour"),
@@ -26,13 +26,8 @@ CAPTIONS = ["a red circle and a green star", "a blue cross", "two shapes", "a bi
 @pytest.fixture(scope="module")
 def reader_folder(tmp_path_factory):
     """A random (untrained) reader saved as a transformers folder: what the reward loads."""
-    folder = tmp_path_factory.mktemp("reader")
     texts = CAPTIONS + [" ".join([q.question, *q.options]) for qs in QUESTIONS.values() for q in qs]
-    tokenizer = reader_tokenizer(texts)
-    model = build_reader_model(len(tokenizer), "small", seed=3)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return make_tiny_reader(tmp_path_factory.mktemp("reader"), texts)
 
 
 @pytest.fixture(scope="module")

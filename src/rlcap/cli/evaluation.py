@@ -41,6 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--images", default=None, metavar="DIR",
                    help="with --clip: the folder the dataset's file names are relative to (default: the caption "
                         "file's folder)")
+    p.add_argument("--reader", default=None, metavar="DIR",
+                   help="also QA-acc ([Xing26]): the share of its picture's questions this held-out text-only reader "
+                        "(a local causal LM folder) answers right from the caption (needs --qa)")
+    p.add_argument("--qa", default=None, metavar="FILE",
+                   help="with --reader: the questions by image id (rlcap's QA JSON, e.g. a shapes folder's "
+                        "questions.json, or CapRL's file)")
     p.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
                    help="data overrides, anywhere after the checkpoint, e.g. data.features=other.h5")
     p.set_defaults(func=run)
@@ -68,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
                           length_penalty=args.length_penalty, dataset=args.dataset,
                           no_repeat_ngram=args.no_repeat_ngram, device=args.device,
-                          precision=args.precision, clip=args.clip, images=args.images)
+                          precision=args.precision, clip=args.clip, images=args.images, reader=args.reader,
+                          qa=args.qa)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from rlcap.data.qa import QASet, load_qa
 from rlcap.errors import DataError
@@ -36,6 +37,14 @@ def qa_accuracy(reader: QAReader, qa: QASet, captions: Mapping[str, str], shuffl
     values, _ = qa_scores(reader, qa, [captions[i] for i in ids], ids, shuffles, "accuracy")
     per_image = {i: {METRIC: float(v)} for i, v in zip(ids, values.tolist())}
     return {METRIC: float(values.mean())}, per_image
+
+
+def add_qa_scores(result: Any, reader: QAReader, qa: QASet) -> None:
+    """Add QA-acc to an evaluation (:class:`rlcap.train.validation.Evaluation`: its corpus and per-image scores)."""
+    corpus, per_image = qa_accuracy(reader, qa, result.predictions)
+    result.corpus.update(corpus)
+    for i, values in per_image.items():
+        result.per_image.setdefault(i, {}).update(values)
 
 
 def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]]) -> dict[str, float]:
