@@ -119,11 +119,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     clip_model = load_clip(clip, run.device) if clip is not None else None  # (a bad folder: before the decoding)
     if clip_model is not None:
         check_split_pictures(data_cfg, data.splits[split], images)  # (a missing picture too)
-    if (reader is None) != (qa is None):
-        from rlcap.errors import ConfigError
-
-        raise ConfigError("reader and qa go together: QA-acc asks the reader the file's questions")
-    judge = load_judge(reader, qa, str(run.device)) if reader is not None else None  # (before the decoding)
+    judge = load_judge(reader, qa, str(run.device)) if (reader, qa) != (None, None) else None  # (before decoding)
     dec = run.decoding
     metrics = evaluation_metrics()
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)

@@ -9,7 +9,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from rlcap.cli import reader as reader_cli
+from rlcap.cli.reader import add_parser as add_reader_parser
 from rlcap.cli.options import float_range, int_range
 from rlcap.data.concepts import ConceptsConfig
 from rlcap.data.synthetic.moving import MovingShapesConfig
@@ -59,7 +59,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     concepts.add_argument("--out", required=True, help="output folder")
     _add_config_arguments(concepts, ConceptsConfig, CONCEPTS_TYPES)
     concepts.set_defaults(func=run_concepts)
-    reader_cli.add_parser(datasets)
+    add_reader_parser(datasets)
     return parser
 
 

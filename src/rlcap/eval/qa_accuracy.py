@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcap.data.qa import QASet, load_qa
-from rlcap.errors import DataError
+from rlcap.errors import ConfigError, DataError
 from rlcap.models.qa_reader import QAReader
 from rlcap.models.qa_scoring import qa_scores
 
@@ -19,8 +19,10 @@ METRIC = "QA-acc"
 SHUFFLES = 4  # each question under four orders of its options: with four options the right one once at each letter
 
 
-def load_judge(reader: str | Path, qa: str | Path, device: str = "cpu") -> tuple[QAReader, QASet]:
+def load_judge(reader: str | Path | None, qa: str | Path | None, device: str = "cpu") -> tuple[QAReader, QASet]:
     """The judging reader (fp32) and the questions; one line when either is missing or empty."""
+    if reader is None or qa is None:
+        raise ConfigError("reader and qa go together: QA-acc asks the reader the file's questions")
     questions = load_qa(qa)
     if not len(questions):
         raise DataError(f"{qa}: no multiple-choice question to ask ({questions.skipped} open questions left out)")
