@@ -7,11 +7,13 @@ is a downloaded instruct model ([Xing26] use Qwen2.5-3B-Instruct; docs/RL.md).
 
 Each training example draws an image of the training split, one of its reference captions, one of its questions
 and an order of the options (uniform: the reader learns no letter); the loss is the cross-entropy of the right
-letter at the last position, over the whole vocabulary (the probability the reward reads).
+letter at the last position, over the whole vocabulary (the probability the reward reads), weighted beside the
+next-token loss of every other token of the prompt.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,9 +23,10 @@ import torch
 
 from rlcap.data.qa import LETTERS, QASet
 from rlcap.errors import ConfigError
-from rlcap.models.hf.tokenizer_train import caption_tokenizer
 from rlcap.models.qa_reader import INSTRUCTION, QAReader
 from rlcap.transformers_io import no_bars
+
+logger = logging.getLogger(__name__)
 
 SPECIALS = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
 # Qwen's turn markers, no system turn: the user's text, then the assistant's turn opened
@@ -41,14 +44,23 @@ class ReaderSize:
     heads: int
 
 
-SIZES = {"small": ReaderSize(64, 2, 4), "base": ReaderSize(128, 3, 4)}
+LOG_EVERY = 100
+ANSWER_WEIGHT = 5.0  # the answer letter's weight in the loss beside each other token's 1
+
+SIZES = {"small": ReaderSize(96, 3, 4), "base": ReaderSize(128, 4, 4)}
 
 
 def reader_tokenizer(texts: Sequence[str]):
-    """A lower-cased word-level fast tokenizer of ``texts`` and the prompt's words, Qwen's turn markers special."""
+    """A word-level fast tokenizer of ``texts`` and the prompt's words, Qwen's turn markers special. Cased, unlike
+    the captioners' (:func:`rlcap.models.hf.tokenizer_train.caption_tokenizer`): lower-cased, the option letter A
+    would be the article a, the commonest word of the captions, which the reader must tell from the letter."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = caption_tokenizer([*texts, PROMPT_WORDS], "word", 0, SPECIALS, "<unk>")
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator([*texts, PROMPT_WORDS], trainers.WordLevelTrainer(special_tokens=SPECIALS,
+                                                                              show_progress=False))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
                                    eos_token="<|im_end|>")
     fast.chat_template = CHAT_TEMPLATE
@@ -81,6 +93,24 @@ def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids:
     return prompt, order.index(q.answer)
 
 
+def _loss(model, rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """The next-token cross-entropy of every real token of ``rows`` (left-padded), the answer letter's (each row's
+    last) weighted ``ANSWER_WEIGHT`` times: the whole text's loss teaches the reader to carry the caption's and
+    the options' words along (copying), which the answer alone, one token a prompt, taught too slowly here."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for k, r in enumerate(rows):
+        ids[k, width - len(r):], mask[k, width - len(r):] = torch.tensor(r), 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1].float()  # (b, T-1, V)
+    target = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)  # (b, T-1)
+    per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (b, T-1)
+    weight = (target != -100).float()
+    weight[:, -1] *= ANSWER_WEIGHT
+    return (per * weight).sum() / weight.sum()
+
+
 def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, size: str = "small", seed: int = 0,
                  steps: int = 1500, batch_size: int = 64, lr: float = 3e-3) -> Path:
     """Build, train and save a reader in ``folder`` from the training images' ``captions`` (image id -> its
@@ -99,15 +129,19 @@ def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 100) * (1 - s / steps))
     model.train()
-    for _ in range(steps):
+    recent: list[float] = []
+    for step in range(steps):
         batch = [_example(rng, captions, qa, ids, reader) for _ in range(batch_size)]
-        logits = reader.last_logits([tokenizer.encode(p, add_special_tokens=False) for p, _ in batch])  # (b, V)
-        target = reader.letter_ids[torch.tensor([right for _, right in batch])]  # (b,)
-        loss = torch.nn.functional.cross_entropy(logits.float(), target)
+        rows = [tokenizer.encode(p, add_special_tokens=False) + [int(reader.letter_ids[right])] for p, right in batch]
+        loss = _loss(model, rows, tokenizer.pad_token_id)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         schedule.step()
+        recent.append(loss.item())
+        if (step + 1) % LOG_EVERY == 0:
+            logger.info("reader step %d/%d: loss %.3f", step + 1, steps, sum(recent) / len(recent))
+            recent = []
     model.eval()
     folder = Path(folder)
     with no_bars(transformers):
