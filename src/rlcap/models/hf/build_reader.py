@@ -95,8 +95,9 @@ def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids:
 
 def _loss(model, rows: list[list[int]], pad_id: int) -> torch.Tensor:
     """The next-token cross-entropy of every real token of ``rows`` (left-padded), the answer letter's (each row's
-    last) weighted ``ANSWER_WEIGHT`` times: the whole text's loss teaches the reader to carry the caption's and
-    the options' words along (copying), which the answer alone, one token a prompt, taught too slowly here."""
+    last) weighted ``ANSWER_WEIGHT`` times: the whole text's loss asks the reader to carry the caption's words
+    into the options (copying), meant to help the lookup the answer needs form sooner than one answer token a
+    prompt does. Neither loss made a reader read within 1,500 steps here (docs/notes/2026-12-02-qa-readers.md)."""
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros(len(rows), width, dtype=torch.long)
