@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -169,6 +169,11 @@ bench-trl: $(STAMP)
 # GRPO (TRL's defaults and one-change variants) beside SCST on shapes, UpDown and a small GIT, equal sampled captions
 bench-grpo: $(STAMP)
 	$(PY) benchmarks/bench_grpo.py
+
+# SCST with CIDEr-D, with [Xing26]'s QA utility and with both, and GRPO with the QA utility, on shapes (two readers
+# trained first; the held-out one judges)
+bench-rewards: $(STAMP)
+	$(PY) benchmarks/bench_rewards.py
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

@@ -101,12 +101,14 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
              progress: bool = False, length_penalty: float | None = None,
              dataset: str | Path | None = None, no_repeat_ngram: int | None = None,
              device: str = "auto", precision: str | None = None, clip: str | Path | None = None,
-             images: str | Path | None = None, objects: str | Path | None = None) -> dict[str, Any]:
+             images: str | Path | None = None, objects: str | Path | None = None,
+             reader: str | Path | None = None, qa: str | Path | None = None) -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too. ``clip``: a local
     CLIP folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) from the pictures in ``images`` (None: the
     dataset's own folder, where its file names are relative to). ``objects``: a file of the pictures' objects (a
     shapes dataset, COCO instance annotations: :func:`rlcap.data.objects.read_object_truth`), which adds CHAIR_i,
-    CHAIR_s and Coverage ([Rohrbach18]), and Colour-err on shapes.
+    CHAIR_s and Coverage ([Rohrbach18]), and Colour-err on shapes. ``reader`` and ``qa``: a held-out text-only
+    reader's folder and the questions by image id, which add QA-acc ([Xing26], :mod:`rlcap.eval.qa_accuracy`).
     ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU); ``precision``: its
     forward passes' (None: the run's own, which its validation decoded in).
 
@@ -128,6 +130,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     from rlcap.decoding.split import decode_split
     from rlcap.eval.clip_score import add_clip_scores, check_split_pictures, load_clip
     from rlcap.eval.open_run import evaluation_record, open_run
+    from rlcap.eval.qa_accuracy import add_qa_scores, load_judge
     from rlcap.files import check_writable
     from rlcap.metrics.scoring import object_metrics
     from rlcap.models.architectures import architecture
@@ -143,6 +146,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     clip_model = load_clip(clip, run.device) if clip is not None else None  # (a bad folder: before the decoding)
     if clip_model is not None:
         check_split_pictures(data_cfg, data.splits[split], images)  # (a missing picture too)
+    judge = load_judge(reader, qa, str(run.device)) if (reader, qa) != (None, None) else None  # (before decoding)
     dec = run.decoding
     metrics = evaluation_metrics() + ([*object_metrics(truth)] if truth is not None else [])
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
@@ -154,6 +158,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     result = score_predictions(data.splits[split], predictions, metrics, objects=truth)
     if clip_model is not None:
         add_clip_scores(result, clip_model, data_cfg, data.splits[split], images)
+    if judge is not None:
+        add_qa_scores(result, *judge)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
                               "evaluated": evaluation_record(checkpoint, split, data_cfg, run)}
     reference_preds = {}

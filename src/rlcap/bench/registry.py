@@ -214,6 +214,12 @@ _AC = (XE, EMBEDDING, Stage("ac", "ac", "xe", (("embedding", "embedding"),)))
 _AC_ATT = (XE, EMBEDDING, Stage("ac_att", "ac", "xe", (("embedding", "embedding"),), ("ac.value_features=att",)))
 
 
+# the qa_utility rows' reward: the reader make bench-rewards trains beside the shapes data, and its questions
+QA_PATHS = ("reward.paths={qa_utility: data/shapes/readers/reward, qa_file: data/shapes/questions.json}",)
+QA_UTILITY = "reward.weights={qa_utility: 1.0}"
+QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
+
+
 def _after_xe(name: str) -> tuple[Stage, ...]:
     """XE, then the method's own stage from XE's best checkpoint with the recipe of its name."""
     return (XE, Stage(name, name, "xe"))
@@ -243,6 +249,14 @@ BENCH_ROWS: dict[str, BenchRow] = {
                         "Dr. GRPO: advantages not divided by the group's std, a constant normaliser ([Liu25])"),
     "grpo_kl": BenchRow((XE, Stage("grpo_kl", "grpo", "xe", (), ("rl.kl_coef=0.04",))),
                         "GRPO with a KL term to the XE policy, beta 0.04 (k3, [Shao24 eq. 4])"),
+    # [Xing26]'s QA utility beside CIDEr-D, make bench-rewards (docs/RL.md, "QA utility"): the reward's reader and the
+    # questions where benchmarks/bench_rewards.py writes them (the held-out reader judges, in rlcap eval --reader)
+    "scst_qa": BenchRow((XE, Stage("scst_qa", "scst", "xe", (), (QA_UTILITY, *QA_PATHS))),
+                        "SCST with the qa_utility reward: a text-only reader's answers from the caption ([Xing26])"),
+    "scst_qa_cider": BenchRow((XE, Stage("scst_qa_cider", "scst", "xe", (), (QA_AND_CIDER, *QA_PATHS))),
+                              "SCST with CIDEr-D + qa_utility, summed ([Xing26])"),
+    "grpo_qa": BenchRow((XE, Stage("grpo_qa", "grpo", "xe", (), (QA_UTILITY, *QA_PATHS))),
+                        "GRPO with the qa_utility reward ([Shao24], [Xing26])"),
     # [Chaffin24]'s Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
     "tf": BenchRow((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers "
                                            "([Chaffin24] TF)"),

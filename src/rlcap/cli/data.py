@@ -1,6 +1,6 @@
 """``rlcap data``: prepare datasets (``rlcap data shapes --out DIR``: the synthetic benchmark;
 ``rlcap data moving-shapes --out DIR``: its video counterpart; ``rlcap data concepts --captions
-FILE --out DIR``: scenes from the concepts of human captions)."""
+FILE --out DIR``: scenes from the concepts of human captions; ``rlcap data reader``: a text-only QA reader)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from rlcap.cli.reader import add_parser as add_reader_parser
 from rlcap.cli.options import float_range, int_range
 from rlcap.data.concepts import ConceptsConfig
 from rlcap.data.synthetic.moving import MovingShapesConfig
@@ -58,6 +59,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     concepts.add_argument("--out", required=True, help="output folder")
     _add_config_arguments(concepts, ConceptsConfig, CONCEPTS_TYPES)
     concepts.set_defaults(func=run_concepts)
+    add_reader_parser(datasets)
     return parser
 
 
@@ -136,6 +138,7 @@ def _generate(args: argparse.Namespace, config_cls: type, complete: Callable, ge
     config = config_cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_cls)})
     n = getattr(config, count)
     if complete(config, args.out):
+        generate(config, args.out)  # (nothing to draw; writes what a complete folder of an earlier rlcap lacks)
         print(f"{args.out}: up to date ({n} {what})")
         return 0
     start = time.perf_counter()

@@ -45,6 +45,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="also CHAIR_i, CHAIR_s and Coverage ([Rohrbach18], docs/METRICS.md) from each picture's "
                         "objects: the shapes dataset's JSON (exact from its scenes; adds Colour-err) or COCO "
                         "instance annotations (instances_val2014.json)")
+    p.add_argument("--reader", default=None, metavar="DIR",
+                   help="also QA-acc ([Xing26]): the share of its picture's questions this held-out text-only reader "
+                        "(a local causal LM folder) answers right from the caption (needs --qa)")
+    p.add_argument("--qa", default=None, metavar="FILE",
+                   help="with --reader: the questions by image id (rlcap's QA JSON, e.g. a shapes folder's "
+                        "questions.json, or CapRL's file)")
     p.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
                    help="data overrides, anywhere after the checkpoint, e.g. data.features=other.h5")
     p.set_defaults(func=run)
@@ -73,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                           length_penalty=args.length_penalty, dataset=args.dataset,
                           no_repeat_ngram=args.no_repeat_ngram, device=args.device,
                           precision=args.precision, clip=args.clip, images=args.images,
-                          objects=args.objects)
+                          objects=args.objects, reader=args.reader, qa=args.qa)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")

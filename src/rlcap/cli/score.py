@@ -47,6 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                              "transformers folder (needs --images)")
     parser.add_argument("--images", type=Path, metavar="DIR",
                         help="with --clip: the pictures, a folder whose file names (without suffix) are the image ids")
+    parser.add_argument("--reader", metavar="DIR",
+                        help="also QA-acc ([Xing26], docs/RL.md): the share of its picture's questions this held-out "
+                             "text-only reader (a local causal LM folder) answers right from the caption (needs --qa)")
+    parser.add_argument("--qa", type=Path, metavar="FILE",
+                        help="with --reader: the multiple-choice questions by image id (rlcap's QA JSON, as rlcap "
+                             "data shapes writes questions.json, or CapRL's file)")
     parser.set_defaults(func=run)  # fmt: skip
     return parser
 
@@ -54,6 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     if (args.clip is None) != (args.images is None):
         raise ConfigError("--clip DIR and --images DIR go together: CLIP-S reads the pictures with the CLIP")
+    if (args.reader is None) != (args.qa is None):
+        raise ConfigError("--reader DIR and --qa FILE go together: QA-acc asks the reader the file's questions")
     objects = _read_objects(args.objects) if args.objects is not None else None
     metrics = _metrics(args.metrics, args.clip is not None)
     if objects is not None and args.metrics is None:
@@ -61,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     refs, preds = read_refs(args.refs), read_preds(args.preds)
     clip = _load_clip(args.clip) if args.clip is not None else None  # (a bad folder: before the scoring)
     pictures = _clip_pictures(args.images, preds) if clip is not None else {}  # (a missing one: before it too)
+    judge = _load_judge(args.reader, args.qa) if args.reader is not None else None
     if args.out is not None:
         check_writable(args.out, folder=args.out.is_dir())  # before scoring (SPICE can take minutes)
     training = None
@@ -73,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         corpus.update(_retrieval(args.similarity))
     if clip is not None:
         corpus.update(_clip_scores(clip, pictures, refs, preds, report.per_image))
+    if judge is not None:
+        corpus.update(_qa_scores(judge, preds, report.per_image))
     _print_table(corpus, len(report.per_image))
     if report.spice_impl is not None:
         print(f"spice_impl: {report.spice_impl}")
@@ -140,6 +151,22 @@ def _clip_scores(clip: Any, pictures: dict, refs: dict, preds: dict, per_image: 
 
     captions = {i: c[0] for i, c in preds.items() if c}
     corpus, per_caption = score_with_clip(clip, captions, pictures, refs)
+    for i, values in per_caption.items():
+        per_image.setdefault(i, {}).update(values)
+    return corpus
+
+
+def _load_judge(reader: str, qa: Path) -> Any:
+    from rlcap.eval.qa_accuracy import load_judge
+
+    return load_judge(reader, qa)
+
+
+def _qa_scores(judge: Any, preds: dict, per_image: dict) -> dict[str, float]:
+    """QA-acc of the first prediction of each image: the corpus value; the per-caption ones go to ``per_image``."""
+    from rlcap.eval.qa_accuracy import qa_accuracy
+
+    corpus, per_caption = qa_accuracy(*judge, {i: c[0] for i, c in preds.items() if c})
     for i, values in per_caption.items():
         per_image.setdefault(i, {}).update(values)
     return corpus

@@ -26,7 +26,8 @@ def train_reward(session: Session) -> WeightedReward:
     train = session.data.splits["train"]
     dims = feature_dims(session.data)
     return build_reward(session.cfg.reward, dict(zip(train.ids, train.refs)), vocab=session.data.vocab,
-                        fc_dim=dims["fc"], att_dim=dims["att"], device=str(session.device))
+                        fc_dim=dims["fc"], att_dim=dims["att"], device=str(session.device),
+                        precision=session.cfg.precision)
 
 
 def conventions(cfg: RunConfig, n_train_images: int, baseline: str) -> str:

@@ -108,7 +108,7 @@ def hrl_segments(system: System, captions: dict[str, str]) -> dict[str, list[str
 def _score_text(system: System, i: str) -> str:
     s = system.per_image.get(i, {})
     parts = [f"CIDEr-D {s['CIDEr']:.2f}" if "CIDEr" in s else "", f"SPICE {s['SPICE']:.2f}" if "SPICE" in s else ""]
-    parts += [f"{m} {s[m]:.2f}" for m in ("CLIP-S", "RefCLIP-S") if m in s]  # an evaluation given a CLIP
+    parts += [f"{m} {s[m]:.2f}" for m in ("CLIP-S", "RefCLIP-S", "QA-acc") if m in s]  # given a CLIP, a reader
     # an evaluation given the pictures' objects (rlcap eval --objects): what [Rohrbach18]'s CHAIR_s flags
     parts += ["names an object not there" if s.get("CHAIR_s") == 1.0 else "",
               "a wrong colour" if s.get("Colour-err", 0.0) > 0 else "",
@@ -178,8 +178,8 @@ def _gallery_note(shown: int, total: int, everything: bool, sample: int, seed: i
         note += (f", and for each method against {trained[0].name} the 6 images where it gained most and lost most "
                  "in per-caption CIDEr-D")
     return note + (". Per caption: CIDEr-D and SPICE against that image's references (and CLIP-S, RefCLIP-S when "
-                   "the evaluation had a CLIP; whether it names an object the picture lacks, and its coverage, when "
-                   "it had the pictures' objects).")
+                   "the evaluation had a CLIP, QA-acc when it had a reader; whether it names an object the picture "
+                   "lacks, and its coverage, when it had the pictures' objects).")
 
 
 def _item(i: str, why: str, record: Any, folder: Path | None, systems: list[System], trained: list[System],

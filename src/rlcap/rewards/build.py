@@ -23,16 +23,17 @@ def resolve_reward(name: str, ctx: RewardContext) -> Reward:
 
 
 def build_reward(cfg: RewardConfig, train_refs: TrainRefs, vocab: Any = None, fc_dim: int = 0,
-                 att_dim: int = 0, device: str = "cpu") -> WeightedReward:
+                 att_dim: int = 0, device: str = "cpu", precision: str = "fp32") -> WeightedReward:
     """The weighted sum of ``cfg.weights``' rewards, each built once; close it when the run ends
     (``with build_reward(...) as reward:``), as METEOR holds a Java process.
 
     Args:
         cfg: the reward section of the run config.
         train_refs: training image id -> raw reference captions (CIDEr-D's document frequencies).
-        vocab, fc_dim, att_dim, device: the run's, for rewards that hold a model.
+        vocab, fc_dim, att_dim, device, precision: the run's, for rewards that hold a model.
     """
-    ctx = RewardContext.from_config(cfg, train_refs, vocab=vocab, fc_dim=fc_dim, att_dim=att_dim, device=device)
+    ctx = RewardContext.from_config(cfg, train_refs, vocab=vocab, fc_dim=fc_dim, att_dim=att_dim, device=device,
+                                    precision=precision)
     rewards = {}
     try:
         for name in cfg.weights:

@@ -26,6 +26,8 @@ class RewardContext:
     paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
     retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
     length_target: the ``length`` reward's target, in words (0: the mean length of the image's references).
+    precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
+    qa_shuffles, qa_score, qa_batch: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
     """
 
     train_refs: TrainRefs
@@ -41,14 +43,19 @@ class RewardContext:
     hard_negatives: int = 5
     negative_captions: int = 0
     length_target: float = 0.0
+    precision: str = "fp32"
+    qa_shuffles: int = 4
+    qa_score: str = "probability"
+    qa_batch: int = 256
 
     @classmethod
     def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
         """The context of a run's reward section (a :class:`~rlcap.rewards.reward_config.RewardConfig`): its
-        conventions, paths and retrieval settings; ``run``: vocab, fc_dim, att_dim, device."""
+        conventions, paths, retrieval and QA settings; ``run``: vocab, fc_dim, att_dim, device, precision."""
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
-                   negative_captions=cfg.negative_captions, length_target=cfg.length_target, **run)
+                   negative_captions=cfg.negative_captions, length_target=cfg.length_target,
+                   qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch, **run)
 
     def cider_device(self) -> str:
         """Where CIDEr-D is computed: ``metric_device``, auto (what every run uses) meaning the run's device

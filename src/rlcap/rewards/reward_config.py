@@ -24,7 +24,8 @@ class RewardConfig:
     weights: dict[str, float] = _field(
         {"cider_d": 1.0},
         "reward name -> weight, summed. Names: cider_d, cider (plain: no length penalty), bleu_1..bleu_4, "
-        "meteor, rouge_l, spice, spider (SPICE in Python, no Java), length (a penalty past reward.length_target), or a "
+        "meteor, rouge_l, spice, spider (SPICE in Python, no Java), length (a penalty past reward.length_target), "
+        "qa_utility (a text-only reader's answers from the caption, [Xing26]), or a "
         "user reward by dotted import path ('mypkg.mod:func' or 'mypkg.mod.func') whose object is "
         "the reward callable (captions, batch) -> Tensor[len(captions)]",
     )
@@ -50,7 +51,8 @@ class RewardConfig:
         {},
         "reward name -> the checkpoint (file or folder) that a learned reward loads, e.g. "
         "{embedding: runs/embedding/best}; the retrieval rewards read retrieval (a retriever) and "
-        "retrieval_bank (its image bank)",
+        "retrieval_bank (its image bank); qa_utility reads qa_utility (the reader's folder) and qa_file (the "
+        "questions by image id)",
     )
 
     retrieval_tau: float = _field(
@@ -79,6 +81,19 @@ class RewardConfig:
         "must be weighted in weights",
     )
 
+    qa_shuffles: int = _field(
+        4,
+        "qa_utility: orders of each question's options the reader answers under, against its preference for some "
+        "letters ([Xing26]); as many as the options puts the right answer once at each letter",
+    )
+    qa_score: Literal["probability", "accuracy"] = _field(
+        "probability",
+        "qa_utility: 'probability', the reader's probability of the right letter (the expected accuracy of a "
+        "reader sampling its answer, as [Xing26]'s does, without the sampling noise), or 'accuracy', 1 when the "
+        "right letter is its likeliest option",
+    )
+    qa_batch: int = _field(256, "qa_utility: (caption, question, order) prompts per forward pass of the reader")
+
     def validate(self) -> None:
         """Check weights (non-empty, finite) and names (registered or a dotted path)."""
         if not self.weights:
@@ -101,6 +116,11 @@ class RewardConfig:
                                   f"{', '.join(self.weights)}")
             if not (math.isfinite(ratio) and ratio > 0):
                 raise ConfigError(f"reward.length_mask.{name}: expected a ratio > 0, got {ratio}")
+        if self.qa_shuffles < 1 or self.qa_batch < 1:
+            raise ConfigError(f"reward.qa_shuffles and reward.qa_batch: expected integers >= 1, got "
+                              f"{self.qa_shuffles} and {self.qa_batch}")
+        if self.qa_score not in ("probability", "accuracy"):
+            raise ConfigError(f"reward.qa_score: {self.qa_score!r} is not one of ['probability', 'accuracy']")
         if self.nonfinite not in ("raise", "zero"):
             raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
 

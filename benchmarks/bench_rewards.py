@@ -1,0 +1,120 @@
+"""Rewards that read the caption beside CIDEr-D on shapes, at equal numbers of sampled captions: SCST with CIDEr-D,
+with [Xing26]'s QA utility, and with both summed, and GRPO with the QA utility, all from the same XE checkpoint.
+
+Run with ``make bench-rewards``: generates the shapes data (``questions.json`` beside it), trains the two text-only
+readers with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
+``data/shapes/readers/judge``, base, seed 1: held out, it only judges) unless they are there, runs ``rlcap bench
+--benchmark shapes`` with the rows ``xe,scst,scst_qa,scst_qa_cider,grpo_qa`` (``--rl rl.epochs=N``), then scores
+each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template
+share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them. Writes the table, the readers' own
+accuracies (from a reference caption, from an empty one, chance), what the rows say against the issue's goals, and
+the first test images' captions into the bench-rewards section of docs/BENCHMARKS.md. Prints a last line of JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from bench_shapes_hf import captions_table
+from benchdoc import REPO, machine, replace_section, run_bench
+
+ROWS = "xe,scst,scst_qa,scst_qa_cider,grpo_qa"
+OUT = "runs/bench_rewards"
+EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
+DATA = REPO / "data" / "shapes"
+READERS = {"reward": ("small", 0), "judge": ("base", 1)}
+BASE_METRICS = ["CIDEr", "SPICE", "Div-2", "Template"]
+HALLUCINATION = ("CHAIR_i", "CHAIR_s", "Coverage")  # (taken where rlcap.metrics names them)
+
+
+def readers() -> dict[str, dict]:
+    """Train the readers that are not there yet (``rlcap data reader``); each one's reader_card.json."""
+    cards = {}
+    for name, (size, seed) in READERS.items():
+        folder = DATA / "readers" / name
+        if not (folder / "reader_card.json").is_file():
+            subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "reader", "--dataset", str(DATA), "--out",
+                            str(folder), "--size", size, "--seed", str(seed)], check=True, cwd=REPO)
+        cards[name] = json.loads((folder / "reader_card.json").read_text())
+    return cards
+
+
+def scores(names: list[str]) -> dict[str, dict[str, float]]:
+    """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
+    from rlcap.data.readers import read_dataset
+    from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
+    from rlcap.metrics import METRIC_NAMES, score_captions
+
+    judge = load_judge(DATA / "readers" / "judge", DATA / "questions.json")
+    refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
+    found = {}
+    for n in names:
+        said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
+        report = score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, metrics)
+        qa, _ = qa_accuracy(*judge, said)
+        found[n] = {**qa, **report.corpus, "words": sum(len(c.split()) for c in said.values()) / len(said)}
+    return found
+
+
+def table(found: dict[str, dict[str, float]]) -> list[str]:
+    columns = ["QA-acc", *[m for m in HALLUCINATION if m in next(iter(found.values()))], "CIDEr", "SPICE", "words",
+               "Template", "Div-2"]
+    lines = ["| row | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    lines += [f"| {n} | " + " | ".join(f"{f[c]:.3f}" for c in columns) + " |" for n, f in found.items()]
+    return lines
+
+
+def goals(f: dict[str, dict[str, float]]) -> list[str]:
+    """The issue's goals, each read from the figures."""
+    qa_gain = f["scst_qa"]["QA-acc"] / f["scst"]["QA-acc"] - 1
+    sum_gain = (f["scst_qa_cider"]["QA-acc"] - f["scst"]["QA-acc"]) / max(f["scst_qa"]["QA-acc"] - f["scst"]["QA-acc"],
+                                                                         1e-9)
+    lines = [f"- QA-utility SCST against CIDEr-D SCST: held-out QA-acc {f['scst_qa']['QA-acc']:.3f} against "
+             f"{f['scst']['QA-acc']:.3f} ({qa_gain:+.1%} relative; goal: at least +10%)."]
+    for m in ("Coverage", "CHAIR_i"):
+        if m in f["scst"]:
+            lines.append(f"- {m}: QA-utility SCST {f['scst_qa'][m]:.3f} against CIDEr-D SCST {f['scst'][m]:.3f}.")
+    lines += [f"- The summed reward keeps {f['scst_qa_cider']['CIDEr'] / f['scst']['CIDEr']:.1%} of CIDEr-D SCST's "
+              f"CIDEr-D (goal: at least 95%) and {sum_gain:.0%} of the QA gain (goal: at least half).",
+              f"- Template share: CIDEr-D SCST {f['scst']['Template']:.3f}, QA-utility SCST "
+              f"{f['scst_qa']['Template']:.3f}, summed {f['scst_qa_cider']['Template']:.3f} (goal: both below "
+              "CIDEr-D SCST's)."]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=EPOCHS, help="RL epochs of every row")
+    args = parser.parse_args(argv)
+    import torch
+    import transformers
+
+    subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "shapes", "--out", str(DATA)], check=True, cwd=REPO)
+    cards = readers()
+    command, seconds = run_bench("shapes", ROWS, OUT, rl=[f"rl.epochs={args.epochs}"])
+    names = ROWS.split(",")
+    found = scores(names)
+    card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
+                  f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
+                  f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
+                  f"empty caption, chance {c['test']['chance']:.3f}." for name, c in cards.items()]
+    body = ["## Rewards that read the caption: QA utility beside CIDEr-D on shapes", "",
+            "Command: `make bench-rewards` (`python benchmarks/bench_rewards.py`). Machine: "
+            f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
+            f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "
+            "samples from the same XE checkpoint; the best epoch by validation CIDEr-D kept; test captions by beam "
+            "3. QA-acc is the held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
+            *card_lines, "", *table(found), "", *goals(found), "", "The first test images' captions (beam 3):", "",
+            *captions_table(OUT, names)]
+    replace_section("bench-rewards", "\n".join(body))
+    print("\n".join(body))
+    print(json.dumps({"scores": found, "readers": cards}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``rlcap data reader``: train a text-only QA reader offline on a dataset's training references and their
+pictures' questions, and say how well it reads on the test pictures, which it never trained on (from a reference
+caption, from an empty one, and chance). What the ``qa_utility`` reward and QA-acc read ([Xing26]); train two, of
+different seeds and sizes: one the reward reads, the other held out to judge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from rlcap.cli.options import int_range
+
+
+def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from rlcap.models.hf.build_reader import SIZES
+
+    p = datasets.add_parser(
+        "reader", help="train a text-only QA reader on a dataset's references and questions (qa_utility, QA-acc)",
+        description="Train a small causal LM (a transformers folder with its tokenizer and chat template) to "
+                    "answer the training pictures' multiple-choice questions from their reference captions; then "
+                    "print its accuracy on the test pictures from a reference caption and from an empty one, "
+                    "also written to reader_card.json in the folder.")
+    p.add_argument("--dataset", required=True, type=Path,
+                   help="a Karpathy split file (a shapes folder's dataset_shapes.json), or the shapes folder")
+    p.add_argument("--qa", type=Path, help="the questions (default: questions.json beside the dataset)")
+    p.add_argument("--out", required=True, type=Path, help="the reader's folder")
+    p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 64 wide, 2 layers; base: 128, 3")
+    p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
+    p.add_argument("--steps", type=int_range(1), default=1500, help="optimizer steps")
+    p.add_argument("--batch-size", type=int_range(1), default=64, help="examples a step")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlcap.data.qa import load_qa
+    from rlcap.data.readers import read_karpathy
+    from rlcap.eval.qa_accuracy import reader_card
+    from rlcap.files import write_json
+    from rlcap.models.hf.build_reader import train_reader
+    from rlcap.models.qa_reader import QAReader
+
+    dataset = args.dataset / "dataset_shapes.json" if args.dataset.is_dir() else args.dataset
+    qa = load_qa(args.qa or dataset.parent / "questions.json")
+    records = read_karpathy(dataset)
+    train = {r.id: r.captions for r in records if r.split == "train"}
+    test = {r.id: r.captions for r in records if r.split == "test"}
+    start = time.perf_counter()
+    train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size)
+    card = {"size": args.size, "seed": args.seed, "steps": args.steps, "train_images": len(train),
+            "seconds": round(time.perf_counter() - start, 1),
+            "test": reader_card(QAReader.load(args.out), qa, test)}
+    write_json(args.out / "reader_card.json", card)
+    print(json.dumps(card, indent=1))
+    print(f"wrote the reader to {args.out}")
+    return 0

@@ -1,0 +1,96 @@
+"""Multiple-choice questions about a shapes scene, from its ground truth: what the ``qa_utility`` reward and the
+QA-acc metric ask a text-only reader about a caption ([Xing26]'s utility, on pictures whose answers are known).
+
+Five kinds, each asked only where a complete description of the scene answers it and where the references
+rlcap writes state the answer (tests/data/test_shapes_questions.py checks them against the references):
+
+==========  ==========================================================  ======================================
+kind        question (options: the right one and distractors)          asked about
+==========  ==========================================================  ======================================
+colour      "What colour is the circle?" (red / blue / ...)             the two main objects, when no other
+                                                                        object of that shape has another colour
+kind        "What shape is the red object?" (circle / star / ...)       the two main objects, when no other
+                                                                        object of that colour has another shape
+count       "How many shapes are there?" (one .. four)                  every scene
+position    "Where is the red circle?" (top left / middle / ...)        a scene of one object (the references
+                                                                        place only a lone object)
+relation    "Where is the red circle relative to the blue square?"      the two main objects, when each is the
+            (left of / right of / above / below)                        only one of its shape and colour and one
+                                                                        axis dominates
+==========  ==========================================================  ======================================
+
+Distractors come from the same attribute's values, drawn with a generator seeded by (seed, image id), so a
+scene's questions are the same in every process. Options are in a drawn order; the reward shuffles them again.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from rlcap.data.qa import Question, write_qa
+from rlcap.data.synthetic.captions import NUMBER_WORDS
+from rlcap.data.synthetic.scenes import COLOURS, SHAPES, Scene, SceneObject, region, relation
+
+QA_FILE = "questions.json"
+N_OPTIONS = 4  # the right option and three distractors (the count and relation questions have four values)
+REGIONS = {("top", "left"): "top left", ("top", "right"): "top right", ("bottom", "left"): "bottom left",
+           ("bottom", "right"): "bottom right", ("top", "middle"): "top", ("bottom", "middle"): "bottom",
+           ("middle", "left"): "left", ("middle", "right"): "right", ("middle", "middle"): "middle"}
+RELATIONS = {"left": "left of", "right": "right of", "above": "above", "below": "below"}
+
+
+def _name(obj: SceneObject) -> str:
+    return f"{obj.colour} {obj.shape}"
+
+
+def _choice(right: str, values: list[str], rng: random.Random, kind: str, question: str) -> Question:
+    """``right`` among ``N_OPTIONS - 1`` other ``values``, in a drawn order."""
+    options = [right, *rng.sample([v for v in values if v != right], N_OPTIONS - 1)]
+    rng.shuffle(options)
+    return Question(question, tuple(options), options.index(right), kind)
+
+
+def scene_questions(scene: Scene, rng: random.Random) -> list[Question]:
+    """The questions a complete description of ``scene`` answers (see the module's table)."""
+    objs = scene.objects
+    out: list[Question] = []
+    for obj in objs[:2]:
+        if all(o.colour == obj.colour for o in objs if o.shape == obj.shape):
+            out.append(_choice(obj.colour, list(COLOURS), rng, "colour", f"What colour is the {obj.shape}?"))
+        if all(o.shape == obj.shape for o in objs if o.colour == obj.colour):
+            out.append(_choice(obj.shape, list(SHAPES), rng, "kind", f"What shape is the {obj.colour} object?"))
+    counts = [NUMBER_WORDS[n] for n in sorted(NUMBER_WORDS)]
+    out.append(_choice(NUMBER_WORDS[len(objs)], counts, rng, "count", "How many shapes are there?"))
+    if len(objs) == 1:
+        out.append(_choice(REGIONS[region(objs[0])], list(REGIONS.values()), rng, "position",
+                           f"Where is the {_name(objs[0])}?"))
+    elif _relation_asked(objs):
+        a, b = objs[0], objs[1]
+        out.append(_choice(RELATIONS[relation(a, b)], list(RELATIONS.values()), rng, "relation",
+                           f"Where is the {_name(a)} relative to the {_name(b)}?"))
+    seen: set[str] = set()
+    return [q for q in out if not (q.question in seen or seen.add(q.question))]  # (two circles: one question)
+
+
+def _relation_asked(objs: tuple[SceneObject, ...]) -> bool:
+    """Whether the two main objects are each the only one of its shape and colour and stand on one axis."""
+    names = [_name(o) for o in objs]
+    a, b = objs[0], objs[1]
+    return names.count(_name(a)) == 1 and names.count(_name(b)) == 1 and relation(a, b) in RELATIONS
+
+
+def question_rng(seed: int, image_id: str) -> random.Random:
+    """The distractors' generator of one image: a string seed, hashed the same on every platform."""
+    return random.Random(f"shapes-qa/{seed}/{image_id}")
+
+
+def dataset_questions(records: list[dict], seed: int) -> dict[str, list[Question]]:
+    """Image id -> its questions, for the records of a shapes dataset JSON (each with its ``scene``)."""
+    return {str(r["imgid"]): scene_questions(Scene.from_dict(r["scene"]), question_rng(seed, str(r["imgid"])))
+            for r in records}
+
+
+def write_questions(out_dir: str | Path, records: list[dict], seed: int) -> Path:
+    """Write ``questions.json`` (rlcap's QA format) for ``records`` into ``out_dir``; returns its path."""
+    return write_qa(Path(out_dir) / QA_FILE, dataset_questions(records, seed))

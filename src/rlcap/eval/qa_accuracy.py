@@ -1,0 +1,62 @@
+"""QA-acc: the share of its picture's multiple-choice questions a held-out text-only reader answers right from a
+caption alone ([Xing26]'s utility as a metric), averaged over the questions and the orders of their options
+(:func:`rlcap.models.qa_scoring.qa_scores`, score ``accuracy``: the same code as the ``qa_utility`` reward).
+The reader that judges is not the one a run learned from, so that a caption cannot score by the learned
+reader's quirks alone. ``rlcap score --reader DIR --qa FILE`` and ``rlcap eval --reader DIR --qa FILE``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlcap.data.qa import QASet, load_qa
+from rlcap.errors import ConfigError, DataError
+from rlcap.models.qa_reader import QAReader
+from rlcap.models.qa_scoring import qa_scores
+
+METRIC = "QA-acc"
+SHUFFLES = 4  # each question under four orders of its options: with four options the right one once at each letter
+
+
+def load_judge(reader: str | Path | None, qa: str | Path | None, device: str = "cpu") -> tuple[QAReader, QASet]:
+    """The judging reader (fp32) and the questions; one line when either is missing or empty."""
+    if reader is None or qa is None:
+        raise ConfigError("reader and qa go together: QA-acc asks the reader the file's questions")
+    questions = load_qa(qa)
+    if not len(questions):
+        raise DataError(f"{qa}: no multiple-choice question to ask ({questions.skipped} open questions left out)")
+    return QAReader.load(reader, device), questions
+
+
+def qa_accuracy(reader: QAReader, qa: QASet, captions: Mapping[str, str], shuffles: int = SHUFFLES,
+                ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """QA-acc of one caption per image (``captions``: id -> caption): ``({"QA-acc": corpus}, {id: {"QA-acc":
+    value}})``, over the images that have questions (the corpus value: their mean; nan when none has)."""
+    ids = [i for i in captions if qa.of(i)]
+    if not ids:
+        return {METRIC: float("nan")}, {}
+    values, _ = qa_scores(reader, qa, [captions[i] for i in ids], ids, shuffles, "accuracy")
+    per_image = {i: {METRIC: float(v)} for i, v in zip(ids, values.tolist())}
+    return {METRIC: float(values.mean())}, per_image
+
+
+def add_qa_scores(result: Any, reader: QAReader, qa: QASet) -> None:
+    """Add QA-acc to an evaluation (:class:`rlcap.train.validation.Evaluation`: its corpus and per-image scores)."""
+    corpus, per_image = qa_accuracy(reader, qa, result.predictions)
+    result.corpus.update(corpus)
+    for i, values in per_image.items():
+        result.per_image.setdefault(i, {}).update(values)
+
+
+def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """How well a reader reads, on the images of ``references`` (id -> reference captions) that have questions:
+    its QA-acc from each image's first reference, from an empty caption, and chance (the mean of 1 / options)."""
+    ids = [i for i in references if qa.of(i) and references[i]]
+    if not ids:
+        raise DataError("no image with both references and questions to judge the reader on")
+    from_reference, _ = qa_accuracy(reader, qa, {i: references[i][0] for i in ids})
+    from_empty, _ = qa_accuracy(reader, qa, {i: "" for i in ids})
+    chance = sum(1 / len(q.options) for i in ids for q in qa.of(i)) / sum(len(qa.of(i)) for i in ids)
+    return {"from_reference": from_reference[METRIC], "from_empty": from_empty[METRIC], "chance": chance,
+            "images": len(ids), "questions": sum(len(qa.of(i)) for i in ids)}

@@ -1,0 +1,61 @@
+"""QA-acc in `rlcap score` and `rlcap eval`, and `rlcap data reader`, run in-process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlcap.data.qa import Question, load_qa, write_qa
+from rlcap.eval.qa_accuracy import qa_accuracy
+from rlcap.models.qa_reader import QAReader
+from tests.cli.in_process import run_cli
+from tests.tiny_reader import make_tiny_reader
+
+QUESTIONS = {"1": [Question("What animal is on the mat?", ("dog", "cat", "bird", "fish"), 0)],
+             "2": [Question("Where is the cat?", ("mat", "sofa", "bed", "floor"), 1),
+                   Question("What colour is the cat?", ("grey", "brown", "black", "white"), 0)]}
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("qa")
+    reader = make_tiny_reader(folder / "reader", ["a dog on a mat", "a cat on a sofa", "grey brown black white"
+                                                  " dog cat bird fish mat sofa bed floor animal colour where"])
+    return reader, write_qa(folder / "qa.json", QUESTIONS)
+
+
+def test_score_adds_qa_acc_per_caption_and_corpus(judge, tmp_path, capsys):
+    reader, qa = judge
+    refs, preds, out = tmp_path / "refs.json", tmp_path / "preds.json", tmp_path / "scores.json"
+    refs.write_text(json.dumps({"1": ["a dog on a mat"], "2": ["a cat on a sofa"], "3": ["a bird"]}))
+    preds.write_text(json.dumps({"1": ["a dog"], "2": ["a grey cat on a sofa"], "3": ["a bird"]}))
+    rc, table, _ = run_cli(capsys, "score", "--refs", str(refs), "--preds", str(preds), "--metrics", "CIDEr",
+                           "--reader", str(reader), "--qa", str(qa), "--out", str(out))
+    assert rc == 0 and "QA-acc" in table
+    scores = json.loads(out.read_text())
+    expected, per_image = qa_accuracy(QAReader.load(reader), load_qa(qa), {"1": "a dog", "2": "a grey cat on a sofa"})
+    assert scores["corpus"]["QA-acc"] == pytest.approx(expected["QA-acc"], abs=1e-9)
+    assert scores["per_image"]["1"]["QA-acc"] == pytest.approx(per_image["1"]["QA-acc"], abs=1e-9)
+    assert "QA-acc" not in scores["per_image"]["3"]  # no questions about image 3: not scored
+    assert expected["QA-acc"] == pytest.approx((per_image["1"]["QA-acc"] + per_image["2"]["QA-acc"]) / 2)
+    assert all(v["QA-acc"] * 8 == round(v["QA-acc"] * 8) for v in per_image.values())  # 4 orders x 1 or 2 questions
+
+
+def test_reader_without_questions_is_one_line(judge, tmp_path, capsys):
+    reader, _ = judge
+    rc, _, err = run_cli(capsys, "score", "--refs", str(tmp_path / "r.json"), "--preds", str(tmp_path / "p.json"),
+                         "--reader", str(reader))
+    assert rc != 0 and "--reader DIR and --qa FILE go together" in err and len(err.strip().splitlines()) == 1
+
+
+def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
+    rc, _, _ = run_cli(capsys, "data", "shapes", "--out", str(tmp_path / "shapes"), "--n-train", "16", "--n-val", "0",
+                       "--n-test", "6", "--workers", "1", "--image-size", "32")
+    assert rc == 0 and len(load_qa(tmp_path / "shapes" / "questions.json").of("16")) >= 2
+    rc, out, _ = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
+                         str(tmp_path / "reader"), "--steps", "2", "--batch-size", "4")
+    card = json.loads((tmp_path / "reader" / "reader_card.json").read_text())
+    assert rc == 0 and card["test"]["images"] == 6 and card["test"]["chance"] == pytest.approx(0.25)
+    assert 0 <= card["test"]["from_reference"] <= 1 and 0 <= card["test"]["from_empty"] <= 1
+    assert QAReader.load(tmp_path / "reader").tokenizer.chat_template is not None

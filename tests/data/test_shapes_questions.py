@@ -1,0 +1,62 @@
+"""The shapes scenes' multiple-choice questions: by hand for a drawn scene, and every answer stated by the
+references rlcap writes."""
+
+from __future__ import annotations
+
+import random
+
+from rlcap.data.synthetic.annotators import caption_scene
+from rlcap.data.synthetic.captions import COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS
+from rlcap.data.synthetic.questions import RELATIONS, question_rng, scene_questions
+from rlcap.data.synthetic.scenes import Scene, SceneObject, sample_scene
+
+
+def _obj(shape, colour, x, y, size="medium"):
+    return SceneObject(shape, colour, size, None, x, y, 0.1)
+
+
+def test_questions_of_a_scene_by_hand():
+    scene = Scene("white", (_obj("circle", "red", 0.2, 0.5, "large"), _obj("square", "blue", 0.8, 0.52),
+                            _obj("square", "blue", 0.5, 0.9, "small")))
+    qs = scene_questions(scene, random.Random(0))
+    asked = {(q.kind, q.question, q.options[q.answer]) for q in qs}
+    assert asked == {("colour", "What colour is the circle?", "red"), ("kind", "What shape is the red object?", "circle"),
+                     ("colour", "What colour is the square?", "blue"),
+                     ("kind", "What shape is the blue object?", "square"),
+                     ("count", "How many shapes are there?", "three")}  # no relation: the squares are twins
+    assert all(len(q.options) == 4 and len(set(q.options)) == 4 for q in qs)
+    alone = scene_questions(Scene("grey", (_obj("star", "green", 0.2, 0.2),)), random.Random(0))
+    assert {(q.kind, q.options[q.answer]) for q in alone} == {("colour", "green"), ("kind", "star"),
+                                                                ("count", "one"), ("position", "top left")}
+    pair = scene_questions(Scene("grey", (_obj("star", "green", 0.2, 0.5), _obj("heart", "pink", 0.8, 0.5))),
+                           random.Random(0))
+    assert [q.options[q.answer] for q in pair if q.kind == "relation"] == ["left of"]
+
+
+def _stated(answer: str, kind: str, refs: list[str]) -> bool:
+    text = " ".join(refs).lower()
+    if kind == "colour":
+        return any(w in text for w in COLOUR_WORDS[answer])
+    if kind == "kind":
+        return any(w in text for pair in SHAPE_WORDS[answer] for w in pair)
+    if kind == "relation":  # (the spatial annotator names either object first)
+        opposite = {"left of": "right", "right of": "left", "above": "below", "below": "above"}[answer]
+        direction = {v: k for k, v in RELATIONS.items()}[answer]
+        return any(w in text for w in RELATION_WORDS[direction] + RELATION_WORDS[opposite])
+    if kind == "position":
+        return all(part in text for part in answer.split())
+    return True  # count: the counting annotator names every object (checked below)
+
+
+def test_every_answer_is_stated_by_the_references():
+    for imgid in range(150):
+        scene = sample_scene(random.Random(f"s{imgid}"), 4, True)
+        refs = [c.raw for c in caption_scene(scene, random.Random(f"c{imgid}"))]
+        for q in scene_questions(scene, question_rng(0, str(imgid))):
+            assert _stated(q.options[q.answer], q.kind, refs), (q, refs)
+        counting = [c.raw.lower() for c in caption_scene(scene, random.Random(f"c{imgid}")) if c.annotator == "B"][0]
+        named = sum(1 if part.strip().startswith(("a ", "an ")) else
+                    next(n for n, w in NUMBER_WORDS.items() if part.strip().startswith(w + " "))
+                    for part in counting.removeprefix("there is ").removeprefix("there are ")
+                    .split(" of ", 1)[-1].replace(" and ", ", ").split(", "))
+        assert named == len(scene.objects), counting

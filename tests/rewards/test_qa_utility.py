@@ -1,0 +1,109 @@
+"""The qa_utility reward ([Xing26]): the reader's option probabilities against a direct transformers forward,
+batching and option orders, CPU and bf16, and the reward built from a config."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlcap.data.qa import QASet, Question, write_qa
+from rlcap.models.qa_reader import QAReader
+from rlcap.models.qa_scoring import option_order, qa_scores
+from rlcap.rewards import RewardBatch
+from rlcap.rewards.build import build_reward
+from rlcap.rewards.qa_utility import QAUtilityReward
+from rlcap.rewards.reward_config import RewardConfig
+from tests.tiny_reader import make_tiny_reader
+
+QUESTIONS = {
+    "1": [Question("What colour is the circle?", ("red", "blue", "green", "pink"), 0, "colour"),
+          Question("How many shapes are there?", ("one", "two", "three", "four"), 1, "count")],
+    "2": [Question("What shape is the blue object?", ("star", "square", "heart", "cross"), 3, "kind")],
+}
+CAPTIONS = ["a red circle and a green star", "a blue cross", "two shapes", "a big blue cross on a grey background"]
+
+
+@pytest.fixture(scope="module")
+def reader_folder(tmp_path_factory):
+    """A random (untrained) reader saved as a transformers folder: what the reward loads."""
+    texts = CAPTIONS + [" ".join([q.question, *q.options]) for qs in QUESTIONS.values() for q in qs]
+    return make_tiny_reader(tmp_path_factory.mktemp("reader"), texts)
+
+
+@pytest.fixture(scope="module")
+def reader(reader_folder):
+    return QAReader.load(reader_folder, batch_size=3)  # (batches of three: padding across prompt lengths)
+
+
+def test_option_probabilities_equal_a_direct_forward(reader, reader_folder):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(reader_folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(reader_folder)
+    q = QUESTIONS["1"][0]
+    prompts = [reader.render(c, q.question, q.options) for c in CAPTIONS]  # four lengths, left-padded together
+    got = reader.option_probs(prompts, 4)  # (4, 4)
+    letters = [tokenizer.encode(letter, add_special_tokens=False)[0] for letter in "ABCD"]
+    for k, prompt in enumerate(prompts):
+        messages = [{"role": "user", "content": prompt.split("user\n", 1)[1].split("<|im_end|>")[0]}]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                            return_dict=True)["input_ids"]
+        with torch.no_grad():
+            direct = model(input_ids=ids).logits[0, -1].softmax(-1)[letters]  # one unpadded row
+        assert torch.allclose(got[k], direct, atol=1e-5), (k, got[k], direct)
+    assert len(set(letters)) == 4 and bool((got.sum(1) <= 1 + 1e-6).all())
+
+
+def test_orders_rotate_so_the_right_answer_visits_every_letter():
+    orders = [option_order(0, "7", 1, k, 4) for k in range(4)]
+    assert all(sorted(o) == [0, 1, 2, 3] for o in orders)
+    assert sorted(o.index(2) for o in orders) == [0, 1, 2, 3]  # option 2 once at each letter
+    assert orders[1] == orders[0][1:] + orders[0][:1]
+    assert option_order(0, "7", 1, 0, 4) == orders[0]  # fixed: the same in every call and process
+    assert any(option_order(seed, "7", 1, 0, 4) != orders[0] for seed in (1, 2, 3))
+
+
+def test_a_captions_reward_does_not_depend_on_its_batch(reader):
+    qa = QASet({k: list(v) for k, v in QUESTIONS.items()})
+    reward = QAUtilityReward(reader, qa, shuffles=4)
+    ids = ["1", "2", "1", "2"]
+    together = reward(CAPTIONS, RewardBatch(ids, [[]] * 4))
+    alone = torch.cat([reward([c], RewardBatch([i], [[]])) for c, i in zip(CAPTIONS, ids)])
+    assert torch.allclose(together, alone, atol=1e-6)
+    # the mean over questions and orders, by hand from the reader's probabilities
+    q = QUESTIONS["2"][0]
+    by_hand = []
+    for k in range(4):
+        order = option_order(0, "2", 0, k, 4)
+        p = reader.option_probs([reader.render(CAPTIONS[1], q.question, [q.options[j] for j in order])], 4)[0]
+        by_hand.append(p[order.index(q.answer)])
+    assert together[1].item() == pytest.approx(torch.stack(by_hand).mean().item(), abs=1e-6)
+    # other orders (another seed) move a caption's reward no more than its orders' own spread
+    other = QAUtilityReward(reader, qa, shuffles=4, seed=9)(CAPTIONS, RewardBatch(ids, [[]] * 4))
+    assert abs(other[1] - together[1]) <= (max(by_hand) - min(by_hand)) + 1e-6
+
+
+def test_accuracy_scores_the_likeliest_letter_and_no_questions_score_zero(reader):
+    qa = QASet({k: list(v) for k, v in QUESTIONS.items()})
+    values, asked = qa_scores(reader, qa, CAPTIONS[:2] + ["x"], ["1", "2", "9"], 2, "accuracy")
+    assert asked.tolist() == [True, True, False] and values[2] == 0
+    assert set((values[:2] * 4).round().tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}  # 4 or 2 answers, each 0 or 1
+
+
+def test_bf16_reads_close_to_fp32(reader_folder):
+    fp32 = QAReader.load(reader_folder)
+    bf16 = QAReader.load(reader_folder, precision="bf16")
+    q = QUESTIONS["1"][0]
+    prompts = [fp32.render(c, q.question, q.options) for c in CAPTIONS]
+    a, b = fp32.option_probs(prompts, 4), bf16.option_probs(prompts, 4)
+    assert b.dtype == torch.float32 and torch.allclose(a, b, atol=2e-2)
+    assert not torch.equal(a, b)  # (the bf16 reader did compute in bf16)
+
+
+def test_the_reward_built_from_a_config(reader_folder, tmp_path):
+    qa_file = write_qa(tmp_path / "qa.json", QUESTIONS)
+    cfg = RewardConfig(weights={"qa_utility": 1.0}, qa_shuffles=2,
+                       paths={"qa_utility": str(reader_folder), "qa_file": str(qa_file)})
+    with build_reward(cfg, {"1": ["a red circle"]}, device="cpu", precision="bf16") as reward:
+        scores = reward(CAPTIONS[:2], RewardBatch(["1", "2"], [["r"], ["r"]]))
+    assert scores.shape == (2,) and bool(((scores > 0) & (scores < 1)).all())
