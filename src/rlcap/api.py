@@ -168,16 +168,22 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
         reference_preds[name] = score_predictions(data.splits[split], preds, metrics, objects=truth)
         scores["references"][name] = reference_preds[name].corpus
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / "predictions.json", coco_results(predictions))
-        write_json(out / "per_image.json", result.per_image)
-        for name, ref in reference_preds.items():
-            write_json(out / f"predictions_{name}.json", coco_results(ref.predictions))
-            write_json(out / f"per_image_{name}.json", ref.per_image)
-        write_json(out / "scores.json", scores)
+        _write_evaluation(Path(out_dir), predictions, result, reference_preds, scores)
         architecture(run.config["model"]["arch"]).evaluated(Path(checkpoint), scores)  # (an hf model card)
     log.info("evaluated %s on %s (beam %d): %s", checkpoint, split, dec.beam_size, result.corpus)
     return scores
+
+
+def _write_evaluation(out: Path, predictions: Any, result: Any, reference_preds: dict[str, Any],
+                      scores: dict[str, Any]) -> None:
+    """What :func:`evaluate` writes to ``out``: the predictions, per-image scores (the model's and each reference
+    captioner's) and ``scores.json``."""
+    write_json(out / "predictions.json", coco_results(predictions))
+    write_json(out / "per_image.json", result.per_image)
+    for name, ref in reference_preds.items():
+        write_json(out / f"predictions_{name}.json", coco_results(ref.predictions))
+        write_json(out / f"per_image_{name}.json", ref.per_image)
+    write_json(out / "scores.json", scores)
 
 
 def lookahead(checkpoint: str | Path, lambdas: list[float], split: str = "val", beam_size: int | None = None,
