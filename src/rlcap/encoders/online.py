@@ -17,6 +17,11 @@ Where the work runs:
 * the **training thread** runs the image side once per picture of the batch, never once per sample or beam (the
   policy repeats each picture's tokens for its rows, as it does with stored ones), under ``no_grad``: the tower is
   frozen, as with a store.
+
+A policy that trains its image side (``model.train_vision``: ``pixels``) runs it itself, in its own forward and
+with autograd: the training thread then hands it the processor's outputs, each picture's in a row of
+``Feats.pixels`` (:class:`GivesPixels`, :mod:`rlcap.encoders.pixel_rows`), and no tokens. A reward's image bank
+(:meth:`OnlineFeatures.everything`) still reads tokens, those of the folder's image side as it starts.
 """
 
 from __future__ import annotations
@@ -47,14 +52,23 @@ class ProcessesOnHost(Protocol):
     def from_host(self, host: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
+@runtime_checkable
+class GivesPixels(Protocol):
+    """An encoder that can hand a batch's processor outputs instead of its tokens, to a policy that runs the image
+    side itself (:meth:`rlcap.encoders.hf_vlm.HFVLMEncoder.pixel_feats`)."""
+
+    def pixel_feats(self, host: Any) -> Feats: ...
+
+
 class OnlineFeatures:
     """The features of a split's pictures (``pictures``: id -> file, or a picture a datasets dataset holds), encoded
-    by ``encoder`` when a batch asks for them (module docstring)."""
+    by ``encoder`` when a batch asks for them (module docstring); ``pixels``: the processor's outputs instead, for a
+    policy that trains its image side."""
 
     in_memory = False  # (each batch's rows read when asked for, one batch ahead: the loader's read-ahead thread)
 
     def __init__(self, pictures: Mapping[str, Path | EmbeddedImage], ids: Sequence[str], encoder: ImageEncoder,
-                 folder: str | Path):
+                 folder: str | Path, pixels: bool = False):
         missing = [i for i in ids if i not in pictures]
         if missing:
             raise DataError(f"image {missing[0]!r} has no picture to encode ({len(missing)} of {len(ids)})")
@@ -65,6 +79,10 @@ class OnlineFeatures:
             raise DataError(f"{gone[0]} not found ({len(gone)} of {len(self.ids)} pictures missing): give "
                             "data.images=DIR, the folder the dataset's file names are relative to")
         self.image_encoder = encoder
+        if pixels and not (isinstance(encoder, GivesPixels) and isinstance(encoder, ProcessesOnHost)):
+            raise DataError(f"{folder}: its image side cannot be handed pixels to train (model.train_vision), as "
+                            "only a vision-language model's can: leave model.train_vision=frozen")
+        self.pixels = pixels
         self.fc_dim, self.att_dim = encoder.fc_dim, encoder.att_dim
         self.image_size: int | None = encoder.image_size
         # what a store of this encoder records, read by the policy's store check and kept in the checkpoint
@@ -85,9 +103,16 @@ class OnlineFeatures:
         prepared = torch.from_numpy(self.image_encoder.prepare(pictures))
         return self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
 
-    @torch.no_grad()
     def as_float(self, read: Any) -> Feats:
-        """The float32 features of :meth:`read`'s pictures: the image side run once per picture."""
+        """The float32 features of :meth:`read`'s pictures: the image side run once per picture; with ``pixels``,
+        the processor's outputs for the policy to run it."""
+        if self.pixels and isinstance(self.image_encoder, GivesPixels):
+            return self.image_encoder.pixel_feats(read)
+        return self.tokens(read)
+
+    @torch.no_grad()
+    def tokens(self, read: Any) -> Feats:
+        """The float32 image tokens of :meth:`read`'s pictures, the frozen image side run once per picture."""
         if isinstance(self.image_encoder, ProcessesOnHost):
             fc, att, counts = self.image_encoder.from_host(read)
         elif isinstance(self.image_encoder, CountsRegions):
@@ -104,9 +129,9 @@ class OnlineFeatures:
 
     def everything(self) -> Feats:
         """Every row at once (what a reward's image bank reads), encoded now, a few pictures a pass."""
-        parts = [self.rows(torch.arange(start, min(start + ENCODE_ROWS, len(self))))
+        parts = [self.tokens(self.read(torch.arange(start, min(start + ENCODE_ROWS, len(self)))))
                  for start in range(0, len(self), ENCODE_ROWS)]
         width = max(p.att.shape[1] for p in parts)
         pad = [Feats(p.fc, torch.nn.functional.pad(p.att, (0, 0, 0, width - p.att.shape[1])),
                      torch.nn.functional.pad(p.att_mask, (0, width - p.att_mask.shape[1]))) for p in parts]
-        return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in Feats._fields))
+        return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in ("fc", "att", "att_mask")))

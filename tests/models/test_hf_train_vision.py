@@ -1,0 +1,114 @@
+"""A vision-language policy that trains its image side (model.train_vision, rlcap.models.hf.vision_training): its
+tokens from the pictures' processor outputs equal the frozen route's, its gradients reach the tower (all) or the
+projector only; an XE run then a GRPO run with a KL term (reference and checkpoint holding the tower), killed and
+resumed exactly, change the tower, and `best/hf`'s own `generate()` writes rlcap's greedy captions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rlcap import api
+from rlcap.errors import ConfigError, DataError
+from tests.report.conftest import add_pictures
+from tests.tiny import make_tiny_dataset, tiny_overrides
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    """(dataset, the pictures' folder, a tiny Qwen2-VL's folder)."""
+    from rlcap.models.hf.build_vlm import build_vlm
+
+    folder = tmp_path_factory.mktemp("train_vision")
+    dataset, _ = make_tiny_dataset(folder)
+    add_pictures(dataset)
+    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
+    return dataset, folder, build_vlm("qwen2_vl", folder / "captioner", captions)
+
+
+def test_trained_image_side_reads_pixels_and_gets_gradients(qwen):
+    from rlcap.data.feats import Feats
+    from rlcap.encoders.hf_vlm import load_vlm_encoder
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from tests.models.vlm_matrix import captions, pictures
+
+    _, _, folder = qwen
+    encoder = load_vlm_encoder(folder)
+    host = encoder.on_host(torch.from_numpy(encoder.prepare(pictures())))  # three sizes
+    fc, att, counts = encoder.from_host(host)
+    stored = Feats(fc, att, torch.arange(att.shape[1])[None] < counts[:, None])
+    given = encoder.pixel_feats(host)
+    assert given.att.shape[1] == 0 and given.fc[:, -4:].equal(fc[:, -4:])
+    frozen = HFVLMCaptioner(folder).eval()
+    tokens = captions(frozen)
+    with torch.no_grad():
+        expected = frozen(stored, tokens)
+    for mode, trained in (("all", "visual.blocks.0.attn.qkv.weight"), ("projector", "visual.merger.mlp.0.weight")):
+        policy = HFVLMCaptioner(folder, train_vision=mode).eval()
+        logits = policy(given, tokens)
+        real = torch.isfinite(expected)
+        torch.testing.assert_close(logits[real], expected[real], rtol=1e-5, atol=1e-5)
+        logits[real].logsumexp(-1).sum().backward()
+        side = dict(policy.weights.side.modules.named_parameters())
+        assert side[trained].grad is not None and side[trained].grad.abs().sum() > 0, mode
+        if mode == "projector":  # Qwen2-VL's merger (its norm and MLP) after the tower's last block, nothing else
+            assert {n for n, p in side.items() if p.requires_grad} == {
+                n for n in side if n.startswith("visual.merger.")}
+        with pytest.raises(DataError, match="data.features unset"):
+            policy.check_store({}, "tokens.h5")
+        with pytest.raises(DataError, match="data.images"):
+            policy(stored, tokens)
+
+
+def test_train_vision_is_refused_where_nothing_could_train_it():
+    from rlcap.models.model_config import ModelConfig
+
+    with pytest.raises(ConfigError, match="model.arch=updown reads features from a store"):
+        ModelConfig(arch="updown", train_vision="all")
+    with pytest.raises(ConfigError, match="LoRA adapters on the tower go with model.train=lora"):
+        ModelConfig(arch="hf", path="x", train="lora", train_vision="all")
+
+
+def _tower(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model-tower.safetensors"))
+
+
+def test_tower_training_run_changes_the_tower_and_exports_it(qwen, tmp_path):
+    from tests.methods.same_losses import CONFIGS
+    from tests.models.test_hf_vlm_cli import _exported_generate
+    from tests.train.killing import assert_resume_is_exact
+
+    dataset, pictures, folder = qwen
+    online = {"data.features": "", "data.images": pictures, "model.train_vision": "all"}
+    xe = tmp_path / "xe"
+    api.train(api.load_run_config(str(CONFIGS / "shapes_xe.yaml"), tiny_overrides(dataset, "", xe, **{
+        **online, "model.arch": "hf", "model.path": folder, "xe.epochs": 1, "optim.lr": 0.003})))
+    start = _tower(xe / "best" / "hf")
+    assert json.loads((xe / "best" / "config.json").read_text())["model"]["train_vision"] == "all"
+    from safetensors.torch import load_file
+
+    original = load_file(str(next(folder.glob("*.safetensors"))))
+    assert any(not value.equal(original[key]) for key, value in start.items()), "XE left the tower as it was"
+    # GRPO with a KL term from it: the reference is the starting policy, tower included; killed and resumed exactly
+    rl = tiny_overrides(dataset, "", tmp_path / "unused", **{
+        **online, "algorithm": "grpo", "init_from": xe / "best", "rl.batch_size": 8, "rl.n_samples": 2,
+        "decode.max_len": 6, "val.max_images": 4, "rl.epochs": 2, "grpo.iterations": 2, "rl.kl_coef": 0.1,
+        "optim.lr": 0.003, "save_every": 2})
+    assert_resume_is_exact(rl, tmp_path / "grpo", tmp_path / "killed", 2, 6)
+    best = tmp_path / "grpo" / "best"
+    from rlcap.train.checkpoint import load_checkpoint
+
+    saved = load_checkpoint(best).weights
+    assert any(".visual." in key for key in saved["reference"]), "the KL reference holds no tower"
+    assert any(not value.equal(start[key]) for key, value in _tower(best / "hf").items()), "GRPO left the tower"
+    assert api.evaluate(best, split="test", beam_size=1)
+    ours = {str(p["image_id"]): p["caption"] for p in
+            json.loads((best / "eval_test" / "predictions.json").read_text())}
+    theirs = _exported_generate(best / "hf", pictures, dataset, num_beams=1)
+    assert len(ours) == 6 and ours == theirs
