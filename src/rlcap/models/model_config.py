@@ -73,9 +73,6 @@ class ModelConfig:
             raise ConfigError(f"model.train: {self.train!r} is not one of {', '.join(TRAINS)}")
         if self.train_vision not in VISION_TRAINS:
             raise ConfigError(f"model.train_vision: {self.train_vision!r} is not one of {', '.join(VISION_TRAINS)}")
-        if self.train_vision != "frozen" and self.arch != "hf":
-            raise ConfigError(f"model.train_vision={self.train_vision}: model.arch={self.arch} reads features from a "
-                              "store and has no image side to train; only model.arch=hf trains one")
         if (self.train == "lora" and self.train_vision in ("all", "projector")) or \
                 (self.train_vision == "lora" and self.train != "lora"):
             raise ConfigError(f"model.train_vision={self.train_vision} with model.train={self.train}: LoRA adapters "
