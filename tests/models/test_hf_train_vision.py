@@ -17,6 +17,7 @@ from tests.report.conftest import add_pictures
 from tests.tiny import make_tiny_dataset, tiny_overrides
 
 transformers = pytest.importorskip("transformers")
+ONLINE = {"data.features": "", "model.train_vision": "all"}  # (and data.images: the pictures' folder)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +62,8 @@ def test_trained_image_side_reads_pixels_and_gets_gradients(qwen):
                 n for n in side if n.startswith("visual.merger.")}
         with pytest.raises(DataError, match="data.features unset"):
             policy.check_store({}, "tokens.h5")
-        with pytest.raises(DataError, match="data.images"):
-            policy(stored, tokens)
+    with pytest.raises(DataError, match="image side is frozen"):
+        frozen(given, tokens)
 
 
 def test_train_vision_is_refused_where_nothing_could_train_it():
@@ -82,36 +83,43 @@ def _tower(folder):
 
 
 def test_tower_training_run_changes_the_tower_and_exports_it(qwen, tmp_path):
+    from rlcap.models.hf.vlm import HFVLMCaptioner
     from tests.methods.same_losses import CONFIGS
     from tests.models.test_hf_vlm_cli import _exported_generate
-    from tests.train.killing import assert_resume_is_exact
 
     dataset, pictures, folder = qwen
-    online = {"data.features": "", "data.images": pictures, "model.train_vision": "all"}
     xe = tmp_path / "xe"
     api.train(api.load_run_config(str(CONFIGS / "shapes_xe.yaml"), tiny_overrides(dataset, "", xe, **{
-        **online, "model.arch": "hf", "model.path": folder, "xe.epochs": 1, "optim.lr": 0.003})))
-    start = _tower(xe / "best" / "hf")
-    assert json.loads((xe / "best" / "config.json").read_text())["model"]["train_vision"] == "all"
-    from rlcap.models.hf.vlm import HFVLMCaptioner
-
+        **ONLINE, "data.images": pictures, "model.arch": "hf", "model.path": folder, "xe.epochs": 1,
+        "optim.lr": 0.003})))
+    best = xe / "best"
+    assert json.loads((best / "config.json").read_text())["model"]["train_vision"] == "all"
     original = HFVLMCaptioner(folder).weights.side.state()  # (the folder's tower, under the export's names)
-    assert sorted(original) == sorted(start)
-    assert any(not value.equal(original[key]) for key, value in start.items()), "XE left the tower as it was"
-    # GRPO with a KL term from it: the reference is the starting policy, tower included; killed and resumed exactly
-    rl = tiny_overrides(dataset, "", tmp_path / "unused", **{
-        **online, "algorithm": "grpo", "init_from": xe / "best", "rl.batch_size": 8, "rl.n_samples": 2,
-        "decode.max_len": 6, "val.max_images": 4, "rl.epochs": 2, "grpo.iterations": 2, "rl.kl_coef": 0.1,
-        "optim.lr": 0.003, "save_every": 2})
-    assert_resume_is_exact(rl, tmp_path / "grpo", tmp_path / "killed", 2, 6)
-    best = tmp_path / "grpo" / "best"
-    from rlcap.train.checkpoint import load_checkpoint
-
-    saved = load_checkpoint(best).weights
-    assert any(".visual." in key for key in saved["reference"]), "the KL reference holds no tower"
-    assert any(not value.equal(start[key]) for key, value in _tower(best / "hf").items()), "GRPO left the tower"
+    tuned = _tower(best / "hf")
+    assert sorted(original) == sorted(tuned)
+    assert any(not value.equal(original[key]) for key, value in tuned.items()), "XE left the tower as it was"
     assert main(["eval", str(best), "--beam-size", "1"]) == 0  # rlcap's greedy captions, the pictures encoded online
     ours = {str(p["image_id"]): p["caption"] for p in
             json.loads((best / "eval_test" / "predictions.json").read_text())}
     theirs = _exported_generate(best / "hf", pictures, dataset, num_beams=1)
     assert len(ours) == 6 and ours == theirs
+    picture = pictures / "30.png"  # `rlcap caption`: the tokens of the checkpoint's own (tuned) image side
+    assert api.caption_images(best, [picture], beam_size=1) == {str(picture): ours["30"]}
+
+
+@pytest.mark.slow  # (a subprocess killed and resumed)
+def test_tower_training_grpo_resumes_exactly_with_the_tower_in_its_reference(qwen, tmp_path):
+    from rlcap.train.checkpoint import load_checkpoint
+    from tests.train.killing import assert_resume_is_exact
+
+    dataset, pictures, folder = qwen
+    rl = tiny_overrides(dataset, "", tmp_path / "unused", **{
+        **ONLINE, "data.images": pictures, "algorithm": "grpo", "model.arch": "hf", "model.path": folder,
+        "rl.batch_size": 8, "rl.n_samples": 2, "decode.max_len": 6, "val.max_images": 4, "rl.epochs": 2,
+        "grpo.iterations": 2, "rl.kl_coef": 0.1, "optim.lr": 0.003, "save_every": 2})
+    assert_resume_is_exact(rl, tmp_path / "grpo", tmp_path / "killed", 2, 6)
+    saved = load_checkpoint(tmp_path / "killed" / "last")
+    assert any(".visual." in key for key in saved.weights["reference"]), "the KL reference holds no tower"
+    assert any(".visual." in key for key in saved.weights["policy"]), "the policy's checkpoint holds no tower"
+    reference = {k: v for k, v in saved.weights["reference"].items() if ".visual." in k}
+    assert any(not v.equal(saved.weights["policy"][k]) for k, v in reference.items()), "GRPO left the tower"

@@ -170,7 +170,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         inputs = self.prompts.batch(sizes, att.device)
         if n > 1:
             inputs = {k: v.repeat_interleave(n, dim=0) for k, v in inputs.items()}
-        if self.image_side is not None:  # att: the pictures' processor outputs (Feats.pixels), run here
+        if att.dim() == 2:  # the pictures' processor outputs (Feats.pixels, (B, L)): the image side runs here
             tokens = self.image_side.tokens(att, sizes, self.prompts.image_tokens)
         else:
             tokens = [att[i, : self.prompts.image_tokens(size)] for i, size in enumerate(sizes)]
@@ -229,13 +229,15 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         return (self._images(feats), feats.fc)
 
     def _images(self, feats: Feats) -> torch.Tensor:
-        """What the prefill reads of the pictures: their tokens, or their processor outputs where the policy
-        trains its image side (``model.train_vision``: it runs it in the prefill, with autograd when that is on)."""
-        if self.image_side is None:
-            return feats.att
+        """What the prefill reads of the pictures: their processor outputs (``Feats.pixels``, (B, L)) where the
+        loader hands them, to a policy that trains its image side (``model.train_vision``: it runs it in the
+        prefill, with autograd when that is on); else their tokens (B, N, D): a store's, or those ``rlcap caption``
+        computes with the checkpoint's own image side, the same weights."""
         if feats.pixels is None:
-            raise DataError(f"model.train_vision trains {self.folder}'s image side, which then reads pictures: give "
-                            "data.images=DIR and no data.features")
+            return feats.att
+        if self.image_side is None:
+            raise DataError(f"{self.folder}'s image side is frozen: it reads image tokens, not the pictures' "
+                            "processor outputs (model.train_vision=frozen)")
         return feats.pixels
 
     def expand_memory(self, memory: Tensors, n: int) -> Tensors:
