@@ -32,7 +32,7 @@ def qwen(tmp_path_factory):
     return dataset, folder, build_vlm("qwen2_vl", folder / "captioner", captions)
 
 
-def test_trained_image_side_reads_pixels_and_gets_gradients(qwen):
+def test_trained_image_side_reads_pixels_and_gets_gradients(qwen, tmp_path):
     from rlcap.data.feats import Feats
     from rlcap.encoders.hf_vlm import load_vlm_encoder
     from rlcap.models.hf.vlm import HFVLMCaptioner
@@ -49,8 +49,9 @@ def test_trained_image_side_reads_pixels_and_gets_gradients(qwen):
     tokens = captions(frozen)
     with torch.no_grad():
         expected = frozen(stored, tokens)
-    for mode, trained in (("all", "visual.blocks.0.attn.qkv.weight"), ("projector", "visual.merger.mlp.0.weight")):
-        policy = HFVLMCaptioner(folder, train_vision=mode).eval()
+    for mode, trained in (("all", "visual.blocks.0.attn.qkv.weight"), ("projector", "visual.merger.mlp.0.weight"),
+                          ("lora", "visual.blocks.0.attn.qkv.lora_B.default.weight")):
+        policy = HFVLMCaptioner(folder, train="lora" if mode == "lora" else "all", train_vision=mode).eval()
         logits = policy(given, tokens)
         real = torch.isfinite(expected)
         torch.testing.assert_close(logits[real], expected[real], rtol=1e-5, atol=1e-5)
@@ -60,6 +61,16 @@ def test_trained_image_side_reads_pixels_and_gets_gradients(qwen):
         if mode == "projector":  # Qwen2-VL's merger (its norm and MLP) after the tower's last block, nothing else
             assert {n for n, p in side.items() if p.requires_grad} == {
                 n for n in side if n.startswith("visual.merger.")}
+        if mode == "lora":  # adapters on the tower's layers only; exported merged into its weights
+            assert all(".lora_" in n for n, p in side.items() if p.requires_grad)
+            with torch.no_grad():
+                side[trained].add_(0.1)
+                adapted = policy(given, tokens)
+            policy.export_pretrained(tmp_path / "lora")
+            with torch.no_grad():
+                exported = HFVLMCaptioner(tmp_path / "lora", train_vision="all").eval()(given, tokens)
+            torch.testing.assert_close(exported[real], adapted[real], rtol=1e-5, atol=1e-5)
+            assert not torch.allclose(adapted[real], expected[real], atol=1e-3)
         with pytest.raises(DataError, match="data.features unset"):
             policy.check_store({}, "tokens.h5")
     with pytest.raises(DataError, match="image side is frozen"):

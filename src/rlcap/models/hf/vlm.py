@@ -346,11 +346,13 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         settings.eos_token_id = self.ids.end
         for key, value in generation_settings(decode or {}).items():
             setattr(settings, key, value)
-        side = self.weights.side
-        tower = set(side.state())  # (a trained image side is in the model: written in the tower's file only)
-        state = {k: v for k, v in self.weights.merged_state().items() if k not in tower}
+        side, state = self.weights.side, self.weights.merged_state()
+        tower = side.modules.state_dict()
+        if self.trains_vision:  # in the model: its weights (LoRA's merged) go to the tower's file only
+            names = {k.replace(".base_layer.", "."): k for k in side.state() if ".lora_" not in k}
+            tower = {k.removeprefix(f"{side.prefix}.".lstrip(".")): state.pop(k) for k in names}
         with no_bars(transformers):
-            write_weights(self.model, state, side.modules, side.prefix, self.weights.digest, Path(folder), previous)
+            write_weights(self.model, state, tower, side.prefix, self.weights.digest, Path(folder), previous)
         declare_dtype(Path(folder), self.weights.export_dtype)
         for name, data in self._processor_files.items():
             (Path(folder) / name).write_bytes(data)
