@@ -4,8 +4,10 @@ SmolVLM/Idefics3, LLaVA, PaliGemma (a decoder-only image-text-to-text model: :fu
 Its image side (vision tower, projector, pixel shuffle or merger) is frozen and read from the feature store that
 ``rlcap features --encoder hf:DIR`` writes for it (:mod:`rlcap.encoders.hf_vlm`: the image tokens its language
 model reads, and the picture's size); the image side's modules are taken out of the model and kept aside for the
-export. Everything else comes from what the model and its processor declare, through the calls ``generate()``
-makes, never from a table of families:
+export. A policy that trains its image side (``model.train_vision``: :mod:`rlcap.models.hf.vision_training`) keeps
+it in the model and runs it in its prefill on the pictures' processor outputs (``Feats.pixels``). Everything else
+comes from what the model and its processor declare, through the calls ``generate()`` makes, never from a table of
+families:
 
 * **the prompt** (:mod:`rlcap.models.hf.prompt`): ``model.prompt`` through the processor's chat template, the
   image tokens expanded by the processor for a picture of the stored size;
