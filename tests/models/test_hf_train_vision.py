@@ -134,3 +134,26 @@ def test_tower_training_grpo_resumes_exactly_with_the_tower_in_its_reference(qwe
     assert any(".visual." in key for key in saved.weights["policy"]), "the policy's checkpoint holds no tower"
     reference = {k: v for k, v in saved.weights["reference"].items() if ".visual." in k}
     assert any(not v.equal(saved.weights["policy"][k]) for k, v in reference.items()), "GRPO left the tower"
+
+
+@pytest.mark.slow  # (a model built a family)
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl", "smolvlm", "llava", "paligemma", "gemma3", "idefics2",
+                                    "internvl", "llava_onevision", "glm4v", "mistral3"])
+def test_every_family_reads_its_pictures_processor_outputs_as_its_stored_tokens(family, tmp_path):
+    """Pictures of three sizes: each family's policy that trains its image side (all, and projector) gives the
+    teacher-forced logits of the frozen policy on the float32 tokens, from the processor outputs in rows."""
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from tests.models.vlm_matrix import built_family, captions
+
+    folder, frozen, _, shown, stored = built_family(family, tmp_path)
+    from rlcap.encoders.hf_vlm import load_vlm_encoder
+
+    encoder = load_vlm_encoder(folder)
+    given = encoder.pixel_feats(encoder.on_host(torch.from_numpy(encoder.prepare(shown))))
+    tokens = captions(frozen)
+    with torch.no_grad():
+        expected = frozen(stored, tokens)
+        real = torch.isfinite(expected)
+        for mode in ("all", "projector"):
+            logits = HFVLMCaptioner(folder, train_vision=mode).eval()(given, tokens)
+            torch.testing.assert_close(logits[real], expected[real], rtol=1e-5, atol=1e-5)
