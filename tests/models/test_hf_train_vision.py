@@ -75,6 +75,14 @@ def test_trained_image_side_reads_pixels_and_gets_gradients(qwen, tmp_path):
             policy.check_store({}, "tokens.h5")
     with pytest.raises(DataError, match="image side is frozen"):
         frozen(given, tokens)
+    # checkpoints across the two: a frozen run's weights into a tower-training policy keep its own tower (the
+    # folder's), a tower-training run's into a frozen policy leave the saved tower out (its folder holds it)
+    trains = HFVLMCaptioner(folder, train_vision="all")
+    tower = {k: v.clone() for k, v in trains.state_dict().items() if ".visual." in k}
+    assert tower and not any(".visual." in k for k in frozen.state_dict())
+    trains.load_state_dict(frozen.state_dict())
+    assert all(trains.state_dict()[k].equal(v) for k, v in tower.items())
+    frozen.load_state_dict(trains.state_dict())
 
 
 def test_train_vision_is_refused_where_nothing_could_train_it():

@@ -148,13 +148,17 @@ class HFWeights:
         """Saved weights with the image side as this policy holds it: a policy that trains its image side
         (``model.train_vision``) started from a checkpoint whose policy did not keeps its own (read from the
         checkpoint's hf/, its ``model.path``); one that does not leaves a saved image side out (its own, taken
-        out of the model, is the same folder's)."""
-        side = tuple(f"{self.side.prefix}.{name}.".lstrip(".") for name in self.side.modules.keys())
+        out of the model, is the same folder's). Names are the policy's: its model's under one attribute."""
+        side = set(self.side.state())
+
+        def of_side(key: str) -> bool:
+            return key.partition(".")[2] in side
+
         if self.vision == "frozen":
-            return {k: v for k, v in state.items() if k in own or not any(s in k for s in side)}
-        if any(any(s in k for s in side) for k in state):
+            return {k: v for k, v in state.items() if k in own or not of_side(k)}
+        if any(of_side(k) for k in state):
             return state
-        return {**state, **{k: v for k, v in own.items() if any(s in k for s in side)}}
+        return {**state, **{k: v for k, v in own.items() if of_side(k)}}
 
 
 class HoldsHFWeights(nn.Module):
