@@ -110,7 +110,7 @@ def test_tower_training_run_changes_the_tower_and_exports_it(qwen, tmp_path):
     xe = tmp_path / "xe"
     api.train(api.load_run_config(str(CONFIGS / "shapes_xe.yaml"), tiny_overrides(dataset, "", xe, **{
         **ONLINE, "data.images": pictures, "model.arch": "hf", "model.path": folder, "xe.epochs": 1,
-        "optim.lr": 0.003})))
+        "xe.batch_size": 12, "val.max_images": 2, "optim.lr": 0.003})))  # (2 steps)
     best = xe / "best"
     assert json.loads((best / "config.json").read_text())["model"]["train_vision"] == "all"
     original = HFVLMCaptioner(folder).weights.side.state()  # (the folder's tower, under the export's names)
