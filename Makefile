@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-gpu bench-report bench-trl bench-grpo clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ bench-decode: $(STAMP)
 
 bench-demo: $(STAMP)
 	$(PY) benchmarks/bench_demo.py
+
+# steps/s of the shapes SCST recipe with all four trackers (track.to) against none; needs make demo's data and XE run
+bench-trackers: $(STAMP)
+	$(PY) benchmarks/bench_trackers.py $(if $(REPEATS),--repeats $(REPEATS))
 
 # PREVIOUS=DIR: a checkout of the previous release, measured alternately for the side-by-side columns
 bench-scst: $(STAMP)
@@ -137,6 +141,13 @@ bench-headroom: $(STAMP)
 # and SCST steps/s, about 10 minutes; docs/BENCHMARKS.md, "Image tokens online against the store")
 bench-scale-vlm: $(STAMP)
 	$(PY) benchmarks/bench_online_tokens.py
+
+# The GPU section of bench-scale-vlm: GRPO at Qwen2.5-VL-3B's published shape (random bf16 weights, LoRA r 16, image
+# tokens online, 8 pictures x 8 samples, 64 new tokens), rlcap beside TRL's GRPOTrainer, the tower frozen, then with
+# adapters on it (needs model.train_vision); on a GPU only (benchmarks/device_checks.sh runs it where one is lent)
+bench-scale-vlm-gpu: $(STAMP)
+	$(PY) -c "import trl, peft" 2>/dev/null || $(PY) -m pip install -q -e ".[dev,trl,lora]"
+	$(PY) benchmarks/bench_scale_vlm_gpu.py
 
 # A COCO-size synthetic feature store (about 18 GB, deleted afterwards) read batch by batch by XE and SCST: peak
 # memory and step time against an in-memory store (docs/BENCHMARKS.md, "Scale")

@@ -182,7 +182,7 @@ def run_config(arch: str, images: int, precision: str, device: torch.device, hid
              **(TRANSFORMER if arch == "transformer" else {})}
     return load_run_config(None, [f"{k}={v}" for k, v in {
         "algorithm": "scst", "scst.baseline": "greedy", "rl.n_samples": SAMPLES, "rl.batch_size": images,
-        "decode.max_len": MAX_LEN, "device": device.type, "precision": precision, "tensorboard": False,
+        "decode.max_len": MAX_LEN, "device": device.type, "precision": precision, "track.to": [],
         **model}.items()])
 
 

@@ -137,7 +137,7 @@ def measure(folder: Path, images: int, device: str, precision: str, repeats: int
     torch.manual_seed(0)
     refs = coco_references(coco)
     cfg = load_run_config(None, ["algorithm=scst", "model.arch=hf", f"model.path={folder}", f"rl.n_samples={SAMPLES}",
-                                 f"rl.batch_size={images}", f"decode.max_len={MAX_LEN}", "tensorboard=false",
+                                 f"rl.batch_size={images}", f"decode.max_len={MAX_LEN}", "track.to=[]",
                                  f"device={device}", f"precision={precision}"])
     vocab = model_vocab(cfg.model)
     tokens = torch.load(folder / "tokens.pt")[:images].to(dev)  # (B, T, D)

@@ -31,7 +31,7 @@ def steps_per_second(run: Path) -> tuple[float, int]:
 
 def train(config: str, out: Path, overrides: list[str]) -> float:
     command = [sys.executable, "-m", "rlcap", "train", config, f"out_dir={out}", "overwrite=true", "log_every=1",
-               "tensorboard=false", "threads=2", *overrides]
+               "track.to=[]", "threads=2", *overrides]
     start = time.time()
     subprocess.run(command, cwd=REPO, check=True)
     return time.time() - start

@@ -68,7 +68,7 @@ def coco() -> tuple[dict[str, list[str]], Vocab]:
 
 
 SHARED = ["model.arch=updown", "model.dropout=0.5", "rl.n_samples=5", "optim.lr=0.000000001",
-          f"rl.batch_size={IMAGES}", f"decode.max_len={MAX_LEN}", "tensorboard=false"]
+          f"rl.batch_size={IMAGES}", f"decode.max_len={MAX_LEN}", "track.to=[]"]
 
 
 def session(vocab: Vocab) -> Session:

@@ -120,7 +120,7 @@ ARCH_NAMES = {"fc": "FC", "updown": "UpDown", "transformer": "Transformer", "hrl
 
 def runs(dataset: Path, store: Path, steps: int, model: list[str], tag: str, folder: Path, extra: list[str]) -> dict:
     common = [f"data.dataset={dataset}", f"data.features={store}", f"max_steps={steps}", "log_every=1",
-              "tensorboard=false", "val.max_images=100", "data.min_count=1", "save_every=0", *model, *extra]
+              "track.to=[]", "val.max_images=100", "data.min_count=1", "save_every=0", *model, *extra]
     xe = folder / f"{tag}_xe"
     out = {"xe": train("shapes_xe.yaml", [*common, "xe.epochs=100"], xe)}
     out["scst"] = train("shapes_scst.yaml", [*common, f"init_from={xe}/last", "rl.epochs=100"], folder / f"{tag}_scst")
@@ -143,7 +143,7 @@ def reader_comparison(dataset: Path, store: Path, steps: int, rounds: int, model
     host's speed falls on both. Per stage and arm: the median step over every chunk; per turn: the
     ratio of the two arms' medians."""
     arms = {"lazy": "false", "memory": "true"}
-    common = [f"data.dataset={dataset}", f"data.features={store}", "log_every=1", "tensorboard=false",
+    common = [f"data.dataset={dataset}", f"data.features={store}", "log_every=1", "track.to=[]",
               "val.max_images=100", "data.min_count=1", "save_every=0", *model, *first]
     chunk, out = math.ceil(steps / rounds), {}
     for stage, recipe, epochs in (("xe", "shapes_xe.yaml", "xe.epochs=100"), ("scst", "shapes_scst.yaml", "rl.epochs=100")):
@@ -185,7 +185,7 @@ def processes_against_threads(folder: Path, steps: int, extra: list[str], images
     captions) from the median step."""
     dataset, feats = shapes_store(folder, images)
     common = [f"data.dataset={dataset}", f"data.features={feats}", f"max_steps={steps}", "log_every=1",
-              "tensorboard=false", "val.max_images=100", "device=cpu", *extra]
+              "track.to=[]", "val.max_images=100", "device=cpu", *extra]
     out = {}
     for name, layout in (("1x2", ["threads=2"]), ("2x1", ["threads=1", "nproc=2"])):
         xe = folder / f"{name}_xe"
@@ -233,7 +233,7 @@ def gpu_section(dataset: Path, store: Path, steps: int, device: str, extra: list
             out = Path(tmp) / arch
             cfg = api.load_run_config(str(CONFIGS / "shapes_scst.yaml"), [
                 f"data.dataset={dataset}", f"data.features={store}", f"max_steps={steps}", "log_every=1",
-                "tensorboard=false", "val.max_images=100", "data.min_count=1", f"device={device}",
+                "track.to=[]", "val.max_images=100", "data.min_count=1", f"device={device}",
                 f"model.arch={arch}", "rl.batch_size=50", "rl.n_samples=5", "init_from=null", *extra,
                 "data.in_memory=true", f"out_dir={out}"])
             api.train(cfg)

@@ -55,7 +55,7 @@ def measure(arch: str, images: int, samples: int, steps: int, model: list[str] |
         counts[w] = counts.get(w, 0) + 1
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", *sorted(counts, key=lambda w: -counts[w])[:2103]])
     cfg = load_run_config(None, ["algorithm=scst", f"model.arch={arch}", "model.dropout=0.5", f"rl.n_samples={samples}",
-                                        f"rl.batch_size={images}", "decode.max_len=16", "tensorboard=false",
+                                        f"rl.batch_size={images}", "decode.max_len=16", "track.to=[]",
                                         *(model or [])])
     session = Session(cfg, CaptionData(vocab, {}), {}, Progress(), Path("."))
     add_part(session, "policy", build_model(cfg.model, len(vocab), 2048, 2048), cfg.optim)

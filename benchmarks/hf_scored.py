@@ -51,7 +51,7 @@ def measure_step(folder: Path, images: int, device: str, precision: str, mode: s
     torch.manual_seed(0)
     algorithm = "xe" if mode == "xe" else "scst"
     cfg = load_run_config(None, [f"algorithm={algorithm}", "model.arch=hf", f"model.path={folder}",
-                                 f"data.max_len={max_len}", "tensorboard=false", f"device={device}",
+                                 f"data.max_len={max_len}", "track.to=[]", f"device={device}",
                                  f"precision={precision}"] + ([] if mode == "xe" else [
         f"rl.n_samples={samples}", f"rl.batch_size={images}", f"decode.max_len={max_len}",
         f"rl.micro_batch={micro_batch if mode == 'scored_mb' else 0}"]))

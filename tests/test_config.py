@@ -22,8 +22,8 @@ def test_there_are_shipped_configs():
 
 
 def test_overrides_reach_nested_sections():
-    cfg = load_run_config(None, ["model.hidden_dim=64", "optim.lr=0.01", "tensorboard=false", "xe.epochs=3"])
-    assert cfg.model.hidden_dim == 64 and cfg.optim.lr == 0.01 and cfg.tensorboard is False and cfg.xe.epochs == 3
+    cfg = load_run_config(None, ["model.hidden_dim=64", "optim.lr=0.01", "track.to=[]", "xe.epochs=3"])
+    assert cfg.model.hidden_dim == 64 and cfg.optim.lr == 0.01 and cfg.track.to == [] and cfg.xe.epochs == 3
 
 
 def test_int_is_accepted_for_float():
@@ -52,8 +52,8 @@ def test_unknown_top_level_key():
 def test_wrong_type_is_rejected():
     with pytest.raises(ConfigError, match="xe.epochs: expected int"):
         load_run_config(None, ["xe.epochs=many"])
-    with pytest.raises(ConfigError, match="tensorboard: expected true or false"):
-        load_run_config(None, ["tensorboard=3"])
+    with pytest.raises(ConfigError, match="track.required: expected true or false"):
+        load_run_config(None, ["track.required=3"])
 
 
 def test_invalid_choice_lists_allowed_values():

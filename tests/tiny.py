@@ -43,7 +43,7 @@ def tiny_overrides(dataset, feats, out_dir, arch="fc", **extra):
         "out_dir": out_dir, "model.arch": arch, "model.embed_dim": 16, "model.hidden_dim": 16,
         "model.att_hidden_dim": 16, "model.num_layers": 1, "model.num_heads": 2, "model.ff_dim": 32,
         "model.dropout": 0.1, "xe.epochs": 2, "xe.batch_size": 4, "decode.max_len": 6, "log_every": 1,
-        "tensorboard": False, "threads": 1,
+        "track.to": [], "threads": 1,
     }
     items.update(extra)
     return [f"{k}={v}" for k, v in items.items()]

@@ -116,6 +116,8 @@ REMOVED_KEYS = {
                          "exit_every=N checks every N words (0: never)",
     "pg.samples": "PG-SPIDEr samples rl.n_samples captions per image, the samples per image of every method that "
                   "samples (pg.samples: 1 is rl.n_samples: 1)",
+    "tensorboard": "the trackers a run logs to are track.to (tensorboard=false is track.to=[]; docs/TRAINING.md, "
+                   "Trackers)",
     "reward.device": "a run on CUDA scores CIDEr-D on the GPU and one on the CPU there, by itself, with the same "
                      "values (docs/RL.md, CIDEr-D on the device)",
 }

@@ -23,6 +23,7 @@ from rlcap.models.architectures import archs, architecture, model_reads, trainin
 from rlcap.models.model_config import ModelConfig
 from rlcap.rewards.registry import OPTIMISES
 from rlcap.rewards.reward_config import RewardConfig
+from rlcap.track.config import TrackConfig
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -239,7 +240,7 @@ class RunConfig:
     log_every: int = help_field(20, "write a log line every this many steps")
     save_every: int = help_field(0, "also checkpoint every this many steps (0: at the end of each epoch only)")
     max_steps: int = help_field(0, "stop after this many optimizer steps in total (0: no limit)")
-    tensorboard: bool = help_field(True, "also write TensorBoard event files")
+    track: TrackConfig = help_field(TrackConfig, "where the run is watched: TensorBoard, W&B, MLflow, Trackio")
     data: DataConfig = help_field(DataConfig, "caption data and features")
     model: ModelConfig = help_field(ModelConfig, "captioning model")
     optim: OptimConfig = help_field(OptimConfig, "optimizer and learning-rate schedule")

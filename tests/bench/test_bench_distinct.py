@@ -22,7 +22,7 @@ def test_tf_and_wtf_rl_through_the_bench(tmp_path, monkeypatch):
     _recipe(configs / "tiny_xe.yaml", [*tiny, "algorithm=xe"])
     retriever = ["algorithm=embedding", "embedding.loss=infonce", "embedding.epochs=1", "embedding.batch_size=8",
                  "embedding.model.word_dim=8", "embedding.model.hidden_dim=8", "embedding.model.joint_dim=8",
-                 "data.min_count=1", "tensorboard=false", "threads=1"]
+                 "data.min_count=1", "track.to=[]", "threads=1"]
     _recipe(configs / "tiny_retrieval.yaml", [*retriever, "data.train_captions=even"])
     _recipe(configs / "tiny_judge.yaml", [*retriever, "data.train_captions=odd", "seed=7"])
     _recipe(configs / "tiny_wtf_rl.yaml", [*[o for o in tiny if not o.startswith(("model.", "xe."))], "algorithm=wtf_rl",

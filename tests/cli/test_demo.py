@@ -7,7 +7,7 @@ from rlcap.cli import main
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY = ["model.embed_dim=16", "model.hidden_dim=16", "model.att_hidden_dim=16", "xe.batch_size=10",
-        "rl.batch_size=10", "decode.max_len=8", "data.min_count=1", "tensorboard=false", "threads=1"]
+        "rl.batch_size=10", "decode.max_len=8", "data.min_count=1", "track.to=[]", "threads=1"]
 
 
 def test_demo_end_to_end(tmp_path, capsys):

@@ -108,3 +108,34 @@ def test_a_missing_picture_is_refused_at_start(tmp_path):
 
     with pytest.raises(DataError, match=r"p1.png not found \(1 of 3 pictures missing\): give data.images=DIR"):
         load_data(cfg, ("train",), online=never)
+
+
+def test_under_torchrun_a_training_read_encodes_this_process_s_share_only(tmp_path):
+    """rlcap.train.optimizer.own_share: rank 1 of 2 encodes its rows of a training batch (what Batch.shard keeps),
+    the same as a whole read's; validation's reads stay whole."""
+    from rlcap.data.loader import DataConfig, load_data
+    from rlcap.distributed import Ranks, batch_share
+    from rlcap.models.architectures import online_features
+    from rlcap.models.model_config import ModelConfig
+    from rlcap.train.optimizer import own_share
+
+    dataset, images = _dataset(tmp_path / "data")
+    folder = _built("qwen2_vl", tmp_path / "qwen2_vl")
+    cfg = DataConfig(dataset=str(dataset), images=str(images), min_count=1)
+    factory = online_features(ModelConfig(arch="hf", path=str(folder)), cfg, "cpu")
+    whole = load_data(cfg, ("train",), online=factory).splits["train"]
+    ranks = Ranks(1, 2)
+    split = load_data(cfg, ("train",), online=own_share(factory, ranks)).splits["train"]
+    encoded = []
+    on_host = split.features.image_encoder.on_host
+    split.features.image_encoder.on_host = lambda prepared: encoded.append(len(prepared)) or on_host(prepared)
+    batch = next(split.batches(3, 1, seed=0, epoch=0))
+    rows, _ = batch_share(3, ranks)
+    assert rows == slice(2, 3) and encoded == [1]  # (3 images over 2 processes: rows 0-1, then row 2)
+    reference = next(whole.batches(3, 1, seed=0, epoch=0))
+    mine = batch.shard(rows).feats
+    torch.testing.assert_close(mine.att, reference.shard(rows).feats.att[:, : mine.att.shape[1]])
+    torch.testing.assert_close(mine.fc, reference.shard(rows).feats.fc)
+    assert not batch.feats.fc[:2].any()  # (the other process's rows: never computed here)
+    assert split.feats(torch.arange(3)).fc.any(dim=1).all()  # validation's read: every row
+    torch.testing.assert_close(split.feats(torch.arange(3)).fc, whole.feats(torch.arange(3)).fc)

@@ -72,3 +72,28 @@ def test_online_and_store_runs_log_the_same_losses(qwen, tmp_path):
     picture = next(pictures.glob("*.png"))
     from_store = api.caption_images(tmp_path / "grpo_store" / "best", [picture], beam_size=1)
     assert api.caption_images(best, [picture], beam_size=1) == from_store and from_store[str(picture)]
+
+
+def test_two_processes_online_log_one_process_s_losses(qwen, tmp_path):
+    """`rlcap train ... nproc=2` with no store: each rank encodes its share of a batch's pictures
+    (rlcap.train.optimizer.own_share) and the losses are one process's."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.train.killing import EMPTY, REPO
+
+    dataset, pictures, store, model = qwen
+    common = tiny_overrides(dataset, "", "unused", **{"model.arch": "hf", "model.path": model, "max_steps": 4,
+                                                      "xe.epochs": 1, "optim.lr": 0.003, "data.images": pictures,
+                                                      "val.batch_size": 4})
+    common = [o for o in common if not o.startswith("out_dir")]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for n in (1, 2):
+        proc = subprocess.run([sys.executable, "-m", "rlcap", "train", str(EMPTY), *common,
+                               f"out_dir={tmp_path / str(n)}", f"nproc={n}"], capture_output=True, text=True, env=env,
+                              cwd=REPO, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    one, two = _losses(tmp_path / "1"), _losses(tmp_path / "2")
+    assert len(one) == 4 and [s for s, _ in one] == [s for s, _ in two]
+    assert [loss for _, loss in two] == pytest.approx([loss for _, loss in one], rel=1e-5)

@@ -120,7 +120,7 @@ def test_quickstarts_vlm_recipes_on_a_float32_folder(vlms, tmp_path, capsys, cap
     folder, store = built["smolvlm"]
     quick = [f"data.dataset={dataset}", f"data.features={store}", f"model.path={folder}", "data.min_count=1",
              "rl.batch_size=8", "rl.n_samples=2", "rl.micro_batch=8", "val.max_images=4", "decode.beam_size=1",
-             "decode.max_len=6", "tensorboard=false", "threads=1"]
+             "decode.max_len=6", "track.to=[]", "threads=1"]
     with caplog.at_level(logging.WARNING):
         assert main(["train", "configs/coco_vlm_scst.yaml", *quick, f"out_dir={tmp_path / 'scst'}"]) == 0
         assert main(["train", "configs/coco_vlm_grpo.yaml", *quick, f"out_dir={tmp_path / 'grpo'}", "max_steps=1",

@@ -36,7 +36,8 @@ def runs(tmp_path_factory):
     dataset, feats = make_tiny_dataset(folder)
     common = [o for o in tiny_overrides(dataset, feats, "unused", **{"model.dropout": 0.0, "max_steps": 20,
                                                                      "xe.epochs": 10, "model.arch": "updown",
-                                                                     "val.batch_size": 2})
+                                                                     "val.batch_size": 2,
+                                                                     "track.to": "[mlflow]"})
               if not o.startswith("out_dir")]
     done = {n: _train([*common, f"out_dir={folder / str(n)}", f"nproc={n}"], 1) for n in (1, 2)}
     for n, proc in done.items():
@@ -59,6 +60,18 @@ def test_two_processes_end_where_one_does(runs):
     val = {n: [json.loads(line)["CIDEr"] for line in (folder / str(n) / "log.jsonl").read_text().splitlines()
                if json.loads(line)["split"] == "val"] for n in (1, 2)}
     assert len(val[2]) == len(val[1]) >= 2 and all(abs(a - b) < 1e-6 for a, b in zip(val[1], val[2]))
+
+
+def test_two_processes_log_to_a_tracker_once(runs):
+    """Rank 0 alone opens the trackers: one MLflow run, each of the 20 steps in it once, as with one process."""
+    from mlflow.tracking import MlflowClient
+
+    folder, _ = runs
+    for n in (1, 2):
+        client = MlflowClient(f"sqlite:///{folder / str(n) / 'mlflow.db'}")
+        (run,) = client.search_runs([client.get_experiment_by_name("rlcap").experiment_id])
+        assert json.loads((folder / str(n) / "trackers.json").read_text())["ids"] == {"mlflow": run.info.run_id}
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")] == list(range(1, 21))
 
 
 def test_only_rank_0_writes_info_lines(runs):

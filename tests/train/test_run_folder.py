@@ -173,15 +173,15 @@ def test_a_resumed_log_appends_cleanly(tiny, tmp_path):
     api.train(_cfg(tiny, init, "xe.epochs=1"))
     rl = ["algorithm=scst", f"init_from={init / 'best'}", "rl.batch_size=8", "rl.n_samples=2", "decode.max_len=6"]
     models = [o for o in tiny_overrides(dataset, feats, run) if not o.startswith("model.")]
-    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "tensorboard=true"]))
+    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "track.to=[tensorboard]"]))
     events = sorted((run / "tensorboard").iterdir())
-    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=2", "tensorboard=true"]), resume=True)
+    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=2", "track.to=[tensorboard]"]), resume=True)
     records = read_log(run / "log.jsonl")
     assert sum(r["split"] == "note" for r in records) == 1
     steps = [r["step"] for r in records if r["split"] == "train"]
     assert steps == sorted(steps) and len(steps) == len(set(steps))
     # a fresh run into the folder (overwrite) does not keep the old run's curves
-    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "tensorboard=true"]), overwrite=True)
+    api.train(api.load_run_config(None, [*models, *rl, "rl.epochs=1", "track.to=[tensorboard]"]), overwrite=True)
     assert not any(e in sorted((run / "tensorboard").iterdir()) for e in events)
 
 

@@ -14,7 +14,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -248,6 +248,15 @@ class SplitData:
         tokens = self.caps[picked, :int(self.cap_widths[picked].max())]
         return Batch(index, [self.ids[i] for i in index.tolist()], feats, tokens,
                      [self.refs[i] for i in index.tolist()])
+
+
+@runtime_checkable
+class ReadsShares(Protocol):
+    """Features that can compute a training batch's rows for this process's share only (features computed online:
+    under torchrun each process encodes its own pictures, not every process all of them): ``share(n)`` is the
+    slice of a batch of ``n`` images this process steps on (what :meth:`Batch.shard` keeps)."""
+
+    def read_shares(self, share: Callable[[int], slice]) -> None: ...
 
 
 # a split's records -> their features computed online (rlcap.encoders.online.OnlineFeatures: what SplitFeatures reads

@@ -26,9 +26,9 @@ with autograd: the training thread then hands it the processor's outputs, each p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -60,6 +60,15 @@ class GivesPixels(Protocol):
     def pixel_feats(self, host: Any) -> Feats: ...
 
 
+class Read(NamedTuple):
+    """A batch's pictures read ahead: the batch's ``n`` images, the ``rows`` of them read, what the encoder's host
+    part made of those rows' pictures."""
+
+    n: int
+    rows: slice
+    host: Any
+
+
 class OnlineFeatures:
     """The features of a split's pictures (``pictures``: id -> file, or a picture a datasets dataset holds), encoded
     by ``encoder`` when a batch asks for them (module docstring); ``pixels``: the processor's outputs instead, for a
@@ -88,37 +97,56 @@ class OnlineFeatures:
         # what a store of this encoder records, read by the policy's store check and kept in the checkpoint
         records = {**encoder.records(), "encoder_path": str(Path(folder).expanduser().resolve())}
         self.encoder = {k: str(v) for k, v in records.items() if k in ENCODER_RECORDS}
+        self._share: Callable[[int], slice] | None = None  # (:meth:`read_shares`)
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    def read_shares(self, share: Callable[[int], slice]) -> None:
+        """From now on, a training batch's read (:meth:`read`) computes only the rows ``share(n)`` of a batch of
+        ``n`` (this process's under torchrun: rlcap.train.optimizer.own_share); the others are zeros, never read."""
+        self._share = share
+
     def rows(self, index: torch.Tensor) -> Feats:
-        """Features of rows ``index`` (B,) in float32, on the encoder's device."""
-        return self.as_float(self.read(index))
+        """Features of rows ``index`` (B,) in float32, on the encoder's device: every row (validation, evaluation)."""
+        return self.as_float(self._prepared(index, slice(0, len(index))))
 
-    def read(self, index: torch.Tensor) -> Any:
-        """The pictures of rows ``index`` decoded and prepared for the encoder, and through a vision-language model's
-        processor (:class:`ProcessesOnHost`): the read-ahead thread's part."""
-        pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size) for i in index.tolist()]
+    def read(self, index: torch.Tensor) -> Read:
+        """A training batch's rows ``index`` read ahead (the loader's thread): this process's share of them
+        (:meth:`read_shares`; all of them by default) decoded and through the processor."""
+        return self._prepared(index, self._share(len(index)) if self._share is not None else slice(0, len(index)))
+
+    def _prepared(self, index: torch.Tensor, rows: slice) -> Read:
+        """Rows ``index[rows]``'s pictures decoded and prepared for the encoder, and through a vision-language
+        model's processor (:class:`ProcessesOnHost`)."""
+        pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size)
+                    for i in index[rows].tolist()]
         prepared = torch.from_numpy(self.image_encoder.prepare(pictures))
-        return self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
+        host = self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
+        return Read(len(index), rows, host)
 
-    def as_float(self, read: Any) -> Feats:
-        """The float32 features of :meth:`read`'s pictures: the image side run once per picture; with ``pixels``,
-        the processor's outputs for the policy to run it."""
+    def as_float(self, read: Read) -> Feats:
+        """The float32 features of :meth:`read`'s pictures: the image side run once per picture of its rows (with
+        ``pixels``, the processor's outputs for the policy to run it), the batch's other rows zero (a process's
+        share: what :meth:`Batch.shard` keeps)."""
         if self.pixels and isinstance(self.image_encoder, GivesPixels):
-            return self.image_encoder.pixel_feats(read)
-        return self.tokens(read)
+            part = self.image_encoder.pixel_feats(read.host)
+        else:
+            part = self.tokens(read.host)
+        if read.rows == slice(0, read.n):
+            return part
+        return Feats(*(None if t is None else _placed(t, read) for t in part))
 
     @torch.no_grad()
-    def tokens(self, read: Any) -> Feats:
-        """The float32 image tokens of :meth:`read`'s pictures, the frozen image side run once per picture."""
+    def tokens(self, host: Any) -> Feats:
+        """The float32 image tokens of the pictures ``host`` holds (:class:`Read`'s), the frozen image side run
+        once per picture."""
         if isinstance(self.image_encoder, ProcessesOnHost):
-            fc, att, counts = self.image_encoder.from_host(read)
+            fc, att, counts = self.image_encoder.from_host(host)
         elif isinstance(self.image_encoder, CountsRegions):
-            fc, att, counts = self.image_encoder.features_with_counts(read)
+            fc, att, counts = self.image_encoder.features_with_counts(host)
         else:
-            fc, att = self.image_encoder.features(read)
+            fc, att = self.image_encoder.features(host)
             counts = torch.full((att.shape[0],), att.shape[1], device=att.device)
         mask = torch.arange(att.shape[1], device=att.device)[None, :] < counts[:, None]
         return Feats(fc.float(), att.float(), mask)
@@ -129,9 +157,17 @@ class OnlineFeatures:
 
     def everything(self) -> Feats:
         """Every row at once (what a reward's image bank reads), encoded now, a few pictures a pass."""
-        parts = [self.tokens(self.read(torch.arange(start, min(start + ENCODE_ROWS, len(self)))))
-                 for start in range(0, len(self), ENCODE_ROWS)]
+        parts = [self.tokens(self._prepared(index, slice(0, len(index))).host)
+                 for index in (torch.arange(start, min(start + ENCODE_ROWS, len(self)))
+                               for start in range(0, len(self), ENCODE_ROWS))]
         width = max(p.att.shape[1] for p in parts)
         pad = [Feats(p.fc, torch.nn.functional.pad(p.att, (0, 0, 0, width - p.att.shape[1])),
                      torch.nn.functional.pad(p.att_mask, (0, width - p.att_mask.shape[1]))) for p in parts]
         return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in ("fc", "att", "att_mask")))
+
+
+def _placed(part: torch.Tensor, read: Read) -> torch.Tensor:
+    """``part`` (rows of ``read.rows``) in a batch of ``read.n`` rows, the others zero."""
+    whole = part.new_zeros(read.n, *part.shape[1:])
+    whole[read.rows] = part
+    return whole

@@ -1,5 +1,6 @@
 """Run logs: one JSON object per line in ``log.jsonl`` (written through :mod:`rlcap.files`: a full
-disk is one line, never half a record), mirrored to TensorBoard.
+disk is one line, never half a record), mirrored to the run's trackers (rlcap.track: TensorBoard, W&B, MLflow,
+Trackio).
 
 A step's statistics stay where they were computed and are read on the host once per log line. A method's
 step returns its statistics as a dict of 0-d tensors (the loss, the mean reward, ...) and host numbers
@@ -18,7 +19,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -26,6 +27,10 @@ from rlcap.errors import RlcapError
 from rlcap.files import append_text, write_text
 from rlcap.host_sync import on_host, to_host
 from rlcap.run_config import RunConfig
+from rlcap.track.base import CaptionRow
+from rlcap.track.config import TrackConfig
+from rlcap.track.fanout import Trackers, is_number
+from rlcap.track.settings import run_settings
 from rlcap.train.checkpoint import is_complete, last_checkpoint_line
 
 log = logging.getLogger(__name__)
@@ -36,28 +41,22 @@ OWN_REWARD = "its own"
 
 
 class RunLogger:
-    """Appends ``{"step", "split", ...}`` records; on resume, drops records past the checkpoint."""
+    """Appends ``{"step", "split", ...}`` records; on resume, drops records past the checkpoint. Every number of a
+    record goes to the run's trackers too (``track``: rlcap.track), as ``split/key`` at the same step."""
 
-    def __init__(self, out_dir: str | Path, tensorboard: bool, resume_step: int | None = None):
+    def __init__(self, out_dir: str | Path, track: TrackConfig, resume_step: int | None = None,
+                 settings: dict[str, Any] | None = None):
         self.path = Path(out_dir) / "log.jsonl"
-        tb_dir = Path(out_dir) / "tensorboard"
         if resume_step is None:
             write_text(self.path, "")
-            if tb_dir.is_dir():  # a fresh run's curves must not mix with an old run's
-                import shutil
-
-                shutil.rmtree(tb_dir)
         else:
             self._truncate_after(resume_step)
         old = read_log(self.path) if self.path.exists() else []
         self._notes = {r.get("text") for r in old if r.get("split") == "note"}
-        self._tb = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            # On resume, TensorBoard drops the old event files' records after the checkpoint's step.
-            purge = None if resume_step is None else resume_step + 1
-            self._tb = SummaryWriter(str(tb_dir), purge_step=purge)
+        self.track = track
+        # (a tracker that cannot start stops the run here, before its first step, unless track.required is false)
+        self.trackers = Trackers(out_dir, track, resume_step, run_settings(settings or {}))
+        self.trackers.replay(old)  # (a resumed run's: what a continued tracker run lacks of the log so far)
 
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
@@ -85,14 +84,17 @@ class RunLogger:
         """One record; ``time`` (Unix seconds) is added for the training cost the benchmarks report."""
         record = {"step": step, "split": split, **values, "time": round(time.time(), 3)}
         append_text(self.path, json.dumps(record) + "\n")
-        if self._tb is not None:
-            for key, value in values.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self._tb.add_scalar(f"{split}/{key}", value, step)
+        numbers = {k: v for k, v in values.items() if is_number(v)}
+        if numbers and split != "note" and self.trackers.open:
+            self.trackers.log_scalars(split, numbers, step)
+
+    def captions(self, step: int, rows: Callable[[], list[CaptionRow]]) -> None:
+        """The validation's caption table (``rows()``, built only when ``track.captions`` asks and a tracker is open)."""
+        if self.track.captions and self.trackers.open:
+            self.trackers.log_captions(rows(), step)
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+        self.trackers.close()
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
@@ -107,6 +109,9 @@ class SilentLogger:
         log.debug("%s", text)
 
     def write(self, step: int, split: str, values: dict[str, Any]) -> None:
+        pass
+
+    def captions(self, step: int, rows: Callable[[], list[CaptionRow]]) -> None:
         pass
 
     def close(self) -> None:

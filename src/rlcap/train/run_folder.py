@@ -48,8 +48,10 @@ log = logging.getLogger(__name__)
 # Settings a resumed run cannot change: the weights, vocabulary and data order depend on them.
 FIXED = ("algorithm", "seed", "init_from", "data.", "model.", "optim.name", "ac.value_features")
 # Settings that say where and how to compute or log, not what to train.
-IGNORED = ("out_dir", "threads", "tensorboard")
-RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard")
+IGNORED = ("out_dir", "threads", "track.", "tensorboard")  # (tensorboard: a setting of earlier releases, track.to now)
+# (the trackers' files: rlcap.track; trackers.json records their run ids)
+RUN_FILES = ("config.json", "log.jsonl", "last", "best", "tensorboard", "trackers.json", "wandb", "mlflow.db",
+             "mlartifacts")
 ASIDE = ".replaced-"  # OUT/.replaced-<pid>/: the run that overwrite=true replaces, until the new one has started
 CHECKPOINTS = ("last", "best")
 # the settings that name a file or folder: recorded absolute, compared by what they name

@@ -7,8 +7,7 @@ role name (``policy``, e.g. ``value``, ``discriminator``), each with its optimiz
 A loop with one part calls :func:`start_session`. A loop with more calls :func:`open_session`, adds its parts with
 :func:`add_part`, then :func:`resume_or_start`, which restores everything when resuming. The run has started at
 its first :func:`finish_step` (data, model and reward built and used once): only then is ``config.json`` written
-and a run that ``overwrite=true`` replaces deleted (rlcap.train.run_folder); a loop failing before puts it back.
-"""
+and a run that ``overwrite=true`` replaces deleted (rlcap.train.run_folder); a loop failing before puts it back."""
 
 from __future__ import annotations
 
@@ -39,9 +38,9 @@ from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import Part, build_optimizer, shared_out
+from rlcap.train.optimizer import Part, build_optimizer, own_share, shared_out
 from rlcap.train.run_folder import mark_started
-from rlcap.train.validation import validate as captioner_scores
+from rlcap.train.validation import caption_rows, validate as captioner_scores
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +135,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
         cfg.model = model_section(cfg, source, init)
     torch.manual_seed(cfg.seed)
     data = load_data(cfg.data, splits, source.vocab if source else model_vocab(cfg.model),
-                     online_features(cfg.model, cfg.data, device))
+                     own_share(online_features(cfg.model, cfg.data, device), ranks))
     if cfg.READS_CAPTIONS and "train" in data.splits:  # what data.max_len cuts: logged, or refused when most
         check_caption_lengths(data.splits["train"], cfg.data.max_len)
     if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation
@@ -157,8 +156,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
 
 
 def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimConfig | None) -> Part:
-    """Hold ``module`` under ``name`` (with an optimizer unless ``optim`` is None); its weights come
-    from the source checkpoint when that has a part of this name."""
+    """Hold ``module`` under ``name`` (with an optimizer unless ``optim`` is None); its weights are the source's."""
     if name in session.parts:
         raise RlcapError(f"a part named {name!r} is already in the session")
     source = session.source
@@ -197,7 +195,7 @@ def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
         log.info("resumed %s at epoch %d, step %d", session.out_dir, session.progress.epoch, session.progress.step)
     session.progress.best_metric = selects_by or selection_metric(session)
     resume_step = session.progress.step if session.resuming else None
-    session.logger = (RunLogger(session.out_dir, session.cfg.tensorboard, resume_step=resume_step)
+    session.logger = (RunLogger(session.out_dir, session.cfg.track, resume_step, to_dict(session.cfg))
                       if session.ranks.main else SilentLogger())
     return session
 
@@ -388,6 +386,7 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
     scores = from_main(scores, session.ranks)  # the others take rank 0's scores, so that all keep the same best/
     progress.history.append({"epoch": progress.epoch, "step": progress.step, **scores})
     session.logger.write(progress.step, session.cfg.val.split, {**scores, "epoch": progress.epoch})
+    session.logger.captions(progress.step, lambda: caption_rows(session))  # the trackers' (track.captions)
     metric, value = progress.best_metric, scores[progress.best_metric]
     best = value > progress.best_score
     also = f", CIDEr-D {scores['CIDEr']:.4f}" if metric != "CIDEr" and "CIDEr" in scores else ""
