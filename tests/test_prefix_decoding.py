@@ -71,7 +71,7 @@ def reference_greedy(model, feats: Feats, n: int, max_len: int, prefix: list[lis
     rows = []
     for r, forced in enumerate(prefix):
         i = r // n
-        one = Feats(*(t[i : i + 1] for t in feats))
+        one = feats.select(torch.tensor([i]))
         memory = model.encode(one)
         state, word, words, lps, hs = model.init_state(memory), BOS, [], [], []
         for p in range(max_len):

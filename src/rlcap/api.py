@@ -263,7 +263,8 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
     run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len, precision=precision)
     # a few images: a compilation of the decoding steps (5-30 s) would cost more than it saves
     model, vocab, dec, where = run.policy, run.vocab, run.decoding.eager(), run.device
-    encoder = checkpoint_encoder(checkpoint, run.config["feature_dims"], image_size, where)  # the one its features had
+    encoder = checkpoint_encoder(checkpoint, run.config["feature_dims"], image_size, where,  # its features' encoder
+                                 trained_tower=run.config["model"].get("train_vision", "frozen") != "frozen")
 
     def features(images: list[Any]) -> tuple[Any, Any]:
         return encoder.features(torch.from_numpy(encoder.prepare(images)))  # fc (B, Dfc), att (B, N, Datt)

@@ -133,7 +133,7 @@ def test_in_memory_out_of_core_and_converted_give_the_same_rows(tmp_path, layout
     assert memory.features.in_memory and not lazy.features.in_memory
     index = torch.tensor([5, 0, 3, 7])
     for split in (lazy, h5):
-        for a, b in zip(memory.feats(index), split.feats(index)):
+        for a, b in zip(memory.feats(index)[:3], split.feats(index)[:3]):  # (no pixels)
             assert a.shape == b.shape and torch.equal(a, b)  # padded to the split's largest region count
     feats = memory.feats(index)
     for row, k in enumerate(index.tolist()):

@@ -36,7 +36,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcap.data.feats import Feats
 from rlcap.encoders.hf_processor import load_processor
+from rlcap.encoders.pixel_rows import PixelLayout, per_picture
 from rlcap.errors import RlcapError
 
 SIZE_BASE = 1024  # a side is written as (side // SIZE_BASE, side % SIZE_BASE): both exact in float16
@@ -154,12 +156,18 @@ def image_features(model: Any, processor: Any, images: Any) -> Any:
     return features_of_inputs(model, image_inputs(processor, images))
 
 
+def side_inputs(model: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What ``get_image_features`` takes of the processor's output ``inputs`` (the pixels, and what places them)."""
+    params = inspect.signature(model.get_image_features).parameters
+    return {k: v for k, v in inputs.items() if k in params}
+
+
 def features_of_inputs(model: Any, inputs: dict[str, torch.Tensor]) -> Any:
     """``get_image_features``' output for the processor's output ``inputs`` (:func:`image_inputs`), on the model's
     device."""
-    params = inspect.signature(model.get_image_features).parameters
     device = next(model.parameters()).device
-    return model.get_image_features(**{k: v.to(device) for k, v in inputs.items() if k in params}, return_dict=True)
+    return model.get_image_features(**{k: v.to(device) for k, v in side_inputs(model, inputs).items()},
+                                    return_dict=True)
 
 
 def image_parts(output: Any) -> list[Any]:
@@ -198,6 +206,12 @@ def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
     return image_tokens_of(model, processor, [image])[0]
 
 
+def pixel_layout(model: Any, processor: Any) -> PixelLayout:
+    """The layout of a picture's inputs of ``model``'s image side in a row (:mod:`rlcap.encoders.pixel_rows`), read
+    from the processor's output for a blank picture."""
+    return PixelLayout.of(per_picture(side_inputs(model, image_inputs(processor, blank((32, 32)))), 1)[0])
+
+
 class OnHost(NamedTuple):
     """A batch's pictures read for the processor: each picture's (height, width), and for each size its rows, its
     pictures and the processor's output for them together (:meth:`HFVLMEncoder.on_host`)."""
@@ -225,6 +239,7 @@ class HFVLMEncoder:
         self.fc_dim = self.att_dim + SIZE_PARTS
         self.image_size = AS_THEY_ARE
         self.regions = max(image_token_count(processor, size) for size in PROBED_SIZES)
+        self.layout = pixel_layout(self.model, processor)  # (pixel_feats: a picture's inputs in a row)
         self._counts: dict[tuple[int, int], int] = {}  # (height, width) -> image tokens (_count)
 
     @property
@@ -285,6 +300,19 @@ class HFVLMEncoder:
         for k, (_, tokens) in enumerate(rows):
             att[k, : len(tokens)] = tokens
         return torch.stack([fc for fc, _ in rows]), att, counts
+
+    def pixel_feats(self, host: OnHost) -> Feats:
+        """:meth:`on_host`'s pictures as a policy that runs this image side itself reads them (it trains it:
+        ``model.train_vision``): each picture's inputs of the image side in a row of ``pixels``
+        (:mod:`rlcap.encoders.pixel_rows`), fc its size (its mean token unknown: 0), att no token."""
+        found: dict[int, dict[str, torch.Tensor]] = {}
+        for rows, _, inputs in host.groups:
+            found.update(zip(rows, per_picture(side_inputs(self.model, inputs), len(rows))))
+        pixels = self.layout.pack([found[k] for k in range(len(host.sizes))]).to(self.device)
+        fc = torch.zeros(len(host.sizes), self.fc_dim, device=self.device)
+        fc[:, -SIZE_PARTS:] = torch.tensor([pack_size(*size) for size in host.sizes], dtype=torch.float32)
+        att = torch.zeros(len(host.sizes), 0, self.att_dim, device=self.device)
+        return Feats(fc, att, torch.zeros(att.shape[:2], dtype=torch.bool, device=self.device), pixels)
 
     def _tokens_of_one_size(self, pictures: list[Any], inputs: dict[str, torch.Tensor],
                             size: tuple[int, int]) -> list[torch.Tensor]:

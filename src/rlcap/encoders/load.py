@@ -84,11 +84,14 @@ def load_encoder(name: str = DEFAULT_ENCODER, image_size: int | None = None,
 
 
 def checkpoint_encoder(checkpoint: str | Path, dims: dict[str, Any], image_size: int | None = None,
-                       device: torch.device | str = "cpu") -> ImageEncoder:
+                       device: torch.device | str = "cpu", trained_tower: bool = False) -> ImageEncoder:
     """The encoder of the features a checkpoint was trained on (its ``feature_dims``, from the store's records):
     an ``hf:`` model from the folder its store noted, else EfficientNet-Lite0 at ``image_size`` (default: the
-    size its features were extracted at)."""
+    size its features were extracted at). ``trained_tower``: the run trained its image side
+    (``model.train_vision``), whose tuned weights only the checkpoint's own ``hf/`` holds."""
     name = dims.get("encoder") or DEFAULT_ENCODER
+    if trained_tower:
+        return load_encoder(HF_PREFIX + str(Path(checkpoint) / "hf"), None, device)
     if name.startswith(HF_PREFIX):
         folder = dims.get("encoder_path")
         if (not folder or not (Path(folder) / "config.json").is_file()) and _holds_own_tower(checkpoint, dims):

@@ -17,6 +17,11 @@ Where the work runs:
 * the **training thread** runs the image side once per picture of the batch, never once per sample or beam (the
   policy repeats each picture's tokens for its rows, as it does with stored ones), under ``no_grad``: the tower is
   frozen, as with a store.
+
+A policy that trains its image side (``model.train_vision``: ``pixels``) runs it itself, in its own forward and
+with autograd: the training thread then hands it the processor's outputs, each picture's in a row of
+``Feats.pixels`` (:class:`GivesPixels`, :mod:`rlcap.encoders.pixel_rows`), and no tokens. A reward's image bank
+(:meth:`OnlineFeatures.everything`) still reads tokens, those of the folder's image side as it starts.
 """
 
 from __future__ import annotations
@@ -47,6 +52,14 @@ class ProcessesOnHost(Protocol):
     def from_host(self, host: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
+@runtime_checkable
+class GivesPixels(Protocol):
+    """An encoder that can hand a batch's processor outputs instead of its tokens, to a policy that runs the image
+    side itself (:meth:`rlcap.encoders.hf_vlm.HFVLMEncoder.pixel_feats`)."""
+
+    def pixel_feats(self, host: Any) -> Feats: ...
+
+
 class Read(NamedTuple):
     """A batch's pictures read ahead: the batch's ``n`` images, the ``rows`` of them read, what the encoder's host
     part made of those rows' pictures."""
@@ -58,12 +71,13 @@ class Read(NamedTuple):
 
 class OnlineFeatures:
     """The features of a split's pictures (``pictures``: id -> file, or a picture a datasets dataset holds), encoded
-    by ``encoder`` when a batch asks for them (module docstring)."""
+    by ``encoder`` when a batch asks for them (module docstring); ``pixels``: the processor's outputs instead, for a
+    policy that trains its image side."""
 
     in_memory = False  # (each batch's rows read when asked for, one batch ahead: the loader's read-ahead thread)
 
     def __init__(self, pictures: Mapping[str, Path | EmbeddedImage], ids: Sequence[str], encoder: ImageEncoder,
-                 folder: str | Path):
+                 folder: str | Path, pixels: bool = False):
         missing = [i for i in ids if i not in pictures]
         if missing:
             raise DataError(f"image {missing[0]!r} has no picture to encode ({len(missing)} of {len(ids)})")
@@ -74,6 +88,10 @@ class OnlineFeatures:
             raise DataError(f"{gone[0]} not found ({len(gone)} of {len(self.ids)} pictures missing): give "
                             "data.images=DIR, the folder the dataset's file names are relative to")
         self.image_encoder = encoder
+        if pixels and not (isinstance(encoder, GivesPixels) and isinstance(encoder, ProcessesOnHost)):
+            raise DataError(f"{folder}: its image side cannot be handed pixels to train (model.train_vision), as "
+                            "only a vision-language model's can: leave model.train_vision=frozen")
+        self.pixels = pixels
         self.fc_dim, self.att_dim = encoder.fc_dim, encoder.att_dim
         self.image_size: int | None = encoder.image_size
         # what a store of this encoder records, read by the policy's store check and kept in the checkpoint
@@ -107,25 +125,31 @@ class OnlineFeatures:
         host = self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
         return Read(len(index), rows, host)
 
-    @torch.no_grad()
     def as_float(self, read: Read) -> Feats:
-        """The float32 features of :meth:`read`'s pictures: the image side run once per picture of its rows, the
-        batch's other rows zero (a process's share: what :meth:`Batch.shard` keeps)."""
-        if isinstance(self.image_encoder, ProcessesOnHost):
-            fc, att, counts = self.image_encoder.from_host(read.host)
-        elif isinstance(self.image_encoder, CountsRegions):
-            fc, att, counts = self.image_encoder.features_with_counts(read.host)
+        """The float32 features of :meth:`read`'s pictures: the image side run once per picture of its rows (with
+        ``pixels``, the processor's outputs for the policy to run it), the batch's other rows zero (a process's
+        share: what :meth:`Batch.shard` keeps)."""
+        if self.pixels and isinstance(self.image_encoder, GivesPixels):
+            part = self.image_encoder.pixel_feats(read.host)
         else:
-            fc, att = self.image_encoder.features(read.host)
+            part = self.tokens(read.host)
+        if read.rows == slice(0, read.n):
+            return part
+        return Feats(*(None if t is None else _placed(t, read) for t in part))
+
+    @torch.no_grad()
+    def tokens(self, host: Any) -> Feats:
+        """The float32 image tokens of the pictures ``host`` holds (:class:`Read`'s), the frozen image side run
+        once per picture."""
+        if isinstance(self.image_encoder, ProcessesOnHost):
+            fc, att, counts = self.image_encoder.from_host(host)
+        elif isinstance(self.image_encoder, CountsRegions):
+            fc, att, counts = self.image_encoder.features_with_counts(host)
+        else:
+            fc, att = self.image_encoder.features(host)
             counts = torch.full((att.shape[0],), att.shape[1], device=att.device)
         mask = torch.arange(att.shape[1], device=att.device)[None, :] < counts[:, None]
-        if read.rows == slice(0, read.n):
-            return Feats(fc.float(), att.float(), mask)
-        whole = Feats(fc.new_zeros(read.n, *fc.shape[1:]), att.new_zeros(read.n, *att.shape[1:]),
-                      mask.new_zeros(read.n, *mask.shape[1:]))
-        for kept, part in zip(whole, (fc.float(), att.float(), mask)):
-            kept[read.rows] = part
-        return whole
+        return Feats(fc.float(), att.float(), mask)
 
     def check_all(self, limit: int = 0) -> None:
         """Nothing to read ahead of time: each picture is checked where it is decoded (the files' presence was
@@ -133,9 +157,17 @@ class OnlineFeatures:
 
     def everything(self) -> Feats:
         """Every row at once (what a reward's image bank reads), encoded now, a few pictures a pass."""
-        parts = [self.rows(torch.arange(start, min(start + ENCODE_ROWS, len(self))))
-                 for start in range(0, len(self), ENCODE_ROWS)]
+        parts = [self.tokens(self._prepared(index, slice(0, len(index))).host)
+                 for index in (torch.arange(start, min(start + ENCODE_ROWS, len(self)))
+                               for start in range(0, len(self), ENCODE_ROWS))]
         width = max(p.att.shape[1] for p in parts)
         pad = [Feats(p.fc, torch.nn.functional.pad(p.att, (0, 0, 0, width - p.att.shape[1])),
                      torch.nn.functional.pad(p.att_mask, (0, width - p.att_mask.shape[1]))) for p in parts]
-        return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in Feats._fields))
+        return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in ("fc", "att", "att_mask")))
+
+
+def _placed(part: torch.Tensor, read: Read) -> torch.Tensor:
+    """``part`` (rows of ``read.rows``) in a batch of ``read.n`` rows, the others zero."""
+    whole = part.new_zeros(read.n, *part.shape[1:])
+    whole[read.rows] = part
+    return whole

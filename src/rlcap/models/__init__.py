@@ -28,12 +28,22 @@ def model_vocab(cfg: ModelConfig) -> Any:
 
 def build_model(cfg: ModelConfig, vocab_size: int, fc_dim: int, att_dim: int) -> nn.Module:
     """The captioner named by ``cfg.arch``, built by its architecture (:data:`ARCHITECTURES`)."""
-    return architecture(cfg.arch).build(cfg, vocab_size, fc_dim, att_dim)
+    return _building(cfg).build(cfg, vocab_size, fc_dim, att_dim)
 
 
 def new_model(cfg: ModelConfig, vocab, fc_dim: int, att_dim: int) -> nn.Module:
     """A captioner to train from scratch: its architecture's :meth:`Architecture.new` (HRL's takes its trained critic)."""
-    return architecture(cfg.arch).new(cfg, vocab, fc_dim, att_dim)
+    return _building(cfg).new(cfg, vocab, fc_dim, att_dim)
+
+
+def _building(cfg: ModelConfig) -> Any:
+    """The architecture of ``cfg``, which must read ``model.train_vision`` where it is set (an architecture of
+    rlcap's own reads features from a store: it has no image side to train)."""
+    arch = architecture(cfg.arch)
+    if cfg.train_vision != "frozen" and not arch.reads(cfg, "train_vision"):
+        raise ConfigError(f"model.train_vision={cfg.train_vision}: model.arch={cfg.arch} reads features from a "
+                          "store and has no image side to train; only model.arch=hf trains one")
+    return arch
 
 
 def hidden_size(model: nn.Module, cfg: ModelConfig) -> int:

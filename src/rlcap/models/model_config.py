@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from rlcap.errors import ConfigError
 
 TRAINS = ("all", "decoder", "lora")  # model.train: what of a transformers captioner trains
+VISION_TRAINS = ("frozen", "all", "projector", "lora")  # model.train_vision: what of its image side trains
 DTYPES = ("float32", "bfloat16")  # model.dtype: a transformers model's weights as loaded
 # (the architectures, and the keys each reads, are the architectures' own: rlcap.models.architectures)
 ARCH_HELP = "captioner architecture: an architecture of rlcap.models.architectures.ARCHITECTURES"
@@ -40,6 +41,12 @@ class ModelConfig:
         "help": "hf: what trains: all (every weight but the frozen vision tower), decoder (the text decoder's layers; "
                 "its embeddings, output layer and image projection as loaded) or lora (LoRA adapters on those "
                 "layers' linear maps, through peft: pip install rlcap[lora])"})
+    train_vision: str = field(default="frozen", metadata={
+        "help": "hf, a vision-language model: what of its image side trains: frozen (nothing: its tokens may come "
+                "from a store), all (vision tower and projector), projector (the image-side weights that run after "
+                "the tower's last layer: merger, connector or projector, and a final norm), or lora (LoRA adapters "
+                "on the tower's layers, with model.train=lora); anything but frozen reads pictures (data.images, "
+                "no data.features) and runs the image side with autograd at every step (docs/MODELS.md)"})
     lora_rank: int = field(default=8, metadata={"help": "hf, train=lora: the adapters' rank r"})
     lora_alpha: float = field(default=16.0, metadata={"help": "hf, train=lora: the adapters' alpha (scale alpha/r)"})
     prompt: str = field(default="", metadata={
@@ -64,6 +71,13 @@ class ModelConfig:
                 raise ConfigError(f"model.{name}: expected a positive integer, got {value}")
         if self.train not in TRAINS:
             raise ConfigError(f"model.train: {self.train!r} is not one of {', '.join(TRAINS)}")
+        if self.train_vision not in VISION_TRAINS:
+            raise ConfigError(f"model.train_vision: {self.train_vision!r} is not one of {', '.join(VISION_TRAINS)}")
+        if (self.train == "lora" and self.train_vision in ("all", "projector")) or \
+                (self.train_vision == "lora" and self.train != "lora"):
+            raise ConfigError(f"model.train_vision={self.train_vision} with model.train={self.train}: LoRA adapters "
+                              "on the tower go with model.train=lora, and a LoRA policy's image side trains by "
+                              "adapters or not at all (its KL reference is itself with its adapters off)")
         if self.dtype not in DTYPES:
             raise ConfigError(f"model.dtype: {self.dtype!r} is not one of {', '.join(DTYPES)}")
         if self.lora_rank < 1 or not self.lora_alpha > 0:

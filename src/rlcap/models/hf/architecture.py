@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 EXPORT = "hf"  # the folder of a checkpoint that holds the policy as a transformers folder (its model.path)
 # what trains (model.train), LoRA's rank and alpha, and how (the weights' dtype, gradient checkpointing)
-TRAINING_KEYS = ("train", "lora_rank", "lora_alpha", "dtype", "gradient_checkpointing")
+TRAINING_KEYS = ("train", "train_vision", "lora_rank", "lora_alpha", "dtype", "gradient_checkpointing")
 
 
 class HFArchitecture:
@@ -49,7 +49,10 @@ class HFArchitecture:
         if is_vlm_folder(cfg.path):
             return HFVLMCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
                                   lora_alpha=cfg.lora_alpha, prompt=cfg.prompt, dtype=cfg.dtype,
-                                  gradient_checkpointing=cfg.gradient_checkpointing)
+                                  gradient_checkpointing=cfg.gradient_checkpointing, train_vision=cfg.train_vision)
+        if cfg.train_vision != "frozen":  # (the captioners' towers stand in for stored tokens: not built yet)
+            raise ConfigError(f"model.train_vision={cfg.train_vision}: {cfg.path} is not a vision-language model; "
+                              "rlcap trains the image side of vision-language models only (docs/MODELS.md)")
         if is_seq2seq_vlm(cfg.path):
             return Seq2SeqVLMCaptioner(cfg.path, vocab_size, att_dim, train=cfg.train, lora_rank=cfg.lora_rank,
                                        lora_alpha=cfg.lora_alpha, prompt=cfg.prompt, dtype=cfg.dtype,
@@ -67,7 +70,8 @@ class HFArchitecture:
     def online_features(self, cfg: ModelConfig, data: Any, device: Any) -> Any:
         """A split's features computed from its pictures (``data.images``) by the encoder ``rlcap features --encoder
         hf:PATH`` writes this policy's store with (its processor and frozen image side: rlcap.encoders.online),
-        loaded once, when a split first asks."""
+        loaded once, when a split first asks; for a policy that trains its image side (``model.train_vision``),
+        the processor's outputs it runs that side on."""
         from rlcap.encoders.hf import HF_PREFIX
         from rlcap.encoders.load import load_encoder
         from rlcap.encoders.online import OnlineFeatures
@@ -79,13 +83,14 @@ class HFArchitecture:
             if not loaded:
                 loaded.append(load_encoder(HF_PREFIX + str(cfg.path), None, device))
             pictures = record_pictures(records, data.dataset, data.images)
-            return OnlineFeatures(pictures, [r.id for r in records], loaded[0], cfg.path)
+            return OnlineFeatures(pictures, [r.id for r in records], loaded[0], cfg.path,
+                                  pixels=cfg.train_vision != "frozen")
 
         return of
 
     def reads(self, cfg: ModelConfig, key: str) -> bool:
         """Its folder and what trains; LoRA's rank and alpha only when LoRA adapters train."""
-        return key in ("path", "train", "prompt", "dtype", "gradient_checkpointing") or \
+        return key in ("path", "train", "train_vision", "prompt", "dtype", "gradient_checkpointing") or \
             (key in ("lora_rank", "lora_alpha") and cfg.train == "lora")
 
     def text_codec(self, cfg: ModelConfig) -> Any:

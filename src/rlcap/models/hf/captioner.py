@@ -141,8 +141,8 @@ class HFCaptioner(ScoredInOnePass, HoldsHFWeights):
             setattr(self.model.generation_config, key, value)
         side = self.weights.side
         with no_bars(transformers):  # (the stored tower in its place has no weights: the state leaves it out)
-            write_weights(self.model, self.weights.merged_state(), side.modules, side.prefix, self.weights.digest,
-                          Path(folder), previous)
+            write_weights(self.model, self.weights.merged_state(), side.modules.state_dict(), side.prefix,
+                          self.weights.digest, Path(folder), previous)
         with no_bars(transformers):
             if self._text_and_pixels is None:  # read from the model's folder once, not at every save
                 self._text_and_pixels = tuple(auto.from_pretrained(self.folder, local_files_only=True) for auto in

@@ -29,20 +29,21 @@ TOWER_FILE = "model-tower.safetensors"
 INDEX = "model.safetensors.index.json"  # transformers' name: from_pretrained reads it where no model.safetensors is
 
 
-def write_weights(model: Any, state: dict[str, torch.Tensor], tower: torch.nn.Module, prefix: str, digest: str,
-                  folder: Path, previous: Path | None) -> None:
+def write_weights(model: Any, state: dict[str, torch.Tensor], tower: Mapping[str, torch.Tensor], prefix: str,
+                  digest: str, folder: Path, previous: Path | None) -> None:
     """Write ``model``'s weights into ``folder``: ``state`` (its own, the tower left out) by ``save_pretrained``,
-    the ``tower`` (its weights under ``prefix``, ``digest`` theirs) linked from ``previous`` (the hf/ folder of the
-    checkpoint this save replaces, None: none) when it holds the same tower, else written; then the index."""
+    the ``tower``'s weights (under ``prefix`` in the model, ``digest`` theirs) linked from ``previous`` (the hf/
+    folder of the checkpoint this save replaces, None: none) when it holds the same tower, else written; then the
+    index."""
     # 1. what trains, and the model's config and generation config
     model.save_pretrained(folder, state_dict=state, max_shard_size="1000GB")
     if not (folder / "model.safetensors").is_file():
         raise RlcapError(f"{folder}: save_pretrained wrote no model.safetensors (a sharded save is not expected)")
     os.replace(folder / "model.safetensors", folder / TEXT_FILE)
     # 2. the frozen tower: from the previous checkpoint when it is the same
-    tower_keys = [f"{prefix}.{key}" for key in tower.state_dict()]
+    tower_keys = [f"{prefix}.{key}" for key in tower]
     if not _linked_tower(previous, folder, digest):
-        weights = {f"{prefix}.{k}": v.detach().to("cpu").contiguous() for k, v in tower.state_dict().items()}
+        weights = {f"{prefix}.{k}": v.detach().to("cpu").contiguous() for k, v in tower.items()}
         save_file(weights, str(folder / TOWER_FILE), metadata={"format": "pt"})
     # 3. the index from_pretrained reads
     with safe_open(str(folder / TEXT_FILE), "pt") as text:

@@ -89,3 +89,10 @@ def take_out(model: nn.Module, base: nn.Module, names: list[str]) -> KeptAside:
     for name in names:
         setattr(base, name, None)
     return KeptAside(prefix, side)
+
+
+def kept_in(model: nn.Module, base: nn.Module, names: list[str]) -> KeptAside:
+    """``base``'s children ``names`` (the image side) left in ``model``, which trains them
+    (``model.train_vision``: rlcap.models.hf.vision_training), under the same record as :func:`take_out`'s (for the
+    digest and the export, which writes their weights as they are then)."""
+    return KeptAside(_path(model, base), nn.ModuleDict({name: getattr(base, name) for name in names}))

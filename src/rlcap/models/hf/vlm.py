@@ -4,8 +4,10 @@ SmolVLM/Idefics3, LLaVA, PaliGemma (a decoder-only image-text-to-text model: :fu
 Its image side (vision tower, projector, pixel shuffle or merger) is frozen and read from the feature store that
 ``rlcap features --encoder hf:DIR`` writes for it (:mod:`rlcap.encoders.hf_vlm`: the image tokens its language
 model reads, and the picture's size); the image side's modules are taken out of the model and kept aside for the
-export. Everything else comes from what the model and its processor declare, through the calls ``generate()``
-makes, never from a table of families:
+export. A policy that trains its image side (``model.train_vision``: :mod:`rlcap.models.hf.vision_training`) keeps
+it in the model and runs it in its prefill on the pictures' processor outputs (``Feats.pixels``). Everything else
+comes from what the model and its processor declare, through the calls ``generate()`` makes, never from a table of
+families:
 
 * **the prompt** (:mod:`rlcap.models.hf.prompt`): ``model.prompt`` through the processor's chat template, the
   image tokens expanded by the processor for a picture of the stored size;
@@ -43,20 +45,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from rlcap.data.feats import Feats
 from rlcap.data.hf_text import TokenizerVocab, captioner_config, tokenizer_ids
-from rlcap.encoders.hf_vlm import (blank, image_features, image_parts, image_token, load_processor,
+from rlcap.encoders.hf_vlm import (blank, image_features, image_parts, image_token, load_processor, pixel_layout,
                                    reads_image_tokens, settings_json, store_layout, unpack_sizes, vision_side)
 from rlcap.errors import DataError, RlcapError
 from rlcap.models.base import Tensors, expand_batch
 from rlcap.models.hf.adapters import Adapters, choose
 from rlcap.models.hf.cache import flatten_cache, last_hidden, output_cache, rebuild_cache
 from rlcap.models.hf.export import generation_settings, write_weights
-from rlcap.models.hf.image_side import take_out
+from rlcap.models.hf.image_side import kept_in, take_out
 from rlcap.models.hf.parts import layer_stack
 from rlcap.models.hf.prompt import PromptInputs, policy_prompt
 from rlcap.models.hf.scoring import ScoredInOnePass
+from rlcap.models.hf.vision_training import RunsImageSide, projector_of
 from rlcap.models.hf.weights import HFWeights, HoldsHFWeights
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 
@@ -83,7 +87,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
 
     def __init__(self, folder: str | Path, vocab_size: int | None = None, att_dim: int | None = None,
                  train: str = "all", lora_rank: int = 8, lora_alpha: float = 16.0, prompt: str = "",
-                 dtype: str = "float32", gradient_checkpointing: bool = False):
+                 dtype: str = "float32", gradient_checkpointing: bool = False, train_vision: str = "frozen"):
         super().__init__()
         transformers = import_transformers()
         self.folder = Path(folder).expanduser().resolve()
@@ -99,7 +103,11 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         with torch.no_grad():
             probe = image_features(model, self.processor, blank((32, 32)))
         _, base, names = vision_side(model)
-        side = take_out(model, base, names)  # the image side's weights are the store's: kept aside for the export
+        # the image side's weights are the store's: kept aside for the export; or, trained, kept in the model
+        self.trains_vision = train_vision != "frozen"
+        projector = projector_of(nn.ModuleDict({n: getattr(base, n) for n in names}), lambda: image_features(
+            model, self.processor, blank((32, 32)))) if train_vision == "projector" else []
+        side = kept_in(model, base, names) if self.trains_vision else take_out(model, base, names)
         # the language model in model.dtype; the image side as the folder holds it, as `rlcap features` read it, so
         # that a float32 folder's store serves a bf16 policy (its tokens go into the bf16 language model as bf16)
         model.to(DTYPES[dtype])
@@ -124,7 +132,11 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         self.checkpointing = gradient_checkpointing
         self.adapters = self._adapters(probe)
         self.weights = HFWeights(model, self.folder, side, train, lora_rank, lora_alpha,
-                                 stacks=[layer_stack(model.get_decoder())], export_dtype=export_dtype)
+                                 stacks=[layer_stack(model.get_decoder())] + ([layer_stack(side.modules)] if
+                                         train_vision == "lora" else []), export_dtype=export_dtype,
+                                 vision=train_vision, projector=projector)
+        self.image_side = RunsImageSide(model, pixel_layout(model, self.processor), side.dtype()) \
+            if self.trains_vision else None
         self.train()
 
     def _adapters(self, probe: Any) -> Adapters:
@@ -160,7 +172,11 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         inputs = self.prompts.batch(sizes, att.device)
         if n > 1:
             inputs = {k: v.repeat_interleave(n, dim=0) for k, v in inputs.items()}
-        rows = [att[i, : self.prompts.image_tokens(size)] for i, size in enumerate(sizes) for _ in range(n)]
+        if att.dim() == 2:  # the pictures' processor outputs (Feats.pixels, (B, L)): the image side runs here
+            tokens = self.image_side.tokens(att, sizes, self.prompts.image_tokens)
+        else:
+            tokens = [att[i, : self.prompts.image_tokens(size)] for i, size in enumerate(sizes)]
+        rows = [tokens[i] for i in range(len(sizes)) for _ in range(n)]
         images = torch.cat(rows)  # (N, parts * D): the forward scatters them (self.adapters.images)
         ids = inputs.pop("input_ids")
         inputs["position_ids"] = self.model._prepare_position_ids_for_generation(ids, {"input_ids": ids, **inputs})
@@ -210,8 +226,21 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         return state[0]
 
     def encode(self, feats: Feats) -> Tensors:
-        """The stored image tokens and fc (the picture's size): the prefill runs in :meth:`init_state`."""
-        return (feats.att, feats.fc)
+        """The stored image tokens (or, with the image side trained, the pictures' processor outputs) and fc (the
+        picture's size): the prefill runs in :meth:`init_state`."""
+        return (self._images(feats), feats.fc)
+
+    def _images(self, feats: Feats) -> torch.Tensor:
+        """What the prefill reads of the pictures: their processor outputs (``Feats.pixels``, (B, L)) where the
+        loader hands them, to a policy that trains its image side (``model.train_vision``: it runs it in the
+        prefill, with autograd when that is on); else their tokens (B, N, D): a store's, or those ``rlcap caption``
+        computes with the checkpoint's own image side, the same weights."""
+        if feats.pixels is None:
+            return feats.att
+        if self.image_side is None:
+            raise DataError(f"{self.folder}'s image side is frozen: it reads image tokens, not the pictures' "
+                            "processor outputs (model.train_vision=frozen)")
+        return feats.pixels
 
     def expand_memory(self, memory: Tensors, n: int) -> Tensors:
         """n rows an image: the images once (read once by :meth:`init_state`) and once per row."""
@@ -267,7 +296,7 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
 
     def forward(self, feats: Feats, tokens: torch.Tensor, seq_per_img: int = 1) -> torch.Tensor:
         """Teacher forcing: ``tokens`` (B*S, T) rlcap ids from BOS -> logits (B*S, T, V) in rlcap's order."""
-        return self.teacher(feats.att, feats.fc, tokens, seq_per_img)[0]
+        return self.teacher(self._images(feats), feats.fc, tokens, seq_per_img)[0]
 
     def score_samples(self, memory: Tensors, inputs: torch.Tensor,
                       return_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -290,7 +319,13 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         """Refuse features that are not this model's image tokens: the store's ``encoder`` must be this model's
         class, its ``tower_weights`` this image side's and its ``fc_layout`` the picture sizes it places them by and
         how its rows are laid out (the image side's weights as the folder holds them, whatever ``model.dtype``), and
-        its image processor settings the folder's."""
+        its image processor settings the folder's. A policy that trains its image side reads no store."""
+        if self.trains_vision:
+            if store:
+                raise DataError(f"model.train_vision trains the image side, so the tokens of {store} (its starting "
+                                "weights') would be stale from the first step: leave data.features unset and give "
+                                "data.images=DIR, whose pictures the policy encodes at every step")
+            return
         self.weights.check_store(records, store, "the image tokens",
                                  also={"fc_layout": store_layout(self.adapters.images.parts, self.hidden_size)})
         pixels = settings_json(self.processor.image_processor.to_dict())
@@ -313,10 +348,13 @@ class HFVLMCaptioner(ScoredInOnePass, HoldsHFWeights):
         settings.eos_token_id = self.ids.end
         for key, value in generation_settings(decode or {}).items():
             setattr(settings, key, value)
-        side = self.weights.side
+        side, state = self.weights.side, self.weights.merged_state()
+        tower = side.modules.state_dict()
+        if self.trains_vision:  # in the model: its weights (LoRA's merged) go to the tower's file only
+            names = {k.replace(".base_layer.", "."): k for k in side.state() if ".lora_" not in k}
+            tower = {k.removeprefix(f"{side.prefix}.".lstrip(".")): state.pop(k) for k in names}
         with no_bars(transformers):
-            write_weights(self.model, self.weights.merged_state(), side.modules, side.prefix, self.weights.digest,
-                          Path(folder), previous)
+            write_weights(self.model, state, tower, side.prefix, self.weights.digest, Path(folder), previous)
         declare_dtype(Path(folder), self.weights.export_dtype)
         for name, data in self._processor_files.items():
             (Path(folder) / name).write_bytes(data)

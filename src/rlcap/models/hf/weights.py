@@ -33,6 +33,7 @@ from rlcap.models.hf.image_side import KeptAside
 from rlcap.models.hf.lora import (adapters_off, holds_adapters, merged, module_scale, same_adapters, saved_scale,
                                   under_adapters)
 from rlcap.models.hf.parts import import_peft, merged_lora_state, unique_state, with_twins
+from rlcap.models.hf.vision_training import set_vision_training
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,16 @@ class HFWeights:
 
     def __init__(self, model: nn.Module, folder: Path, side: KeptAside, train: str = "all", rank: int = 8,
                  alpha: float = 16.0, stacks: Sequence[nn.Module] = (), language: Sequence[nn.Parameter] | None = None,
-                 export_dtype: torch.dtype = torch.float32):
+                 export_dtype: torch.dtype = torch.float32, vision: str = "frozen",
+                 projector: Sequence[nn.Module] = ()):
         self.model, self.folder, self.side = model, folder, side
         self.train_mode = train
+        self.vision = vision  # model.train_vision (rlcap.models.hf.vision_training): "lora" adapts ``stacks``' too
         self.export_dtype = export_dtype  # what the export declares (rlcap.models.hf.vlm.declare_dtype)
         self._digest: str | None = None  # the image side's (computed when a store is checked or at the export)
         set_training(model, train, rank, alpha, stacks, language)
+        if vision in ("all", "projector"):
+            set_vision_training(side.modules, vision, list(projector))
 
     @property
     def trains_adapters(self) -> bool:
@@ -90,8 +95,9 @@ class HFWeights:
 
     @property
     def digest(self) -> str:
-        """The image side's digest (:func:`rlcap.encoders.hf.tower_digest`), computed once."""
-        if self._digest is None:
+        """The image side's digest (:func:`rlcap.encoders.hf.tower_digest`), computed once (at every call where
+        the image side trains)."""
+        if self._digest is None or self.vision != "frozen":
             self._digest = tower_digest(self.side.modules)
         return self._digest
 
@@ -131,11 +137,28 @@ class HFWeights:
         first (``W + (alpha / r) B A``: the function the checkpoint computes, ``saved`` its model section, which
         gives alpha and r; ``transposed(name)``: whether the map holds its weight in x out). Plain weights go
         under the layers a LoRA policy adapts, its adapters new (B = 0: the same function)."""
+        state = self._with_own_side(state, own)
         if holds_adapters(state):
             if same_adapters(state, own, module_scale(self.model), saved):
                 return state
             state = merged(state, saved_scale(state, saved), transposed)
         return under_adapters(state, own) if holds_adapters(own) else state
+
+    def _with_own_side(self, state: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Saved weights with the image side as this policy holds it: a policy that trains its image side
+        (``model.train_vision``) started from a checkpoint whose policy did not keeps its own (read from the
+        checkpoint's hf/, its ``model.path``); one that does not leaves a saved image side out (its own, taken
+        out of the model, is the same folder's). Names are the policy's: its model's under one attribute."""
+        side = set(self.side.state())
+
+        def of_side(key: str) -> bool:
+            return key.partition(".")[2] in side
+
+        if self.vision == "frozen":
+            return {k: v for k, v in state.items() if k in own or not of_side(k)}
+        if any(of_side(k) for k in state):
+            return state
+        return {**state, **{k: v for k, v in own.items() if of_side(k)}}
 
 
 class HoldsHFWeights(nn.Module):
