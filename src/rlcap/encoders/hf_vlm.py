@@ -212,6 +212,16 @@ def pixel_layout(model: Any, processor: Any) -> PixelLayout:
     return PixelLayout.of(per_picture(side_inputs(model, image_inputs(processor, blank((32, 32)))), 1)[0])
 
 
+def keep_image_side(model: nn.Module) -> None:
+    """Remove ``model``'s language model and output layer, which an encoder of its image side never runs (a
+    frozen store's writer, the online tokens of a run: their weights, most of a vision-language model's, freed)."""
+    gone = (model.get_decoder(), model.get_output_embeddings())
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if any(child is each for each in gone):
+                setattr(module, name, None)
+
+
 class OnHost(NamedTuple):
     """A batch's pictures read for the processor: each picture's (height, width), and for each size its rows, its
     pictures and the processor's output for them together (:meth:`HFVLMEncoder.on_host`)."""
@@ -241,6 +251,7 @@ class HFVLMEncoder:
         self.regions = max(image_token_count(processor, size) for size in PROBED_SIZES)
         self.layout = pixel_layout(self.model, processor)  # (pixel_feats: a picture's inputs in a row)
         self._counts: dict[tuple[int, int], int] = {}  # (height, width) -> image tokens (_count)
+        keep_image_side(self.model)  # (the language model's weights, most of the model's, are not the encoder's)
 
     @property
     def precision(self) -> str:
