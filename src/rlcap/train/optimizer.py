@@ -23,6 +23,7 @@ class Part:
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     optim: OptimConfig | None = None  # its optimizer settings: learning rate, schedule, gradient clipping
     scaler: torch.amp.GradScaler | None = None  # precision fp16's loss scaler
+    sharded: bool = False  # by FSDP2 (distributed.strategy: fsdp2, rlcap.train.sharding): it reduces the gradients
 
 
 class Trains(Protocol):
@@ -44,6 +45,21 @@ def build_optimizer(params: Any,
     return optimizer, scheduler
 
 
+def apply_optim_settings(part: Part) -> None:
+    """After loading a part's optimizer and schedule, apply the run's (possibly changed) settings:
+    the learning rate keeps the decay reached so far, applied to the new base rate."""
+    cfg = part.optim
+    for group in part.optimizer.param_groups:
+        base = group.get("initial_lr", group["lr"])
+        if cfg.lr != base:  # (an unchanged rate stays bit-exact)
+            group["lr"] = group["lr"] * cfg.lr / base
+            group["initial_lr"] = cfg.lr
+        group["weight_decay"] = cfg.weight_decay
+    part.scheduler.base_lrs = [cfg.lr for _ in part.optimizer.param_groups]
+    if isinstance(part.scheduler, torch.optim.lr_scheduler.StepLR):
+        part.scheduler.step_size, part.scheduler.gamma = cfg.lr_decay_every, cfg.lr_decay_rate
+
+
 def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
                    frozen: tuple[torch.nn.Parameter, ...] = ()) -> None:
     """Backward pass, gradient clipping (by global norm or by value) and one step of ``part``'s optimizer.
@@ -52,14 +68,17 @@ def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
     p = session.parts[part]
     clip = p.optim
     p.optimizer.zero_grad(set_to_none=True)
+    if p.sharded and session.ranks.stand_in:  # FSDP2 reduces the gradients in the backward pass: a rank without
+        loss = loss * 0.0  # rows adds nothing there, whatever the loop weighed its stand-in by
     (p.scaler.scale(loss) if p.scaler is not None else loss).backward()
     for param in frozen:
         param.grad = None
-    if session.ranks.stand_in:  # a rank without rows adds nothing, whatever the loop weighed its stand-in by,
-        for param in p.module.parameters():  # but joins the all-reduce with the same gradients (zeros)
+    if session.ranks.stand_in and not p.sharded:  # a rank without rows adds nothing, whatever the loop weighed
+        for param in p.module.parameters():  # its stand-in by, but joins the all-reduce with the same (zero) gradients
             if param.grad is not None:
                 param.grad.zero_()
-    average_gradients(p.module.parameters(), session.ranks)  # every rank steps with the whole batch's gradient
+    if not p.sharded:  # (FSDP2 has averaged them)
+        average_gradients(p.module.parameters(), session.ranks)  # every rank steps with the whole batch's gradient
     if p.scaler is not None:
         p.scaler.unscale_(p.optimizer)  # clip the true gradients
     if clip.grad_clip > 0 and clip.grad_clip_mode == "value":
