@@ -139,8 +139,7 @@ def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], con
     temporary folder, made already and holding what the ranks wrote into it (FSDP2's shards:
     :mod:`rlcap.train.sharding`); ``whole``: the weights of the parts sharded, gathered (written for them)."""
     folder = Path(folder)
-    made = tmp is not None
-    tmp = tmp if made else temporary_folder(folder, fresh=True)
+    tmp = tmp or temporary_folder(folder, fresh=True)
     try:
         return _save(folder, tmp, modules, config, vocab, trainer, manifest, whole or {})
     except OSError as exc:

@@ -182,10 +182,10 @@ def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
     ``selects_by``: the score a loop with its own validation keeps best/ by (e.g. the embedding's
     ``mean_R``); by default ``val.metric`` (:func:`selection_metric`)."""
     ckpt, strategy = session.source, session.cfg.distributed.strategy
-    if strategy == "fsdp2":  # (every part added: the KL reference copied before its policy was sharded)
-        shard_parts(session, session.cfg.precision)
     if session.resuming:
         check_strategy(session.out_dir / "last", strategy)
+    if strategy == "fsdp2":  # (every part added: the KL reference copied before its policy was sharded)
+        shard_parts(session, session.cfg.precision)
     if session.resuming and strategy == "fsdp2":
         load_shards(session.parts, session.out_dir / "last")
     if session.resuming and ckpt.trainer is not None:

@@ -22,6 +22,7 @@ gradients and optimizer state, through PyTorch's own ``torch.distributed.fsdp.fu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -92,9 +93,6 @@ def load_shards(parts: dict[str, Part], folder: Path) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    if not (folder / SHARDS).is_dir():
-        raise ConfigError(f"{folder} was written by a run of distributed.strategy=ddp (no {SHARDS}/): resume it "
-                          "with distributed.strategy=ddp")
     trained = {name: part for name, part in parts.items() if part.sharded and part.optimizer is not None}
     states = {}
     for name, part in trained.items():
@@ -109,8 +107,6 @@ def load_shards(parts: dict[str, Part], folder: Path) -> None:
 def check_strategy(folder: Path, strategy: str) -> None:
     """ConfigError when the checkpoint ``folder`` a run resumes was written under the other strategy (a DDP
     checkpoint's optimizer state is whole in trainer.pt, an FSDP2 one's in shards/)."""
-    import json
-
     was = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("strategy", "ddp")
     if was != strategy:
         raise ConfigError(f"{folder} was written with distributed.strategy={was} and is resumed with "

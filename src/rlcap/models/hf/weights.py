@@ -196,8 +196,8 @@ class HoldsHFWeights(nn.Module):
         modules = dict(self.named_modules())
         return isinstance(modules.get(f"{name}.base_layer", modules.get(name)), Conv1D)
 
-    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Weights saved by :meth:`state_dict` (or plain ones, :meth:`adapt_weights`): a tied weight's other names
-        take the one it was saved under."""
-        full = with_twins(super().state_dict(), self.adapt_weights(dict(state)))
+        take the one it was saved under. (``state_dict`` by name: torch.distributed.checkpoint passes it so.)"""
+        full = with_twins(super().state_dict(), self.adapt_weights(dict(state_dict)))
         return super().load_state_dict(full, strict=strict, assign=assign)
