@@ -90,8 +90,11 @@ class DistributedConfig:
             raise ConfigError(f"distributed.strategy: {self.strategy!r} is not one of {list(STRATEGIES)}")
 
     def check_run(self, run: "RunConfig", name: str) -> None:
-        """FSDP2 runs in fp32 or bf16 (FSDP2's own mixed precision, no loss scaler); the policy it shards is checked
-        as it is sharded (an RL run's architecture is its init_from's: rlcap.train.sharding)."""
+        """FSDP2 shards a transformers policy (that of a run with init_from, its checkpoint's, is checked as it is
+        sharded: rlcap.train.optimizer), in fp32 or bf16 (FSDP2's own mixed precision, no loss scaler)."""
+        if self.strategy == "fsdp2" and run.init_from is None and run.model.arch != "hf":
+            raise ConfigError(f"distributed.strategy=fsdp2 shards transformers policies (model.arch=hf), not "
+                              f"model.arch={run.model.arch}: use distributed.strategy=ddp")
         if self.strategy == "fsdp2" and run.precision == "fp16":
             raise ConfigError("distributed.strategy=fsdp2 runs in precision fp32 or bf16 (FSDP2's mixed precision: "
                               "bf16 weights, fp32 reduction), not fp16")

@@ -23,7 +23,7 @@ from rlcap.errors import ConfigError
 from rlcap.api import load_run_config
 from rlcap.train.checkpoint import load_checkpoint, recover
 from rlcap.train.optimizer import Part
-from rlcap.train.sharding import shard_parts
+from rlcap.train.optimizer import shard_parts
 from tests.report.conftest import add_pictures
 from tests.tiny import make_tiny_dataset, tiny_overrides
 from tests.train.killing import REPO, train_losses, wait_for_step
@@ -187,17 +187,33 @@ def test_fsdp2_resumes_exactly_after_a_kill_during_a_save(tiny_vlm, tmp_path):
     assert [got[s] for s in ref if s > stopped_at] == [ref[s] for s in ref if s > stopped_at]
 
 
+@pytest.mark.slow
+def test_a_stand_in_row_trains_nothing_under_fsdp2(tiny_vlm, tmp_path):
+    """24 training images in batches of 23: each epoch's second batch holds one image, and rank 1 steps on a stand-in
+    whose loss it multiplies by 0 before FSDP2 reduces the gradients in the backward pass: DDP's losses."""
+    _, _, common = tiny_vlm
+    items = [*common, "xe.epochs=2", "xe.batch_size=23", "optim.lr=0.003", "val.max_images=2"]
+    for strategy in ("ddp", "fsdp2"):
+        _train("shapes_xe", [*items, f"out_dir={tmp_path / strategy}"], strategy)
+    ddp, fsdp2 = (train_losses(tmp_path / s) for s in ("ddp", "fsdp2"))
+    assert sorted(ddp) == sorted(fsdp2) == [1, 2, 3, 4]
+    assert max(abs(ddp[s] - fsdp2[s]) for s in ddp) < 1e-4, (ddp, fsdp2)
+
+
 def test_fsdp2_refusals_are_one_line(tmp_path):
-    cfg = load_run_config(None, ["distributed.strategy=fsdp2", f"out_dir={tmp_path}"])
+    cfg = load_run_config(None, ["distributed.strategy=fsdp2", "model.arch=hf", "model.path=MODEL", f"out_dir={tmp_path}"])
     with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 shards the policy over torchrun's processes, "
                                           r"and this run has one: start it with nproc=N \(N >= 2\), or use "
                                           r"distributed.strategy=ddp$"):
         cfg.check_processes(1)
     cfg.check_processes(2)
     with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 runs in precision fp32 or bf16"):
-        load_run_config(None, ["distributed.strategy=fsdp2", "precision=fp16"])
+        load_run_config(None, ["distributed.strategy=fsdp2", "model.arch=hf", "model.path=MODEL", "precision=fp16"])
     with pytest.raises(ConfigError, match=r"^distributed.strategy: 'zero3' is not one of \['ddp', 'fsdp2'\]$"):
         load_run_config(None, ["distributed.strategy=zero3"])
+    with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 shards transformers policies \(model.arch=hf\), "
+                                          r"not model.arch=updown: use distributed.strategy=ddp$"):
+        load_run_config(None, ["distributed.strategy=fsdp2", "model.arch=updown"])
     own = SimpleNamespace(parts={"policy": Part(torch.nn.Linear(2, 2))}, ranks=Ranks(0, 2))
     with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 shards transformers policies "
                                           r"\(model.arch=hf\), not Linear: use distributed.strategy=ddp$"):

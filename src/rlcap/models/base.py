@@ -86,7 +86,7 @@ class Captioner(Protocol):
 
 @runtime_checkable
 class Shardable(Protocol):
-    """A policy that FSDP2 shards (``distributed.strategy: fsdp2``, :mod:`rlcap.train.sharding`): ``shard_units()``
+    """A policy that FSDP2 shards (``distributed.strategy: fsdp2``, :mod:`rlcap.train.optimizer`): ``shard_units()``
     gives the module whose forward every pass goes through (the root) and the blocks under it, one FSDP unit each
     (a transformers model and its decoder layers); ``consolidated(state)``, the whole weights gathered on one
     process (its own names), for the span of an export that reads them instead of its sharded parameters."""

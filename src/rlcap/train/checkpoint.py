@@ -137,7 +137,7 @@ def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], con
     that fails (a full disk, a folder made read-only) is one line, :class:`rlcap.files.WriteError`,
     and leaves no temporary folder; the previous checkpoint stays (or ``recover`` restores it). ``tmp``: the
     temporary folder, made already and holding what the ranks wrote into it (FSDP2's shards:
-    :mod:`rlcap.train.sharding`); ``whole``: the weights of the parts sharded, gathered (written for them)."""
+    :mod:`rlcap.train.optimizer`); ``whole``: the weights of the parts sharded, gathered (written for them)."""
     folder = Path(folder)
     tmp = tmp or temporary_folder(folder, fresh=True)
     try:

@@ -38,9 +38,9 @@ from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import Part, apply_optim_settings, build_optimizer, shared_out
+from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, check_strategy, load_shards,
+                                   shard_parts, shared_out, write_shards)
 from rlcap.train.run_folder import mark_started
-from rlcap.train.sharding import check_strategy, load_shards, shard_parts, write_shards
 from rlcap.train.validation import validate as captioner_scores
 
 log = logging.getLogger(__name__)

@@ -103,7 +103,7 @@ class HFWeights:
     def merged_state(self) -> dict[str, torch.Tensor]:
         """The model's weights (LoRA adapters added into the weights they adapt, under transformers' names: the
         layers themselves left as they are, so that training goes on with the same numbers)."""
-        if self.whole is not None:  # (a sharded model: its weights gathered, rlcap.train.sharding)
+        if self.whole is not None:  # (a sharded model: its weights gathered, rlcap.train.optimizer)
             return merged(self.whole, module_scale(self.model), self.transposed) if self.trains_adapters else self.whole
         return merged_lora_state(self.model) if self.trains_adapters else dict(self.model.state_dict())
 
