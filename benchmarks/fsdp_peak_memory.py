@@ -3,13 +3,15 @@ with the widths of a published config (by default Qwen/Qwen2.5-VL-3B-Instruct's 
 151,936-word embedding tied to the output layer, cut to 2 decoder layers: 465M parameters; its tower 1280 wide, cut
 to 1 layer), random weights, a tokenizer trained on the tiny set's captions.
 
-    python benchmarks/fsdp_peak_memory.py [--layers 2] [--hidden 2048] [--steps 3] [--out DIR]
+    python benchmarks/fsdp_peak_memory.py [--layers 2] [--hidden 2048] [--steps 3] [--precision fp32] [--out DIR]
 
 Each run is ``torchrun --nproc-per-node 2 -m rlcap train`` (``distributed.strategy`` ddp, then fsdp2; XE from the
 folder, GRPO from the folder with rl.kl_coef 0.04, so that its reference is held too); the peak of each rank is its
-resident set's high-water mark (``VmHWM`` of /proc/PID/status, read until the rank ends). It prints one JSON line a
-run and the markdown rows of docs/BENCHMARKS.md. Run it alone on the machine (about 4 x 16 bytes a parameter of
-memory at the default size, for DDP's two ranks).
+resident set's high-water mark (``VmHWM`` of /proc/PID/status, read until the rank ends: the whole process's,
+the interpreter and libraries' 0.7-0.8 GB included, and the moments before sharding, when each rank holds the
+policy (and GRPO's reference copy) whole, and rank 0's saves, when it gathers the weights whole). It prints one
+JSON line a run and the markdown rows of docs/BENCHMARKS.md. Run it alone on the machine (about 2 x 16 bytes a
+parameter for DDP's two ranks: 16 GB at the default size).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def build_policy(folder: Path, layers: int, hidden: int, intermediate: int, head
     from rlcap.models.hf.build_vlm import build_vlm
 
     build_vlm("qwen2_5_vl", folder, captions)
+    _grow_vocabulary(folder, vocab)
     config = json.loads((folder / "config.json").read_text())
     half = hidden // heads // 2
     config["text_config"].update(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
@@ -52,6 +55,22 @@ def build_policy(folder: Path, layers: int, hidden: int, intermediate: int, head
     return folder
 
 
+def _grow_vocabulary(folder: Path, size: int) -> None:
+    """The folder's word-piece tokenizer grown to ``size`` entries (unused pieces after its own), so that the
+    output layer has the published config's width (rlcap reads a model whose tokenizer has its output layer's
+    size)."""
+    import transformers as t
+
+    path = folder / "tokenizer.json"
+    tokenizer = json.loads(path.read_text())
+    vocab = tokenizer["model"]["vocab"]
+    have = len(t.AutoTokenizer.from_pretrained(folder))
+    start = max(max(vocab.values()), *(a["id"] for a in tokenizer["added_tokens"])) + 1
+    for k in range(size - have):
+        vocab[f"##unused{k}"] = start + k
+    path.write_text(json.dumps(tokenizer))
+
+
 def peak_run(argv: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
     """Run torchrun's ``argv``; its exit status and each rank's peak resident memory in bytes."""
     launcher = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -63,7 +82,9 @@ def peak_run(argv: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
-            kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+            kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+            if kb is None:  # (a rank that has ended: a zombie until torchrun reaps it)
+                continue
             peaks[pid] = max(peaks.get(pid, 0), kb * 1024)
         time.sleep(0.2)
     if launcher.returncode:
@@ -81,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--vision", type=int, default=1280)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--precision", default="fp32", help="the runs' precision: fp32 or bf16 (FSDP2's mixed "
+                                                             "precision: it gathers bf16 weights)")
     parser.add_argument("--out", default=None, help="work folder (default: a temporary one)")
     args = parser.parse_args(argv)
     from rlcap.cli import main as rlcap
@@ -89,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.tiny import make_tiny_dataset
 
     work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
+    work.mkdir(parents=True, exist_ok=True)
     dataset, _ = make_tiny_dataset(work)
     add_pictures(dataset)
     captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
@@ -103,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         params = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if "visual" not in k)
     common = [f"data.dataset={dataset}", f"data.features={store}", "data.min_count=1", "data.seq_per_img=2",
               "decode.max_len=6", "val.max_images=2", "val.batch_size=2", "tensorboard=false", "threads=1",
-              f"max_steps={args.steps}", "log_every=1", "model.arch=hf", f"model.path={folder}"]
+              f"max_steps={args.steps}", "log_every=1", f"precision={args.precision}", "model.arch=hf",
+              f"model.path={folder}"]
     runs = {"XE": ("shapes_xe", ["xe.batch_size=4", "xe.epochs=1"]),
             "GRPO": ("shapes_grpo", [f"init_from={folder}", "rl.batch_size=4", "rl.n_samples=2", "rl.epochs=1",
                                      "rl.kl_coef=0.04"])}
