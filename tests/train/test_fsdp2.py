@@ -21,7 +21,7 @@ from rlcap.cli import main
 from rlcap.distributed import Ranks
 from rlcap.errors import ConfigError
 from rlcap.api import load_run_config
-from rlcap.train.checkpoint import load_checkpoint, recover
+from rlcap.train.checkpoint import check_strategy, load_checkpoint, recover
 from rlcap.train.optimizer import Part
 from rlcap.train.optimizer import shard_parts
 from tests.report.conftest import add_pictures
@@ -214,6 +214,12 @@ def test_fsdp2_refusals_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 shards transformers policies \(model.arch=hf\), "
                                           r"not model.arch=updown: use distributed.strategy=ddp$"):
         load_run_config(None, ["distributed.strategy=fsdp2", "model.arch=updown"])
+    (tmp_path / "last").mkdir()
+    (tmp_path / "last" / "checkpoint.json").write_text(json.dumps({"step": 3}))  # (a DDP run's, before FSDP2 was)
+    check_strategy(tmp_path / "last", "ddp")
+    with pytest.raises(ConfigError, match=r"last was written with distributed.strategy=ddp and is resumed with "
+                                          r"distributed.strategy=fsdp2: resume it with distributed.strategy=ddp$"):
+        check_strategy(tmp_path / "last", "fsdp2")
     own = SimpleNamespace(parts={"policy": Part(torch.nn.Linear(2, 2))}, ranks=Ranks(0, 2))
     with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 shards transformers policies "
                                           r"\(model.arch=hf\), not Linear: use distributed.strategy=ddp$"):

@@ -303,6 +303,17 @@ def check_world_size(run_dir: str | Path, world: int) -> None:
                           "batches)")
 
 
+def check_strategy(folder: Path, strategy: str) -> None:
+    """ConfigError when the checkpoint ``folder`` a run resumes was written under the other strategy (a DDP
+    checkpoint's optimizer state is whole in trainer.pt, an FSDP2 one's in shards/); nothing when there is none."""
+    if not (folder / MANIFEST).is_file():
+        return
+    was = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("strategy", "ddp")
+    if was != strategy:
+        raise ConfigError(f"{folder} was written with distributed.strategy={was} and is resumed with "
+                          f"distributed.strategy={strategy}: resume it with distributed.strategy={was}")
+
+
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:
     """Read a checkpoint folder (format 1 or 2); one clear error for a missing or corrupt file. The config's
     ``model.path`` comes back absolute, found from the checkpoint (the module docstring)."""

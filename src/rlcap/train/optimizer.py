@@ -26,7 +26,6 @@ gradients and optimizer state, through PyTorch's own ``torch.distributed.fsdp.fu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol
@@ -37,7 +36,7 @@ from rlcap.data.loader import Batch
 from rlcap.run_config import OptimConfig
 from rlcap.errors import ConfigError
 from rlcap.models.base import Shardable
-from rlcap.train.checkpoint import MANIFEST, POLICY, temporary_folder
+from rlcap.train.checkpoint import POLICY, temporary_folder
 from rlcap.distributed import Ranks, average_gradients, batch_share, from_main
 
 
@@ -204,12 +203,3 @@ def load_shards(parts: dict[str, Part], folder: Path) -> None:
     for name, part in trained.items():
         set_state_dict(part.module, part.optimizer, model_state_dict=states[name]["model"],
                        optim_state_dict=states[name]["optim"])
-
-
-def check_strategy(folder: Path, strategy: str) -> None:
-    """ConfigError when the checkpoint ``folder`` a run resumes was written under the other strategy (a DDP
-    checkpoint's optimizer state is whole in trainer.pt, an FSDP2 one's in shards/)."""
-    was = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("strategy", "ddp")
-    if was != strategy:
-        raise ConfigError(f"{folder} was written with distributed.strategy={was} and is resumed with "
-                          f"distributed.strategy={strategy}: resume it with distributed.strategy={was}")

@@ -32,14 +32,15 @@ from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.base import check_policy_fits
-from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights,
-                                   own_model_path, relative_data_paths, rng_state, save_checkpoint, set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, check_strategy, check_world_size, is_complete,
+                                   load_checkpoint, load_weights, own_model_path, relative_data_paths, rng_state,
+                                   save_checkpoint, set_rng_state)
 from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, check_strategy, load_shards,
-                                   shard_parts, shared_out, write_shards)
+from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, load_shards, shard_parts,
+                                   shared_out, write_shards)
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
 
