@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm-fsdp2 bench-gpu bench-report bench-trl bench-grpo clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-fsdp2 bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -132,6 +132,18 @@ bench-headroom: $(STAMP)
 		out_dir=$(H)/greedy128 scst.baseline=greedy
 	$(PY) benchmarks/scst_headroom.py --run xe_128px=runs/bench_shapes/xe/best --run scst_128px=runs/bench_shapes/scst/best \
 		--run greedy_128px=$(H)/greedy128/best --run xe_224px=$(H)/xe224/best --run scst_224px=$(H)/scst224/best --write
+
+# Vision-language policies at the sizes users fine-tune: image tokens online against the store (the shapes VLM's XE
+# and SCST steps/s, about 10 minutes; docs/BENCHMARKS.md, "Image tokens online against the store")
+bench-scale-vlm: $(STAMP)
+	$(PY) benchmarks/bench_online_tokens.py
+
+# The GPU section of bench-scale-vlm: GRPO at Qwen2.5-VL-3B's published shape (random bf16 weights, LoRA r 16, image
+# tokens online, 8 pictures x 8 samples, 64 new tokens), rlcap beside TRL's GRPOTrainer, the tower frozen, then with
+# adapters on it (needs model.train_vision); on a GPU only (benchmarks/device_checks.sh runs it where one is lent)
+bench-scale-vlm-gpu: $(STAMP)
+	$(PY) -c "import trl, peft" 2>/dev/null || $(PY) -m pip install -q -e ".[dev,trl,lora]"
+	$(PY) benchmarks/bench_scale_vlm_gpu.py
 
 # A COCO-size synthetic feature store (about 18 GB, deleted afterwards) read batch by batch by XE and SCST: peak
 # memory and step time against an in-memory store (docs/BENCHMARKS.md, "Scale")

@@ -55,6 +55,12 @@ class Settings:
     lr: float = 1e-4
     seed: int = 0
     threads: int = 1      # torch threads (bench_trl.py --threads)
+    # bench_scale_vlm_gpu.py's; the defaults are bench_trl.py's runs
+    dtype: str = "float32"   # the weights as both load them; bfloat16: rlcap's model.dtype + precision=bf16, TRL's bf16
+    lora: int = 0            # LoRA rank on both (0: rlcap's model.train=all, TRL's model as trl_model leaves it)
+    online: bool = False     # rlcap computes the image tokens from the pictures (data.images), no store
+    train_vision: str = "frozen"  # rlcap's model.train_vision (lora: TRL's adapters on the tower's layers too)
+    checkpointing: bool = False  # activation checkpointing: rlcap's model.gradient_checkpointing, TRL's own
 
 
 class Timers:
@@ -135,8 +141,14 @@ RLCAP_UPDATES = ("rlcap.methods.grpo", "teacher_forced_logprobs", "scoring")
 
 def rlcap_overrides(s: Settings) -> list[str]:
     """The GRPO recipe (configs/shapes_grpo.yaml) on the folder, from its own weights, with the settings."""
-    return [f"data.dataset={s.dataset}", f"data.features={s.store}", "model.arch=hf", f"model.path={s.model}",
-            "model.train=all", "init_from=null", f"out_dir={s.out}/rlcap", "overwrite=true", f"seed={s.seed}",
+    images = ["data.features=", f"data.images={Path(s.dataset).parent}"] if s.online else [f"data.features={s.store}"]
+    train = ["model.train=lora", f"model.lora_rank={s.lora}", f"model.lora_alpha={2 * s.lora}"] if s.lora else \
+        ["model.train=all"]
+    bf16 = ["model.dtype=bfloat16", "precision=bf16"] if s.dtype == "bfloat16" else []
+    tower = [f"model.train_vision={s.train_vision}"] if s.train_vision != "frozen" else []  # (a key not every rlcap has)
+    bf16 += ["model.gradient_checkpointing=true"] if s.checkpointing else []
+    return [f"data.dataset={s.dataset}", *images, "model.arch=hf", f"model.path={s.model}", *train, *bf16, *tower,
+            "init_from=null", f"out_dir={s.out}/rlcap", "overwrite=true", f"seed={s.seed}",
             f"rl.batch_size={s.images}", f"rl.n_samples={s.g}", f"decode.max_len={s.max_len}",
             f"rl.kl_coef={s.beta}", f"grpo.iterations={s.iterations}", f"max_steps={s.steps}", "rl.epochs=1000",
             f"optim.lr={s.lr}", "optim.name=adamw", "optim.weight_decay=0", "optim.grad_clip=1.0",
@@ -198,7 +210,8 @@ def trl_config(s: Settings, cuda: bool) -> Any:
         max_steps=s.steps * s.iterations, loss_type="dapo", scale_rewards="group", importance_sampling_level="token",
         epsilon=0.2, mask_truncated_completions=False, temperature=1.0, top_p=1.0, top_k=0,
         learning_rate=s.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-        optim="adamw_torch", seed=s.seed, data_seed=s.seed, bf16=False, gradient_checkpointing=False,
+        optim="adamw_torch", seed=s.seed, data_seed=s.seed, bf16=s.dtype == "bfloat16",
+        gradient_checkpointing=s.checkpointing,
         use_bias_correction_kl=False, use_cpu=not cuda, report_to="none", logging_strategy="no",
         save_strategy="no", eval_strategy="no", disable_tqdm=True, remove_unused_columns=False,
         dataloader_num_workers=0, shuffle_dataset=True)
@@ -220,20 +233,42 @@ def trl_dataset(s: Settings) -> Any:
                               "image_id": [r.id for r in records]})
 
 
-def trl_model(folder: str, tower: bool) -> Any:
+def trl_model(folder: str, tower: bool, dtype: str = "float32") -> Any:
     """The folder's model; ``tower`` False: its picture's side (vision tower, merger) frozen, so that TRL trains
     what rlcap's ``model.train: all`` trains (the language model:
-    :func:`rlcap.models.hf.parts.language_parameters`)."""
+    :func:`rlcap.models.hf.parts.language_parameters`); ``dtype``: the weights' as loaded."""
     from transformers import AutoModelForImageTextToText
 
     from rlcap.models.hf.parts import language_parameters
 
-    model = AutoModelForImageTextToText.from_pretrained(folder)
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=getattr(torch, dtype))
     if not tower:
         language = {id(p) for p in language_parameters(model)}
         for param in model.parameters():
             param.requires_grad_(id(param) in language)
     return model
+
+
+def lora_config(model: Any, s: Settings) -> Any:
+    """peft's LoraConfig for TRL on the linear maps rlcap's ``model.train=lora`` adapts (those of the language
+    model's layer stack: q, k, v, o, gate, up and down projections), and with ``model.train_vision=lora`` those of
+    the vision tower's (its largest stack of layers outside the language model); rank, alpha (2 x rank) and no
+    dropout as on rlcap's side."""
+    import peft
+    from torch import nn
+
+    from rlcap.models.hf.parts import language_modules, layer_stack
+
+    stacks = [layer_stack(model.get_decoder())]
+    if s.train_vision == "lora":
+        language = {id(m) for part in language_modules(model) for m in part.modules()}
+        towers = [m for m in model.modules() if isinstance(m, nn.ModuleList) and id(m) not in language]
+        stacks.append(max(towers, key=lambda m: sum(p.numel() for p in m.parameters())))
+    elif s.train_vision != "frozen":
+        raise ValueError(f"grpo_sides: train_vision={s.train_vision!r}: TRL's side mirrors frozen or lora only")
+    names = {id(m): n for n, m in model.named_modules()}
+    targets = [names[id(m)] for stack in stacks for m in stack.modules() if isinstance(m, nn.Linear)]
+    return peft.LoraConfig(r=s.lora, lora_alpha=2 * s.lora, lora_dropout=0.0, target_modules=targets)
 
 
 def run_trl(s: Settings, log: Path, tower: bool = True) -> None:
@@ -260,7 +295,8 @@ def run_trl(s: Settings, log: Path, tower: bool = True) -> None:
                         out.write(json.dumps(timers.take(now - starts[-1])) + "\n")
                     starts.append(now)
 
-        trainer = GRPOTrainer(model=trl_model(s.model, tower),
+        model = trl_model(s.model, tower or s.lora > 0, s.dtype)  # (with LoRA, peft freezes what it does not adapt)
+        trainer = GRPOTrainer(model=model, peft_config=lora_config(model, s) if s.lora else None,
                               reward_funcs=cider_d_reward, args=trl_config(s, torch.cuda.is_available()),
                               train_dataset=trl_dataset(s), processing_class=load_processor(Path(s.model)),
                               callbacks=[StepTimes()])

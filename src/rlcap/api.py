@@ -79,10 +79,12 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
              progress: bool = False, length_penalty: float | None = None,
              dataset: str | Path | None = None, no_repeat_ngram: int | None = None,
              device: str = "auto", precision: str | None = None, clip: str | Path | None = None,
-             images: str | Path | None = None) -> dict[str, Any]:
+             images: str | Path | None = None, objects: str | Path | None = None) -> dict[str, Any]:
     """Caption ``split`` with a checkpoint and score it; optionally reference captioners too. ``clip``: a local
     CLIP folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) from the pictures in ``images`` (None: the
-    dataset's own folder, where its file names are relative to).
+    dataset's own folder, where its file names are relative to). ``objects``: a file of the pictures' objects (a
+    shapes dataset, COCO instance annotations: :func:`rlcap.data.objects.read_object_truth`), which adds CHAIR_i,
+    CHAIR_s and Coverage ([Rohrbach18]), and Colour-err on shapes.
     ``device``: where the model decodes (auto: CUDA when torch sees it, else the CPU); ``precision``: its
     forward passes' (None: the run's own, which its validation decoded in).
 
@@ -100,15 +102,18 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     """
     import time
 
+    from rlcap.data.objects import read_object_truth
     from rlcap.decoding.split import decode_split
     from rlcap.eval.clip_score import add_clip_scores, check_split_pictures, load_clip
     from rlcap.eval.open_run import evaluation_record, open_run
     from rlcap.files import check_writable
+    from rlcap.metrics.scoring import object_metrics
     from rlcap.models.architectures import architecture
     from rlcap.train.validation import score_predictions
 
     if out_dir is not None:
         check_writable(out_dir, folder=True)  # before the decoding, not after it
+    truth = read_object_truth(objects) if objects is not None else None  # (a bad file: before the decoding)
     run = open_run(checkpoint, device, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
                    no_repeat_ngram=no_repeat_ngram, precision=precision)
     data_cfg = run.data_config(data_overrides, dataset)
@@ -117,14 +122,14 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     if clip_model is not None:
         check_split_pictures(data_cfg, data.splits[split], images)  # (a missing picture too)
     dec = run.decoding
-    metrics = evaluation_metrics()
+    metrics = evaluation_metrics() + ([*object_metrics(truth)] if truth is not None else [])
     log.info("decoding %d images of split %s (beam %d)", len(data.splits[split]), split, dec.beam_size)
     started = time.perf_counter()
     # A bar only on a terminal: redirected to a file it is one long line of carriage returns.
     predictions = decode_split(run.policy, data.splits[split], run.vocab, dec, batch_size, progress=progress,
                                precision=run.precision)
     log.info("decoded %d images in %.1f s", len(predictions), time.perf_counter() - started)
-    result = score_predictions(data.splits[split], predictions, metrics)
+    result = score_predictions(data.splits[split], predictions, metrics, objects=truth)
     if clip_model is not None:
         add_clip_scores(result, clip_model, data_cfg, data.splits[split], images)
     scores: dict[str, Any] = {"model": result.corpus, "references": {}, "spice_impl": "python",
@@ -132,7 +137,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", beam_size: int | None 
     reference_preds = {}
     for name in references:
         preds = REFERENCE_CAPTIONERS[name](data.splits["train"], data.splits[split])
-        reference_preds[name] = score_predictions(data.splits[split], preds, metrics)
+        reference_preds[name] = score_predictions(data.splits[split], preds, metrics, objects=truth)
         scores["references"][name] = reference_preds[name].corpus
     if out_dir is not None:
         out = Path(out_dir)

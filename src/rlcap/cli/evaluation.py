@@ -41,6 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--images", default=None, metavar="DIR",
                    help="with --clip: the folder the dataset's file names are relative to (default: the caption "
                         "file's folder)")
+    p.add_argument("--objects", default=None, metavar="FILE",
+                   help="also CHAIR_i, CHAIR_s and Coverage ([Rohrbach18], docs/METRICS.md) from each picture's "
+                        "objects: the shapes dataset's JSON (exact from its scenes; adds Colour-err) or COCO "
+                        "instance annotations (instances_val2014.json)")
     p.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
                    help="data overrides, anywhere after the checkpoint, e.g. data.features=other.h5")
     p.set_defaults(func=run)
@@ -68,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
                           out_dir=out, references=tuple(args.reference), data_overrides=overrides, progress=True,
                           length_penalty=args.length_penalty, dataset=args.dataset,
                           no_repeat_ngram=args.no_repeat_ngram, device=args.device,
-                          precision=args.precision, clip=args.clip, images=args.images)
+                          precision=args.precision, clip=args.clip, images=args.images,
+                          objects=args.objects)
     rows = {"model": scores["model"], **scores["references"]}
     print_scores(rows)
     print(f"wrote {out}/predictions.json and {out}/scores.json")

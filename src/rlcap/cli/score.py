@@ -14,6 +14,7 @@ from rlcap.errors import ConfigError, DataError
 from rlcap.files import check_writable, write_text
 from rlcap.metrics import METRIC_NAMES, default_metrics, retrieval_metrics, score_captions
 from rlcap.metrics.io import read_preds, read_refs
+from rlcap.metrics.scoring import object_metrics
 from rlcap.metrics.spice import SPICE_IMPLEMENTATIONS
 
 
@@ -34,6 +35,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--corenlp-dir", type=Path,
                         help="folder with the Stanford CoreNLP 3.6.0 jars for --spice-impl official-jar")
     parser.add_argument("--train-refs", type=Path, help="training captions (same formats as --refs), for Novelty")
+    parser.add_argument("--objects", type=Path, metavar="FILE",
+                        help="each picture's objects, for CHAIR_i, CHAIR_s and Coverage ([Rohrbach18], "
+                             "docs/METRICS.md), added to the default set: a shapes dataset (dataset_shapes.json, "
+                             "exact from its scenes; adds Colour-err) or COCO instance annotations "
+                             "(instances_val2014.json)")
     parser.add_argument("--similarity", type=Path,
                         help=".npz with 'similarity' (images, captions) and 'caption_image' (captions,) for R@k")
     parser.add_argument("--clip", metavar="DIR",
@@ -48,7 +54,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     if (args.clip is None) != (args.images is None):
         raise ConfigError("--clip DIR and --images DIR go together: CLIP-S reads the pictures with the CLIP")
+    objects = _read_objects(args.objects) if args.objects is not None else None
     metrics = _metrics(args.metrics, args.clip is not None)
+    if objects is not None and args.metrics is None:
+        metrics += object_metrics(objects)
     refs, preds = read_refs(args.refs), read_preds(args.preds)
     clip = _load_clip(args.clip) if args.clip is not None else None  # (a bad folder: before the scoring)
     pictures = _clip_pictures(args.images, preds) if clip is not None else {}  # (a missing one: before it too)
@@ -58,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.train_refs is not None:
         training = [c for captions in read_refs(args.train_refs).values() for c in captions]
     report = score_captions(refs, preds, metrics, corenlp_dir=args.corenlp_dir, training_captions=training,
-                            spice_impl=args.spice_impl)
+                            spice_impl=args.spice_impl, objects=objects)
     corpus = dict(report.corpus)
     if args.similarity is not None:
         corpus.update(_retrieval(args.similarity))
@@ -100,6 +109,12 @@ def _metrics(text: str | None, clip: bool) -> list[str]:
 
 
 _CLIP_METRICS = ("clip-s", "refclip-s", "clips", "refclips", "clipscore", "refclipscore")  # as users write them
+
+
+def _read_objects(path: Path) -> Any:
+    from rlcap.data.objects import read_object_truth
+
+    return read_object_truth(path)
 
 
 def _load_clip(folder: str) -> Any:

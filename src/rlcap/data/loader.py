@@ -14,7 +14,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 # the DataConfig fields that are paths: a checkpoint stores them relative to its folder
-DATA_PATHS = ("dataset", "features", "coco_splits")
+DATA_PATHS = ("dataset", "features", "coco_splits", "images")
 
 # what data.max_len counts: the run's vocabulary's units (rlcap's words, or the subwords of a transformers
 # captioner's tokenizer, model.arch=hf); --help-config shows the hf wording for an hf run
@@ -61,7 +61,12 @@ class DataConfig:
                                     "without its suffix)")
     split_column: str = help_field("", "a datasets dataset: the column naming each row's split (empty: the "
                                        "dataset's own splits; validation is val)")
-    features: str = help_field("", "feature store: an HDF5 file or a folder of per-id .npz files")
+    features: str = help_field("", "feature store: an HDF5 file or a folder of per-id .npz files (unset, a "
+                                    "transformers policy computes its image tokens online from data.images)")
+    images: str = help_field("", "with no data.features, the pictures' folder (the dataset's file names are relative "
+                                 "to it; a datasets dataset's own pictures need none): a transformers policy "
+                                 "(model.arch=hf) runs its own processor and image side on each batch's pictures "
+                                 "(docs/MODELS.md, \"Store or online\")")
     min_count: int = help_field(5, "words seen fewer times in training captions become <unk> (rlcap's own "
                                    "vocabulary; a model.arch=hf run's is its tokenizer)")
     max_len: int = help_field(16, MAX_LEN_HELP)
@@ -149,7 +154,7 @@ class SplitData:
     """The images of one split: ids, references, encoded captions and features in memory."""
 
     def __init__(self, records: list[ImageRecord], vocab: Vocab, store_path: str, max_len: int,
-                 in_memory: bool | str = "auto"):
+                 in_memory: bool | str = "auto", online: "FeaturesOf | None" = None):
         if not records:
             raise DataError("the split has no images")
         self.ids = [r.id for r in records]
@@ -159,7 +164,9 @@ class SplitData:
         self.caps, self.cap_offsets, self.caption_lengths = _encode_captions(records, vocab, max_len)
         # each caption's width in caps: BOS, its ids as cut, EOS (a batch is as wide as its widest caption)
         self.cap_widths = self.caption_lengths.clamp(max=max_len) + 2
-        self.features = SplitFeatures(store_path, self.ids, in_memory)
+        # the store's rows, or (no store) the pictures' features computed when a batch asks: rlcap.encoders.online
+        self.features = SplitFeatures(store_path, self.ids, in_memory) if store_path or online is None \
+            else online(records)
         # the encoder input size, when the store records it (HDF5 files written by `rlcap features`)
         self.image_size: int | None = self.features.image_size
 
@@ -241,6 +248,20 @@ class SplitData:
         tokens = self.caps[picked, :int(self.cap_widths[picked].max())]
         return Batch(index, [self.ids[i] for i in index.tolist()], feats, tokens,
                      [self.refs[i] for i in index.tolist()])
+
+
+@runtime_checkable
+class ReadsShares(Protocol):
+    """Features that can compute a training batch's rows for this process's share only (features computed online:
+    under torchrun each process encodes its own pictures, not every process all of them): ``share(n)`` is the
+    slice of a batch of ``n`` images this process steps on (what :meth:`Batch.shard` keeps)."""
+
+    def read_shares(self, share: Callable[[int], slice]) -> None: ...
+
+
+# a split's records -> their features computed online (rlcap.encoders.online.OnlineFeatures: what SplitFeatures reads
+# from a store), made by the layer that knows the policy
+FeaturesOf = Callable[[list[ImageRecord]], Any]
 
 
 class EncodedCaptions(NamedTuple):
@@ -329,15 +350,19 @@ def _check_paths(cfg: DataConfig) -> None:
 
 
 def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"),
-              vocab: Vocab | None = None) -> CaptionData:
-    """Read captions, build (or reuse) the vocabulary from the training split, load features."""
+              vocab: Vocab | None = None, online: FeaturesOf | None = None) -> CaptionData:
+    """Read captions, build (or reuse) the vocabulary from the training split, load features: the store's, or with
+    none (``data.features`` unset) those ``online`` computes from the pictures (a transformers policy's own image
+    side: :func:`rlcap.encoders.online.online_features`)."""
     if not cfg.dataset:
         raise ConfigError("data.dataset is not set: give the caption file (e.g. data.dataset=path/to/dataset.json)")
-    if not cfg.features:
-        raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5)")
+    if not cfg.features and online is None:
+        raise ConfigError("data.features is not set: give the feature store (e.g. data.features=feats.h5); a "
+                          "transformers policy (model.arch=hf) can instead read the pictures (data.images=DIR)")
     _check_paths(cfg)
     grouped = by_split(read_dataset(cfg.dataset, cfg.format, cfg.coco_splits, cfg.columns()))
-    grouped = without_skipped(grouped, cfg.features)  # (images the store records as unreadable: left out, warned)
+    if cfg.features:
+        grouped = without_skipped(grouped, cfg.features)  # (images the store records as unreadable: left out, warned)
     if cfg.max_train_images and "train" in grouped:
         grouped["train"] = grouped["train"][: cfg.max_train_images]
     if cfg.train_captions != "all" and "train" in grouped:
@@ -351,5 +376,5 @@ def load_data(cfg: DataConfig, splits: tuple[str, ...] = ("train", "val", "test"
     for split in splits:
         if split not in grouped:
             raise DataError(f"{cfg.dataset} has no images in split {split!r} (has: {sorted(grouped)})")
-        out[split] = SplitData(grouped[split], vocab, cfg.features, cfg.max_len, cfg.in_memory)
+        out[split] = SplitData(grouped[split], vocab, cfg.features, cfg.max_len, cfg.in_memory, online)
     return CaptionData(vocab, out)

@@ -30,12 +30,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from rlcap.encoders.hf_processor import load_processor
 from rlcap.errors import RlcapError
 
 SIZE_BASE = 1024  # a side is written as (side // SIZE_BASE, side % SIZE_BASE): both exact in float16
@@ -150,10 +151,15 @@ def image_inputs(processor: Any, images: Any) -> dict[str, torch.Tensor]:
 def image_features(model: Any, processor: Any, images: Any) -> Any:
     """``get_image_features``' output (a ModelOutput) for pictures (one, or a list of one size), on what it takes
     of :func:`image_inputs` (the pixels, and what places them: Qwen2-VL's grid, LLaVA-OneVision's ``image_sizes``)."""
+    return features_of_inputs(model, image_inputs(processor, images))
+
+
+def features_of_inputs(model: Any, inputs: dict[str, torch.Tensor]) -> Any:
+    """``get_image_features``' output for the processor's output ``inputs`` (:func:`image_inputs`), on the model's
+    device."""
     params = inspect.signature(model.get_image_features).parameters
     device = next(model.parameters()).device
-    kwargs = {k: v.to(device) for k, v in image_inputs(processor, images).items() if k in params}
-    return model.get_image_features(**kwargs, return_dict=True)
+    return model.get_image_features(**{k: v.to(device) for k, v in inputs.items() if k in params}, return_dict=True)
 
 
 def image_parts(output: Any) -> list[Any]:
@@ -178,13 +184,26 @@ def _per_picture(part: Any, pictures: int) -> list[torch.Tensor]:
 def image_tokens_of(model: Any, processor: Any, images: Sequence[Any]) -> list[torch.Tensor]:
     """The image tokens (N, parts * D) of each of ``images`` (pictures of one size: as many tokens each) as the
     language model reads them (:func:`image_parts` side by side), from one pass of the image side."""
-    parts = [_per_picture(part, len(images)) for part in image_parts(image_features(model, processor, list(images)))]
-    return [torch.cat([part[i] for part in parts], dim=-1) for i in range(len(images))]
+    return tokens_of_inputs(model, image_inputs(processor, list(images)), len(images))
+
+
+def tokens_of_inputs(model: Any, inputs: dict[str, torch.Tensor], pictures: int) -> list[torch.Tensor]:
+    """:func:`image_tokens_of` from the processor's output ``inputs`` for ``pictures`` pictures of one size."""
+    parts = [_per_picture(part, pictures) for part in image_parts(features_of_inputs(model, inputs))]
+    return [torch.cat([part[i] for part in parts], dim=-1) for i in range(pictures)]
 
 
 def image_tokens(model: Any, processor: Any, image: Any) -> torch.Tensor:
     """One picture's image tokens (N, parts * D) (:func:`image_tokens_of` for one)."""
     return image_tokens_of(model, processor, [image])[0]
+
+
+class OnHost(NamedTuple):
+    """A batch's pictures read for the processor: each picture's (height, width), and for each size its rows, its
+    pictures and the processor's output for them together (:meth:`HFVLMEncoder.on_host`)."""
+
+    sizes: list[tuple[int, int]]
+    groups: list[tuple[list[int], list[Any], dict[str, torch.Tensor]]]
 
 
 class HFVLMEncoder:
@@ -225,9 +244,13 @@ class HFVLMEncoder:
         fc, att, _ = self.features_with_counts(prepared)
         return fc, att
 
-    @torch.inference_mode()
     def features_with_counts(self, prepared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, Hmax, Wmax, 4) uint8 -> fc (B, D + 4), att (B, N, D) zero past each count, counts (B,)."""
+        return self.from_host(self.on_host(prepared))
+
+    def on_host(self, prepared: torch.Tensor) -> OnHost:
+        """The host's part of :meth:`features_with_counts`: the pictures out of their padded batch, and each size's
+        through the processor together (what a loader's thread runs ahead of the step: rlcap.encoders.online)."""
         from PIL import Image
 
         pictures, sizes = [], []
@@ -236,12 +259,21 @@ class HFVLMEncoder:
             height, width = int(alpha.any(1).sum()), int(alpha.any(0).sum())
             pictures.append(Image.fromarray(np.ascontiguousarray(picture[:height, :width, :3])))
             sizes.append((height, width))
-        found: dict[int, torch.Tensor] = {}
+        groups = []
         for size in dict.fromkeys(sizes):  # the pictures of one size in one pass (:meth:`_tokens_of_one_size`)
             rows = [k for k, each in enumerate(sizes) if each == size]
-            found.update(zip(rows, self._tokens_of_one_size([pictures[k] for k in rows], size)))
+            group = [pictures[k] for k in rows]
+            groups.append((rows, group, image_inputs(self.processor, group)))
+        return OnHost(sizes, groups)
+
+    @torch.inference_mode()
+    def from_host(self, host: OnHost) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The device's part of :meth:`features_with_counts`: the image side over :meth:`on_host`'s inputs."""
+        found: dict[int, torch.Tensor] = {}
+        for rows, group, inputs in host.groups:
+            found.update(zip(rows, self._tokens_of_one_size(group, inputs, host.sizes[rows[0]])))
         rows = []
-        for k, (height, width) in enumerate(sizes):
+        for k, (height, width) in enumerate(host.sizes):
             tokens = found[k]
             if len(tokens) > self.regions:
                 raise RlcapError(f"{self.folder}: a {width} x {height} picture gives {len(tokens)} image tokens, more "
@@ -254,15 +286,16 @@ class HFVLMEncoder:
             att[k, : len(tokens)] = tokens
         return torch.stack([fc for fc, _ in rows]), att, counts
 
-    def _tokens_of_one_size(self, pictures: list[Any], size: tuple[int, int]) -> list[torch.Tensor]:
-        """The image tokens of pictures of one ``size``, float32: in one pass of the image side (the same tokens as
-        one picture a pass, to float rounding: tests/encoders/test_hf_vlm_batched.py), or one picture a pass where
-        the processor's count for the size says the batched pass split them otherwise."""
+    def _tokens_of_one_size(self, pictures: list[Any], inputs: dict[str, torch.Tensor],
+                            size: tuple[int, int]) -> list[torch.Tensor]:
+        """The image tokens of pictures of one ``size``, float32, from the processor's ``inputs`` for them all: in one
+        pass of the image side (the same tokens as one picture a pass, to float rounding:
+        tests/encoders/test_hf_vlm_batched.py), or one picture a pass where the processor's count for the size says
+        the batched pass split them otherwise."""
         with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.device.type == "cuda"):
-            if len(pictures) > 1:
-                tokens = image_tokens_of(self.model, self.processor, pictures)
-                if all(len(t) == self._count(size) for t in tokens):
-                    return [t.float() for t in tokens]
+            tokens = tokens_of_inputs(self.model, inputs, len(pictures))
+            if len(pictures) == 1 or all(len(t) == self._count(size) for t in tokens):
+                return [t.float() for t in tokens]
             return [image_tokens(self.model, self.processor, picture).float() for picture in pictures]
 
     def _count(self, size: tuple[int, int]) -> int:
@@ -308,92 +341,3 @@ def load_vlm_encoder(folder: str | Path, device: torch.device | str = "cpu") -> 
         model = load_weights_of(model_class, folder)
         processor = load_processor(folder)
     return HFVLMEncoder(folder, model, processor, device)
-
-
-def load_processor(folder: Path) -> Any:
-    """The processor saved in ``folder`` (``AutoProcessor``), or a one-line refusal naming the files a processor
-    is read from (a folder without them: a partial download). One that transformers builds only with torchvision
-    (Qwen2-VL's video processor needs it; Pixtral's processor module imports its torchvision image processor's) is
-    made of its image processor (the PIL one), tokenizer, chat template and own settings (:func:`own_settings`):
-    rlcap gives it pictures, never videos."""
-    import transformers
-
-    try:
-        return transformers.AutoProcessor.from_pretrained(folder, local_files_only=True)
-    except ImportError:
-        pass
-    except (OSError, ValueError, KeyError) as exc:  # (transformers' advice is about the Hub: not what is missing)
-        said = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""  # (its first sentence)
-        raise RlcapError(f"cannot load the processor of {folder} ({exc.__class__.__name__}: {said}): the folder "
-                         "lacks its processor's files (processor_config.json or preprocessor_config.json, the "
-                         "tokenizer's, the chat template); copy them from where the model came from") from None
-    return _processor_of_parts(folder, transformers)
-
-
-def _processor_of_parts(folder: Path, transformers: Any) -> Any:
-    """:func:`load_processor` where ``AutoProcessor`` needs torchvision: the folder's processor class made of the
-    parts that load without it."""
-    import json
-
-    try:
-        saved = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
-        processor_class = class_without_torchvision(transformers, saved["processor_class"])
-    except (OSError, ValueError, KeyError, AttributeError, ImportError) as exc:
-        raise RlcapError(f"{folder}: its processor cannot be loaded ({exc.__class__.__name__}: {exc})") from None
-
-    class WithoutVideo(processor_class):  # type: ignore[misc, valid-type]
-        def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> Any:
-            return None if argument is None else super().check_argument_for_proper_class(argument_name, argument)
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    pixels = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
-    template = folder / "chat_template.jinja"
-    chat = template.read_text(encoding="utf-8") if template.is_file() else tokenizer.chat_template
-    parts = {"image_processor": pixels, "tokenizer": tokenizer, "chat_template": chat}
-    if "video_processor" in inspect.signature(processor_class.__init__).parameters:
-        parts["video_processor"] = None
-    return WithoutVideo(**parts, **own_settings(processor_class, saved))
-
-
-PARTS = ("image_processor", "tokenizer", "video_processor", "chat_template")  # what load_processor reads apart
-
-
-def own_settings(processor_class: Any, saved: dict[str, Any]) -> dict[str, Any]:
-    """The processor's own settings in its saved processor_config.json: the keys its class's ``__init__`` takes
-    besides its parts (InternVL's ``image_seq_length``, LLaVA-OneVision's ``num_image_tokens`` and
-    ``vision_feature_select_strategy``, Pixtral's ``patch_size`` and ``spatial_merge_size``), which
-    ``from_pretrained`` passes and a processor made of its parts would otherwise take at their defaults (another
-    count of image tokens per tile than the model's)."""
-    params = inspect.signature(processor_class.__init__).parameters
-    return {key: value for key, value in saved.items() if key in params and key not in PARTS and key != "self"}
-
-
-def class_without_torchvision(transformers: Any, name: str) -> Any:
-    """transformers' processor class ``name``. Where transformers offers only a placeholder for it without
-    torchvision because its module imports the family's torchvision image processor module
-    (``image_processing_<family>``) for a helper the family's PIL module (``image_processing_pil_<family>``)
-    defines alike (PixtralProcessor's ``get_resize_output_image_size``, used only to count tokens for serving
-    engines), the module is imported with the PIL module standing in; an ImportError if it still needs
-    torchvision."""
-    import importlib
-    import importlib.util
-    import sys
-
-    from transformers.utils.import_utils import DummyObject
-
-    found = getattr(transformers, name)
-    if not isinstance(found, DummyObject):
-        return found
-    module = f"transformers.{transformers._class_to_module[name]}"
-    package = module.rsplit(".", 1)[0]
-    family = package.rsplit(".", 1)[1]
-    torch_side, pil_side = f"{package}.image_processing_{family}", f"{package}.image_processing_pil_{family}"
-    if torch_side in sys.modules or importlib.util.find_spec(pil_side) is None:
-        raise ImportError(f"transformers offers {name} only with torchvision installed")
-    sys.modules[torch_side] = importlib.import_module(pil_side)
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        raise ImportError(f"transformers offers {name} only with torchvision installed ({exc})") from None
-    finally:
-        del sys.modules[torch_side]

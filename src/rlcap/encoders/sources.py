@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rlcap.data.embedded import EmbeddedImage
 from rlcap.data.hf_datasets import Columns, layout, named_pictures
+from rlcap.data.records import ImageRecord
 from rlcap.errors import DataError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -62,12 +63,19 @@ def dataset_files(dataset: str | Path, folder: str | Path,
 
     with raw_captions():  # the files are what is read here, not the words
         records = read_dataset(dataset, columns=columns)
+    return record_pictures(records, dataset, folder)
+
+
+def record_pictures(records: Sequence[ImageRecord], dataset: str | Path,
+                    folder: str | Path) -> dict[str, Path | EmbeddedImage]:
+    """Each record's picture: the one a datasets dataset stores in its own files, else ``folder/filename`` (a
+    datasets dataset's file names are relative to its own folder); :class:`DataError` for a record naming none."""
     missing = [r.id for r in records if not r.filename and r.image is None]
     if missing:
         raise DataError(f"{dataset}: {missing[0]!r} names no file")
-    if layout(dataset) is not None:  # a datasets dataset's file names are relative to its own folder
+    if layout(dataset) is not None:
         folder = dataset if Path(dataset).is_dir() else Path(dataset).parent
-    return {r.id: r.image if r.image is not None else Path(folder) / r.filename for r in records}
+    return {r.id: r.image if r.image is not None else Path(folder) / str(r.filename) for r in records}
 
 
 def is_video(path: str | Path | EmbeddedImage) -> bool:

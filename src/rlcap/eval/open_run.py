@@ -29,7 +29,7 @@ from rlcap.devices import Precision, resolve_device
 from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
 from rlcap.models.base import check_policy_fits
-from rlcap.models.architectures import architecture
+from rlcap.models.architectures import architecture, online_features
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.value import value_features
 from rlcap.run_config import DecodeSettings
@@ -48,6 +48,7 @@ class OpenRun:
     device: torch.device
     value: ValueModel | None = None  # actor-critic's value network ([Shi18]; open_run(value=True)), eval mode
     precision: Precision = Precision()  # the forward passes': the run's own unless open_run was given another
+    section: ModelConfig | None = None  # the policy's model section (what computes its image tokens with no store)
 
     def data_config(self, overrides: list[str] | None = None, dataset: str | Path | None = None) -> DataConfig:
         """The run's data section with ``key=value`` ``overrides``, its paths found as
@@ -57,7 +58,8 @@ class OpenRun:
         if dataset is not None:
             overrides = [*dataset_overrides(dataset), *(overrides or [])]
         config = checkpoint_data_config(self.folder, self.config, overrides)
-        check_feature_image_size(self.folder, self.config, config.features)
+        if config.features:  # (none: the policy's own image side reads the pictures)
+            check_feature_image_size(self.folder, self.config, config.features)
         return config
 
     def data(self, splits: Sequence[str], overrides: list[str] | None = None, dataset: str | Path | None = None,
@@ -66,7 +68,8 @@ class OpenRun:
         when given), their captions encoded with the run's vocabulary (unknown words as ``<unk>``); features of
         other sizes than the run was trained on are refused (:func:`check_feature_dims`)."""
         config = data_config if data_config is not None else self.data_config(overrides, dataset)
-        data = load_data(config, tuple(splits), vocab=self.vocab)
+        online = online_features(self.section, config, self.device) if self.section is not None else None
+        data = load_data(config, tuple(splits), vocab=self.vocab, online=online)
         check_feature_dims(self.folder, self.config, data)
         for split in data.splits.values():  # a policy that reads its own tower's tokens: from that tower
             check_policy_fits(self.policy, split.features.encoder, str(config.features),
@@ -93,24 +96,24 @@ def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, 
         raise RlcapError(f"{folder} holds no value network (part {VALUE!r}; it has {sorted(ckpt.weights)}): "
                          "lookahead inference and value-fit need a checkpoint of algorithm=ac")
     with torch.random.fork_rng(devices=[]):
-        policy = _captioner(ckpt, folder, POLICY)
+        policy, section = _captioner(ckpt, folder, POLICY)
         value_net = _value_network(ckpt, folder) if value else None
     decoding = Decoding.of_run(checkpoint_decoding(ckpt.config, beam_size, max_len, length_penalty, no_repeat_ngram),
                                where)
     # (a config of a release before `precision` trained and validated in fp32)
     forward = Precision(precision or ckpt.config.get("precision", "fp32"), where.type)
     return OpenRun(folder, policy.to(where), ckpt.vocab, ckpt.config, decoding, where,
-                   value_net.to(where) if value_net is not None else None, forward)
+                   value_net.to(where) if value_net is not None else None, forward, section)
 
 
-def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> torch.nn.Module:
+def _captioner(ckpt: Checkpoint, folder: Path, name: str) -> tuple[torch.nn.Module, ModelConfig]:
     if name not in ckpt.weights:
         raise RlcapError(f"{folder} holds no part named {name!r}; it has {sorted(ckpt.weights)}")
     dims = ckpt.config["feature_dims"]
     section = part_section(ckpt, folder, name)
     model = build_model(section, len(ckpt.vocab), dims["fc"], dims["att"])
     load_weights(model, ckpt.weights[name], folder, name, saved=dataclasses.asdict(section))
-    return model.eval()
+    return model.eval(), section
 
 
 def part_section(ckpt: Checkpoint, folder: Path, name: str) -> ModelConfig:

@@ -20,6 +20,7 @@ import rlcap.metrics.diversity as diversity
 from rlcap.errors import DataError, RlcapError
 from rlcap.metrics.bleu import bleu
 from rlcap.metrics.cider import cider_d
+from rlcap.metrics.hallucination import ObjectTruth, caption_scores, corpus_scores, judge_caption
 from rlcap.metrics.java import java_executable, packaged_jar
 from rlcap.metrics.meteor import meteor
 from rlcap.metrics.rouge import rouge_l
@@ -47,6 +48,7 @@ class ScoreInputs:
     corenlp_dir: Path | None
     training_captions: list[Tokens] | None
     spice_impl: str
+    objects: ObjectTruth | None = None  # the pictures' objects, for CHAIR and coverage
 
     @property
     def first(self) -> list[Tokens]:
@@ -132,6 +134,26 @@ def _holds(caption: Tokens, gram: tuple[str, ...]) -> bool:
     return any(tuple(caption[i : i + n]) == gram for i in range(len(caption) - n + 1))
 
 
+def _objects(x: ScoreInputs) -> MetricResult:
+    """CHAIR_i, CHAIR_s, Coverage and Colour-err of the first caption of each image
+    (:mod:`rlcap.metrics.hallucination`)."""
+    truth = x.objects
+    if truth is None:
+        raise DataError("CHAIR_i, CHAIR_s, Coverage and Colour-err need each picture's objects (--objects FILE: "
+                        "a shapes dataset or COCO instance annotations)")
+    missing = [i for i in x.image_ids if i not in truth.objects]
+    if missing:
+        raise DataError(f"image {missing[0]!r} has no ground-truth objects in the objects file "
+                        f"({len(missing)} of {len(x.image_ids)} images lack them)")
+    counts = [judge_caption(c, truth.objects_of(i, r), None if truth.pairs is None else truth.pairs[i],
+                            truth.vocabulary) for i, c, r in zip(x.image_ids, x.first, x.refs)]
+    per = [caption_scores(c) for c in counts]
+    corpus = corpus_scores(counts)
+    if truth.pairs is None:
+        del corpus["Colour-err"]  # (no attribute truth: not defined)
+    return MetricResult(corpus, {name: [p[name] for p in per] for name in corpus})
+
+
 def _vocab(x: ScoreInputs) -> MetricResult:
     return MetricResult({"Vocab": float(diversity.vocabulary_size(c for p in x.preds for c in p))}, {})
 
@@ -158,7 +180,10 @@ METRICS: dict[str, Callable[[ScoreInputs], MetricResult]] = {
     "Self-BLEU": _self_bleu,
     "Vocab": _vocab,
     "Novelty": _novelty,
+    **{name: _objects for name in ("CHAIR_i", "CHAIR_s", "Coverage", "Colour-err")},
 }
+# What --objects FILE adds ([Rohrbach18]'s CHAIR and coverage; Colour-err needs each object's colour: shapes).
+OBJECT_METRICS: tuple[str, ...] = ("CHAIR_i", "CHAIR_s", "Coverage", "Colour-err")
 METRIC_NAMES: tuple[str, ...] = tuple(METRICS)
 # pycocoevalcap's own set (COCOEvalCap.evaluate), SPICE by the Python port; METEOR needs Java, see
 # default_metrics().
@@ -178,6 +203,11 @@ def default_metrics() -> tuple[str, ...]:
     return PYCOCOEVALCAP_METRICS
 
 
+def object_metrics(objects: ObjectTruth) -> tuple[str, ...]:
+    """The metrics ``objects`` can score: :data:`OBJECT_METRICS`, less Colour-err without colours."""
+    return tuple(m for m in OBJECT_METRICS if m != "Colour-err" or objects.pairs is not None)
+
+
 def check_metric_names(metrics: Sequence[str]) -> None:
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
@@ -191,16 +221,21 @@ def score_captions(
     corenlp_dir: Path | None = None,
     training_captions: Iterable[str] | None = None,
     spice_impl: str = "python",
+    objects: ObjectTruth | None = None,
 ) -> ScoreReport:
     """Score raw predicted captions against raw references, image by image.
 
     ``refs``/``preds`` map image id -> captions; every image of ``preds`` must have references.
     ``spice_impl``: "python" (the port, rlcap.metrics.spice) or "official-jar" (needs CoreNLP 3.6.0).
+    ``objects``: the pictures' ground-truth objects, which CHAIR_i, CHAIR_s, Coverage and Colour-err read.
     """
     check_metric_names(metrics)
+    if "Colour-err" in metrics and objects is not None and objects.pairs is None:
+        raise DataError("Colour-err needs each object's colour in the ground truth (a shapes dataset); COCO "
+                        "instances have none")
     if spice_impl not in SPICE_IMPLEMENTATIONS:
         raise DataError(f"unknown SPICE implementation {spice_impl!r}; choose from {', '.join(SPICE_IMPLEMENTATIONS)}")
-    inputs = _prepare(refs, preds, corenlp_dir, training_captions, spice_impl)
+    inputs = _prepare(refs, preds, corenlp_dir, training_captions, spice_impl, objects)
     corpus: dict[str, float] = {}
     per_image: dict[str, dict[str, float]] = {i: {} for i in inputs.image_ids}
     done: dict[Callable[[ScoreInputs], MetricResult], MetricResult] = {}
@@ -223,6 +258,7 @@ def _prepare(
     corenlp_dir: Path | None,
     training_captions: Iterable[str] | None,
     spice_impl: str,
+    objects: ObjectTruth | None = None,
 ) -> ScoreInputs:
     if not preds:
         raise DataError("no predictions to score")
@@ -251,4 +287,5 @@ def _prepare(
         corenlp_dir=corenlp_dir,
         training_captions=None if training_captions is None else [tokenize(c) for c in training_captions],
         spice_impl=spice_impl,
+        objects=objects,
     )

@@ -67,3 +67,13 @@ class Architecture(Protocol):
         """An evaluation of checkpoint ``folder`` has written ``scores`` (scores.json): what the checkpoint keeps
         of them beside its weights, where its export holds a place for them (a transformers folder's model card
         takes the scores of its own decoding); nothing for most architectures."""
+
+
+@runtime_checkable
+class ComputesImageTokens(Protocol):
+    """An architecture whose policies can read pictures instead of a feature store: ``online_features`` is what
+    :func:`rlcap.data.loader.load_data` calls with a split's records to have their features computed from their
+    pictures (``data.images``) by the policy's own processor and image side on ``device``
+    (:mod:`rlcap.encoders.online`)."""
+
+    def online_features(self, cfg: ModelConfig, data: Any, device: Any) -> Any: ...

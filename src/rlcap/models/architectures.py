@@ -4,9 +4,10 @@ architecture is its module and one line here (docs/ARCHITECTURE.md, "How to add 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rlcap.errors import ConfigError
-from rlcap.models.architecture import Architecture
+from rlcap.models.architecture import Architecture, ComputesImageTokens
 from rlcap.models.hf.architecture import HF
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.own_architectures import HRL, SHOW_TELL, TRANSFORMER, UPDOWN
@@ -51,3 +52,14 @@ def folder_section(model: ModelConfig, folder: str | Path) -> ModelConfig | None
 def training_keys() -> tuple[str, ...]:
     """The model keys any architecture trains by rather than builds by (:attr:`Architecture.training_keys`)."""
     return tuple(dict.fromkeys(key for each in ARCHITECTURES.values() for key in each.training_keys))
+
+
+def online_features(model: ModelConfig, data: Any, device: Any) -> Any:
+    """What :func:`rlcap.data.loader.load_data` computes a split's features with when the run has no feature store
+    (``data.features`` unset): the policy's architecture's own image side, where it has one
+    (:class:`~rlcap.models.architecture.ComputesImageTokens`); None otherwise (the store is then asked for)."""
+    if data.features:
+        return None
+    arch = architecture(model.arch)
+    return arch.online_features(model, data, device) if isinstance(arch, ComputesImageTokens) else None
+

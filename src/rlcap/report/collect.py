@@ -25,7 +25,9 @@ from rlcap.errors import RlcapError
 
 # The corpus metrics of the table, in the papers' order (those a layout lacks are left out).
 METRICS = ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE", "SPIDEr", "CLIP-S",
-           "RefCLIP-S"]  # the last two: an evaluation given a CLIP (rlcap eval --clip)
+           "RefCLIP-S",  # an evaluation given a CLIP (rlcap eval --clip)
+           "CHAIR_i", "CHAIR_s", "Coverage", "Colour-err",  # one given the pictures' objects (rlcap eval --objects)
+           "Template"]
 # [Chaffin24]'s retrieval columns of a bench folder's distinct rows
 DISTINCT = ["T2I R@1", "T2I R@5", "I2T R@1", "I2T R@5", "judge T2I R@1", "judge I2T R@1", "Self-BLEU"]
 

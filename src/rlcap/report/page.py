@@ -109,6 +109,10 @@ def _score_text(system: System, i: str) -> str:
     s = system.per_image.get(i, {})
     parts = [f"CIDEr-D {s['CIDEr']:.2f}" if "CIDEr" in s else "", f"SPICE {s['SPICE']:.2f}" if "SPICE" in s else ""]
     parts += [f"{m} {s[m]:.2f}" for m in ("CLIP-S", "RefCLIP-S") if m in s]  # an evaluation given a CLIP
+    # an evaluation given the pictures' objects (rlcap eval --objects): what [Rohrbach18]'s CHAIR_s flags
+    parts += ["names an object not there" if s.get("CHAIR_s") == 1.0 else "",
+              "a wrong colour" if s.get("Colour-err", 0.0) > 0 else "",
+              f"coverage {s['Coverage']:.2f}" if "Coverage" in s else ""]
     r = system.ranks.get(i, {})
     parts += [f"{d} rank {r[d]:g}" for d in ("I2T", "T2I") if d in r]
     return " · ".join(p for p in parts if p)
@@ -174,7 +178,8 @@ def _gallery_note(shown: int, total: int, everything: bool, sample: int, seed: i
         note += (f", and for each method against {trained[0].name} the 6 images where it gained most and lost most "
                  "in per-caption CIDEr-D")
     return note + (". Per caption: CIDEr-D and SPICE against that image's references (and CLIP-S, RefCLIP-S when "
-                   "the evaluation had a CLIP).")
+                   "the evaluation had a CLIP; whether it names an object the picture lacks, and its coverage, when "
+                   "it had the pictures' objects).")
 
 
 def _item(i: str, why: str, record: Any, folder: Path | None, systems: list[System], trained: list[System],

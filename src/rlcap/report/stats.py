@@ -6,17 +6,21 @@ import random
 from collections import Counter
 from typing import Any, Sequence
 
-from rlcap.metrics.diversity import vocabulary_size
+from rlcap.metrics.diversity import template, vocabulary_size
 from rlcap.report.collect import System
 
-# Columns where lower is better (retrieval ranks, Self-BLEU, mBLEU-4: the sets' sameness)
-LOWER_IS_BETTER = {"Self-BLEU", "rs mBLEU-4", "bs mBLEU-4", "MedR"}
+# Columns where lower is better (retrieval ranks, Self-BLEU, mBLEU-4: the sets' sameness; the template share;
+# hallucination: CHAIR, the colour error)
+LOWER_IS_BETTER = {"Self-BLEU", "rs mBLEU-4", "bs mBLEU-4", "MedR", "Template", "CHAIR_i", "CHAIR_s", "Colour-err"}
 
 
 def diversity(captions: Sequence[str], top: int = 5, n: int = 4) -> dict[str, Any]:
     """Distinct captions, vocabulary used, the most frequent captions, the most repeated ``n``-grams across
-    captions, and the share of captions that repeat a word pair within themselves ("a red circle and a red")."""
+    captions, the share of captions that repeat a word pair within themselves ("a red circle and a red"), and the
+    template share: the share of captions that hold the most held 4-gram (:func:`rlcap.metrics.diversity.template`,
+    the `Template` metric, on the captions' words as written)."""
     words = [c.split() for c in captions]
+    gram, share = template(words, n)
     grams = Counter(tuple(w[i:i + n]) for w in words for i in range(len(w) - n + 1))
     inner = sum(1 for w in words if len(set(zip(w, w[1:]))) < max(len(w) - 1, 0))
     return {
@@ -27,6 +31,8 @@ def diversity(captions: Sequence[str], top: int = 5, n: int = 4) -> dict[str, An
         "frequent": Counter(captions).most_common(top),
         "ngrams": [(" ".join(g), k) for g, k in grams.most_common(top)],
         "self_repeating": inner / max(len(words), 1),
+        "template": " ".join(gram) if gram is not None else "",
+        "template_share": share if words else 0.0,
     }
 
 

@@ -9,6 +9,7 @@ from rlcap.rewards.batch import Reward, TrainRefs
 from rlcap.rewards.combine import WeightedReward
 from rlcap.rewards.reward_config import RewardConfig
 from rlcap.rewards.context import RewardContext
+from rlcap.rewards.length import LengthMasked
 from rlcap.rewards.registry import REWARDS, _is_dotted, factory, load_dotted, unknown_reward
 
 
@@ -36,6 +37,8 @@ def build_reward(cfg: RewardConfig, train_refs: TrainRefs, vocab: Any = None, fc
     try:
         for name in cfg.weights:
             rewards[name] = resolve_reward(name, ctx)
+            if name in cfg.length_mask:  # [Ye26]'s length-conditional masking of this reward
+                rewards[name] = LengthMasked(rewards[name], cfg.length_mask[name])
     except BaseException:
         WeightedReward(rewards, {n: cfg.weights[n] for n in rewards}).close()
         raise

@@ -25,6 +25,7 @@ class RewardContext:
     vocab: the run's vocabulary (None outside a training run); fc_dim, att_dim: feature sizes.
     paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
     retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
+    length_target: the ``length`` reward's target, in words (0: the mean length of the image's references).
     """
 
     train_refs: TrainRefs
@@ -39,6 +40,7 @@ class RewardContext:
     retrieval_tau: float = 0.0
     hard_negatives: int = 5
     negative_captions: int = 0
+    length_target: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
@@ -46,7 +48,7 @@ class RewardContext:
         conventions, paths and retrieval settings; ``run``: vocab, fc_dim, att_dim, device."""
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
-                   negative_captions=cfg.negative_captions, **run)
+                   negative_captions=cfg.negative_captions, length_target=cfg.length_target, **run)
 
     def cider_device(self) -> str:
         """Where CIDEr-D is computed: ``metric_device``, auto (what every run uses) meaning the run's device

@@ -16,6 +16,7 @@ from typing import Any
 from rlcap.errors import ConfigError
 from rlcap.rewards.bcmr import make_bcmr
 from rlcap.rewards.embedding import make_embedding
+from rlcap.rewards.length import make_length
 from rlcap.rewards.cider_device import make_cider, make_cider_d
 from rlcap.rewards.metric_rewards import make_bleu_1, make_bleu_2, make_bleu_3, make_bleu_4, make_meteor, make_rouge_l
 from rlcap.rewards.retrieval import (RETRIEVAL_SETTINGS, SIMILARITIES, make_bicont, make_clip_s, make_i2t,
@@ -41,9 +42,10 @@ REWARDS: dict[str, Callable[[Any], Any]] = {
     "i2t": make_i2t,
     "t2i": make_t2i,
     "bicont": make_bicont,
+    "length": make_length,  # minus the share a caption overshoots reward.length_target by ([Yang26]; rewards/length.py)
 }
 # reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
-SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",),
+SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), "length": ("length_target",),
                                         **{name: RETRIEVAL_SETTINGS for name in (*SIMILARITIES, "ref_clip_s")}}
 # reward name -> the combined corpus metric it optimises (a name of rlcap.metrics.combined.COMBINED): what
 # val.metric: auto keeps best/ by in a run that learns from it, the first one named here that the run's weights

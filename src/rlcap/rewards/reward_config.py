@@ -24,7 +24,7 @@ class RewardConfig:
     weights: dict[str, float] = _field(
         {"cider_d": 1.0},
         "reward name -> weight, summed. Names: cider_d, cider (plain: no length penalty), bleu_1..bleu_4, "
-        "meteor, rouge_l, spice, spider (SPICE in Python, no Java), or a "
+        "meteor, rouge_l, spice, spider (SPICE in Python, no Java), length (a penalty past reward.length_target), or a "
         "user reward by dotted import path ('mypkg.mod:func' or 'mypkg.mod.func') whose object is "
         "the reward callable (captions, batch) -> Tensor[len(captions)]",
     )
@@ -67,6 +67,17 @@ class RewardConfig:
         "retrieval rewards: ground-truth captions of each mined neighbour added to the text pool (the "
         "i2t half's negatives; 0: the text pool holds the batch's own captions only; docs/DISTINCT.md)",
     )
+    length_target: float = _field(
+        0.0,
+        "the length reward's target, in words: a caption longer than it scores -(words - target) / target (0: "
+        "the mean length of the image's references; docs/RL.md, length terms)",
+    )
+    length_mask: dict[str, float] = _field(
+        {},
+        "reward name -> ratio: that reward scores 0 for a caption longer than ratio times its image's mean "
+        "reference length, unchanged otherwise (length-conditional masking, [Ye26]; docs/RL.md); every name "
+        "must be weighted in weights",
+    )
 
     def validate(self) -> None:
         """Check weights (non-empty, finite) and names (registered or a dotted path)."""
@@ -82,6 +93,14 @@ class RewardConfig:
             raise ConfigError(f"reward.hard_negatives: expected an integer >= 0, got {self.hard_negatives}")
         if self.negative_captions < 0:
             raise ConfigError(f"reward.negative_captions: expected an integer >= 0, got {self.negative_captions}")
+        if self.length_target < 0 or not math.isfinite(self.length_target):
+            raise ConfigError(f"reward.length_target: expected a number of words >= 0, got {self.length_target}")
+        for name, ratio in self.length_mask.items():
+            if name not in self.weights:
+                raise ConfigError(f"reward.length_mask.{name}: {name!r} is not a weighted reward; it masks one of "
+                                  f"{', '.join(self.weights)}")
+            if not (math.isfinite(ratio) and ratio > 0):
+                raise ConfigError(f"reward.length_mask.{name}: expected a ratio > 0, got {ratio}")
         if self.nonfinite not in ("raise", "zero"):
             raise ConfigError(f"reward.nonfinite: {self.nonfinite!r} is not one of ['raise', 'zero']")
 

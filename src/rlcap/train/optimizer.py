@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator, Protocol
 
 import torch
 
-from rlcap.data.loader import Batch
+from rlcap.data.loader import Batch, FeaturesOf, ReadsShares
 from rlcap.run_config import OptimConfig
 from rlcap.errors import ConfigError
 from rlcap.models.base import Shardable
@@ -203,3 +203,20 @@ def load_shards(parts: dict[str, Part], folder: Path) -> None:
     for name, part in trained.items():
         set_state_dict(part.module, part.optimizer, model_state_dict=states[name]["model"],
                        optim_state_dict=states[name]["optim"])
+
+
+def own_share(online: FeaturesOf | None, ranks: Ranks) -> FeaturesOf | None:
+    """``online`` (features computed from the pictures) reading, for a training batch, only the rows this process
+    steps on (:func:`batch_share`: its share, or the stand-in row of a short last batch); the other rows, which
+    :meth:`Batch.shard` drops, are not computed. Validation's and evaluation's reads stay whole."""
+    if online is None or ranks.world == 1:
+        return online
+
+    def of(records: list[Any]) -> Any:
+        features = online(records)
+        if isinstance(features, ReadsShares):
+            features.read_shares(lambda n: batch_share(n, ranks)[0])
+        return features
+
+    return of
+

@@ -31,6 +31,7 @@ from rlcap.metrics.combined import parts_of
 from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
+from rlcap.models.architectures import online_features
 from rlcap.models.base import check_policy_fits
 from rlcap.train.checkpoint import (POLICY, Checkpoint, check_strategy, check_world_size, is_complete,
                                    load_checkpoint, load_weights, own_model_path, relative_data_paths, rng_state,
@@ -39,8 +40,8 @@ from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, load_shards, shard_parts,
-                                   shared_out, write_shards)
+from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, load_shards, own_share,
+                                   shard_parts, shared_out, write_shards)
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import validate as captioner_scores
 
@@ -107,8 +108,8 @@ class Session:
 
 
 def feature_dims(data: CaptionData) -> dict[str, Any]:
-    split = next(iter(data.splits.values()))
-    return {"fc": split.fc_dim, "att": split.att_dim, "image_size": split.image_size, **split.features.encoder}
+    s = next(iter(data.splits.values()))  # (a store's records, or those of the encoder that reads pictures online)
+    return {"fc": s.fc_dim, "att": s.att_dim, "image_size": s.image_size, **s.features.encoder}
 
 
 def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), policy: bool = True) -> Session:
@@ -117,9 +118,7 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     ``policy=False``: no captioner (a loop that trains another model, e.g. the embedding of [Shi18]).
     The session holds its own copy of ``cfg`` (``session.cfg``), the model section taken from the
     checkpoint it starts from; a loop reads its settings there, and the caller's config is left as it was.
-    The run folder is made ready before, by :func:`rlcap.api.train` (:func:`rlcap.train.run_folder.open_run_folder`:
-    a run with other settings refused, one that ``overwrite=true`` replaces set aside); a complete
-    ``OUT/last`` found then is resumed."""
+    The run folder is made ready by :func:`rlcap.api.train`; a complete ``OUT/last`` found then is resumed."""
     cfg = copy.deepcopy(cfg)
     device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     torch.set_num_threads(cpu_threads(cfg.threads))
@@ -138,7 +137,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     if source is not None:
         cfg.model = model_section(cfg, source, init)
     torch.manual_seed(cfg.seed)
-    data = load_data(cfg.data, splits, vocab=source.vocab if source else model_vocab(cfg.model))
+    data = load_data(cfg.data, splits, source.vocab if source else model_vocab(cfg.model),
+                     own_share(online_features(cfg.model, cfg.data, device), ranks))
     if cfg.READS_CAPTIONS and "train" in data.splits:  # what data.max_len cuts: logged, or refused when most
         check_caption_lengths(data.splits["train"], cfg.data.max_len)
     if cfg.val.split in data.splits:  # out of core, a bad row would otherwise be found at the first validation

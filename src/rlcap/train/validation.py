@@ -16,6 +16,7 @@ from rlcap.decoding.split import decode_split
 from rlcap.devices import Precision
 from rlcap.distributed import Ranks, whole_weights
 from rlcap.metrics.combined import with_combined
+from rlcap.metrics.hallucination import ObjectTruth
 from rlcap.metrics.scoring import score_captions
 from rlcap.run_config import ValConfig
 
@@ -26,10 +27,12 @@ class Evaluation(NamedTuple):
     per_image: dict[str, dict[str, float]]
 
 
-def score_predictions(split: SplitData, predictions: dict[str, str], metrics: Sequence[str]) -> Evaluation:
-    """Score predictions against the split's raw references (pycocoevalcap conventions)."""
+def score_predictions(split: SplitData, predictions: dict[str, str], metrics: Sequence[str],
+                      objects: ObjectTruth | None = None) -> Evaluation:
+    """Score predictions against the split's raw references (pycocoevalcap conventions); ``objects``: the
+    pictures' objects, for CHAIR and coverage (:mod:`rlcap.metrics.hallucination`)."""
     refs = {i: r for i, r in zip(split.ids, split.refs) if i in predictions}
-    report = score_captions(refs, {i: [c] for i, c in predictions.items()}, list(metrics))
+    report = score_captions(refs, {i: [c] for i, c in predictions.items()}, list(metrics), objects=objects)
     return Evaluation(predictions, dict(report.corpus), dict(report.per_image))
 
 

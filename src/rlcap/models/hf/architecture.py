@@ -64,6 +64,25 @@ class HFArchitecture:
     def new(self, cfg: ModelConfig, vocab: Any, fc_dim: int, att_dim: int) -> nn.Module:
         return self.build(cfg, len(vocab), fc_dim, att_dim)
 
+    def online_features(self, cfg: ModelConfig, data: Any, device: Any) -> Any:
+        """A split's features computed from its pictures (``data.images``) by the encoder ``rlcap features --encoder
+        hf:PATH`` writes this policy's store with (its processor and frozen image side: rlcap.encoders.online),
+        loaded once, when a split first asks."""
+        from rlcap.encoders.hf import HF_PREFIX
+        from rlcap.encoders.load import load_encoder
+        from rlcap.encoders.online import OnlineFeatures
+        from rlcap.encoders.sources import record_pictures
+
+        loaded: list[Any] = []
+
+        def of(records: list[Any]) -> OnlineFeatures:
+            if not loaded:
+                loaded.append(load_encoder(HF_PREFIX + str(cfg.path), None, device))
+            pictures = record_pictures(records, data.dataset, data.images)
+            return OnlineFeatures(pictures, [r.id for r in records], loaded[0], cfg.path)
+
+        return of
+
     def reads(self, cfg: ModelConfig, key: str) -> bool:
         """Its folder and what trains; LoRA's rank and alpha only when LoRA adapters train."""
         return key in ("path", "train", "prompt", "dtype", "gradient_checkpointing") or \

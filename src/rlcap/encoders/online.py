@@ -1,0 +1,141 @@
+"""Image tokens computed from the pictures at every batch, by the transformers policy's own processor and image side:
+what a run reads when it has no feature store (``data.features`` unset, ``data.images`` the pictures' folder).
+
+:class:`OnlineFeatures` answers a split's feature reads as :class:`rlcap.data.split_features.SplitFeatures` answers
+them from a store (``rows``, ``read`` on the loader's read-ahead thread, ``as_float`` on the thread that trains), so
+every method, decoder and reward reads the same :class:`~rlcap.data.feats.Feats`. The encoder is the one
+``rlcap features --encoder hf:DIR`` writes the store with (:func:`rlcap.encoders.load.load_encoder` on the policy's
+folder), so a picture's tokens are the store's, to the store's precision (a float32 store: equal to float rounding,
+tests/encoders/test_online_features.py); its records (encoder, tower digest, processor settings, fc layout) are the
+ones a store of it keeps, which the policy checks as it checks a store's.
+
+Where the work runs:
+
+* the **read-ahead thread** (the loader's, one batch ahead of the step) decodes the pictures and runs the model's
+  processor (a captioner's image processor: resized, normalised pixels, in the encoder's ``prepare``; a
+  vision-language model's processor: its tiles, grid and pixels for each size of picture, in its ``on_host``);
+* the **training thread** runs the image side once per picture of the batch, never once per sample or beam (the
+  policy repeats each picture's tokens for its rows, as it does with stored ones), under ``no_grad``: the tower is
+  frozen, as with a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import torch
+
+from rlcap.data.embedded import EmbeddedImage
+from rlcap.data.feats import Feats
+from rlcap.encoders.images import load_image
+from rlcap.encoders.load import CountsRegions, ImageEncoder
+from rlcap.errors import DataError
+
+ENCODER_RECORDS = ("encoder", "encoder_path", "tower_weights", "fc_layout", "preprocessing")  # SplitFeatures.encoder's
+ENCODE_ROWS = 16  # pictures a pass when every row is asked for at once (:meth:`OnlineFeatures.everything`)
+
+
+@runtime_checkable
+class ProcessesOnHost(Protocol):
+    """An encoder whose host part (a vision-language model's processor: tiles, grids) runs apart from its image
+    side: ``on_host`` on the loader's read-ahead thread, ``from_host`` on the training thread."""
+
+    def on_host(self, prepared: torch.Tensor) -> Any: ...
+
+    def from_host(self, host: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class Read(NamedTuple):
+    """A batch's pictures read ahead: the batch's ``n`` images, the ``rows`` of them read, what the encoder's host
+    part made of those rows' pictures."""
+
+    n: int
+    rows: slice
+    host: Any
+
+
+class OnlineFeatures:
+    """The features of a split's pictures (``pictures``: id -> file, or a picture a datasets dataset holds), encoded
+    by ``encoder`` when a batch asks for them (module docstring)."""
+
+    in_memory = False  # (each batch's rows read when asked for, one batch ahead: the loader's read-ahead thread)
+
+    def __init__(self, pictures: Mapping[str, Path | EmbeddedImage], ids: Sequence[str], encoder: ImageEncoder,
+                 folder: str | Path):
+        missing = [i for i in ids if i not in pictures]
+        if missing:
+            raise DataError(f"image {missing[0]!r} has no picture to encode ({len(missing)} of {len(ids)})")
+        self.ids = list(ids)
+        self.pictures = [pictures[i] for i in self.ids]
+        gone = [p for p in self.pictures if not isinstance(p, EmbeddedImage) and not Path(p).is_file()]
+        if gone:  # (at start: not at the batch that reads it, epochs later)
+            raise DataError(f"{gone[0]} not found ({len(gone)} of {len(self.ids)} pictures missing): give "
+                            "data.images=DIR, the folder the dataset's file names are relative to")
+        self.image_encoder = encoder
+        self.fc_dim, self.att_dim = encoder.fc_dim, encoder.att_dim
+        self.image_size: int | None = encoder.image_size
+        # what a store of this encoder records, read by the policy's store check and kept in the checkpoint
+        records = {**encoder.records(), "encoder_path": str(Path(folder).expanduser().resolve())}
+        self.encoder = {k: str(v) for k, v in records.items() if k in ENCODER_RECORDS}
+        self._share: Callable[[int], slice] | None = None  # (:meth:`read_shares`)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def read_shares(self, share: Callable[[int], slice]) -> None:
+        """From now on, a training batch's read (:meth:`read`) computes only the rows ``share(n)`` of a batch of
+        ``n`` (this process's under torchrun: rlcap.train.optimizer.own_share); the others are zeros, never read."""
+        self._share = share
+
+    def rows(self, index: torch.Tensor) -> Feats:
+        """Features of rows ``index`` (B,) in float32, on the encoder's device: every row (validation, evaluation)."""
+        return self.as_float(self._prepared(index, slice(0, len(index))))
+
+    def read(self, index: torch.Tensor) -> Read:
+        """A training batch's rows ``index`` read ahead (the loader's thread): this process's share of them
+        (:meth:`read_shares`; all of them by default) decoded and through the processor."""
+        return self._prepared(index, self._share(len(index)) if self._share is not None else slice(0, len(index)))
+
+    def _prepared(self, index: torch.Tensor, rows: slice) -> Read:
+        """Rows ``index[rows]``'s pictures decoded and prepared for the encoder, and through a vision-language
+        model's processor (:class:`ProcessesOnHost`)."""
+        pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size)
+                    for i in index[rows].tolist()]
+        prepared = torch.from_numpy(self.image_encoder.prepare(pictures))
+        host = self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
+        return Read(len(index), rows, host)
+
+    @torch.no_grad()
+    def as_float(self, read: Read) -> Feats:
+        """The float32 features of :meth:`read`'s pictures: the image side run once per picture of its rows, the
+        batch's other rows zero (a process's share: what :meth:`Batch.shard` keeps)."""
+        if isinstance(self.image_encoder, ProcessesOnHost):
+            fc, att, counts = self.image_encoder.from_host(read.host)
+        elif isinstance(self.image_encoder, CountsRegions):
+            fc, att, counts = self.image_encoder.features_with_counts(read.host)
+        else:
+            fc, att = self.image_encoder.features(read.host)
+            counts = torch.full((att.shape[0],), att.shape[1], device=att.device)
+        mask = torch.arange(att.shape[1], device=att.device)[None, :] < counts[:, None]
+        if read.rows == slice(0, read.n):
+            return Feats(fc.float(), att.float(), mask)
+        whole = Feats(fc.new_zeros(read.n, *fc.shape[1:]), att.new_zeros(read.n, *att.shape[1:]),
+                      mask.new_zeros(read.n, *mask.shape[1:]))
+        for kept, part in zip(whole, (fc.float(), att.float(), mask)):
+            kept[read.rows] = part
+        return whole
+
+    def check_all(self, limit: int = 0) -> None:
+        """Nothing to read ahead of time: each picture is checked where it is decoded (the files' presence was
+        checked at start)."""
+
+    def everything(self) -> Feats:
+        """Every row at once (what a reward's image bank reads), encoded now, a few pictures a pass."""
+        parts = [self.rows(torch.arange(start, min(start + ENCODE_ROWS, len(self))))
+                 for start in range(0, len(self), ENCODE_ROWS)]
+        width = max(p.att.shape[1] for p in parts)
+        pad = [Feats(p.fc, torch.nn.functional.pad(p.att, (0, 0, 0, width - p.att.shape[1])),
+                     torch.nn.functional.pad(p.att_mask, (0, width - p.att_mask.shape[1]))) for p in parts]
+        return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in Feats._fields))
