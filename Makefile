@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-fsdp2 bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -153,6 +153,12 @@ bench-scale-vlm-gpu: $(STAMP)
 # memory and step time against an in-memory store (docs/BENCHMARKS.md, "Scale")
 bench-scale: $(STAMP)
 	$(PY) benchmarks/bench_scale.py
+
+# per-rank peak memory of FSDP2 against DDP at 2 CPU processes, XE and GRPO steps of a 465M-parameter slice of
+# Qwen2.5-VL-3B's published widths (about 16 GB of memory at its peak: run it alone); the memory table of 1B-7B
+# policies in docs/SCALING.md is `$(PY) benchmarks/fsdp_memory.py`
+bench-scale-vlm-fsdp2: $(STAMP)
+	$(PY) benchmarks/fsdp_peak_memory.py
 
 # SCST samples/s on one GPU (FC, UpDown, Transformer at self-critical.pytorch's sizes; 50, 250 and 1,000 images x 5
 # samples; fp32 and bf16), about 2 minutes on an H100; DATA=DIR: a self-critical.pytorch data/ folder (else generated

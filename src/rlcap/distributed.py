@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import torch
@@ -190,3 +192,36 @@ def gathered(obj: Any, ranks: Ranks) -> list[Any]:
     out: list[Any] = [None] * ranks.world
     dist.all_gather_object(out, obj)
     return out
+
+
+_GATHERED: set[int] = set()  # the modules whose FSDP2 shards :func:`whole_weights` holds gathered now
+
+
+@contextmanager
+def whole_weights(module: torch.nn.Module) -> Iterator[None]:
+    """``module`` with its FSDP2 shards gathered (``distributed.strategy: fsdp2``) while the context lasts, and
+    sharded again after: a decode (sampling, greedy baselines, validation) makes as many forward calls as its
+    captions need, which differ between ranks, and a sharded forward gathers each layer in a collective that
+    every rank must join. Gathered once, on every rank together (each rank enters once, whatever it decodes
+    then), the weights stay whole for every call until the context ends, as verl gathers its FSDP actor's
+    weights for generation. A module not sharded, or already gathered, is left as it is."""
+    if not dist.is_initialized() or id(module) in _GATHERED:
+        yield
+        return
+    from torch.distributed.fsdp import FSDPModule
+
+    units = [m for m in module.modules() if isinstance(m, FSDPModule)]
+    if not units:
+        yield
+        return
+    for unit in units:
+        unit.unshard()  # (each unit's all-gather, in the same order on every rank)
+        unit.set_reshard_after_forward(False, recurse=False)
+    _GATHERED.add(id(module))
+    try:
+        yield
+    finally:
+        _GATHERED.discard(id(module))
+        for unit in units:
+            unit.reshard()
+            unit.set_reshard_after_forward(True, recurse=False)

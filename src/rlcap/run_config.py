@@ -76,6 +76,35 @@ class OptimConfig:
         check_min("optim.lr_decay_every", self.lr_decay_every, 0)
 
 
+STRATEGIES = ("ddp", "fsdp2")
+
+
+@dataclass
+class DistributedConfig:
+    strategy: str = help_field(
+        "ddp", "under torchrun: ddp (every process holds the whole policy and averages its gradients) or fsdp2 "
+        "(torch's fully_shard: each process holds 1/N of the weights, gradients and optimizer state of a "
+        "model.arch=hf policy; docs/TRAINING.md, \"DDP or FSDP2\")")
+
+    def validate(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"distributed.strategy: {self.strategy!r} is not one of {list(STRATEGIES)}")
+
+    def check_run(self, run: "RunConfig", name: str) -> None:
+        """FSDP2 shards a transformers policy (that of a run with init_from, its checkpoint's, is checked as it is
+        sharded: rlcap.train.optimizer), in fp32 or bf16 (FSDP2's own mixed precision, no loss scaler)."""
+        if self.strategy == "fsdp2" and run.init_from is None and run.model.arch != "hf":
+            raise ConfigError(f"distributed.strategy=fsdp2 shards transformers policies (model.arch=hf), not "
+                              f"model.arch={run.model.arch}: use distributed.strategy=ddp")
+        if self.strategy == "fsdp2" and run.model.train_vision != "frozen":  # (its units are the decoder's layers)
+            raise ConfigError(f"distributed.strategy=fsdp2 shards the language model's layers; the image side that "
+                              f"model.train_vision={run.model.train_vision} trains is not sharded yet: use "
+                              "distributed.strategy=ddp, or model.train_vision=frozen")
+        if self.strategy == "fsdp2" and run.precision == "fp16":
+            raise ConfigError("distributed.strategy=fsdp2 runs in precision fp32 or bf16 (FSDP2's mixed precision: "
+                              "bf16 weights, fp32 reduction), not fp16")
+
+
 SAMPLE_METHODS = ("sample", "beam")
 DECODE_MAX_LEN_HELP_HF = "most of the model's subwords per generated caption (RL samples, validation, evaluation)"
 
@@ -246,6 +275,7 @@ class RunConfig:
     optim: OptimConfig = help_field(OptimConfig, "optimizer and learning-rate schedule")
     val: ValConfig = help_field(ValConfig, "validation during training")
     decode: DecodeSettings = help_field(DecodeSettings, "caption generation: RL samples, validation, evaluation")
+    distributed: DistributedConfig = help_field(DistributedConfig, "several processes under torchrun: DDP or FSDP2")
 
     def __post_init__(self) -> None:
         # val.metric auto becomes the metric it stands for here, so that config.json and every checkpoint
@@ -277,6 +307,9 @@ class RunConfig:
     def check_processes(self, world: int) -> None:
         """ConfigError when a batch (:attr:`BATCH_KEY`) holds fewer images than the ``world`` processes that share
         out its rows: every step would leave a process without any (only an epoch's short last batch should)."""
+        if self.distributed.strategy == "fsdp2" and world == 1:
+            raise ConfigError("distributed.strategy=fsdp2 shards the policy over torchrun's processes, and this run "
+                              "has one: start it with nproc=N (N >= 2), or use distributed.strategy=ddp")
         if self.BATCH_KEY is None or world <= 1:
             return
         section, _, name = self.BATCH_KEY.partition(".")

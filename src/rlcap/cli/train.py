@@ -17,7 +17,7 @@ from rlcap.command_options import OPTION_HELP, command_options
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt, signal_outcome
 from rlcap.config import describe
 from rlcap.errors import Stopped
-from rlcap.train.checkpoint import check_world_size
+from rlcap.train.checkpoint import check_strategy, check_world_size
 from rlcap.distributed import launched_rank, launched_world, stop_at_step_boundary
 from rlcap.run_config import metric_label
 
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         cfg.check_processes(options.nproc)  # so is a batch of fewer images than processes
         if not options.overwrite:
             check_world_size(cfg.out_dir, options.nproc)  # so is a run of another number of processes
+            check_strategy(Path(cfg.out_dir) / "last", cfg.distributed.strategy)  # or of another strategy
         return _torchrun(options.nproc, args, [o for o in args.overrides if not o.startswith("nproc=")], cfg.out_dir)
     cfg = api.load_run_config(args.config, overrides)
     rank = launched_rank()

@@ -7,6 +7,8 @@ A loop takes the variant of its run's ``Decoding`` it needs (:meth:`Decoding.as_
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from rlcap.decoding.beam import beam_search
@@ -16,6 +18,7 @@ from rlcap.decoding.sampling import greedy, sample
 from rlcap.decoding.segments import Segments, greedy_segments
 from rlcap.decoding.settings import Decoding
 from rlcap.devices import in_precision
+from rlcap.distributed import whole_weights
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats
 from rlcap.models.hrl import HRLCaptioner
@@ -29,16 +32,21 @@ def decode(model: Captioner, feats: Feats, decoding: Decoding, n: int = 1, *, ge
     """Captions of ``feats`` as ``decoding`` says: n sampled per image, or a beam's n best (B*n rows, one image's
     adjacent); greedy gives one. ``generator``: sampling's; ``prefix``, ``return_hidden`` and ``micro_batch``
     (``rl.micro_batch``): as the decoders' (:mod:`rlcap.decoding`, :func:`sample`). Autograd follows the caller's
-    mode when sampling; greedy and beam run without it."""
+    mode when sampling; greedy and beam run without it. A policy sharded by FSDP2 decodes with its weights
+    gathered (:func:`rlcap.distributed.whole_weights`; sampling with autograd gathers them for its words only, and
+    scores them sharded)."""
     if decoding.method == "sample":
-        return sample(model, feats, n, decoding, generator=generator, prefix=prefix, return_hidden=return_hidden,
-                      micro_batch=micro_batch)
+        with nullcontext() if torch.is_grad_enabled() else whole_weights(model):
+            return sample(model, feats, n, decoding, generator=generator, prefix=prefix, return_hidden=return_hidden,
+                          micro_batch=micro_batch)
     if decoding.method == "beam":
-        return beam_search(model, feats, decoding, n_best=n, prefix=prefix, return_hidden=return_hidden)
+        with whole_weights(model):
+            return beam_search(model, feats, decoding, n_best=n, prefix=prefix, return_hidden=return_hidden)
     if n != 1:
         raise ConfigError(f"decode: greedy decoding gives one caption per image, asked for n={n}")
-    return greedy(model, feats, decoding.max_len, prefix=prefix, return_hidden=return_hidden,
-                  exit_every=decoding.exit_every, compile=decoding.compile)
+    with whole_weights(model):
+        return greedy(model, feats, decoding.max_len, prefix=prefix, return_hidden=return_hidden,
+                      exit_every=decoding.exit_every, compile=decoding.compile)
 
 
 @in_precision
@@ -46,7 +54,8 @@ def rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int, decod
              generator: torch.Generator | None = None, return_hidden: bool = False) -> DecodeResult:
     """K completions of every prefix of ``tokens`` (B, T) sampled with ``decoding``'s sampling settings
     (:func:`rlcap.decoding.prefix_rollouts`: its rows and their order; its steps are never compiled)."""
-    return prefix_rollouts(model, feats, tokens, k, decoding, generator=generator, return_hidden=return_hidden)
+    with nullcontext() if torch.is_grad_enabled() else whole_weights(model):
+        return prefix_rollouts(model, feats, tokens, k, decoding, generator=generator, return_hidden=return_hidden)
 
 
 @in_precision

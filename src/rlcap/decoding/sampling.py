@@ -23,6 +23,7 @@ from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference,
 from rlcap.decoding.scoring import forced_positions, sampling_mode, score_rows
 from rlcap.decoding.settings import Decoding
 from rlcap.decoding.stepping import resolve_exit_every, stepper
+from rlcap.distributed import whole_weights
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, ScoresDecoded, ScoresSamples, Tensors, expand_memory
 from rlcap.models.linear import weight_grads_once
@@ -172,7 +173,7 @@ def _sample_then_score(model: ScoresSamples, encoded: Tensors, n: int, word: tor
     engine = engine_of(model, OWN)  # (rlcap/decoding/engine.py: the seam an engine such as vLLM plugs into)
     request = Request(word.size(0), steps, plan.choose, plan.uniform, prefix, plan.exit_every, plan.compile)
     with model.dropout_off():
-        with torch.no_grad():
+        with torch.no_grad(), whole_weights(model):  # (FSDP2: each rank decodes its own number of steps)
             out = engine.generate(model, expand_memory(model, encoded, n), request)
         inputs = torch.cat([word[:, None], out.tokens[:, :-1]], 1)  # (R, T) the word each step read
         forced = forced_positions(prefix, out.tokens.size(1))  # (R, T) or None

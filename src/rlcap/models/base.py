@@ -85,6 +85,18 @@ class Captioner(Protocol):
 
 
 @runtime_checkable
+class Shardable(Protocol):
+    """A policy that FSDP2 shards (``distributed.strategy: fsdp2``, :mod:`rlcap.train.optimizer`): ``shard_units()``
+    gives the module whose forward every pass goes through (the root) and the blocks under it, one FSDP unit each
+    (a transformers model and its decoder layers); ``consolidated(state)``, the whole weights gathered on one
+    process (its own names), for the span of an export that reads them instead of its sharded parameters."""
+
+    def shard_units(self) -> tuple[torch.nn.Module, list[torch.nn.Module]]: ...
+
+    def consolidated(self, state: dict[str, torch.Tensor]) -> AbstractContextManager[None]: ...
+
+
+@runtime_checkable
 class ReadsOwnTower(Protocol):
     """A policy that reads the stored output of its own image tower (a transformers captioner): it refuses, in
     one line naming both, a feature store whose records (``feature_dims``: ``encoder``, ``tower_weights``) are

@@ -35,6 +35,7 @@ import logging
 import os
 import random
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -48,7 +49,7 @@ from rlcap.data.hf_text import load_vocab
 from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
-from rlcap.models.base import DescribesItself
+from rlcap.models.base import DescribesItself, Shardable
 from rlcap.models.architectures import architecture
 
 log = logging.getLogger(__name__)
@@ -117,31 +118,45 @@ def _set_aside(folder: Path, old: Path) -> None:
     os.replace(folder, old)
 
 
+def temporary_folder(folder: Path, fresh: bool = False) -> Path:
+    """The sibling folder a save of ``folder`` writes into before it swaps it in (this process's); ``fresh``:
+    made empty now (a stale one, left by a kill, removed first)."""
+    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    if fresh:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    return tmp
+
+
 def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
-                    trainer: dict[str, Any] | None, manifest: dict[str, Any]) -> Path:
+                    trainer: dict[str, Any] | None, manifest: dict[str, Any], tmp: Path | None = None,
+                    whole: dict[str, dict[str, torch.Tensor]] | None = None) -> Path:
     """Write a complete checkpoint at ``folder``, atomically (see the module docstring). A write
     that fails (a full disk, a folder made read-only) is one line, :class:`rlcap.files.WriteError`,
-    and leaves no temporary folder; the previous checkpoint stays (or ``recover`` restores it)."""
+    and leaves no temporary folder; the previous checkpoint stays (or ``recover`` restores it). ``tmp``: the
+    temporary folder, made already and holding what the ranks wrote into it (FSDP2's shards:
+    :mod:`rlcap.train.optimizer`); ``whole``: the weights of the parts sharded, gathered (written for them)."""
     folder = Path(folder)
-    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    tmp = tmp or temporary_folder(folder, fresh=True)
     try:
-        return _save(folder, tmp, modules, config, vocab, trainer, manifest)
+        return _save(folder, tmp, modules, config, vocab, trainer, manifest, whole or {})
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(folder, exc) from None
 
 
 def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
-          trainer: dict[str, Any] | None, manifest: dict[str, Any]) -> Path:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+          trainer: dict[str, Any] | None, manifest: dict[str, Any], whole: dict[str, dict[str, torch.Tensor]]) -> Path:
     for name, module in modules.items():
-        weights = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+        state = whole[name] if name in whole else module.state_dict()
+        weights = {k: v.detach().contiguous().cpu() for k, v in state.items()}
         _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
         if name == POLICY:  # what its architecture keeps beside the weights (a transformers captioner: its own folder)
-            architecture(config["model"]["arch"]).export(module, tmp, config, folder if is_complete(folder) else None)
+            with module.consolidated(whole[name]) if name in whole and isinstance(module, Shardable) else nullcontext():
+                architecture(config["model"]["arch"]).export(module, tmp, config,
+                                                             folder if is_complete(folder) else None)
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
@@ -286,6 +301,17 @@ def check_world_size(run_dir: str | Path, world: int) -> None:
         raise ConfigError(f"{run_dir} was trained by {was} process{'es' if was != 1 else ''} and is resumed by "
                           f"{world}: resume it with as many, nproc={was} (each takes its share of the same global "
                           "batches)")
+
+
+def check_strategy(folder: Path, strategy: str) -> None:
+    """ConfigError when the checkpoint ``folder`` a run resumes was written under the other strategy (a DDP
+    checkpoint's optimizer state is whole in trainer.pt, an FSDP2 one's in shards/); nothing when there is none."""
+    if not (folder / MANIFEST).is_file():
+        return
+    was = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("strategy", "ddp")
+    if was != strategy:
+        raise ConfigError(f"{folder} was written with distributed.strategy={was} and is resumed with "
+                          f"distributed.strategy={strategy}: resume it with distributed.strategy={was}")
 
 
 def load_checkpoint(folder: str | Path, with_trainer: bool = True) -> Checkpoint:

@@ -32,13 +32,15 @@ from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.architectures import online_features
 from rlcap.models.base import check_policy_fits
-from rlcap.train.checkpoint import (POLICY, Checkpoint, check_world_size, is_complete, load_checkpoint, load_weights,
-                                   own_model_path, relative_data_paths, rng_state, save_checkpoint, set_rng_state)
+from rlcap.train.checkpoint import (POLICY, Checkpoint, check_strategy, check_world_size, is_complete,
+                                   load_checkpoint, load_weights, own_model_path, relative_data_paths, rng_state,
+                                   save_checkpoint, set_rng_state)
 from rlcap.run_config import OptimConfig, RunConfig, metric_label
 from rlcap.train.init_source import check_start, init_checkpoint, model_section
 from rlcap.distributed import Ranks, from_main, gathered, join, stop_signal
 from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_finite_loss, diverged, read_stats
-from rlcap.train.optimizer import Part, build_optimizer, own_share, shared_out
+from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, load_shards, own_share,
+                                   shard_parts, shared_out, write_shards)
 from rlcap.train.run_folder import mark_started
 from rlcap.train.validation import caption_rows, validate as captioner_scores
 
@@ -178,12 +180,19 @@ def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
     """Restore optimizers, schedules, random state, progress and loop state when resuming; open the log.
     ``selects_by``: the score a loop with its own validation keeps best/ by (e.g. the embedding's
     ``mean_R``); by default ``val.metric`` (:func:`selection_metric`)."""
-    ckpt = session.source
+    ckpt, strategy = session.source, session.cfg.distributed.strategy
+    if session.resuming:
+        check_strategy(session.out_dir / "last", strategy)
+    if strategy == "fsdp2":  # (every part added: the KL reference copied before its policy was sharded)
+        shard_parts(session, session.cfg.precision)
+    if session.resuming and strategy == "fsdp2":
+        load_shards(session.parts, session.out_dir / "last")
     if session.resuming and ckpt.trainer is not None:
         trainer = ckpt.trainer
         for name, part in session.parts.items():
-            if part.optimizer is not None and name in trainer["optimizers"]:
-                part.optimizer.load_state_dict(trainer["optimizers"][name])
+            if part.optimizer is not None and name in trainer["schedulers"]:
+                if not part.sharded:  # (a sharded part's state: its shards, loaded above)
+                    part.optimizer.load_state_dict(trainer["optimizers"][name])
                 part.scheduler.load_state_dict(trainer["schedulers"][name])
                 apply_optim_settings(part)
             if part.scaler is not None and name in trainer.get("scalers", {}):
@@ -229,21 +238,6 @@ def selection_metric(session: Session) -> str:
     return session.cfg.val.metric
 
 
-def apply_optim_settings(part: Part) -> None:
-    """After loading a part's optimizer and schedule, apply the run's (possibly changed) settings:
-    the learning rate keeps the decay reached so far, applied to the new base rate."""
-    cfg = part.optim
-    for group in part.optimizer.param_groups:
-        base = group.get("initial_lr", group["lr"])
-        if cfg.lr != base:  # (an unchanged rate stays bit-exact)
-            group["lr"] = group["lr"] * cfg.lr / base
-            group["initial_lr"] = cfg.lr
-        group["weight_decay"] = cfg.weight_decay
-    part.scheduler.base_lrs = [cfg.lr for _ in part.optimizer.param_groups]
-    if isinstance(part.scheduler, torch.optim.lr_scheduler.StepLR):
-        part.scheduler.step_size, part.scheduler.gamma = cfg.lr_decay_every, cfg.lr_decay_rate
-
-
 def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) -> Session:
     """:func:`open_session` then :func:`resume_or_start`: the set-up of a loop whose only part is the policy."""
     return resume_or_start(open_session(cfg, splits))
@@ -254,15 +248,16 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     # never a checkpoint of the weights a non-finite loss broke
     check_finite_loss(session.watch, session.cfg, session.out_dir)
     rng_of_ranks = gathered(rng_state(), session.ranks)  # every rank's generators (a collective: all ranks save)
-    if not session.ranks.main:  # rank 0 writes the run's checkpoints
-        return session.out_dir / name
     folder = session.out_dir / name
+    tmp, whole = write_shards(session.parts, folder, session.ranks)  # FSDP2: every rank its shards, rank 0 the whole
+    if not session.ranks.main:  # rank 0 writes the run's checkpoints
+        return folder
     config = {**to_dict(session.cfg), "feature_dims": feature_dims(session.data), "paths_relative_to": "checkpoint"}
     config["data"], config["data_size"] = relative_data_paths(config["data"], folder), session.data.sizes()
     config = own_model_path(config)  # an hf policy: from the checkpoint's own hf/, wherever the command runs
     trained = {name: part for name, part in session.parts.items() if part.optimizer is not None}
     trainer = {
-        "optimizers": {name: part.optimizer.state_dict() for name, part in trained.items()},
+        "optimizers": {name: part.optimizer.state_dict() for name, part in trained.items() if not part.sharded},
         "schedulers": {name: part.scheduler.state_dict() for name, part in trained.items()},
         "scalers": {name: part.scaler.state_dict() for name, part in trained.items() if part.scaler is not None},
         "rng": rng_of_ranks[0], "rng_of_ranks": rng_of_ranks,
@@ -270,10 +265,11 @@ def save(session: Session, name: str, metrics: dict[str, float] | None = None) -
     }
     best = session.progress.best_score
     manifest = {"epoch": session.progress.epoch, "step": session.progress.step, "algorithm": session.cfg.algorithm,
-                "world_size": session.ranks.world, "metrics": metrics or {}, "best_metric": session.progress.best_metric,
+                "world_size": session.ranks.world, "strategy": session.cfg.distributed.strategy,
+                "metrics": metrics or {}, "best_metric": session.progress.best_metric,
                 "best_value": best if math.isfinite(best) else None}  # None: not validated yet
     modules = {name: part.module for name, part in session.parts.items()}
-    return save_checkpoint(folder, modules, config, session.data.vocab, trainer, manifest)
+    return save_checkpoint(folder, modules, config, session.data.vocab, trainer, manifest, tmp, whole)
 
 
 class TrainResult(NamedTuple):

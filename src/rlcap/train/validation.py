@@ -24,7 +24,7 @@ from rlcap.data.vocab import Vocab
 from rlcap.decoding.options import Decoding
 from rlcap.decoding.split import decode_split
 from rlcap.devices import Precision
-from rlcap.distributed import Ranks
+from rlcap.distributed import Ranks, whole_weights
 from rlcap.metrics.combined import with_combined
 from rlcap.metrics.hallucination import ObjectTruth
 from rlcap.metrics.scoring import score_captions
@@ -72,8 +72,9 @@ def validate(model: torch.nn.Module, data: CaptionData, v: ValConfig, decoding: 
     Under torchrun every rank decodes its share of the batches and rank 0 scores them all (the other
     ranks get None: the session sends them rank 0's scores)."""
     split = data.splits[v.split]
-    predictions = decode_split(model, split, data.vocab, decoding, batch_size=v.batch_size, limit=v.max_images,
-                               ranks=ranks, precision=precision)
+    with whole_weights(model):  # (FSDP2: each rank decodes batches of its own, as many as it has)
+        predictions = decode_split(model, split, data.vocab, decoding, batch_size=v.batch_size, limit=v.max_images,
+                                   ranks=ranks, precision=precision)
     if not ranks.main:
         return None
     return validation_scores(lambda names: dict(score_predictions(split, predictions, names).corpus), v.metric)

@@ -52,10 +52,13 @@ def merged_lora_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def unique_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``state`` with each tensor once: a tied weight (an output layer that is the input embedding) under its
     first name."""
+    from torch.distributed.tensor import DTensor
+
     seen: set[tuple[int, int]] = set()
     out = {}
     for key, tensor in state.items():
-        where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        local = tensor.to_local() if isinstance(tensor, DTensor) else tensor  # (FSDP2's shard: its own storage)
+        where = (local.untyped_storage().data_ptr(), local.storage_offset())
         if where not in seen or not tensor.numel():
             out[key] = tensor
         seen.add(where)

@@ -19,8 +19,8 @@ check against the image side kept aside, and the dtype the export declares. Each
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from rlcap.errors import ConfigError, DataError
 from rlcap.models.hf.image_side import KeptAside
 from rlcap.models.hf.lora import (adapters_off, holds_adapters, merged, module_scale, same_adapters, saved_scale,
                                   under_adapters)
-from rlcap.models.hf.parts import import_peft, merged_lora_state, unique_state, with_twins
+from rlcap.models.hf.parts import import_peft, layer_stacks, merged_lora_state, unique_state, with_twins
 from rlcap.models.hf.vision_training import set_vision_training
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class HFWeights:
         self.vision = vision  # model.train_vision (rlcap.models.hf.vision_training): "lora" adapts ``stacks``' too
         self.export_dtype = export_dtype  # what the export declares (rlcap.models.hf.vlm.declare_dtype)
         self._digest: str | None = None  # the image side's (computed when a store is checked or at the export)
+        self.whole: dict[str, torch.Tensor] | None = None  # FSDP2: the gathered weights an export reads (consolidated)
         set_training(model, train, rank, alpha, stacks, language)
         if vision in ("all", "projector"):
             set_vision_training(side.modules, vision, list(projector))
@@ -108,7 +109,13 @@ class HFWeights:
     def merged_state(self) -> dict[str, torch.Tensor]:
         """The model's weights (LoRA adapters added into the weights they adapt, under transformers' names: the
         layers themselves left as they are, so that training goes on with the same numbers)."""
+        if self.whole is not None:  # (a sharded model: its weights gathered, rlcap.train.optimizer)
+            return merged(self.whole, module_scale(self.model), self.transposed) if self.trains_adapters else self.whole
         return merged_lora_state(self.model) if self.trains_adapters else dict(self.model.state_dict())
+
+    @staticmethod
+    def transposed(name: str) -> bool:
+        return False  # (set by the policy: whether a map holds its weight in x out, GPT-2's Conv1D)
 
     def check_store(self, records: Mapping[str, Any], store: str, reads: str,
                     also: Mapping[str, Any] | None = None, unrecorded_passes: bool = False) -> None:
@@ -179,6 +186,23 @@ class HoldsHFWeights(nn.Module):
     def adapters_off(self) -> AbstractContextManager[None]:
         return self.weights.adapters_off()
 
+    def shard_units(self) -> tuple[nn.Module, list[nn.Module]]:
+        """The transformers model (every pass goes through its forward) and its layers, one FSDP2 unit each
+        (:class:`~rlcap.models.base.Shardable`)."""
+        return self.weights.model, [layer for stack in layer_stacks(self.weights.model) for layer in stack]
+
+    @contextmanager
+    def consolidated(self, state: dict[str, torch.Tensor]) -> Iterator[None]:
+        """The export reads ``state``, this policy's whole weights in its own names (gathered from FSDP2's shards),
+        instead of its sharded model's."""
+        prefix = next(name for name, module in self.named_modules() if module is self.weights.model) + "."
+        self.weights.whole = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        self.weights.transposed = self._holds_transposed  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            self.weights.whole = None
+
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
         return unique_state(super().state_dict(*args, **kwargs))
 
@@ -195,8 +219,8 @@ class HoldsHFWeights(nn.Module):
         modules = dict(self.named_modules())
         return isinstance(modules.get(f"{name}.base_layer", modules.get(name)), Conv1D)
 
-    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Weights saved by :meth:`state_dict` (or plain ones, :meth:`adapt_weights`): a tied weight's other names
-        take the one it was saved under."""
-        full = with_twins(super().state_dict(), self.adapt_weights(dict(state)))
+        take the one it was saved under. (``state_dict`` by name: torch.distributed.checkpoint passes it so.)"""
+        full = with_twins(super().state_dict(), self.adapt_weights(dict(state_dict)))
         return super().load_state_dict(full, strict=strict, assign=assign)

@@ -1,0 +1,168 @@
+"""Per-rank peak memory of FSDP2 against DDP at 2 processes (CPU, gloo): XE and GRPO steps of a policy built offline
+with the widths of a published config (by default Qwen/Qwen2.5-VL-3B-Instruct's language model, 2048 wide, its
+151,936-word embedding tied to the output layer, cut to 2 decoder layers: 465M parameters; its tower 1280 wide, cut
+to 1 layer), random weights, a tokenizer trained on the tiny set's captions.
+
+    python benchmarks/fsdp_peak_memory.py [--layers 2] [--hidden 2048] [--steps 3] [--precision fp32] [--out DIR]
+
+Each run is ``torchrun --nproc-per-node 2 -m rlcap train`` (``distributed.strategy`` ddp, then fsdp2; XE from the
+folder, GRPO from the folder with rl.kl_coef 0.04, so that its reference is held too); the peak of each rank is its
+resident set's high-water mark (``VmHWM`` of /proc/PID/status, read until the rank ends: the whole process's,
+the interpreter and libraries' 0.7-0.8 GB included, and the moments before sharding, when each rank holds the
+policy (and GRPO's reference copy) whole, and rank 0's saves, when it gathers the weights whole). It prints one
+JSON line a run and the markdown rows of docs/BENCHMARKS.md. Run it alone on the machine (about 2 x 16 bytes a
+parameter for DDP's two ranks: 16 GB at the default size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def build_policy(folder: Path, layers: int, hidden: int, intermediate: int, heads: int, kv_heads: int,
+                 vocab: int, vision: int, captions: list[str]) -> Path:
+    """A Qwen2.5-VL folder of the given widths (random weights), its processor and tokenizer the tiny builder's."""
+    import transformers as t
+
+    from rlcap.models.hf.build_vlm import build_vlm
+
+    build_vlm("qwen2_5_vl", folder, captions)
+    _grow_vocabulary(folder, vocab)
+    config = json.loads((folder / "config.json").read_text())
+    half = hidden // heads // 2
+    config["text_config"].update(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+                                 num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
+                                 tie_word_embeddings=True, layer_types=["full_attention"] * layers)
+    config["text_config"]["rope_parameters"]["mrope_section"] = [half // 4, 3 * half // 8,
+                                                                 half - half // 4 - 3 * half // 8]
+    config["vision_config"].update(hidden_size=vision, intermediate_size=vision * 8 // 3, num_heads=16, depth=1,
+                                   out_hidden_size=hidden, fullatt_block_indexes=[0])
+    config["tie_word_embeddings"] = True
+    (folder / "config.json").write_text(json.dumps(config))
+    model = t.Qwen2_5_VLForConditionalGeneration(t.Qwen2_5_VLConfig.from_pretrained(folder))
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    model.save_pretrained(folder)
+    return folder
+
+
+def _grow_vocabulary(folder: Path, size: int) -> None:
+    """The folder's word-piece tokenizer grown to ``size`` entries (unused pieces after its own), so that the
+    output layer has the published config's width (rlcap reads a model whose tokenizer has its output layer's
+    size)."""
+    import transformers as t
+
+    path = folder / "tokenizer.json"
+    tokenizer = json.loads(path.read_text())
+    vocab = tokenizer["model"]["vocab"]
+    have = len(t.AutoTokenizer.from_pretrained(folder))
+    start = max(max(vocab.values()), *(a["id"] for a in tokenizer["added_tokens"])) + 1
+    for k in range(size - have):
+        vocab[f"##unused{k}"] = start + k
+    path.write_text(json.dumps(tokenizer))
+
+
+def peak_run(argv: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
+    """Run torchrun's ``argv``; its exit status and each rank's peak resident memory in bytes."""
+    launcher = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peaks: dict[int, int] = {}
+    while launcher.poll() is None:
+        children = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split()
+        for pid in map(int, children):
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+            if kb is None:  # (a rank that has ended: a zombie until torchrun reaps it)
+                continue
+            peaks[pid] = max(peaks.get(pid, 0), kb * 1024)
+        time.sleep(0.2)
+    if launcher.returncode:
+        sys.stderr.write(launcher.stderr.read()[-3000:])
+    return launcher.returncode, [peaks[pid] for pid in sorted(peaks)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--intermediate", type=int, default=11008)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--vocab", type=int, default=151936)
+    parser.add_argument("--vision", type=int, default=1280)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--precision", default="fp32", help="the runs' precision: fp32 or bf16 (FSDP2's mixed "
+                                                             "precision: it gathers bf16 weights)")
+    parser.add_argument("--out", default=None, help="work folder (default: a temporary one)")
+    args = parser.parse_args(argv)
+    from rlcap.cli import main as rlcap
+
+    from tests.report.conftest import add_pictures
+    from tests.tiny import make_tiny_dataset
+
+    work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
+    work.mkdir(parents=True, exist_ok=True)
+    dataset, _ = make_tiny_dataset(work)
+    add_pictures(dataset)
+    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
+    folder = build_policy(work / "policy", args.layers, args.hidden, args.intermediate, args.heads, args.kv_heads,
+                          args.vocab, args.vision, captions)
+    store = work / "tokens.h5"
+    if rlcap(["features", str(work), "--dataset", str(dataset), "--encoder", f"hf:{folder}", "--out", str(store)]):
+        return 1
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        params = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if "visual" not in k)
+    common = [f"data.dataset={dataset}", f"data.features={store}", "data.min_count=1", "data.seq_per_img=2",
+              "decode.max_len=6", "val.max_images=2", "val.batch_size=2", "tensorboard=false", "threads=1",
+              f"max_steps={args.steps}", "log_every=1", f"precision={args.precision}", "model.arch=hf",
+              f"model.path={folder}"]
+    runs = {"XE": ("shapes_xe", ["xe.batch_size=4", "xe.epochs=1"]),
+            "GRPO": ("shapes_grpo", [f"init_from={folder}", "rl.batch_size=4", "rl.n_samples=2", "rl.epochs=1",
+                                     "rl.kl_coef=0.04"])}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    rows = []
+    for method, (recipe, extra) in runs.items():
+        peaks = {}
+        for strategy in ("ddp", "fsdp2"):
+            out = work / f"{method}-{strategy}"
+            items = [o for o in common if method == "XE" or not o.startswith("model.")]
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "rlcap",
+                   "train", str(REPO / "configs" / f"{recipe}.yaml"), *items, *extra, f"out_dir={out}",
+                   f"distributed.strategy={strategy}"]
+            code, ranks = peak_run(cmd, env)
+            if code:
+                return code
+            peaks[strategy] = max(ranks)
+            print(json.dumps({"method": method, "strategy": strategy, "parameters": params,
+                              "peak_bytes_per_rank": ranks}), flush=True)
+        rows.append(f"| {method} | {params / 1e6:.0f}M | {peaks['ddp'] / 2**30:.2f} GiB | {peaks['fsdp2'] / 2**30:.2f} "
+                    f"GiB | {peaks['fsdp2'] / peaks['ddp']:.2f}x |")
+    print("| steps | policy parameters (language model) | DDP peak a rank | FSDP2 peak a rank | FSDP2 / DDP |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    return 0
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))  # (the tiny set's builders live in tests/)
+    raise SystemExit(main())
