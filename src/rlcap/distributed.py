@@ -16,10 +16,14 @@ import atexit
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
+
+from rlcap.config import help_field
+from rlcap.errors import ConfigError
 
 
 class Ranks(NamedTuple):
@@ -225,3 +229,35 @@ def whole_weights(module: torch.nn.Module) -> Iterator[None]:
         for unit in units:
             unit.reshard()
             unit.set_reshard_after_forward(True, recurse=False)
+
+
+STRATEGIES = ("ddp", "fsdp2")
+
+
+@dataclass
+class DistributedConfig:
+    strategy: str = help_field(
+        "ddp", "under torchrun: ddp (every process holds the whole policy and averages its gradients) or fsdp2 "
+        "(torch's fully_shard: each process holds 1/N of the weights, gradients and optimizer state of a "
+        "model.arch=hf policy; docs/TRAINING.md, \"DDP or FSDP2\")")
+
+    def validate(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"distributed.strategy: {self.strategy!r} is not one of {list(STRATEGIES)}")
+
+    def check_run(self, run: Any, name: str) -> None:
+        """(``run``: the :class:`rlcap.run_config.RunConfig` this section is part of.) FSDP2 shards a transformers
+        policy (that of a run with init_from, its checkpoint's, is checked as it is
+        sharded: rlcap.train.optimizer), in fp32 or bf16 (FSDP2's own mixed precision, no loss scaler)."""
+        if self.strategy != "fsdp2":
+            return
+        if run.init_from is None and run.model.arch != "hf":
+            raise ConfigError(f"distributed.strategy=fsdp2 shards transformers policies (model.arch=hf), not "
+                              f"model.arch={run.model.arch}: use distributed.strategy=ddp")
+        if run.model.train_vision != "frozen":  # (its units are the language model's layers)
+            raise ConfigError(f"distributed.strategy=fsdp2 shards the language model's layers; the image side that "
+                              f"model.train_vision={run.model.train_vision} trains is not sharded yet: use "
+                              "distributed.strategy=ddp, or model.train_vision=frozen")
+        if run.precision == "fp16":
+            raise ConfigError("distributed.strategy=fsdp2 runs in precision fp32 or bf16 (FSDP2's mixed precision: "
+                              "bf16 weights, fp32 reduction), not fp16")

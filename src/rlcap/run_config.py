@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from rlcap.config import flatten, help_field, key_matches, to_dict
 from rlcap.data.loader import MAX_LEN_HELP_HF, DataConfig
 from rlcap.devices import check_device_name, check_precision
+from rlcap.distributed import DistributedConfig
 from rlcap.errors import ConfigError
 from rlcap.metrics.combined import COMBINED
 from rlcap.metrics.scoring import PYCOCOEVALCAP_METRICS
@@ -74,35 +75,6 @@ class OptimConfig:
         if not 0 < self.lr_decay_rate <= 1:
             raise ConfigError(f"optim.lr_decay_rate: expected a factor in (0, 1], got {self.lr_decay_rate:g}")
         check_min("optim.lr_decay_every", self.lr_decay_every, 0)
-
-
-STRATEGIES = ("ddp", "fsdp2")
-
-
-@dataclass
-class DistributedConfig:
-    strategy: str = help_field(
-        "ddp", "under torchrun: ddp (every process holds the whole policy and averages its gradients) or fsdp2 "
-        "(torch's fully_shard: each process holds 1/N of the weights, gradients and optimizer state of a "
-        "model.arch=hf policy; docs/TRAINING.md, \"DDP or FSDP2\")")
-
-    def validate(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"distributed.strategy: {self.strategy!r} is not one of {list(STRATEGIES)}")
-
-    def check_run(self, run: "RunConfig", name: str) -> None:
-        """FSDP2 shards a transformers policy (that of a run with init_from, its checkpoint's, is checked as it is
-        sharded: rlcap.train.optimizer), in fp32 or bf16 (FSDP2's own mixed precision, no loss scaler)."""
-        if self.strategy == "fsdp2" and run.init_from is None and run.model.arch != "hf":
-            raise ConfigError(f"distributed.strategy=fsdp2 shards transformers policies (model.arch=hf), not "
-                              f"model.arch={run.model.arch}: use distributed.strategy=ddp")
-        if self.strategy == "fsdp2" and run.model.train_vision != "frozen":  # (its units are the decoder's layers)
-            raise ConfigError(f"distributed.strategy=fsdp2 shards the language model's layers; the image side that "
-                              f"model.train_vision={run.model.train_vision} trains is not sharded yet: use "
-                              "distributed.strategy=ddp, or model.train_vision=frozen")
-        if self.strategy == "fsdp2" and run.precision == "fp16":
-            raise ConfigError("distributed.strategy=fsdp2 runs in precision fp32 or bf16 (FSDP2's mixed precision: "
-                              "bf16 weights, fp32 reduction), not fp16")
 
 
 SAMPLE_METHODS = ("sample", "beam")
