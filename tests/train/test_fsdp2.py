@@ -228,3 +228,24 @@ def test_fsdp2_refusals_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^distributed.strategy=fsdp2 shards transformers policies "
                                           r"\(model.arch=hf\), not Linear: use distributed.strategy=ddp$"):
         shard_parts(own, "fp32")
+
+
+def test_the_caption_table_of_a_sharded_policy_is_decoded_by_every_process(monkeypatch):
+    """The trackers' caption table decodes with the policy; under FSDP2 that gathers its weights, a collective: every
+    process builds the rows as the epoch ends (rank 0 alone once crashed the run at its first epoch's end, the
+    others waiting elsewhere); a DDP policy's rows are built only when rank 0's logger asks."""
+    from rlcap.train import validation
+
+    built = []
+    monkeypatch.setattr(validation, "caption_rows", lambda session: built.append(1) or ["row"])
+    track = SimpleNamespace(captions=8, to=["tensorboard"])
+    sharded = SimpleNamespace(parts={"policy": Part(torch.nn.Linear(2, 2), sharded=True)},
+                              cfg=SimpleNamespace(track=track))
+    table = validation.caption_table(sharded)
+    assert built == [1] and table() == ["row"] and built == [1]  # built at once, on every process
+    ddp = SimpleNamespace(parts={"policy": Part(torch.nn.Linear(2, 2))}, cfg=SimpleNamespace(track=track))
+    table = validation.caption_table(ddp)
+    assert built == [1] and table() == ["row"] and built == [1, 1]  # built when asked
+    off = SimpleNamespace(parts=sharded.parts, cfg=SimpleNamespace(track=SimpleNamespace(captions=0, to=["wandb"])))
+    validation.caption_table(off)
+    assert built == [1, 1]  # no table asked for: nothing decoded

@@ -42,7 +42,7 @@ from rlcap.train.logger import LossWatch, RunLogger, SilentLogger, Stats, check_
 from rlcap.train.optimizer import (Part, apply_optim_settings, build_optimizer, load_shards, own_share,
                                    shard_parts, shared_out, write_shards)
 from rlcap.train.run_folder import mark_started
-from rlcap.train.validation import caption_rows, validate as captioner_scores
+from rlcap.train.validation import caption_table, validate as captioner_scores
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ def end_epoch(session: Session, validate: Validator | None = None) -> dict[str, 
     scores = from_main(scores, session.ranks)  # the others take rank 0's scores, so that all keep the same best/
     progress.history.append({"epoch": progress.epoch, "step": progress.step, **scores})
     session.logger.write(progress.step, session.cfg.val.split, {**scores, "epoch": progress.epoch})
-    session.logger.captions(progress.step, lambda: caption_rows(session))  # the trackers' (track.captions)
+    session.logger.captions(progress.step, caption_table(session))  # the trackers' (track.captions)
     metric, value = progress.best_metric, scores[progress.best_metric]
     best = value > progress.best_score
     also = f", CIDEr-D {scores['CIDEr']:.4f}" if metric != "CIDEr" and "CIDEr" in scores else ""

@@ -93,6 +93,17 @@ class Captioning(Protocol):
     precision: Precision
 
 
+def caption_table(session: Captioning) -> Callable[[], list[CaptionRow]]:
+    """:func:`caption_rows` for the run's logger, built when it asks (rank 0, ``track.captions`` on and a tracker
+    open); built now on every process where the policy is sharded (FSDP2: its decoding gathers the weights, a
+    collective every process takes part in) and the run's settings ask for a table."""
+    if POLICY in session.parts and session.parts[POLICY].sharded and session.cfg.track.captions \
+            and session.cfg.track.to:
+        rows = caption_rows(session)
+        return lambda: rows
+    return lambda: caption_rows(session)
+
+
 def caption_rows(session: Captioning) -> list[CaptionRow]:
     """The table's rows: the first ``track.captions`` images of ``val.split``, captioned greedily by the policy (one
     process; none for a session without a policy).
