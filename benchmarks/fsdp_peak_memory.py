@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         params = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if "visual" not in k)
     common = [f"data.dataset={dataset}", f"data.features={store}", "data.min_count=1", "data.seq_per_img=2",
-              "decode.max_len=6", "val.max_images=2", "val.batch_size=2", "tensorboard=false", "threads=1",
+              "decode.max_len=6", "val.max_images=2", "val.batch_size=2", "track.to=[]", "threads=1",
               f"max_steps={args.steps}", "log_every=1", f"precision={args.precision}", "model.arch=hf",
               f"model.path={folder}"]
     runs = {"XE": ("shapes_xe", ["xe.batch_size=4", "xe.epochs=1"]),
