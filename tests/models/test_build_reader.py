@@ -15,11 +15,10 @@ def test_the_tokenizer_drops_punctuation_so_a_letter_stands_right_before_its_opt
     assert tok.convert_ids_to_tokens(ids) == ["Caption", "a", "red", "circle", "A", "red", "B", "blue"]
 
 
-def test_the_lookup_drill_share_falls_from_one_to_a_quarter_over_the_first_forty_percent():
-    assert lookup_share(0, 100) == 1.0
-    assert lookup_share(20, 100) == pytest.approx(0.625)  # half way down: 1 - 0.75 / 2
-    assert lookup_share(40, 100) == pytest.approx(0.25)
-    assert lookup_share(99, 100) == pytest.approx(0.25)
+def test_the_lookup_drill_is_every_example_for_forty_percent_of_the_steps_then_falls_to_a_quarter_by_sixty():
+    assert lookup_share(0, 100) == 1.0 and lookup_share(40, 100) == 1.0
+    assert lookup_share(50, 100) == pytest.approx(0.625)  # half way down: 1 - 0.75 / 2
+    assert lookup_share(60, 100) == pytest.approx(0.25) and lookup_share(99, 100) == pytest.approx(0.25)
 
 
 def test_the_answer_loss_reads_the_letter_after_each_row_of_a_left_padded_batch():

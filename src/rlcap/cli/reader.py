@@ -28,8 +28,8 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="the reader's folder")
     p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 96 wide, 3 layers; base: 128, 4")
     p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
-    p.add_argument("--steps", type=int_range(1), default=3000, help="optimizer steps")
-    p.add_argument("--batch-size", type=int_range(1), default=32, help="examples a step")
+    p.add_argument("--steps", type=int_range(1), default=5000, help="optimizer steps")
+    p.add_argument("--batch-size", type=int_range(1), default=16, help="examples a step")
     p.set_defaults(func=run)
     return p
 
