@@ -26,7 +26,7 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="a Karpathy split file (a shapes folder's dataset_shapes.json), or the shapes folder")
     p.add_argument("--qa", type=Path, help="the questions (default: questions.json beside the dataset)")
     p.add_argument("--out", required=True, type=Path, help="the reader's folder")
-    p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 96 wide, 3 layers; base: 128, 4")
+    p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 128 wide, 3 layers; base: 128, 4")
     p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
     p.add_argument("--steps", type=int_range(1), default=5000, help="optimizer steps")
     p.add_argument("--batch-size", type=int_range(1), default=16, help="examples a step")

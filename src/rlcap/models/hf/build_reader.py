@@ -54,7 +54,7 @@ WARMUP = 100  # steps of linear learning-rate warm-up
 # the lookup drill's share: all the examples for the first 40% of the steps, then down to a quarter by 60%
 LOOKUP_ONLY, LOOKUP_UNTIL, LOOKUP_END = 0.4, 0.6, 0.25
 
-SIZES = {"small": ReaderSize(96, 3, 4), "base": ReaderSize(128, 4, 4)}
+SIZES = {"small": ReaderSize(128, 3, 4), "base": ReaderSize(128, 4, 4)}
 
 
 def reader_tokenizer(texts: Sequence[str]):
