@@ -58,4 +58,7 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     card = json.loads((tmp_path / "reader" / "reader_card.json").read_text())
     assert rc == 0 and card["test"]["images"] == 6 and card["test"]["chance"] == pytest.approx(0.25)
     assert 0 <= card["test"]["from_reference"] <= 1 and 0 <= card["test"]["from_empty"] <= 1
+    by_kind = card["test"]["by_kind"]  # every image has a count question; the shapes kinds only
+    assert by_kind["count"]["questions"] == 6 and set(by_kind) <= {"colour", "kind", "count", "position", "relation"}
+    assert sum(k["questions"] for k in by_kind.values()) == card["test"]["questions"]
     assert QAReader.load(tmp_path / "reader").tokenizer.chat_template is not None

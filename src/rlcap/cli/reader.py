@@ -26,10 +26,10 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="a Karpathy split file (a shapes folder's dataset_shapes.json), or the shapes folder")
     p.add_argument("--qa", type=Path, help="the questions (default: questions.json beside the dataset)")
     p.add_argument("--out", required=True, type=Path, help="the reader's folder")
-    p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 64 wide, 2 layers; base: 128, 3")
+    p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 128 wide, 3 layers; base: 128, 4")
     p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
-    p.add_argument("--steps", type=int_range(1), default=1500, help="optimizer steps")
-    p.add_argument("--batch-size", type=int_range(1), default=64, help="examples a step")
+    p.add_argument("--steps", type=int_range(1), default=5000, help="optimizer steps")
+    p.add_argument("--batch-size", type=int_range(1), default=16, help="examples a step")
     p.set_defaults(func=run)
     return p
 
@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     test = {r.id: r.captions for r in records if r.split == "test"}
     start = time.perf_counter()
     train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size)
-    card = {"size": args.size, "seed": args.seed, "steps": args.steps, "train_images": len(train),
+    card = {"size": args.size, "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size,
+            "train_images": len(train),
             "seconds": round(time.perf_counter() - start, 1),
             "test": reader_card(QAReader.load(args.out), qa, test)}
     write_json(args.out / "reader_card.json", card)

@@ -51,12 +51,29 @@ def add_qa_scores(result: Any, reader: QAReader, qa: QASet) -> None:
 
 def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """How well a reader reads, on the images of ``references`` (id -> reference captions) that have questions:
-    its QA-acc from each image's first reference, from an empty caption, and chance (the mean of 1 / options)."""
+    its QA-acc from each image's first reference, from an empty caption, and chance (the mean of 1 / options);
+    ``by_kind``: the two QA-accs on each kind of question alone (when the questions have kinds)."""
     ids = [i for i in references if qa.of(i) and references[i]]
     if not ids:
         raise DataError("no image with both references and questions to judge the reader on")
     from_reference, _ = qa_accuracy(reader, qa, {i: references[i][0] for i in ids})
     from_empty, _ = qa_accuracy(reader, qa, {i: "" for i in ids})
     chance = sum(1 / len(q.options) for i in ids for q in qa.of(i)) / sum(len(qa.of(i)) for i in ids)
-    return {"from_reference": from_reference[METRIC], "from_empty": from_empty[METRIC], "chance": chance,
+    card = {"from_reference": from_reference[METRIC], "from_empty": from_empty[METRIC], "chance": chance,
             "images": len(ids), "questions": sum(len(qa.of(i)) for i in ids)}
+    kinds = sorted({q.kind for i in ids for q in qa.of(i) if q.kind})
+    if kinds:
+        card["by_kind"] = {kind: _kind_card(reader, qa, references, ids, kind) for kind in kinds}
+    return card
+
+
+def _kind_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]], ids: list[str],
+               kind: str) -> dict[str, float]:
+    """QA-acc from the first reference and from an empty caption on the questions of one ``kind`` alone (each
+    image's questions of that kind, so their option orders are drawn anew), and how many questions."""
+    only = QASet({i: [q for q in qa.of(i) if q.kind == kind] for i in ids})
+    asked = [i for i in ids if only.of(i)]
+    from_reference, _ = qa_accuracy(reader, only, {i: references[i][0] for i in asked})
+    from_empty, _ = qa_accuracy(reader, only, {i: "" for i in asked})
+    return {"from_reference": from_reference[METRIC], "from_empty": from_empty[METRIC],
+            "questions": sum(len(only.of(i)) for i in asked)}

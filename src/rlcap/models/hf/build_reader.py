@@ -6,9 +6,13 @@ reward and QA-acc read on shapes, where no pretrained reader can be downloaded; 
 is a downloaded instruct model ([Xing26] use Qwen2.5-3B-Instruct; docs/RL.md).
 
 Each training example draws an image of the training split, one of its reference captions, one of its questions
-and an order of the options (uniform: the reader learns no letter); the loss is the cross-entropy of the right
-letter at the last position, over the whole vocabulary (the probability the reward reads), weighted beside the
-next-token loss of every other token of the prompt.
+and an order of the options (uniform: the reader learns no letter). The answer is the right letter then the right
+option's text ("B red", as an instruct model answers); the loss is the cross-entropy of the letter after the prompt
+(over the whole vocabulary: the probability the reward reads) plus that of the option's words after the letter. Early
+on most examples are a lookup drill, whose caption is the right option's text alone (:func:`lookup_share`).
+Without the option's words after the letter a reader stayed at chance, even on the drill alone: the words after
+the letter teach it to bind each letter to the option after it, which the letter itself needs
+(docs/notes/2026-12-02-qa-readers.md).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-PROMPT_WORDS = f"user assistant caption question {INSTRUCTION} " + " ".join(LETTERS)
+PROMPT_WORDS = f"user assistant Caption Question {INSTRUCTION} " + " ".join(LETTERS)
+PUNCTUATION = r"[.,:;?!]"  # dropped by the tokenizer's normalizer: "A. red" is the two tokens A red
 
 
 @dataclass(frozen=True)
@@ -44,20 +49,26 @@ class ReaderSize:
     heads: int
 
 
-LOG_EVERY = 100
-ANSWER_WEIGHT = 5.0  # the answer letter's weight in the loss beside each other token's 1
+LOG_EVERY = 250
+WARMUP = 100  # steps of linear learning-rate warm-up
+# the lookup drill's share: all the examples for the first 40% of the steps, then down to a quarter by 60%
+LOOKUP_ONLY, LOOKUP_UNTIL, LOOKUP_END = 0.4, 0.6, 0.25
 
-SIZES = {"small": ReaderSize(96, 3, 4), "base": ReaderSize(128, 4, 4)}
+SIZES = {"small": ReaderSize(128, 3, 4), "base": ReaderSize(128, 4, 4)}
 
 
 def reader_tokenizer(texts: Sequence[str]):
-    """A word-level fast tokenizer of ``texts`` and the prompt's words, Qwen's turn markers special. Cased, unlike
+    """A word-level fast tokenizer of ``texts`` and the prompt's words, Qwen's turn markers special, punctuation
+    dropped (an option's word stands right after its letter, the prompt is shorter). Cased, unlike
     the captioners' (:func:`rlcap.models.hf.tokenizer_train.caption_tokenizer`): lower-cased, the option letter A
     would be the article a, the commonest word of the captions, which the reader must tell from the letter."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    from tokenizers import Regex, normalizers
+
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.normalizer = normalizers.Replace(Regex(PUNCTUATION), "")
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.train_from_iterator([*texts, PROMPT_WORDS], trainers.WordLevelTrainer(special_tokens=SPECIALS,
                                                                               show_progress=False))
@@ -84,38 +95,56 @@ def build_reader_model(vocab_size: int, size: str, seed: int):
     return Olmo2ForCausalLM(config)
 
 
-def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids: list[str],
-             reader: QAReader) -> tuple[str, int]:
+def lookup_share(step: int, steps: int) -> float:
+    """The share of training examples at ``step`` whose caption is the right option's text alone (the lookup
+    drill): 1 for the first ``LOOKUP_ONLY`` of the steps, then linearly down to ``LOOKUP_END`` at ``LOOKUP_UNTIL``.
+    The letter's loss leaves ln 4 on the drill first (after about 900 steps of 16 here); with the drill's share
+    falling from the start it had not by 1,250 steps of 32."""
+    done = (step / steps - LOOKUP_ONLY) / (LOOKUP_UNTIL - LOOKUP_ONLY)
+    return 1.0 + (LOOKUP_END - 1.0) * min(1.0, max(0.0, done))
+
+
+def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids: list[str], reader: QAReader,
+             lookup: float) -> tuple[str, int, str]:
+    """(prompt, the right letter's index, the right option's text) of a drawn image, question and option order;
+    with probability ``lookup`` the caption is the right option's text alone (the drill), else a reference."""
     image_id = rng.choice(ids)
     q = rng.choice(qa.of(image_id))
     order = rng.sample(range(len(q.options)), len(q.options))
-    prompt = reader.render(rng.choice(captions[image_id]), q.question, [q.options[j] for j in order])
-    return prompt, order.index(q.answer)
+    caption = q.options[q.answer] if rng.random() < lookup else rng.choice(captions[image_id])
+    prompt = reader.render(caption, q.question, [q.options[j] for j in order])
+    return prompt, order.index(q.answer), q.options[q.answer]
 
 
-def _loss(model, rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    """The next-token cross-entropy of every real token of ``rows`` (left-padded), the answer letter's (each row's
-    last) weighted ``ANSWER_WEIGHT`` times: the whole text's loss asks the reader to carry the caption's words
-    into the options (copying), meant to help the lookup the answer needs form sooner than one answer token a
-    prompt does. Neither loss made a reader read within 1,500 steps here (docs/notes/2026-12-02-qa-readers.md)."""
+def _loss(model, prompts: list[list[int]], answers: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The answer's loss and the letter's alone, (), for rows ``prompt + answer`` left-padded, each ``answer`` the
+    right letter then the option's text (what an instruct model writes: "B red"): the cross-entropy of the letter
+    after the prompt (the token the reward reads) plus that of the option's words after the letter, summed per
+    row and averaged over the rows. The option's words after the letter ask the reader to find a letter among the
+    options and copy the word after it; that binding of letters to options is what the letter itself needs, and
+    without it the letter's loss stayed at ln 4 (docs/notes/2026-12-02-qa-readers.md)."""
+    rows = [p + a for p, a in zip(prompts, answers)]
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for k, r in enumerate(rows):
+    weight = torch.zeros(len(rows), width - 1)
+    letter_at = torch.empty(len(rows), dtype=torch.long)
+    for k, (p, r) in enumerate(zip(prompts, rows)):
         ids[k, width - len(r):], mask[k, width - len(r):] = torch.tensor(r), 1
+        letter_at[k] = width - len(r) + len(p) - 1  # the position whose next token is the letter
+        weight[k, letter_at[k]:] = 1.0  # the letter and the option's words after it
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1].float()  # (b, T-1, V)
-    target = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)  # (b, T-1)
-    per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (b, T-1)
-    weight = (target != -100).float()
-    weight[:, -1] *= ANSWER_WEIGHT
-    return (per * weight).sum() / weight.sum()
+    per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (b, T-1)
+    letter = per[torch.arange(len(rows)), letter_at]  # (b,)
+    return (per * weight).sum() / len(rows), letter.mean()
 
 
 def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, size: str = "small", seed: int = 0,
-                 steps: int = 1500, batch_size: int = 64, lr: float = 3e-3) -> Path:
+                 steps: int = 5000, batch_size: int = 16, lr: float = 3e-3) -> Path:
     """Build, train and save a reader in ``folder`` from the training images' ``captions`` (image id -> its
-    references) and their questions in ``qa``; returns ``folder``."""
+    references) and their questions in ``qa``; returns ``folder``. Learning rate: ``WARMUP`` steps of linear
+    warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`."""
     import transformers
 
     ids = sorted(i for i in captions if qa.of(i) and captions[i])
@@ -128,20 +157,27 @@ def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, 
     reader = QAReader(model, tokenizer)
     rng = random.Random(f"reader/{seed}")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 100) * (1 - s / steps))
+    decay = 0.8 * steps
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / WARMUP, (steps - s) / max(1.0, steps - decay)))
     model.train()
     recent: list[float] = []
     for step in range(steps):
-        batch = [_example(rng, captions, qa, ids, reader) for _ in range(batch_size)]
-        rows = [tokenizer.encode(p, add_special_tokens=False) + [int(reader.letter_ids[right])] for p, right in batch]
-        loss = _loss(model, rows, tokenizer.pad_token_id)
+        share = lookup_share(step, steps)
+        batch = [_example(rng, captions, qa, ids, reader, share) for _ in range(batch_size)]
+        prompts = [tokenizer.encode(p, add_special_tokens=False) for p, _, _ in batch]
+        answers = [[int(reader.letter_ids[right])] + tokenizer.encode(text, add_special_tokens=False)
+                   for _, right, text in batch]
+        loss, letter = _loss(model, prompts, answers, tokenizer.pad_token_id)
         optimizer.zero_grad()
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        recent.append(loss.item())
+        recent.append(letter.item())
         if (step + 1) % LOG_EVERY == 0:
-            logger.info("reader step %d/%d: loss %.3f", step + 1, steps, sum(recent) / len(recent))
+            logger.info("reader step %d/%d: the letter's loss %.3f (ln 4 = 1.386: chance), lookup drill %.2f",
+                        step + 1, steps, sum(recent) / len(recent), share)
             recent = []
     model.eval()
     folder = Path(folder)
