@@ -9,10 +9,9 @@ import json
 import pytest
 
 from rlcap import api
-from rlcap.cli import main
 from rlcap.train.logger import read_log
-from tests.report.conftest import add_pictures
-from tests.tiny import make_tiny_dataset, tiny_overrides
+from tests.models.vlm_matrix import tiny_vlm_run
+from tests.tiny import tiny_overrides
 
 pytest.importorskip("transformers")
 RL = {"rl.batch_size": 8, "rl.n_samples": 2, "decode.max_len": 6, "val.max_images": 4, "rl.epochs": 2}
@@ -21,16 +20,8 @@ RL = {"rl.batch_size": 8, "rl.n_samples": 2, "decode.max_len": 6, "val.max_image
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
     """(dataset, the pictures' folder, a float32 store of the tiny Qwen2-VL's tokens, its folder)."""
-    from rlcap.models.hf.build_vlm import build_vlm
-
     folder = tmp_path_factory.mktemp("online")
-    dataset, _ = make_tiny_dataset(folder)
-    add_pictures(dataset)
-    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
-    model = build_vlm("qwen2_vl", folder / "captioner", captions)
-    store = folder / "tokens.h5"
-    assert main(["features", str(folder), "--dataset", str(dataset), "--encoder", f"hf:{model}",
-                 "--out", str(store), "--dtype", "float32"]) == 0
+    dataset, model, store = tiny_vlm_run(folder, store="tokens.h5", dtype="float32")
     return dataset, folder, store, model
 
 

@@ -13,8 +13,7 @@ import torch
 from rlcap import api
 from rlcap.cli import main
 from rlcap.errors import ConfigError, DataError
-from tests.report.conftest import add_pictures
-from tests.tiny import make_tiny_dataset, tiny_overrides
+from tests.tiny import tiny_overrides
 
 transformers = pytest.importorskip("transformers")
 ONLINE = {"data.features": "", "model.train_vision": "all"}  # (and data.images: the pictures' folder)
@@ -23,13 +22,11 @@ ONLINE = {"data.features": "", "model.train_vision": "all"}  # (and data.images:
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
     """(dataset, the pictures' folder, a tiny Qwen2-VL's folder)."""
-    from rlcap.models.hf.build_vlm import build_vlm
+    from tests.models.vlm_matrix import tiny_vlm_run
 
     folder = tmp_path_factory.mktemp("train_vision")
-    dataset, _ = make_tiny_dataset(folder)
-    add_pictures(dataset)
-    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
-    return dataset, folder, build_vlm("qwen2_vl", folder / "captioner", captions)
+    dataset, model, _ = tiny_vlm_run(folder)
+    return dataset, folder, model
 
 
 def test_trained_image_side_reads_pixels_and_gets_gradients(qwen, tmp_path):

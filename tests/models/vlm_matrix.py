@@ -81,3 +81,26 @@ def check_teacher_forced(policy, reference, pictures, feats) -> None:
             pick = tokens[i, 1:, None]
             torch.testing.assert_close(ours[i, :-1].gather(1, pick)[real], theirs[:-1].gather(1, pick)[real],
                                        rtol=1e-4, atol=1e-4)
+
+
+def tiny_vlm_run(folder, family="qwen2_vl", store=None, dtype="float16"):
+    """The tiny caption set with its pictures in ``folder``, a ``family`` model built on its captions, and, when
+    ``store`` names a file in ``folder``, the store of its image tokens (``rlcap features``, ``dtype``):
+    (dataset, model folder, store path or None)."""
+    import json
+
+    from rlcap.cli import main
+    from rlcap.models.hf.build_vlm import build_vlm
+    from tests.report.conftest import add_pictures
+    from tests.tiny import make_tiny_dataset
+
+    dataset, _ = make_tiny_dataset(folder)
+    add_pictures(dataset)
+    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
+    model = build_vlm(family, folder / "captioner", captions)
+    if store is None:
+        return dataset, model, None
+    path = folder / store
+    assert main(["features", str(folder), "--dataset", str(dataset), "--encoder", f"hf:{model}", "--out", str(path),
+                 "--dtype", dtype]) == 0
+    return dataset, model, path

@@ -24,8 +24,7 @@ from rlcap.api import load_run_config
 from rlcap.train.checkpoint import check_strategy, load_checkpoint, recover
 from rlcap.train.optimizer import Part
 from rlcap.train.optimizer import shard_parts
-from tests.report.conftest import add_pictures
-from tests.tiny import make_tiny_dataset, tiny_overrides
+from tests.tiny import tiny_overrides
 from tests.train.killing import REPO, train_losses, wait_for_step
 
 transformers = pytest.importorskip("transformers")
@@ -56,16 +55,10 @@ def _train(recipe: str, overrides: list[str], strategy: str) -> None:
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory):
     """A tiny Qwen2-VL folder on the tiny pictures and its store: (folder, overrides every run shares)."""
-    from rlcap.models.hf.build_vlm import build_vlm
+    from tests.models.vlm_matrix import tiny_vlm_run
 
     folder = tmp_path_factory.mktemp("fsdp2")
-    dataset, _ = make_tiny_dataset(folder)
-    add_pictures(dataset)
-    captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
-    model = build_vlm("qwen2_vl", folder / "captioner", captions)
-    store = folder / "tokens.h5"
-    assert main(["features", str(folder), "--dataset", str(dataset), "--encoder", f"hf:{model}",
-                 "--out", str(store)]) == 0
+    dataset, model, store = tiny_vlm_run(folder, store="tokens.h5")
     common = [o for o in tiny_overrides(dataset, store, "unused", **{"max_steps": STEPS, "val.max_images": 4,
                                                                      "model.arch": "hf", "model.path": model})
               if not o.startswith("out_dir")]
