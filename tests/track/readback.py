@@ -1,44 +1,22 @@
-"""What the trackers stored, read back the way their own tools read it: a W&B offline run's ``.wandb`` files (the
-LevelDB-style log of protobuf records ``wandb sync`` sends), MLflow through ``MlflowClient``, Trackio's database
+"""What the trackers stored, read back: a W&B offline run's ``.wandb`` files (the LevelDB-style log of protobuf
+records ``wandb sync`` sends; this wandb ships no reader of them, rlcap's is used), MLflow through ``MlflowClient``, Trackio's database
 through its storage class (in a child process whose ``TRACKIO_DIR`` is the test's folder)."""
 
 from __future__ import annotations
 
 import json
-import struct
 import time
 from pathlib import Path
 from typing import Any
 
-BLOCK = 32768      # the log's block size
-HEADER = 7         # a record's header: CRC-32 (4 bytes), length (2), type (1); the file opens with one of 7 bytes
-FULL, LAST = 1, 4  # record types that end a record (FIRST = 2 and MIDDLE = 3 continue it)
-
-
 def wandb_records(path: Path) -> list[Any]:
-    """The protobuf records of one ``run-<id>.wandb`` file."""
-    from wandb.proto import wandb_internal_pb2 as pb
+    """The protobuf records of one ``run-<id>.wandb`` file, read by rlcap's reader of W&B's log
+    (:func:`rlcap.track.wandb_log.records`, what a resumed run reads too: the scalars the tests compare with what
+    the run logged check it)."""
+    from rlcap.track.wandb_log import records
 
-    raw = path.read_bytes()
-    assert raw[:4] == b":W&B"
-    pos, out, buf = HEADER, [], b""
-    while pos + HEADER <= len(raw):
-        left = BLOCK - pos % BLOCK
-        if left < HEADER:  # a block's tail too short for a header is padding
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", raw[pos:pos + HEADER])
-        pos += HEADER
-        if kind == 0 and length == 0:
-            break
-        buf += raw[pos:pos + length]
-        pos += length
-        if kind in (FULL, LAST):
-            record = pb.Record()
-            record.ParseFromString(buf)
-            out.append(record)
-            buf = b""
-    return out
+    assert path.read_bytes()[:4] == b":W&B"
+    return records(path)
 
 
 def _finished(path: Path, timeout: float = 30.0) -> list[Any]:
