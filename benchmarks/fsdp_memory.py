@@ -113,7 +113,10 @@ def rows(ranks: tuple[int, ...] = (2, 4, 8)) -> list[str]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # (--help; no options)
     for line in rows():
         print(line)
     for policy in POLICIES:

@@ -8,7 +8,7 @@ import pytest
 
 from rlcap.data.qa import Question, load_qa, write_qa
 from rlcap.eval.qa_accuracy import qa_accuracy
-from rlcap.models.qa_reader import QAReader
+from rlcap.models.hf.qa_reader import QAReader
 from tests.cli.in_process import run_cli
 from tests.tiny_reader import make_tiny_reader
 

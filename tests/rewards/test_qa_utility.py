@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlcap.data.qa import QASet, Question, write_qa
-from rlcap.models.qa_reader import QAReader
+from rlcap.models.hf.qa_reader import QAReader
 from rlcap.models.qa_scoring import option_order, qa_scores
 from rlcap.rewards import RewardBatch
 from rlcap.rewards.build import build_reward

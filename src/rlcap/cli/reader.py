@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.eval.qa_accuracy import reader_card
     from rlcap.files import write_json
     from rlcap.models.hf.build_reader import train_reader
-    from rlcap.models.qa_reader import QAReader
+    from rlcap.models.hf.qa_reader import QAReader
 
     dataset = args.dataset / "dataset_shapes.json" if args.dataset.is_dir() else args.dataset
     qa = load_qa(args.qa or dataset.parent / "questions.json")

@@ -12,7 +12,7 @@ from typing import Any
 
 from rlcap.data.qa import QASet, load_qa
 from rlcap.errors import ConfigError, DataError
-from rlcap.models.qa_reader import QAReader
+from rlcap.models.hf.qa_reader import QAReader
 from rlcap.models.qa_scoring import qa_scores
 
 METRIC = "QA-acc"

@@ -24,7 +24,7 @@ from typing import Literal, NamedTuple
 import torch
 
 from rlcap.data.qa import QASet
-from rlcap.models.qa_reader import QAReader
+from rlcap.models.hf.qa_reader import QAReader
 
 SCORES = ("probability", "accuracy")
 Score = Literal["probability", "accuracy"]

@@ -51,7 +51,7 @@ def _words(text: str) -> int:
 
 def word_counts(captions: list[str]) -> torch.Tensor:
     """(N,) float: the words of each caption."""
-    return torch.tensor([float(_words(c)) for c in captions])
+    return torch.tensor([float(_words(c)) for c in captions])  # cpu: counted from text, as the metric rewards are
 
 
 def reference_lengths(batch: RewardBatch) -> torch.Tensor:
@@ -61,7 +61,7 @@ def reference_lengths(batch: RewardBatch) -> torch.Tensor:
     for refs in batch.refs:
         counts = [_words(r) for r in refs]
         means.append(max(sum(counts) / len(counts), 1.0) if counts else 1.0)
-    return torch.tensor(means)
+    return torch.tensor(means)  # cpu: counted from text
 
 
 class LengthPenalty:
@@ -75,7 +75,8 @@ class LengthPenalty:
 
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
-        targets = reference_lengths(batch) if self.target == 0 else torch.full((len(captions),), float(self.target))
+        targets = reference_lengths(batch) if self.target == 0 else \
+            torch.full((len(captions),), float(self.target))  # cpu: beside the word counts
         return overlong_penalty(word_counts(captions), targets)
 
 

@@ -17,7 +17,7 @@ import logging
 import torch
 
 from rlcap.data.qa import QASet, load_qa
-from rlcap.models.qa_reader import QAReader
+from rlcap.models.hf.qa_reader import QAReader
 from rlcap.models.qa_scoring import Score, qa_scores
 from rlcap.rewards.batch import RewardBatch, check_batch
 from rlcap.rewards.context import RewardContext

@@ -27,7 +27,7 @@ import torch
 
 from rlcap.data.qa import LETTERS, QASet
 from rlcap.errors import ConfigError
-from rlcap.models.qa_reader import INSTRUCTION, QAReader
+from rlcap.models.hf.qa_reader import INSTRUCTION, QAReader
 from rlcap.transformers_io import no_bars
 
 logger = logging.getLogger(__name__)
@@ -125,18 +125,18 @@ def _loss(model, prompts: list[list[int]], answers: list[list[int]], pad_id: int
     without it the letter's loss stayed at ln 4 (docs/notes/2026-12-02-qa-readers.md)."""
     rows = [p + a for p, a in zip(prompts, answers)]
     width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    weight = torch.zeros(len(rows), width - 1)
-    letter_at = torch.empty(len(rows), dtype=torch.long)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # cpu: the reader trains on the CPU (offline)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)  # cpu: (above)
+    weight = torch.zeros(len(rows), width - 1)  # cpu: (above)
+    letter_at = torch.empty(len(rows), dtype=torch.long)  # cpu: (above)
     for k, (p, r) in enumerate(zip(prompts, rows)):
-        ids[k, width - len(r):], mask[k, width - len(r):] = torch.tensor(r), 1
+        ids[k, width - len(r):], mask[k, width - len(r):] = torch.tensor(r), 1  # cpu: (above)
         letter_at[k] = width - len(r) + len(p) - 1  # the position whose next token is the letter
         weight[k, letter_at[k]:] = 1.0  # the letter and the option's words after it
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1].float()  # (b, T-1, V)
     per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (b, T-1)
-    letter = per[torch.arange(len(rows)), letter_at]  # (b,)
+    letter = per[torch.arange(len(rows), device=per.device), letter_at]  # (b,)
     return (per * weight).sum() / len(rows), letter.mean()
 
 

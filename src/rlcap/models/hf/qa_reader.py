@@ -117,10 +117,11 @@ class QAReader:
     def last_logits(self, rows: list[list[int]]) -> torch.Tensor:
         """(b, V): the logits at the last position of each row of token ids, the rows left-padded."""
         width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        # cpu: the token ids are laid out on the host, then moved in one copy each
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)  # cpu: (above)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)  # cpu: (above)
         for k, r in enumerate(rows):
-            ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)  # cpu: (above)
             mask[k, width - len(r):] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # (b, T): each row counts from its first real token
