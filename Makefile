@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(PY) -m rlcap.cli demo --out runs/demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder
+	$(PY) -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder --durations=25
 
 # The unit tests (no training loop, no CLI run, no Java): under 2 minutes
 test-fast: $(STAMP)

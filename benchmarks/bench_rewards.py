@@ -4,7 +4,9 @@ with [Xing26]'s QA utility, and with both summed, and GRPO with the QA utility, 
 Run with ``make bench-rewards``: generates the shapes data (``questions.json`` beside it), trains the two text-only
 readers with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
 ``data/shapes/readers/judge``, base, seed 1: held out, it only judges) unless they are there, runs ``rlcap bench
---benchmark shapes`` with the rows ``xe,scst,scst_qa,scst_qa_cider,grpo_qa`` (``--rl rl.epochs=N``), then scores
+--benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,scst_qa_cider,grpo_qa`` (``--rl rl.epochs=N``; every RL
+row but ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train:
+``scst_end`` is the ``scst`` run's last checkpoint, the baseline of the goals), then scores
 each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template
 share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them. Writes the table, the readers' own
 accuracies (from a reference caption, from an empty one, chance), what the rows say against the issue's goals, and
@@ -21,7 +23,8 @@ import sys
 from bench_shapes_hf import captions_table
 from benchdoc import REPO, machine, replace_section, run_bench
 
-ROWS = "xe,scst,scst_qa,scst_qa_cider,grpo_qa"
+ROWS = "xe,scst,scst_end,scst_qa,scst_qa_cider,grpo_qa"
+BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the budget)
 OUT = "runs/bench_rewards"
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
@@ -44,17 +47,20 @@ def readers() -> dict[str, dict]:
 
 def scores(names: list[str]) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
+    from rlcap.data.objects import read_object_truth
     from rlcap.data.readers import read_dataset
     from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
     from rlcap.metrics import METRIC_NAMES, score_captions
 
     judge = load_judge(DATA / "readers" / "judge", DATA / "questions.json")
     refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    objects = read_object_truth(DATA / "dataset_shapes.json")  # each scene's shapes: CHAIR and coverage, exact
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
     found = {}
     for n in names:
         said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
-        report = score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, metrics)
+        report = score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, metrics,
+                                objects=objects)
         qa, _ = qa_accuracy(*judge, said)
         found[n] = {**qa, **report.corpus, "words": sum(len(c.split()) for c in said.values()) / len(said)}
     return found
@@ -70,17 +76,17 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
 
 def goals(f: dict[str, dict[str, float]]) -> list[str]:
     """The issue's goals, each read from the figures."""
-    qa_gain = f["scst_qa"]["QA-acc"] / f["scst"]["QA-acc"] - 1
-    sum_gain = (f["scst_qa_cider"]["QA-acc"] - f["scst"]["QA-acc"]) / max(f["scst_qa"]["QA-acc"] - f["scst"]["QA-acc"],
+    qa_gain = f["scst_qa"]["QA-acc"] / f[BASE]["QA-acc"] - 1
+    sum_gain = (f["scst_qa_cider"]["QA-acc"] - f[BASE]["QA-acc"]) / max(f["scst_qa"]["QA-acc"] - f[BASE]["QA-acc"],
                                                                          1e-9)
     lines = [f"- QA-utility SCST against CIDEr-D SCST: held-out QA-acc {f['scst_qa']['QA-acc']:.3f} against "
-             f"{f['scst']['QA-acc']:.3f} ({qa_gain:+.1%} relative; goal: at least +10%)."]
+             f"{f[BASE]['QA-acc']:.3f} ({qa_gain:+.1%} relative; goal: at least +10%)."]
     for m in ("Coverage", "CHAIR_i"):
-        if m in f["scst"]:
-            lines.append(f"- {m}: QA-utility SCST {f['scst_qa'][m]:.3f} against CIDEr-D SCST {f['scst'][m]:.3f}.")
-    lines += [f"- The summed reward keeps {f['scst_qa_cider']['CIDEr'] / f['scst']['CIDEr']:.1%} of CIDEr-D SCST's "
+        if m in f[BASE]:
+            lines.append(f"- {m}: QA-utility SCST {f['scst_qa'][m]:.3f} against CIDEr-D SCST {f[BASE][m]:.3f}.")
+    lines += [f"- The summed reward keeps {f['scst_qa_cider']['CIDEr'] / f[BASE]['CIDEr']:.1%} of CIDEr-D SCST's "
               f"CIDEr-D (goal: at least 95%) and {sum_gain:.0%} of the QA gain (goal: at least half).",
-              f"- Template share: CIDEr-D SCST {f['scst']['Template']:.3f}, QA-utility SCST "
+              f"- Template share: CIDEr-D SCST {f[BASE]['Template']:.3f}, QA-utility SCST "
               f"{f['scst_qa']['Template']:.3f}, summed {f['scst_qa_cider']['Template']:.3f} (goal: both below "
               "CIDEr-D SCST's)."]
     return lines
@@ -106,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             "Command: `make bench-rewards` (`python benchmarks/bench_rewards.py`). Machine: "
             f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
             f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "
-            "samples from the same XE checkpoint; the best epoch by validation CIDEr-D kept; test captions by beam "
+            "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: the "
+            "best epoch by validation CIDEr-D, as the other tables); test captions by beam "
             "3. QA-acc is the held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
             *card_lines, "", *table(found), "", *goals(found), "", "The first test images' captions (beam 3):", "",
             *captions_table(OUT, names)]

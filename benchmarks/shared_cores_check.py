@@ -1,13 +1,18 @@
 """Sampling steps of a vision-language policy alone and beside another job on the same cores, at 2 threads and at
 1 (issue 66 item 7: why steps grow on a shared machine, measured).
 
-    python benchmarks/shared_cores_check.py [--steps 8] [--rounds 3] [--size small]
+    python benchmarks/shared_cores_check.py [--steps 8] [--rounds 3] [--size small] [--threads 2,1]
+    python benchmarks/shared_cores_check.py --shape smolvlm-256m --threads auto,2 --rounds 1
 
-A `small` Qwen2-VL (`rlcap hf-captioner --family qwen2_vl --size small`, random weights) samples 4 pictures x 4
-captions of at most 16 tokens without autograd, scores them in one pass and runs the backward pass: one RL step's
-policy work. Each measurement is a new process (`--threads N`), first alone, then ``--rounds`` times at 2 threads
-and at 1 beside a process whose 2 threads multiply 512 x 512 matrices without pause (another 2-thread job). It
-prints each process's step times as JSON lines and writes nothing. Run it alone on the machine.
+A `small` Qwen2-VL (`rlcap hf-captioner --family qwen2_vl --size small`, random weights), or with ``--shape
+smolvlm-256m`` a SmolVLM at HuggingFaceTB/SmolVLM-256M-Instruct's published widths (SmolLM2-135M's language model,
+SigLIP base-patch16-512's tower, the pixel shuffle of 4: 64 image tokens for one 512-px tile; random weights,
+build_vlm's tokenizer padded to the published vocabulary), samples 4 pictures x 4 captions of at most 16 tokens
+without autograd, scores them in one pass and runs the backward pass: one RL step's policy work. Each measurement
+is a new process, at each of ``--threads`` (a number, or ``auto``: rlcap's ``threads: auto``, which the process
+resolves as a run does, the count it took printed with its steps), first alone, then ``--rounds`` times beside a
+process whose 2 threads multiply 512 x 512 matrices without pause (another 2-thread job). It prints each
+process's step times as JSON lines and writes nothing. Run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -28,8 +33,55 @@ while True:
 """
 
 
-def steps(folder: Path, threads: int, count: int) -> list[float]:
-    """The seconds of ``count`` steps in a new process of ``threads`` torch threads."""
+# HuggingFaceTB/SmolVLM-256M-Instruct's published config: SmolLM2-135M (the vocabulary with SmolVLM's added tokens)
+# and SigLIP base-patch16-512, pixel shuffle 4
+SMOLVLM_256M = {
+    "text": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                 num_key_value_heads=3, head_dim=64, max_position_embeddings=8192, vocab_size=49280,
+                 rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+                 tie_word_embeddings=True),
+    "vision": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                   image_size=512, patch_size=16),
+    "scale_factor": 4, "px": 512}
+
+
+def smolvlm_256m(folder: Path, captions: list[str]) -> Path:
+    """build_vlm's small SmolVLM with :data:`SMOLVLM_256M`'s widths and random weights, its processor reading one
+    512-px tile a picture (64 image tokens)."""
+    import torch
+    import transformers as t
+
+    from bench_scale_vlm_gpu import pad_tokenizer
+    from rlcap.models.hf.build_vlm import build_vlm
+
+    shape = SMOLVLM_256M
+    build_vlm("smolvlm", folder, captions, size="small")
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"].update(shape["text"])
+    config["vision_config"].update(shape["vision"])
+    config.update(scale_factor=shape["scale_factor"], tie_word_embeddings=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    processor = json.loads((folder / "processor_config.json").read_text())
+    px, patch = shape["px"], shape["vision"]["patch_size"]
+    processor["image_processor"].update(size={"longest_edge": px}, max_image_size={"longest_edge": px},
+                                        do_image_splitting=False)
+    processor["image_seq_len"] = (px // patch) ** 2 // shape["scale_factor"] ** 2
+    (folder / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    pad_tokenizer(folder / "tokenizer.json", shape["text"]["vocab_size"])
+    generation = (folder / "generation_config.json").read_text()
+    torch.manual_seed(0)
+    model = t.Idefics3ForConditionalGeneration._from_config(t.Idefics3Config.from_pretrained(folder))
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    model.save_pretrained(folder)
+    (folder / "generation_config.json").write_text(generation)
+    print(json.dumps({"shape": "smolvlm-256m", "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
+    return folder
+
+
+def steps(folder: Path, threads: str, count: int) -> dict:
+    """The seconds of ``count`` steps in a new process of ``threads`` torch threads (``auto``: as a run resolves
+    it), and the count it ran at."""
     import numpy as np
     import torch
     from PIL import Image
@@ -39,7 +91,10 @@ def steps(folder: Path, threads: int, count: int) -> list[float]:
     from rlcap.encoders.hf_vlm import load_vlm_encoder
     from rlcap.models.hf.vlm import HFVLMCaptioner
 
-    torch.set_num_threads(threads)
+    from rlcap.devices import cpu_threads
+
+    chosen = cpu_threads(threads if threads == "auto" else int(threads))
+    torch.set_num_threads(chosen)
     rng = np.random.default_rng(0)
     pictures = [Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)) for _ in range(4)]
     encoder = load_vlm_encoder(folder)
@@ -52,21 +107,23 @@ def steps(folder: Path, threads: int, count: int) -> list[float]:
         out = sample(policy, feats, 4, Decoding("sample", 16), generator=torch.Generator().manual_seed(k))
         out.logprobs.sum().backward()
         times.append(round(time.perf_counter() - start, 3))
-    return times
+    return {"threads": chosen, "seconds a step": times}
 
 
-def measure(folder: Path, threads: int, count: int, beside: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", str(folder), "--threads", str(threads),
+def measure(folder: Path, threads: str, count: int, beside: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(folder), "--threads", threads,
                           "--steps", str(count)], capture_output=True, text=True, check=True)
-    return {"threads": threads, "beside": beside, "seconds a step": json.loads(out.stdout.strip().splitlines()[-1])}
+    ran = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"threads": threads, "ran at": ran["threads"], "beside": beside, "seconds a step": ran["seconds a step"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--size", default="small")
-    p.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
+    p.add_argument("--size", default="small", help="build_vlm's size of the Qwen2-VL")
+    p.add_argument("--shape", choices=("qwen2_vl", "smolvlm-256m"), default="qwen2_vl")
+    p.add_argument("--threads", default="2,1", help="thread counts measured, comma-separated (a number or auto)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -74,16 +131,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from rlcap.models.hf.build_vlm import build_vlm
 
+    captions = ["a red circle", "a big blue square"] * 8
+    counts = args.threads.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = build_vlm("qwen2_vl", Path(tmp) / "qwen2_vl", ["a red circle", "a big blue square"] * 8,
-                           size=args.size)
-        for threads in (2, 1):
+        folder = (smolvlm_256m(Path(tmp) / "smolvlm", captions) if args.shape == "smolvlm-256m"
+                  else build_vlm("qwen2_vl", Path(tmp) / "qwen2_vl", captions, size=args.size))
+        for threads in counts:
             print(json.dumps(measure(folder, threads, args.steps, "nothing")), flush=True)
         busy = subprocess.Popen([sys.executable, "-c", BUSY])
         try:
             time.sleep(2)
             for _ in range(args.rounds):
-                for threads in (2, 1):
+                for threads in counts:
                     print(json.dumps(measure(folder, threads, args.steps, "a 2-thread job")), flush=True)
         finally:
             busy.kill()

@@ -250,13 +250,17 @@ BENCH_ROWS: dict[str, BenchRow] = {
     "grpo_kl": BenchRow((XE, Stage("grpo_kl", "grpo", "xe", (), ("rl.kl_coef=0.04",))),
                         "GRPO with a KL term to the XE policy, beta 0.04 (k3, [Shao24 eq. 4])"),
     # [Xing26]'s QA utility beside CIDEr-D, make bench-rewards (docs/RL.md, "QA utility"): the reward's reader and the
-    # questions where benchmarks/bench_rewards.py writes them (the held-out reader judges, in rlcap eval --reader)
+    # questions where benchmarks/bench_rewards.py writes them (the held-out reader judges, in rlcap eval --reader).
+    # Each row is judged at the end of its budget: validation picks by CIDEr-D, which is not what these rewards train
+    "scst_end": BenchRow(_after_xe("scst"), "the scst run judged at the end of its budget (its last checkpoint)",
+                         checkpoint="last"),
     "scst_qa": BenchRow((XE, Stage("scst_qa", "scst", "xe", (), (QA_UTILITY, *QA_PATHS))),
-                        "SCST with the qa_utility reward: a text-only reader's answers from the caption ([Xing26])"),
+                        "SCST with the qa_utility reward: a text-only reader's answers from the caption ([Xing26])",
+                        checkpoint="last"),
     "scst_qa_cider": BenchRow((XE, Stage("scst_qa_cider", "scst", "xe", (), (QA_AND_CIDER, *QA_PATHS))),
-                              "SCST with CIDEr-D + qa_utility, summed ([Xing26])"),
+                              "SCST with CIDEr-D + qa_utility, summed ([Xing26])", checkpoint="last"),
     "grpo_qa": BenchRow((XE, Stage("grpo_qa", "grpo", "xe", (), (QA_UTILITY, *QA_PATHS))),
-                        "GRPO with the qa_utility reward ([Shao24], [Xing26])"),
+                        "GRPO with the qa_utility reward ([Shao24], [Xing26])", checkpoint="last"),
     # [Chaffin24]'s Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
     "tf": BenchRow((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers "
                                            "([Chaffin24] TF)"),
