@@ -24,8 +24,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# the names of the image side's weights (Qwen2.5-VL's tower; SmolVLM's tower and connector): a policy reading a store
+# holds the language model only, so these are not counted
+IMAGE_SIDE = ("visual", "vision_model", "connector")
 
 
 def build_policy(folder: Path, layers: int, hidden: int, intermediate: int, heads: int, kv_heads: int,
@@ -71,22 +75,32 @@ def _grow_vocabulary(folder: Path, size: int) -> None:
     path.write_text(json.dumps(tokenizer))
 
 
-def peak_run(argv: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
-    """Run torchrun's ``argv``; its exit status and each rank's peak resident memory in bytes."""
+def peak_run(argv: list[str], env: dict[str, str], timeline: Path | None = None) -> tuple[int, list[int]]:
+    """Run torchrun's ``argv``; its exit status and each rank's peak resident memory in bytes. ``timeline``: a
+    JSON-lines file of every reading (seconds since the start, each rank's resident memory and peak so far)."""
     launcher = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peaks: dict[int, int] = {}
+    start = time.time()
+    lines = timeline.open("w") if timeline is not None else None
     while launcher.poll() is None:
         children = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split()
+        reading: dict[str, Any] = {"t": round(time.time() - start, 2), "unix": round(time.time(), 2)}
         for pid in map(int, children):
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
-            kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
-            if kb is None:  # (a rank that has ended: a zombie until torchrun reaps it)
+            kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
+                  if line.startswith(("VmHWM:", "VmRSS:"))}
+            if "VmHWM" not in kb:  # (a rank that has ended: a zombie until torchrun reaps it)
                 continue
-            peaks[pid] = max(peaks.get(pid, 0), kb * 1024)
+            peaks[pid] = max(peaks.get(pid, 0), kb["VmHWM"] * 1024)
+            reading[str(pid)] = [kb.get("VmRSS", 0) // 1024, kb["VmHWM"] // 1024]  # MiB
+        if lines is not None:
+            lines.write(json.dumps(reading) + "\n")
         time.sleep(0.2)
+    if lines is not None:
+        lines.close()
     if launcher.returncode:
         sys.stderr.write(launcher.stderr.read()[-3000:])
     return launcher.returncode, [peaks[pid] for pid in sorted(peaks)]
@@ -102,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--vision", type=int, default=1280)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--methods", default="XE,GRPO", help="the runs measured: XE, GRPO or both")
+    parser.add_argument("--smolvlm", choices=("smolvlm-256m", "smolvlm-500m"), default=None,
+                        help="instead of the Qwen2.5-VL slice: a SmolVLM at that model's published widths "
+                             "(benchmarks/smolvlm_shapes.py), its first --smolvlm-layers decoder layers (0: all)")
+    parser.add_argument("--smolvlm-layers", type=int, default=0)
+    parser.add_argument("--checkpointing", action="store_true",
+                        help="model.gradient_checkpointing=true in every run (what a user sets at these sizes: the "
+                             "activations, which neither strategy shards, kept to a layer's inputs)")
     parser.add_argument("--precision", default="fp32", help="the runs' precision: fp32 or bf16 (FSDP2's mixed "
                                                              "precision: it gathers bf16 weights)")
     parser.add_argument("--out", default=None, help="work folder (default: a temporary one)")
@@ -116,15 +138,22 @@ def main(argv: list[str] | None = None) -> int:
     dataset, _ = make_tiny_dataset(work)
     add_pictures(dataset)
     captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
-    folder = build_policy(work / "policy", args.layers, args.hidden, args.intermediate, args.heads, args.kv_heads,
-                          args.vocab, args.vision, captions)
+    if args.smolvlm:
+        from smolvlm_shapes import build_smolvlm
+
+        folder = work / "policy"
+        build_smolvlm(folder, captions, args.smolvlm, args.smolvlm_layers)
+    else:
+        folder = build_policy(work / "policy", args.layers, args.hidden, args.intermediate, args.heads,
+                              args.kv_heads, args.vocab, args.vision, captions)
     store = work / "tokens.h5"
     if rlcap(["features", str(work), "--dataset", str(dataset), "--encoder", f"hf:{folder}", "--out", str(store)]):
         return 1
     from safetensors import safe_open
 
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
-        params = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if "visual" not in k)
+        params = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if not any(
+            side in k for side in IMAGE_SIDE))
     common = [f"data.dataset={dataset}", f"data.features={store}", "data.min_count=1", "data.seq_per_img=2",
               "decode.max_len=6", "val.max_images=2", "val.batch_size=2", "track.to=[]", "threads=1",
               f"max_steps={args.steps}", "log_every=1", f"precision={args.precision}", "model.arch=hf",
@@ -132,25 +161,30 @@ def main(argv: list[str] | None = None) -> int:
     runs = {"XE": ("shapes_xe", ["xe.batch_size=4", "xe.epochs=1"]),
             "GRPO": ("shapes_grpo", [f"init_from={folder}", "rl.batch_size=4", "rl.n_samples=2", "rl.epochs=1",
                                      "rl.kl_coef=0.04"])}
+    if args.checkpointing:
+        common.append("model.gradient_checkpointing=true")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     rows = []
-    for method, (recipe, extra) in runs.items():
+    for method, (recipe, extra) in ((m, runs[m]) for m in args.methods.split(",")):
         peaks = {}
         for strategy in ("ddp", "fsdp2"):
             out = work / f"{method}-{strategy}"
-            items = [o for o in common if method == "XE" or not o.startswith("model.")]
+            items = [o for o in common if method == "XE" or not o.startswith("model.") or "checkpointing" in o]
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "rlcap",
                    "train", str(REPO / "configs" / f"{recipe}.yaml"), *items, *extra, f"out_dir={out}",
                    f"distributed.strategy={strategy}"]
-            code, ranks = peak_run(cmd, env)
+            code, ranks = peak_run(cmd, env, work / f"{method}-{strategy}.rss.jsonl")
             if code:
                 return code
-            peaks[strategy] = max(ranks)
+            peaks[strategy] = ranks  # (by process id: rank 0, which saves the whole weights, started first)
             print(json.dumps({"method": method, "strategy": strategy, "parameters": params,
                               "peak_bytes_per_rank": ranks}), flush=True)
-        rows.append(f"| {method} | {params / 1e6:.0f}M | {peaks['ddp'] / 2**30:.2f} GiB | {peaks['fsdp2'] / 2**30:.2f} "
-                    f"GiB | {peaks['fsdp2'] / peaks['ddp']:.2f}x |")
-    print("| steps | policy parameters (language model) | DDP peak a rank | FSDP2 peak a rank | FSDP2 / DDP |")
+        gib = {k: [b / 2**30 for b in v] for k, v in peaks.items()}
+        rows.append(f"| {method} | {params / 1e6:.0f}M | {gib['ddp'][0]:.2f} / {gib['ddp'][1]:.2f} GiB | "
+                    f"{gib['fsdp2'][0]:.2f} / {gib['fsdp2'][1]:.2f} GiB | {gib['fsdp2'][0] / gib['ddp'][0]:.2f}x / "
+                    f"{gib['fsdp2'][1] / gib['ddp'][1]:.2f}x |")
+    print("| steps | policy parameters (language model) | DDP peak, rank 0 / rank 1 | FSDP2 peak, rank 0 / rank 1 "
+          "| FSDP2 / DDP, rank 0 / rank 1 |")
     print("|---|---|---|---|---|")
     print("\n".join(rows))
     return 0

@@ -33,52 +33,6 @@ while True:
 """
 
 
-# HuggingFaceTB/SmolVLM-256M-Instruct's published config: SmolLM2-135M (the vocabulary with SmolVLM's added tokens)
-# and SigLIP base-patch16-512, pixel shuffle 4
-SMOLVLM_256M = {
-    "text": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                 num_key_value_heads=3, head_dim=64, max_position_embeddings=8192, vocab_size=49280,
-                 rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
-                 tie_word_embeddings=True),
-    "vision": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
-                   image_size=512, patch_size=16),
-    "scale_factor": 4, "px": 512}
-
-
-def smolvlm_256m(folder: Path, captions: list[str]) -> Path:
-    """build_vlm's small SmolVLM with :data:`SMOLVLM_256M`'s widths and random weights, its processor reading one
-    512-px tile a picture (64 image tokens)."""
-    import torch
-    import transformers as t
-
-    from bench_scale_vlm_gpu import pad_tokenizer
-    from rlcap.models.hf.build_vlm import build_vlm
-
-    shape = SMOLVLM_256M
-    build_vlm("smolvlm", folder, captions, size="small")
-    config = json.loads((folder / "config.json").read_text())
-    config["text_config"].update(shape["text"])
-    config["vision_config"].update(shape["vision"])
-    config.update(scale_factor=shape["scale_factor"], tie_word_embeddings=True)
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    processor = json.loads((folder / "processor_config.json").read_text())
-    px, patch = shape["px"], shape["vision"]["patch_size"]
-    processor["image_processor"].update(size={"longest_edge": px}, max_image_size={"longest_edge": px},
-                                        do_image_splitting=False)
-    processor["image_seq_len"] = (px // patch) ** 2 // shape["scale_factor"] ** 2
-    (folder / "processor_config.json").write_text(json.dumps(processor, indent=2))
-    pad_tokenizer(folder / "tokenizer.json", shape["text"]["vocab_size"])
-    generation = (folder / "generation_config.json").read_text()
-    torch.manual_seed(0)
-    model = t.Idefics3ForConditionalGeneration._from_config(t.Idefics3Config.from_pretrained(folder))
-    for stale in folder.glob("*.safetensors"):
-        stale.unlink()
-    model.save_pretrained(folder)
-    (folder / "generation_config.json").write_text(generation)
-    print(json.dumps({"shape": "smolvlm-256m", "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
-    return folder
-
-
 def steps(folder: Path, threads: str, count: int) -> dict:
     """The seconds of ``count`` steps in a new process of ``threads`` torch threads (``auto``: as a run resolves
     it), and the count it ran at."""
@@ -134,8 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     captions = ["a red circle", "a big blue square"] * 8
     counts = args.threads.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = (smolvlm_256m(Path(tmp) / "smolvlm", captions) if args.shape == "smolvlm-256m"
-                  else build_vlm("qwen2_vl", Path(tmp) / "qwen2_vl", captions, size=args.size))
+        if args.shape == "smolvlm-256m":
+            from smolvlm_shapes import build_smolvlm
+
+            folder = Path(tmp) / "smolvlm"
+            print(json.dumps({"shape": args.shape, "parameters": build_smolvlm(folder, captions, args.shape)}),
+                  flush=True)
+        else:
+            folder = build_vlm("qwen2_vl", Path(tmp) / "qwen2_vl", captions, size=args.size)
         for threads in counts:
             print(json.dumps(measure(folder, threads, args.steps, "nothing")), flush=True)
         busy = subprocess.Popen([sys.executable, "-c", BUSY])

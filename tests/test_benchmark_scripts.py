@@ -12,8 +12,8 @@ import torch
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # benchdoc: the scripts' shared helpers; gpu_checks: gpu_check.py's comparisons (tests/test_gpu_check.py); hf_scored:
 # bench_hf.py's table of SCST sampled with and without autograd; hf_vlm_speed: its instruction VLMs' sampling
-# against their generate
-HELPERS = ("benchdoc.py", "gpu_checks.py", "hf_scored.py", "hf_vlm_speed.py")
+# against their generate; smolvlm_shapes: SmolVLM folders at published widths (shared_cores_check.py, fsdp_peak_memory.py)
+HELPERS = ("benchdoc.py", "gpu_checks.py", "hf_scored.py", "hf_vlm_speed.py", "smolvlm_shapes.py")
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
 
 
@@ -283,3 +283,31 @@ def test_bench_hf_runs_at_the_tiny_size(tmp_path):
         assert {f"{m}".replace("tiny_2x5", f"tiny_2x5{p}") for m in modes for p in ("", "_bf16")} <= set(result["cuda"])
     else:
         assert "<!-- bench-hf-gpu:start -->\n### GPU\n\nNot run" in text
+
+
+@pytest.mark.slow
+def test_smolvlm_shapes_builds_the_published_widths(tmp_path):
+    """SmolVLM-256M's widths (one decoder layer kept): the config says them, the tokenizer covers the published
+    vocabulary, and the processor puts 64 image tokens (one 512-px tile, pixel shuffle 4) in a prompt."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from smolvlm_shapes import build_smolvlm
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import transformers as t
+    from PIL import Image
+
+    folder = tmp_path / "smolvlm"
+    count = build_smolvlm(folder, ["a red circle", "a big blue square"] * 8, "smolvlm-256m", layers=1)
+    config = t.AutoConfig.from_pretrained(folder)
+    text, vision = config.text_config, config.vision_config
+    assert (text.hidden_size, text.intermediate_size, text.num_hidden_layers, text.num_key_value_heads,
+            text.vocab_size) == (576, 1536, 1, 3, 49280)
+    assert (vision.hidden_size, vision.num_hidden_layers, vision.image_size, vision.patch_size) == (768, 12, 512, 16)
+    assert config.scale_factor == 4
+    assert len(t.AutoTokenizer.from_pretrained(folder)) == 49280
+    model = t.AutoModelForImageTextToText.from_pretrained(folder)
+    assert sum(p.numel() for p in model.parameters()) == count
+    processor = t.AutoProcessor.from_pretrained(folder)
+    inputs = processor(text=[processor.image_token], images=[[Image.new("RGB", (640, 480))]], return_tensors="pt")
+    assert int((inputs["input_ids"] == config.image_token_id).sum()) == 64
