@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,15 +127,24 @@ def main(argv: list[str] | None = None) -> int:
                              "activations, which neither strategy shards, kept to a layer's inputs)")
     parser.add_argument("--precision", default="fp32", help="the runs' precision: fp32 or bf16 (FSDP2's mixed "
                                                              "precision: it gathers bf16 weights)")
-    parser.add_argument("--out", default=None, help="work folder (default: a temporary one)")
+    parser.add_argument("--out", default=None, help="work folder, kept (default: a temporary one, deleted at the end)")
     args = parser.parse_args(argv)
+    work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return measure(args, work)
+    finally:
+        if args.out is None:  # (the runs' checkpoints: about 18 GB at the default size)
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, work: Path) -> int:
+    """Build the policy and its store in ``work``, run each method under each strategy, print the rows."""
     from rlcap.cli import main as rlcap
 
     from tests.report.conftest import add_pictures
     from tests.tiny import make_tiny_dataset
 
-    work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
-    work.mkdir(parents=True, exist_ok=True)
     dataset, _ = make_tiny_dataset(work)
     add_pictures(dataset)
     captions = [s["raw"] for image in json.loads(dataset.read_text())["images"] for s in image["sentences"]]
