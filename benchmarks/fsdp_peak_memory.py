@@ -95,8 +95,11 @@ def peak_run(argv: list[str], env: dict[str, str], timeline: Path | None = None)
                   if line.startswith(("VmHWM:", "VmRSS:"))}
             if "VmHWM" not in kb:  # (a rank that has ended: a zombie until torchrun reaps it)
                 continue
-            peaks[pid] = max(peaks.get(pid, 0), kb["VmHWM"] * 1024)
-            reading[str(pid)] = [kb.get("VmRSS", 0) // 1024, kb["VmHWM"] // 1024]  # MiB
+            rank = _rank(pid)
+            if rank < 0:  # (its environment unreadable: a process ending)
+                continue
+            peaks[rank] = max(peaks.get(rank, 0), kb["VmHWM"] * 1024)
+            reading[f"rank{rank}"] = [kb.get("VmRSS", 0) // 1024, kb["VmHWM"] // 1024]  # MiB
         if lines is not None:
             lines.write(json.dumps(reading) + "\n")
         time.sleep(0.2)
@@ -104,7 +107,16 @@ def peak_run(argv: list[str], env: dict[str, str], timeline: Path | None = None)
         lines.close()
     if launcher.returncode:
         sys.stderr.write(launcher.stderr.read()[-3000:])
-    return launcher.returncode, [peaks[pid] for pid in sorted(peaks)]
+    return launcher.returncode, [peaks[rank] for rank in sorted(peaks)]
+
+
+def _rank(pid: int) -> int:
+    """The torchrun rank of process ``pid`` (its ``RANK`` environment variable; -1 where it cannot be read)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return -1
+    return next((int(v[5:]) for v in environ if v.startswith(b"RANK=")), -1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,22 +183,22 @@ def measure(args: argparse.Namespace, work: Path) -> int:
     runs = {"XE": ("shapes_xe", ["xe.batch_size=4", "xe.epochs=1"]),
             "GRPO": ("shapes_grpo", [f"init_from={folder}", "rl.batch_size=4", "rl.n_samples=2", "rl.epochs=1",
                                      "rl.kl_coef=0.04"])}
-    if args.checkpointing:
-        common.append("model.gradient_checkpointing=true")
+    # what the policy's training does (a GRPO run takes the rest of the model from init_from)
+    training = ["model.gradient_checkpointing=true"] if args.checkpointing else []
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     rows = []
     for method, (recipe, extra) in ((m, runs[m]) for m in args.methods.split(",")):
         peaks = {}
         for strategy in ("ddp", "fsdp2"):
             out = work / f"{method}-{strategy}"
-            items = [o for o in common if method == "XE" or not o.startswith("model.") or "checkpointing" in o]
+            items = [o for o in common if method == "XE" or not o.startswith("model.")] + training
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "rlcap",
                    "train", str(REPO / "configs" / f"{recipe}.yaml"), *items, *extra, f"out_dir={out}",
                    f"distributed.strategy={strategy}"]
             code, ranks = peak_run(cmd, env, work / f"{method}-{strategy}.rss.jsonl")
             if code:
                 return code
-            peaks[strategy] = ranks  # (by process id: rank 0, which saves the whole weights, started first)
+            peaks[strategy] = ranks  # (rank 0, which saves the whole weights, first)
             print(json.dumps({"method": method, "strategy": strategy, "parameters": params,
                               "peak_bytes_per_rank": ranks}), flush=True)
         gib = {k: [b / 2**30 for b in v] for k, v in peaks.items()}
