@@ -179,10 +179,14 @@ def write_settings(folder: Path, shape: Shape, captions: list[str], seed: int) -
 
 def pad_tokenizer(path: Path, size: int) -> None:
     """Pad the wordpiece vocabulary of the tokenizer file ``path`` with ``[unusedN]`` words (which the
-    pre-tokenizer, splitting at brackets, never produces) to ``size`` tokens."""
+    pre-tokenizer, splitting at brackets, never produces) to ``size`` tokens in all, counting the added tokens
+    that are not in the vocabulary (the new ids follow every id in use), so that a model's output layer has the
+    published config's width (rlcap reads a model whose tokenizer has its output layer's size)."""
     tokenizer = json.loads(path.read_text())
     vocab = tokenizer["model"]["vocab"]
-    vocab.update({f"[unused{i}]": i for i in range(max(vocab.values()) + 1, size)})
+    added = [token["id"] for token in tokenizer["added_tokens"] if token["content"] not in vocab]
+    start = max(*vocab.values(), *added) + 1
+    vocab.update({f"[unused{i}]": i for i in range(start, start + size - len(vocab) - len(added))})
     path.write_text(json.dumps(tokenizer, ensure_ascii=False))
 
 

@@ -38,10 +38,12 @@ def build_policy(folder: Path, layers: int, hidden: int, intermediate: int, head
     """A Qwen2.5-VL folder of the given widths (random weights), its processor and tokenizer the tiny builder's."""
     import transformers as t
 
+    from bench_scale_vlm_gpu import pad_tokenizer
+
     from rlcap.models.hf.build_vlm import build_vlm
 
     build_vlm("qwen2_5_vl", folder, captions)
-    _grow_vocabulary(folder, vocab)
+    pad_tokenizer(folder / "tokenizer.json", vocab)
     config = json.loads((folder / "config.json").read_text())
     half = hidden // heads // 2
     config["text_config"].update(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
@@ -58,22 +60,6 @@ def build_policy(folder: Path, layers: int, hidden: int, intermediate: int, head
         stale.unlink()
     model.save_pretrained(folder)
     return folder
-
-
-def _grow_vocabulary(folder: Path, size: int) -> None:
-    """The folder's word-piece tokenizer grown to ``size`` entries (unused pieces after its own), so that the
-    output layer has the published config's width (rlcap reads a model whose tokenizer has its output layer's
-    size)."""
-    import transformers as t
-
-    path = folder / "tokenizer.json"
-    tokenizer = json.loads(path.read_text())
-    vocab = tokenizer["model"]["vocab"]
-    have = len(t.AutoTokenizer.from_pretrained(folder))
-    start = max(max(vocab.values()), *(a["id"] for a in tokenizer["added_tokens"])) + 1
-    for k in range(size - have):
-        vocab[f"##unused{k}"] = start + k
-    path.write_text(json.dumps(tokenizer))
 
 
 def peak_run(argv: list[str], env: dict[str, str], timeline: Path | None = None) -> tuple[int, list[int]]:

@@ -115,6 +115,35 @@ def test_cli_image_size_reaches_the_feature_extraction(tmp_path, monkeypatch):
     assert asked == [224, 128]
 
 
+def test_bench_threads_are_set_before_its_own_work(tmp_path, monkeypatch):
+    """``rlcap bench --threads`` sets torch's threads before the data preparation (the features it encodes and
+    the test evaluations run in this process): a count as given, ``auto`` (the default) as a run resolves it."""
+    import torch
+
+    import rlcap.demo
+    from rlcap.cli import main
+    from rlcap.devices import cpu_threads
+
+    seen = []
+
+    def prepare(data_dir, image_size, report):
+        seen.append(torch.get_num_threads())
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(rlcap.demo, "prepare_shapes", prepare)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert main(["bench", "--methods", "xe", "--out", str(tmp_path), "--threads", "1"]) == 2
+        torch.set_num_threads(1)
+        assert main(["bench", "--methods", "xe", "--out", str(tmp_path), "--threads", "3"]) == 2
+        assert main(["bench", "--methods", "xe", "--out", str(tmp_path)]) == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen[:2] == [1, 3]
+    assert 1 <= seen[2] <= cpu_threads("auto", others=lambda: 0)
+
+
 def test_ac_lookahead_decodes_the_ac_checkpoint_at_the_lambda_chosen_on_validation(tiny_data, tmp_path):
     """``ac_lookahead`` shares every stage with ``ac`` and differs only in how its beam column is
     decoded; at the only lambda offered (1, plain beam search) its row must equal ac's."""

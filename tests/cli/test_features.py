@@ -75,3 +75,15 @@ def test_bad_image_stops_with_one_line_or_is_skipped(image_dir, tmp_path, capsys
 def test_missing_image_dir(tmp_path, capsys):
     assert main(["features", str(tmp_path / "nope"), "--out", str(tmp_path / "f.h5")]) == 2
     assert "image folder not found" in capsys.readouterr().err
+
+
+def test_features_threads_auto_resolves_as_a_run_does(image_dir, tmp_path):
+    """``--threads auto``: torch's threads are the count a run's ``threads: auto`` would take (at least 1, at most
+    this process's cores)."""
+    from rlcap.devices import cpu_threads
+
+    argv = ["features", str(image_dir), "--out", str(tmp_path / "f.h5"), "--image-size", "64", "--threads", "auto"]
+    assert main(argv) == 0
+    assert 1 <= torch.get_num_threads() <= cpu_threads("auto", others=lambda: 0)
+    with open_feature_store(tmp_path / "f.h5") as store:
+        assert len(store) == 4

@@ -37,7 +37,12 @@ from rlcap.cli import main
     (["features", "im", "--out", "f.h5", "--workers", "-1"],
      "rlcap features: error: argument --workers: expected an integer >= 0, got -1 (see rlcap features --help)"),
     (["features", "im", "--out", "f.h5", "--threads", "0"],
-     "rlcap features: error: argument --threads: expected an integer >= 1, got 0 (see rlcap features --help)"),
+     "rlcap features: error: argument --threads: expected auto or an integer >= 1, got '0' (see rlcap features --help)"),
+    (["features", "im", "--out", "f.h5", "--threads", "many"],
+     "rlcap features: error: argument --threads: expected auto or an integer >= 1, got 'many' (see rlcap features "
+     "--help)"),
+    (["bench", "--out", "o", "--threads", "0"],
+     "rlcap bench: error: argument --threads: expected auto or an integer >= 1, got '0' (see rlcap bench --help)"),
     (["demo", "--image-size", "8"],
      "rlcap demo: error: argument --image-size: expected an integer >= 32, got 8 (see rlcap demo --help)"),
     (["demo", "--n-train", "0"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcap.cli.options import IMAGE_SIZE, add_data_folder_arguments, int_range
+from rlcap.cli.options import IMAGE_SIZE, add_data_folder_arguments, int_range, set_threads, threads_option
 from rlcap.cli.tables import print_scores
 from rlcap.errors import ConfigError
 
@@ -29,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--clip", default=None, metavar="DIR",
                    help="also CLIP-S and RefCLIP-S ([Hessel21], docs/METRICS.md) of each method's beam captions, "
                         "with the CLIP of this local transformers folder")
+    p.add_argument("--threads", type=threads_option, default="auto",
+                   help="torch CPU threads of this command's own work (the benchmark's features and the test "
+                        "evaluations): a count, or auto (default, as a run's threads setting); each stage's run "
+                        "reads its own threads setting (--xe/--rl threads=N)")
     p.set_defaults(func=run)
     return p
 
@@ -41,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if not methods:
         raise ConfigError(f"--methods {args.methods!r} names no method; give one or more of "
                           f"{', '.join(sorted(bench_rows(args.benchmark)))}")
+    set_threads(args.threads)
     results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
                             image_size=args.image_size, max_train_images=args.max_train_images,
                             regenerate=args.regenerate, clip=args.clip)

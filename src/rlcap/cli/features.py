@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
-
-from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range
+from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range, set_threads, threads_option
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
 from rlcap.data.hf_datasets import ColumnNeeded, Columns, layout
 from rlcap.encoders.extract import extract_features
@@ -67,8 +65,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--workers", type=int_range(0), default=1, help="image loading threads (default 1)")
     parser.add_argument("--device", default="auto", help="where the encoder runs (images): auto (CUDA when torch sees "
                                                          "it, else the CPU), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--threads", type=COUNT, help="torch CPU threads (default: torch's choice); "
-                        "1 is often fastest on a machine shared with other jobs")
+    parser.add_argument("--threads", type=threads_option,
+                        help="torch CPU threads (default: torch's choice): a count, or auto (as a run's threads "
+                             "setting: the cores less those other jobs keep busy as it starts, docs/TRAINING.md); "
+                             "on a machine shared with other jobs, auto or 1")
     parser.add_argument("--dtype", choices=("float16", "float32"), default="float16",
                         help="storage precision (default float16: half the size)")
     parser.set_defaults(func=run)
@@ -164,7 +164,7 @@ def _images(args: argparse.Namespace, columns: Columns) -> dict:
 def _run(args: argparse.Namespace) -> int:
     check_encoder_name(args.encoder)  # before any image is looked for
     if args.threads:
-        torch.set_num_threads(args.threads)
+        set_threads(args.threads)
     try:
         images = _images(args, _columns(args.columns))
     except ColumnNeeded as exc:  # the column named as this command names it, not by the training key

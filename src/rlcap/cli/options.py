@@ -84,6 +84,28 @@ IMAGE_SIZE = int_range(32)  # the encoder needs at least a 1x1 feature grid
 COUNT = int_range(1)
 
 
+def threads_option(text: str) -> int | str:
+    """argparse ``type`` of ``--threads``: ``auto`` (as a run's ``threads`` setting) or a count of at least 1."""
+    if text == "auto":
+        return text
+    try:
+        return COUNT(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {text!r}") from None
+
+
+def set_threads(threads: int | str) -> int:
+    """torch's CPU threads for this command: a count, or ``auto`` resolved as a run resolves it (the cores this
+    process may use less those other jobs keep busy: :func:`rlcap.devices.cpu_threads`); returns the count."""
+    import torch
+
+    from rlcap.devices import cpu_threads
+
+    count = cpu_threads(threads)
+    torch.set_num_threads(count)
+    return count
+
+
 class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser whose positionals may follow options and whose errors are one line."""
 
