@@ -58,7 +58,10 @@ def tiny_vlm(tmp_path_factory):
     from tests.models.vlm_matrix import tiny_vlm_run
 
     folder = tmp_path_factory.mktemp("fsdp2")
-    dataset, model, store = tiny_vlm_run(folder, store="tokens.h5")
+    # (a float32 store: the image tokens the exported folder's generate() computes from the pictures, to float
+    # rounding; in float16, the LoRA runs' greedy captions of this barely trained model parted from generate()'s on 2
+    # of 6 pictures, at near-tied words, under DDP and FSDP2 alike)
+    dataset, model, store = tiny_vlm_run(folder, store="tokens.h5", dtype="float32")
     common = [o for o in tiny_overrides(dataset, store, "unused", **{"max_steps": STEPS, "val.max_images": 4,
                                                                      "model.arch": "hf", "model.path": model})
               if not o.startswith("out_dir")]
@@ -104,9 +107,8 @@ def test_fsdp2_logs_ddps_losses(chains, algorithm):
 
 @pytest.mark.slow
 def test_best_hf_of_an_fsdp2_run_loads_with_from_pretrained_and_writes_its_captions(chains, tiny_vlm, capsys):
-    """The consolidated folder is DDP's: its ``generate()`` writes what DDP's writes, and what ``rlcap eval`` decodes
-    (all of it with every weight trained; with LoRA, merged into the weights by the export, DDP's export too differs
-    from rlcap's greedy captions on 2 of the 6 pictures of this barely trained model: measured, not investigated)."""
+    """The consolidated folder is DDP's: its ``generate()`` writes what DDP's writes, and what ``rlcap eval`` decodes,
+    with every weight trained and with LoRA (merged into the weights by the export)."""
     from tests.models.test_hf_vlm_cli import _exported_generate
 
     folder, dataset, _ = tiny_vlm
@@ -123,7 +125,7 @@ def test_best_hf_of_an_fsdp2_run_loads_with_from_pretrained_and_writes_its_capti
         theirs[strategy] = _exported_generate(best / "hf", folder, dataset, num_beams=1)
     assert theirs["fsdp2"] == theirs["ddp"] and ours["fsdp2"] == ours["ddp"] and len(ours["ddp"]) == 6
     agree = {s: sum(ours[s][i] == theirs[s][i] for i in ours[s]) for s in ours}
-    assert agree["fsdp2"] == agree["ddp"] >= (6 if train == "all" else 4), (ours, theirs)
+    assert agree["fsdp2"] == agree["ddp"] == 6, (ours, theirs)
 
 
 def _rank_pid(launcher: subprocess.Popen, rank: int) -> int | None:
