@@ -172,3 +172,33 @@ def test_ac_lookahead_decodes_the_ac_checkpoint_at_the_lambda_chosen_on_validati
     assert [line for line in said if "evaluat" in line] == [
         f"{m}: evaluated before with this checkpoint (rows/{m}.json), not again" for m in ("ac", "ac_lookahead")]
     assert json.loads(json.dumps(again))["methods"] == json.loads(json.dumps(results))["methods"]
+
+
+def test_a_checkpoint_holding_weights_already_evaluated_reuses_their_row(tmp_path):
+    """A run's ``last/`` that is its ``best/`` (scst_end beside scst) has the same weights digest, so its row and
+    captions are those already made in the call; other weights, or another decoder, are another digest."""
+    import torch
+    from safetensors.torch import save_file
+
+    from rlcap.bench.methods import _twin_row, weights_digest
+
+    folders = {}
+    for name, value in (("best", 1.0), ("last", 1.0), ("other", 2.0)):
+        folders[name] = tmp_path / "scst" / name
+        folders[name].mkdir(parents=True)
+        save_file({"w": torch.full((3,), value)}, str(folders[name] / "policy.safetensors"))
+        (folders[name] / "checkpoint.json").write_text(json.dumps({"name": name}))  # (not weights: not read)
+    digest = {name: weights_digest(folder, "beam") for name, folder in folders.items()}
+    assert digest["best"] == digest["last"] != digest["other"]
+    assert weights_digest(folders["best"], "lookahead") != digest["best"]
+    out = tmp_path / "bench"
+    (out / "captions").mkdir(parents=True)
+    (out / "captions" / "scst.json").write_text(json.dumps({"captions": {"1": "a red circle"}}))
+    made = {"beam": {"CIDEr": 2.4}, "checkpoint": "scst/best", "cost": {"minutes": 3.0}}
+    said = []
+    row = _twin_row(out, "scst_end", "scst", {"checkpoint": "scst/last"}, made, said.append)
+    assert row == {"beam": {"CIDEr": 2.4}} and said == [
+        "scst_end: the weights scst was evaluated with (the same checkpoint files), its row not made again"]
+    assert json.loads((out / "captions" / "scst_end.json").read_text()) == {"captions": {"1": "a red circle"}}
+    assert json.loads((out / "rows" / "scst_end.json").read_text()) == {"key": {"checkpoint": "scst/last"},
+                                                                        "row": row}

@@ -93,6 +93,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     metrics = api.evaluation_metrics()
     results: dict[str, Any] = {"benchmark": benchmark, "split": "test", "methods": {}}
     test, judges = None, None
+    evaluated: dict[str, str] = {}  # weights_digest -> the method of this call whose row was made with them
     for method in methods:
         lookahead = known[method].decoder == "lookahead"
         run = open_run(checkpoints[method], device="cpu", value=lookahead)
@@ -103,8 +104,13 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         scored = [*metrics, *([f"CLIP-S and RefCLIP-S with {clip}"] if clip is not None else [])]
         key = evaluation_key(checkpoints[method], {n: best[n] for n in sorted(judges)}, data, scored,
                              BENCHMARKS[benchmark].sample_temperature)
-        row = _method_row(out, method, key, run, test, metrics, judges, benchmark, lookahead, clip, clip_model,
-                          data, report)
+        digest = weights_digest(checkpoints[method], known[method].decoder)
+        if digest in evaluated:  # (a run's last/ that is its best/: scst_end beside scst)
+            row = _twin_row(out, method, evaluated[digest], key, results["methods"][evaluated[digest]], report)
+        else:
+            row = _method_row(out, method, key, run, test, metrics, judges, benchmark, lookahead, clip, clip_model,
+                              data, report)
+            evaluated[digest] = method
         results["methods"][method] = row
         results["methods"][method]["checkpoint"] = str(checkpoints[method])
         results["methods"][method]["cost"] = training_cost(out / known[method].stages[-1].name / "log.jsonl")
@@ -156,6 +162,32 @@ def source_digest() -> str:
     for path in sorted(root.rglob("*.py")):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def weights_digest(checkpoint: Path, decoder: str) -> str:
+    """A SHA-256 of a checkpoint's weights (its ``*.safetensors`` files, names and contents) and of the decoder its
+    row reads them with: the same for a run's ``best/`` and ``last/`` when its best epoch was its last."""
+    import hashlib
+
+    digest = hashlib.sha256(decoder.encode() + b"\0")
+    for path in sorted(checkpoint.glob("*.safetensors")):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as weights:
+            for block in iter(lambda: weights.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _twin_row(out: Path, method: str, twin: str, key: dict[str, Any], row: dict[str, Any],
+              report: Callable[[str], None]) -> dict[str, Any]:
+    """``method``'s row when its checkpoint holds the weights ``twin``'s row was made with in this call: that row
+    (without its checkpoint and cost) and captions, written as ``method``'s, not decoded and scored again."""
+    report(f"{method}: the weights {twin} was evaluated with (the same checkpoint files), its row not made again")
+    row = {k: v for k, v in json.loads(json.dumps(row)).items() if k not in ("checkpoint", "cost")}
+    captions = json.loads((out / "captions" / f"{twin}.json").read_text(encoding="utf-8"))
+    api.write_json(out / "captions" / f"{method}.json", captions)
+    api.write_json(out / "rows" / f"{method}.json", {"key": key, "row": row})
+    return row
 
 
 def evaluated_before(out: Path, method: str, key: dict[str, Any]) -> dict[str, Any] | None:
