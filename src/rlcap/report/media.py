@@ -29,11 +29,6 @@ def thumbnail(path: Path | io.BytesIO, side: int = 160) -> str:
 
 def frame_strip(path: Path, frames: int = 4, height: int = 80) -> str:
     """``frames`` frames spread evenly over a video, side by side, ``height`` pixels high, as a data URI."""
-    return _data_uri(frame_strip_image(path, frames, height))
-
-
-def frame_strip_image(path: Path, frames: int = 4, height: int = 80):
-    """``frames`` frames spread evenly over a video, side by side, ``height`` pixels high (a PIL image)."""
     import av
     from PIL import Image
 
@@ -46,7 +41,7 @@ def frame_strip_image(path: Path, frames: int = 4, height: int = 80):
     strip = Image.new("RGB", (width * len(picks) + 2 * (len(picks) - 1), height), "white")
     for i, frame in enumerate(picks):
         strip.paste(frame.resize((width, height)), (i * (width + 2), 0))
-    return strip
+    return _data_uri(strip)
 
 
 def picture(path: Path | EmbeddedImage | None) -> tuple[str | None, str]:

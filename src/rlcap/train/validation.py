@@ -131,13 +131,10 @@ def _pictures(dataset: str, fmt: str, coco_splits: str | None, columns: Columns,
               ids: tuple[str, ...]) -> dict:
     """id -> the picture (a PIL image, 256 pixels at most a side) of each of ``ids`` the dataset holds a readable one
     for; read once per run (the same pictures at every validation)."""
-    from av.error import FFmpegError
     from PIL import Image
 
     from rlcap.data.embedded import read_picture_bytes
     from rlcap.data.readers import raw_captions, read_dataset
-    from rlcap.encoders.sources import is_video
-    from rlcap.report.media import frame_strip_image
 
     path = Path(dataset)
     with raw_captions():
@@ -150,14 +147,9 @@ def _pictures(dataset: str, fmt: str, coco_splits: str | None, columns: Columns,
         if source is None:
             continue
         try:
-            if is_video(source):  # a clip: frames spread over it, side by side
-                image = frame_strip_image(Path(source))
-                image.thumbnail((256, 256))
-                found[i] = image
-                continue
             with Image.open(io.BytesIO(read_picture_bytes(source))) as image:
                 image.thumbnail((256, 256))
                 found[i] = image.convert("RGB")
-        except (OSError, ValueError, FFmpegError) as exc:  # a missing or unreadable picture or clip: a row without one
+        except (OSError, ValueError) as exc:  # a missing or unreadable picture: a row without one
             log.warning("caption table: no picture for %s (%s)", i, exc)
     return found
