@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                              "activations, which neither strategy shards, kept to a layer's inputs)")
     parser.add_argument("--precision", default="fp32", help="the runs' precision: fp32 or bf16 (FSDP2's mixed "
                                                              "precision: it gathers bf16 weights)")
+    parser.add_argument("--host-memory", default=None, choices=("auto", "release", "keep"),
+                        help="host_memory of both runs (default: each strategy's auto: release under FSDP2, keep "
+                             "under DDP)")
     parser.add_argument("--out", default=None, help="work folder, kept (default: a temporary one, deleted at the end)")
     args = parser.parse_args(argv)
     work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
@@ -171,6 +174,8 @@ def measure(args: argparse.Namespace, work: Path) -> int:
                                      "rl.kl_coef=0.04"])}
     # what the policy's training does (a GRPO run takes the rest of the model from init_from)
     training = ["model.gradient_checkpointing=true"] if args.checkpointing else []
+    if args.host_memory:  # (a run setting, not the model's: GRPO takes it too)
+        common.append(f"host_memory={args.host_memory}")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     rows = []
     for method, (recipe, extra) in ((m, runs[m]) for m in args.methods.split(",")):

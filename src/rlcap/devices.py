@@ -194,3 +194,39 @@ def cpu_threads(threads: int | str, others: Callable[[], int] = other_runnable_t
         log.info("threads=auto: %d of this process's %d cores, as other jobs keep %d busy (set threads to choose)",
                  free, share, cores - free)
     return free
+
+
+HOST_MEMORY = (AUTO, "release", "keep")
+RELEASE_FROM = 1 << 20  # bytes: freed blocks from this size go back to the system at once (glibc's M_MMAP_THRESHOLD)
+_M_MMAP_THRESHOLD = -3  # (malloc.h)
+
+
+def host_memory_policy(setting: str, strategy: str) -> str:
+    """``host_memory`` as release or keep: ``auto`` is release under FSDP2 (large policies: a rank's peak is then
+    its tensors', not what the allocator keeps of freed ones), keep otherwise (small models: see
+    :func:`release_freed_host_memory`)."""
+    if setting not in HOST_MEMORY:
+        raise ConfigError(f"host_memory: {setting!r} is not one of {', '.join(HOST_MEMORY)}")
+    if setting != AUTO:
+        return setting
+    return "release" if strategy == "fsdp2" else "keep"
+
+
+def release_freed_host_memory(threshold: int = RELEASE_FROM) -> bool:
+    """Have the C library's allocator (glibc) serve every block of ``threshold`` bytes or more by its own mapping,
+    given back to the system when freed. glibc's default raises that threshold (up to 32 MiB) each time a large
+    block is freed, after which activations and gathered layers come from its heaps, which keep freed memory (a
+    heap a thread) and fragment. What it saves a rank of a 323M-parameter policy, and what it costs small models
+    (every block of a MiB or more mapped anew): docs/BENCHMARKS.md, "FSDP2 against DDP". Whether it was set
+    (False where the C library has no ``mallopt``: not glibc)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        log.info("host_memory=release: this C library (%s) has no mallopt; its allocator is left as it is", name)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(threshold)))

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from rlcap.config import flatten, help_field, key_matches, to_dict
 from rlcap.data.loader import MAX_LEN_HELP_HF, DataConfig
-from rlcap.devices import check_device_name, check_precision
+from rlcap.devices import check_device_name, check_precision, host_memory_policy
 from rlcap.distributed import DistributedConfig
 from rlcap.errors import ConfigError
 from rlcap.metrics.combined import COMBINED
@@ -238,6 +238,10 @@ class RunConfig:
                                         "(losses and rewards stay fp32; fp16 with a gradient scaler)")
     threads: int | str = help_field(AUTO, "torch CPU threads: a number, or auto (the cores this process may use, "
                                           "shared among the processes torchrun starts on the machine)")
+    host_memory: str = help_field(AUTO, "the C library's allocator: release (freed blocks of 1 MiB or more go back "
+                                        "to the system at once: a rank's peak is its tensors', not what the "
+                                        "allocator keeps; small models' steps are slower), keep (glibc's own "
+                                        "threshold), or auto: release under distributed.strategy=fsdp2, else keep")
     log_every: int = help_field(20, "write a log line every this many steps")
     save_every: int = help_field(0, "also checkpoint every this many steps (0: at the end of each epoch only)")
     max_steps: int = help_field(0, "stop after this many optimizer steps in total (0: no limit)")
@@ -268,6 +272,7 @@ class RunConfig:
             if not isinstance(self.threads, int):
                 raise ConfigError(f"threads: expected a number or auto, got {self.threads!r}")
             check_min("threads", self.threads, 1)
+        host_memory_policy(self.host_memory, self.distributed.strategy)
         check_min("log_every", self.log_every, 1)
         check_min("save_every", self.save_every, 0)
         check_min("max_steps", self.max_steps, 0)

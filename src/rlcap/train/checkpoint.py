@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 from contextlib import nullcontext
 from pathlib import Path
@@ -42,8 +43,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file
-from safetensors.torch import save as safetensors_bytes
+from safetensors.torch import load_file, save_file
 
 from rlcap.data.hf_text import load_vocab
 from rlcap.data.vocab import Vocab
@@ -90,6 +90,21 @@ def _fsync_write(path: Path, data: bytes) -> None:
     with open(path, "wb") as fh:
         fh.write(data)
         fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_weights(path: Path, weights: dict[str, torch.Tensor]) -> None:
+    """``weights`` into the safetensors file ``path`` by safetensors' own writer, which writes from the tensors'
+    memory (the whole file is never made in memory beside them: a rank that saves a policy's weights holds them
+    once, docs/SCALING.md), then fsynced. Its I/O errors are OSError, with the system's error number."""
+    try:
+        save_file(weights, str(path))
+    except SafetensorError as exc:
+        found = re.search(r"os error (\d+)", str(exc))
+        if found is None:
+            raise OSError(str(exc)) from None
+        raise OSError(int(found.group(1)), os.strerror(int(found.group(1)))) from None
+    with open(path, "rb") as fh:
         os.fsync(fh.fileno())
 
 
@@ -152,7 +167,7 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
     for name, module in modules.items():
         state = whole[name] if name in whole else module.state_dict()
         weights = {k: v.detach().contiguous().cpu() for k, v in state.items()}
-        _fsync_write(tmp / f"{name}.safetensors", safetensors_bytes(weights))  # a failed write: OSError
+        _write_weights(tmp / f"{name}.safetensors", weights)  # a failed write: OSError
         if name == POLICY:  # what its architecture keeps beside the weights (a transformers captioner: its own folder)
             with module.consolidated(whole[name]) if name in whole and isinstance(module, Shardable) else nullcontext():
                 architecture(config["model"]["arch"]).export(module, tmp, config,

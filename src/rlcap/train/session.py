@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 from rlcap.config import to_dict
 from rlcap.data.loader import Batch, CaptionData, check_caption_lengths, load_data
 from rlcap.decoding.options import Decoding
-from rlcap.devices import InPrecision, Precision, cpu_threads, grad_scaler, resolve_device
+from rlcap.devices import (InPrecision, Precision, cpu_threads, grad_scaler, host_memory_policy,
+                            release_freed_host_memory, resolve_device)
 from rlcap.metrics.combined import parts_of
 from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
@@ -121,6 +122,8 @@ def open_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val"), pol
     cfg = copy.deepcopy(cfg)
     device = resolve_device(cfg.device)  # a device this machine cannot use fails before any work
     torch.set_num_threads(cpu_threads(cfg.threads))
+    if host_memory_policy(cfg.host_memory, cfg.distributed.strategy) == "release":  # (before any weight is read)
+        release_freed_host_memory()
     ranks = join(device)
     cfg.check_processes(ranks.world)  # (torchrun started by hand: `rlcap train ... nproc=N` checks before it starts)
     out_dir = Path(cfg.out_dir)
