@@ -254,7 +254,8 @@ def caption_images(checkpoint: str | Path, images: list[str | Path], beam_size: 
 
     from rlcap.decoding.options import decode as decode_with
     from rlcap.encoders.load import CountsRegions, checkpoint_encoder
-    from rlcap.encoders.sources import is_video, named_images
+    from rlcap.data.media import is_video
+    from rlcap.encoders.sources import named_images
     from rlcap.encoders.video import read_frames
     from rlcap.errors import DataError
     from rlcap.eval.open_run import open_run

@@ -9,9 +9,10 @@ import sys
 from rlcap.cli.options import COUNT, IMAGE_SIZE, float_range, int_range, set_threads, threads_option
 from rlcap.cli.stopping import how_stopped, sigterm_as_interrupt
 from rlcap.data.hf_datasets import ColumnNeeded, Columns, layout
+from rlcap.data.media import is_video
 from rlcap.encoders.extract import extract_features
 from rlcap.encoders.load import DEFAULT_ENCODER, check_encoder_name
-from rlcap.encoders.sources import dataset_files, find_media, is_video, karpathy_images
+from rlcap.encoders.sources import dataset_files, find_media, karpathy_images
 from rlcap.encoders.video import extract_video_features
 from rlcap.errors import ConfigError, DataError
 from rlcap.progress import progress

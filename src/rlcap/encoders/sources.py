@@ -9,11 +9,10 @@ from pathlib import Path
 
 from rlcap.data.embedded import EmbeddedImage
 from rlcap.data.hf_datasets import Columns, layout, named_pictures
+from rlcap.data.media import IMAGE_SUFFIXES, VIDEO_SUFFIXES
 from rlcap.data.records import ImageRecord
 from rlcap.errors import DataError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 KARPATHY_ID_KEYS = ("cocoid", "id", "imgid")  # first present wins (COCO, then generic, then Flickr)
 
 
@@ -76,10 +75,6 @@ def record_pictures(records: Sequence[ImageRecord], dataset: str | Path,
     if layout(dataset) is not None:
         folder = dataset if Path(dataset).is_dir() else Path(dataset).parent
     return {r.id: r.image if r.image is not None else Path(folder) / str(r.filename) for r in records}
-
-
-def is_video(path: str | Path | EmbeddedImage) -> bool:
-    return not isinstance(path, EmbeddedImage) and Path(path).suffix.lower() in VIDEO_SUFFIXES
 
 
 def expand_image_paths(paths: Sequence[str | Path]) -> list[Path | EmbeddedImage]:

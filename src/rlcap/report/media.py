@@ -8,9 +8,7 @@ import io
 from pathlib import Path
 
 from rlcap.data.embedded import EmbeddedImage
-
-VIDEO_SUFFIXES = {".mp4", ".avi", ".mkv", ".webm", ".mov", ".gif"}
-
+from rlcap.data.media import frame_strip, is_video
 
 def _data_uri(image) -> str:
     buf = io.BytesIO()
@@ -27,21 +25,9 @@ def thumbnail(path: Path | io.BytesIO, side: int = 160) -> str:
         return _data_uri(img)
 
 
-def frame_strip(path: Path, frames: int = 4, height: int = 80) -> str:
-    """``frames`` frames spread evenly over a video, side by side, ``height`` pixels high, as a data URI."""
-    import av
-    from PIL import Image
-
-    with av.open(str(path)) as container:
-        decoded = [f.to_image() for f in container.decode(video=0)]
-    if not decoded:
-        raise ValueError(f"{path}: no video frames")
-    picks = [decoded[round(i * (len(decoded) - 1) / max(frames - 1, 1))] for i in range(min(frames, len(decoded)))]
-    width = round(picks[0].width * height / picks[0].height)
-    strip = Image.new("RGB", (width * len(picks) + 2 * (len(picks) - 1), height), "white")
-    for i, frame in enumerate(picks):
-        strip.paste(frame.resize((width, height)), (i * (width + 2), 0))
-    return _data_uri(strip)
+def clip_strip(path: Path) -> str:
+    """Frames spread over a clip, side by side (:func:`rlcap.data.media.frame_strip`), as a data URI."""
+    return _data_uri(frame_strip(path))
 
 
 def picture(path: Path | EmbeddedImage | None) -> tuple[str | None, str]:
@@ -57,8 +43,8 @@ def picture(path: Path | EmbeddedImage | None) -> tuple[str | None, str]:
     if not path.exists():
         return None, f"not found: {path}"
     try:
-        if path.suffix.lower() in VIDEO_SUFFIXES:
-            return frame_strip(path), "frames of the clip"
+        if is_video(path):
+            return clip_strip(path), "frames of the clip"
         return thumbnail(path), "the image"
     except Exception as exc:  # an unreadable file is shown as missing, not the end of the report
         return None, f"unreadable: {path} ({exc.__class__.__name__})"

@@ -134,6 +134,7 @@ def _pictures(dataset: str, fmt: str, coco_splits: str | None, columns: Columns,
     from PIL import Image
 
     from rlcap.data.embedded import read_picture_bytes
+    from rlcap.data.media import frame_strip, is_video
     from rlcap.data.readers import raw_captions, read_dataset
 
     path = Path(dataset)
@@ -147,9 +148,13 @@ def _pictures(dataset: str, fmt: str, coco_splits: str | None, columns: Columns,
         if source is None:
             continue
         try:
+            if is_video(source):  # a clip: four of its frames side by side
+                found[i] = frame_strip(source, height=128)
+                found[i].thumbnail((256, 256))
+                continue
             with Image.open(io.BytesIO(read_picture_bytes(source))) as image:
                 image.thumbnail((256, 256))
                 found[i] = image.convert("RGB")
-        except (OSError, ValueError) as exc:  # a missing or unreadable picture: a row without one
+        except (OSError, ValueError) as exc:  # a missing or unreadable picture or clip: a row without one
             log.warning("caption table: no picture for %s (%s)", i, exc)
     return found
