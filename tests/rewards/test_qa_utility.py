@@ -83,6 +83,17 @@ def test_a_captions_reward_does_not_depend_on_its_batch(reader):
     assert abs(other[1] - together[1]) <= (max(by_hand) - min(by_hand)) + 1e-6
 
 
+def test_a_caption_sampled_twice_is_read_once(reader, monkeypatch):
+    qa = QASet({k: list(v) for k, v in QUESTIONS.items()})
+    once = qa_scores(reader, qa, CAPTIONS[:2], ["1", "2"], 4)[0]
+    read = []
+    original = reader.option_probs
+    monkeypatch.setattr(reader, "option_probs", lambda prompts, k: read.extend(prompts) or original(prompts, k))
+    twice = qa_scores(reader, qa, [CAPTIONS[0], CAPTIONS[1], CAPTIONS[0], CAPTIONS[0]], ["1", "2", "1", "2"], 4)[0]
+    assert len(read) == len(set(read)) == 2 * 4 + 4 + 4  # (caption 0 asked of image 2 is another prompt)
+    assert torch.allclose(twice[:2], once, atol=1e-6) and torch.equal(twice[2], twice[0])
+
+
 def test_accuracy_scores_the_likeliest_letter_and_no_questions_score_zero(reader):
     qa = QASet({k: list(v) for k, v in QUESTIONS.items()})
     values, asked = qa_scores(reader, qa, CAPTIONS[:2] + ["x"], ["1", "2", "9"], 2, "accuracy")

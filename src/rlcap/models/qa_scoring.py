@@ -12,7 +12,8 @@ run's history (a resumed run scores the same).
 Scores of one (caption, question, order): ``probability``, the reader's probability of the right letter as its
 next token (softmax over the whole vocabulary): the expected accuracy of a reader that samples its answer at
 temperature 1, as [Xing26]'s reader answers; ``accuracy``, 1 when the right letter is the likeliest of the option
-letters, else 0. A caption's score is the mean over its picture's questions and their orders.
+letters, else 0. A caption's score is the mean over its picture's questions and their orders. A prompt is read
+once per call however many times it is asked (RL samples of one picture often repeat a caption).
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: S
     sums, counts = torch.zeros(n, device=device), torch.zeros(n, device=device)
     if asked.prompts:
         width = max(asked.n_options)
-        probs = reader.option_probs(asked.prompts, width)  # (P, K)
+        distinct: dict[str, int] = {}  # a prompt asked twice (a caption sampled twice for its picture) is read once
+        rows = torch.tensor([distinct.setdefault(p, len(distinct)) for p in asked.prompts], device=device)
+        probs = reader.option_probs(list(distinct), width)[rows]  # (P, K)
         offered = torch.arange(width, device=device) < torch.tensor(asked.n_options, device=device)[:, None]
         right = torch.tensor(asked.right, device=device)  # (P,)
         if score == "probability":
