@@ -84,14 +84,10 @@ def test_score_before_scoring(tmp_path, capsys, monkeypatch):
 
 def test_full_disk_at_a_checkpoint_is_one_line(trained, tmp_path, capsys, monkeypatch):
     dataset, feats, _ = trained
-    write = checkpoint._fsync_write
+    def full(path, obj):  # the trainer state, written after the weights: part of the checkpoint already written
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    def full(path, data):
-        if path.name == "trainer.pt":  # part of the checkpoint already written
-            raise OSError(errno.ENOSPC, "No space left on device")
-        write(path, data)
-
-    monkeypatch.setattr(checkpoint, "_fsync_write", full)
+    monkeypatch.setattr(checkpoint, "_fsync_save", full)
     out = tmp_path / "run"
     assert main(["train", str(EMPTY), *tiny_overrides(dataset, feats, out)]) == 2
     assert _last_line(capsys) == f"rlcap train: error: cannot write {out / 'best'}: no space left on device"

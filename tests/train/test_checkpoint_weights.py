@@ -1,6 +1,7 @@
-"""A checkpoint's weights are written by safetensors' own writer from the tensors' memory: read back equal (float32
-and bf16), the process's memory not growing by the file's size as it writes (a rank saving a policy holds its
-weights once), and a full disk one line naming the checkpoint, with no temporary folder left."""
+"""A checkpoint's weights are written by safetensors' own writer from the tensors' memory, and its trainer state
+(a DDP run's optimizer moments) by torch.save straight into its file: read back equal (float32 and bf16), the
+process's memory not growing by the file's size as it writes (a rank saving a policy holds its weights and
+optimizer state once), and a full disk one line naming the checkpoint, with no temporary folder left."""
 
 from __future__ import annotations
 
@@ -40,21 +41,30 @@ def hwm():
 
 weights = {f"w{i}": torch.randn(16, 1024, 1024) for i in range(4)}  # 256 MiB
 before = hwm()
-checkpoint._write_weights(Path(sys.argv[1]), weights)
+if sys.argv[2] == "weights":
+    checkpoint._write_weights(Path(sys.argv[1]), weights)
+else:  # a trainer state: the optimizer's moments under their parameters' indices
+    checkpoint._fsync_save(Path(sys.argv[1]), {"optimizer": {"state": {0: {"exp_avg": weights}}}, "step": 3})
 print(json.dumps({"weights": sum(w.numel() * 4 for w in weights.values()), "grew": hwm() - before}))
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
-def test_writing_does_not_copy_the_weights_in_memory(tmp_path):
+@pytest.mark.parametrize("what", ["weights", "trainer"])
+def test_writing_does_not_copy_the_tensors_in_memory(tmp_path, what):
     """The save's peak resident memory grows by far less than the file: the whole file is never made in memory
-    (safetensors' ``save``, used before, built it as bytes beside the weights: 2x the file at its peak)."""
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(tmp_path / "w.safetensors")], capture_output=True,
+    (safetensors' ``save``, used before for the weights, built it as bytes beside them: 2x the file at its peak;
+    the trainer state went through a BytesIO: 1x)."""
+    path = tmp_path / ("w.safetensors" if what == "weights" else "trainer.pt")
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(path), what], capture_output=True,
                           text=True, cwd=REPO, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
                           check=True)
     found = json.loads(done.stdout.splitlines()[-1])
-    assert (tmp_path / "w.safetensors").stat().st_size > found["weights"]
+    assert path.stat().st_size > found["weights"]
     assert found["grew"] < found["weights"] / 8, found
+    if what == "trainer":
+        back = torch.load(path, weights_only=True)
+        assert back["step"] == 3 and back["optimizer"]["state"][0]["exp_avg"]["w3"].shape == (16, 1024, 1024)
 
 
 @pytest.mark.skipif(not CAN_MOUNT, reason=NO_MOUNT)

@@ -29,7 +29,6 @@ Format 1 (rlcap 0.1: a single ``model.safetensors`` and trainer keys ``optimizer
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -89,6 +88,15 @@ class Checkpoint(NamedTuple):
 def _fsync_write(path: Path, data: bytes) -> None:
     with open(path, "wb") as fh:
         fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_save(path: Path, obj: Any) -> None:
+    """``torch.save`` of ``obj`` straight into ``path`` (a tensor at a time: the trainer state, which holds a DDP
+    run's optimizer moments, is not made whole in memory first), then fsynced."""
+    with open(path, "wb") as fh:
+        torch.save(obj, fh)
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -175,9 +183,7 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:
-        buf = io.BytesIO()
-        torch.save(trainer, buf)
-        _fsync_write(tmp / "trainer.pt", buf.getvalue())
+        _fsync_save(tmp / "trainer.pt", trainer)
     _fsync_folders(tmp)  # what an architecture exported (hf/): on disk before the manifest says the checkpoint is whole
     specs = {name: part_spec(name, module, config) for name, module in modules.items()}
     full = {"format": FORMAT, "parts": sorted(modules), "specs": specs, **manifest}
