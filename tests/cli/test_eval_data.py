@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from rlcap import api
 from rlcap.cli import main
@@ -44,7 +45,13 @@ def test_checkpoint_paths_are_relative_to_it(trained, tmp_path, monkeypatch, cap
     config = json.loads((ckpt / "config.json").read_text())
     assert config["paths_relative_to"] == "checkpoint" and config["data"]["features"] == "../../feats.h5"
     monkeypatch.chdir(tmp_path)  # somewhere else entirely
-    assert main(["eval", str(ckpt), "--beam-size", "1", "--out", str(tmp_path / "e")]) == 0, capsys.readouterr().err
+    threads = torch.get_num_threads()
+    try:  # (--threads: the command's torch threads, as rlcap features and rlcap bench take them)
+        assert main(["eval", str(ckpt), "--beam-size", "1", "--out", str(tmp_path / "e"), "--threads", "1"]) == 0, \
+            capsys.readouterr().err
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_missing_data_file_names_the_path_tried(trained, tmp_path, monkeypatch, capsys):

@@ -41,6 +41,11 @@ from rlcap.cli import main
     (["features", "im", "--out", "f.h5", "--threads", "many"],
      "rlcap features: error: argument --threads: expected auto or an integer >= 1, got 'many' (see rlcap features "
      "--help)"),
+    (["eval", "ckpt", "--threads", "0"],
+     "rlcap eval: error: argument --threads: expected auto or an integer >= 1, got '0' (see rlcap eval --help)"),
+    (["caption", "ckpt", "a.png", "--threads", "many"],
+     "rlcap caption: error: argument --threads: expected auto or an integer >= 1, got 'many' (see rlcap caption "
+     "--help)"),
     (["bench", "--out", "o", "--threads", "0"],
      "rlcap bench: error: argument --threads: expected auto or an integer >= 1, got '0' (see rlcap bench --help)"),
     (["demo", "--image-size", "8"],

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from rlcap import api
-from rlcap.cli.options import COUNT, IMAGE_SIZE, add_decoding_arguments, output_file
+from rlcap.cli.options import COUNT, IMAGE_SIZE, add_decoding_arguments, output_file, set_threads
 from rlcap.files import check_writable
 
 
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         bad.append((path, reason))
         print(f"rlcap caption: skipped: {reason}", file=sys.stderr)  # the reason names the file
 
+    set_threads(args.threads)
     if args.out:
         check_writable(args.out)  # before the captioning, not after it
     captions = api.caption_images(args.checkpoint, args.images, args.beam_size, args.max_len, args.image_size,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from rlcap import api
-from rlcap.cli.options import add_decoding_arguments, float_range, int_range, output_folder
+from rlcap.cli.options import add_decoding_arguments, float_range, int_range, output_folder, set_threads
 from rlcap.cli.tables import print_scores
 from rlcap.errors import ConfigError
 
@@ -69,6 +69,7 @@ def lambdas(text: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    set_threads(args.threads)
     overrides = [o.removeprefix("data.") for o in args.data_overrides]
     if args.lookahead is not None:
         return run_lookahead(args, overrides)

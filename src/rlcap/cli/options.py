@@ -128,10 +128,13 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
-    """``--device``, ``--beam-size``, ``--max-len`` and ``--precision``, shared by ``rlcap eval`` and ``rlcap caption``
-    (decoding settings left out are the checkpoint's own)."""
+    """``--device``, ``--threads``, ``--beam-size``, ``--max-len`` and ``--precision``, shared by ``rlcap eval`` and
+    ``rlcap caption`` (decoding settings left out are the checkpoint's own)."""
     p.add_argument("--device", default="auto", help="where the model runs: auto (CUDA when torch sees it, else "
                                                     "the CPU), cpu, cuda, cuda:N or mps")
+    p.add_argument("--threads", type=threads_option, default="auto",
+                   help="torch CPU threads: a count, or auto (default, as a run's threads setting: the cores this "
+                        "process may use less those other jobs keep busy)")
     p.add_argument("--beam-size", type=BEAM_SIZE, default=None,
                    help="beam size (1: greedy; default: the checkpoint's decode.beam_size)")
     p.add_argument("--max-len", type=MAX_LEN, default=None,
