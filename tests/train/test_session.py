@@ -1,4 +1,5 @@
-"""optimizer_step: gradient clipping by global norm or by value, by hand; fresh weights under autocast."""
+"""optimizer_step: gradient clipping by global norm or by value, by hand; the gradients freed once used; fresh weights
+under autocast."""
 
 from types import SimpleNamespace
 
@@ -33,6 +34,16 @@ def test_norm_clipping_scales_the_whole_gradient():
 
 def test_no_clipping():
     assert _step("norm", 0.0) == pytest.approx([-10.0, -0.01])
+
+
+def test_the_gradients_are_freed_once_the_step_is_taken():
+    """No gradient outlives its step: a rank holds none during the next forward pass, validation or a save (a
+    policy's 4 bytes a parameter, or FSDP2's shard of them)."""
+    model = torch.nn.Linear(2, 1)
+    part = Part(model, torch.optim.Adam(model.parameters(), lr=0.1), None, OptimConfig())
+    optimizer_step(SimpleNamespace(parts={"policy": part}, ranks=Ranks()), model(torch.ones(1, 2)).sum())
+    assert all(p.grad is None for p in model.parameters())
+    assert part.optimizer.state[model.weight]["step"] == 1  # (the step was taken, with the gradients)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -116,6 +116,7 @@ def optimizer_step(session: Trains, loss: torch.Tensor, part: str = POLICY,
         p.scaler.update()
     else:
         p.optimizer.step()
+    p.optimizer.zero_grad(set_to_none=True)  # used: held by no rank between steps (forward passes, saves)
 
 
 class Steps(Protocol):
