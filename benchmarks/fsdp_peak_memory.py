@@ -125,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                              "activations, which neither strategy shards, kept to a layer's inputs)")
     parser.add_argument("--precision", default="fp32", help="the runs' precision: fp32 or bf16 (FSDP2's mixed "
                                                              "precision: it gathers bf16 weights)")
-    parser.add_argument("--host-memory", default=None, choices=("auto", "release", "keep"),
-                        help="host_memory of both runs (default: each strategy's auto: release under FSDP2, keep "
-                             "under DDP)")
+    parser.add_argument("--host-memory", default="auto",
+                        help="host_memory of both strategies' runs, or several comma-separated, each measured "
+                             "(default auto: release under FSDP2, keep under DDP)")
     parser.add_argument("--out", default=None, help="work folder, kept (default: a temporary one, deleted at the end)")
     args = parser.parse_args(argv)
     work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
@@ -174,31 +174,30 @@ def measure(args: argparse.Namespace, work: Path) -> int:
                                      "rl.kl_coef=0.04"])}
     # what the policy's training does (a GRPO run takes the rest of the model from init_from)
     training = ["model.gradient_checkpointing=true"] if args.checkpointing else []
-    if args.host_memory:  # (a run setting, not the model's: GRPO takes it too)
-        common.append(f"host_memory={args.host_memory}")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     rows = []
     for method, (recipe, extra) in ((m, runs[m]) for m in args.methods.split(",")):
-        peaks = {}
-        for strategy in ("ddp", "fsdp2"):
-            out = work / f"{method}-{strategy}"
-            items = [o for o in common if method == "XE" or not o.startswith("model.")] + training
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "rlcap",
-                   "train", str(REPO / "configs" / f"{recipe}.yaml"), *items, *extra, f"out_dir={out}",
-                   f"distributed.strategy={strategy}"]
-            code, ranks = peak_run(cmd, env, work / f"{method}-{strategy}.rss.jsonl")
-            if code:
-                return code
-            peaks[strategy] = ranks  # (rank 0, which saves the whole weights, first)
-            print(json.dumps({"method": method, "strategy": strategy, "parameters": params,
-                              "peak_bytes_per_rank": ranks}), flush=True)
-        gib = {k: [b / 2**30 for b in v] for k, v in peaks.items()}
-        rows.append(f"| {method} | {params / 1e6:.0f}M | {gib['ddp'][0]:.2f} / {gib['ddp'][1]:.2f} GiB | "
-                    f"{gib['fsdp2'][0]:.2f} / {gib['fsdp2'][1]:.2f} GiB | {gib['fsdp2'][0] / gib['ddp'][0]:.2f}x / "
-                    f"{gib['fsdp2'][1] / gib['ddp'][1]:.2f}x |")
-    print("| steps | policy parameters (language model) | DDP peak, rank 0 / rank 1 | FSDP2 peak, rank 0 / rank 1 "
-          "| FSDP2 / DDP, rank 0 / rank 1 |")
-    print("|---|---|---|---|---|")
+        for host_memory in args.host_memory.split(","):  # (a run setting, not the model's: GRPO takes it too)
+            peaks = {}
+            for strategy in ("ddp", "fsdp2"):
+                out = work / f"{method}-{host_memory}-{strategy}"
+                items = [o for o in common if method == "XE" or not o.startswith("model.")] + training
+                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+                       "rlcap", "train", str(REPO / "configs" / f"{recipe}.yaml"), *items, *extra, f"out_dir={out}",
+                       f"distributed.strategy={strategy}", f"host_memory={host_memory}"]
+                code, ranks = peak_run(cmd, env, work / f"{out.name}.rss.jsonl")
+                if code:
+                    return code
+                peaks[strategy] = ranks  # (rank 0, which saves the whole weights, first)
+                print(json.dumps({"method": method, "host_memory": host_memory, "strategy": strategy,
+                                  "parameters": params, "peak_bytes_per_rank": ranks}), flush=True)
+            gib = {k: [b / 2**30 for b in v] for k, v in peaks.items()}
+            rows.append(f"| {method} | {host_memory} | {params / 1e6:.0f}M | {gib['ddp'][0]:.2f} / {gib['ddp'][1]:.2f} "
+                        f"GiB | {gib['fsdp2'][0]:.2f} / {gib['fsdp2'][1]:.2f} GiB | "
+                        f"{gib['fsdp2'][0] / gib['ddp'][0]:.2f}x / {gib['fsdp2'][1] / gib['ddp'][1]:.2f}x |")
+    print("| steps | host_memory | policy parameters (language model) | DDP peak, rank 0 / rank 1 | FSDP2 peak, rank 0 "
+          "/ rank 1 | FSDP2 / DDP, rank 0 / rank 1 |")
+    print("|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
 

@@ -4,8 +4,8 @@
 Each process (rank) trains on its contiguous share of every global batch (the seeded batch of
 ``batch_size`` images, so the data order does not depend on the number of processes; a rank left without
 an image by a short last batch steps on a stand-in weighed zero: :func:`batch_share`); after each
-backward pass the gradients of the part being stepped are averaged over the ranks (one
-``all_reduce`` of their flattened values), so every rank keeps the same parameters; rank 0 alone
+backward pass the gradients of the part being stepped are averaged over the ranks (``all_reduce`` of their
+flattened values, in buckets of at most 25 MiB), so every rank keeps the same parameters; rank 0 alone
 writes checkpoints, logs and TensorBoard, and validates, its scores sent to the others. gloo on the
 CPU, NCCL on CUDA. One process (no torchrun) is rank 0 of 1, and nothing here changes what it does.
 """
@@ -80,21 +80,44 @@ def launched_world() -> tuple[int, int]:
     return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's
 
 
-def average_gradients(params: Any, ranks: Ranks) -> None:
+GRADIENT_BUCKET = 25 << 20  # bytes a gradient all-reduce carries at most (torch DDP's default bucket size)
+
+
+def average_gradients(params: Any, ranks: Ranks, bucket: int = GRADIENT_BUCKET) -> None:
     """Replace each parameter's gradient by its mean over the ranks (parameters without one skipped:
-    a frozen half has none on every rank alike)."""
+    a frozen half has none on every rank alike), in all-reduces of at most ``bucket`` bytes of gradients each
+    (a larger gradient alone, in place): a rank holds one bucket's flat copy, not one of the whole gradient
+    (4 bytes a parameter more at the step's peak, as measured at 323M parameters: docs/BENCHMARKS.md)."""
     if ranks.world == 1:
         return
     grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    flat /= ranks.world
-    offset = 0
+    for group in _buckets(grads, bucket):
+        if len(group) == 1 and group[0].is_contiguous():
+            dist.all_reduce(group[0])
+            group[0] /= ranks.world
+            continue
+        flat = torch.cat([g.reshape(-1) for g in group])
+        dist.all_reduce(flat)
+        flat /= ranks.world
+        offset = 0
+        for g in group:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+def _buckets(grads: list[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
+    """``grads`` in order, in runs of at most ``size`` bytes (a gradient larger than that alone)."""
+    group: list[torch.Tensor] = []
+    held = 0
     for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
-        offset += g.numel()
+        n = g.numel() * g.element_size()
+        if group and held + n > size:
+            yield group
+            group, held = [], 0
+        group.append(g)
+        held += n
+    if group:
+        yield group
 
 
 def total(value: torch.Tensor, ranks: Ranks) -> torch.Tensor:
