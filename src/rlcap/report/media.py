@@ -10,6 +10,7 @@ from pathlib import Path
 from rlcap.data.embedded import EmbeddedImage
 from rlcap.data.media import frame_strip, is_video
 
+
 def _data_uri(image) -> str:
     buf = io.BytesIO()
     image.convert("RGB").save(buf, format="JPEG", quality=80)
