@@ -21,8 +21,16 @@ from tests.tiny import make_tiny_dataset, tiny_overrides
 GLIBC = sys.platform.startswith("linux") and "libc.so.6" in str(ctypes.util.find_library("c"))
 
 FRAGMENT = """
-import json, sys, torch
+import ctypes, json, sys, torch
 from rlcap.devices import release_freed_host_memory
+
+class MallInfo2(ctypes.Structure):  # glibc >= 2.33
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
 
 def rss():
     return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS')) * 1024
@@ -31,13 +39,15 @@ if sys.argv[1] == "release":
     assert release_freed_host_memory()
 big = torch.ones(16 << 20, dtype=torch.uint8)
 del big  # freeing a 16 MiB mapped block raises glibc's own threshold to 16 MiB
+mapped = libc.mallinfo2().hblkhd
 blocks, kept = [], []
-for _ in range(100):  # 2 MiB blocks, each followed by a small one that stays: holes the heap cannot trim
+for _ in range(100):  # 2 MiB blocks, each followed by a small one that stays: holes a heap cannot trim
     blocks.append(torch.ones(2 << 20, dtype=torch.uint8))
     kept.append(torch.ones(1024, dtype=torch.uint8))
+mapped = libc.mallinfo2().hblkhd - mapped
 before = rss()
 del blocks
-print(json.dumps({"freed": 100 * (2 << 20), "fell": before - rss()}))
+print(json.dumps({"freed": 100 * (2 << 20), "mapped": mapped, "fell": before - rss()}))
 """
 
 
@@ -47,10 +57,15 @@ def _fell(mode: str) -> dict[str, int]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.skipif(not GLIBC, reason="glibc's allocator (mallopt)")
-def test_release_gives_freed_blocks_back_where_glibc_keeps_them():
-    kept, released = _fell("keep"), _fell("release")
-    assert kept["fell"] < kept["freed"] / 4, kept  # (the heap keeps them: what the setting is for)
+@pytest.mark.skipif(not GLIBC, reason="glibc's allocator (mallopt, mallinfo2)")
+def test_release_maps_every_large_block_and_gives_it_back():
+    """With ``release`` each 2 MiB block is a mapping of its own (glibc's count of mapped bytes grows by all of
+    them) and goes back to the system when freed, whatever threshold glibc's own rule would have set. Without it,
+    glibc's raised threshold put them in its heap, whose resident set kept all of them, when run by hand on this
+    machine; but under the whole suite (CI, 2 workers) a run without the setting once gave back 96% of them, so
+    what glibc does on its own is not asserted."""
+    released = _fell("release")
+    assert released["mapped"] >= released["freed"], released
     assert released["fell"] > released["freed"] * 0.9, released
 
 
