@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+from weakref import WeakSet
 
 import torch
 import torch.distributed as dist
@@ -222,17 +223,48 @@ def gathered(obj: Any, ranks: Ranks) -> list[Any]:
 
 
 _GATHERED: set[int] = set()  # the modules whose FSDP2 shards :func:`whole_weights` holds gathered now
+_DECODES_SHARDED: WeakSet[torch.nn.Module] = WeakSet()  # the sharded modules that decode from their shards
+_IN_STEP: set[int] = set()  # those of them decoding now: every rank steps as long as the longest rank's decode
+
+
+def decode_sharded(module: torch.nn.Module) -> None:
+    """Let ``module`` (sharded by FSDP2) decode from its shards (``distributed.decode_weights: sharded``):
+    :func:`whole_weights` then gathers nothing, each forward call of a decode gathers its layers one unit at a time
+    (as a training forward does), and every rank decodes as many steps as the rank that decodes longest
+    (:func:`ended_everywhere`; transformers' ``generate(synced_gpus=True)`` does the same under FSDP and ZeRO-3)."""
+    _DECODES_SHARDED.add(module)
+
+
+def ended_everywhere(done: torch.Tensor, model: torch.nn.Module, ready: bool = True) -> bool:
+    """Whether every row of ``done`` (R,) has ended (and ``ready``: the loop has no rows still to start): a decode
+    loop's exit check. For a model decoding from its
+    shards (:func:`decode_sharded`, inside :func:`whole_weights`), every rank's rows (a collective: each rank
+    asks at the same steps, since a sharded forward call is one too)."""
+    ended = ready and bool(done.all())
+    if id(model) not in _IN_STEP:
+        return ended
+    flag = torch.tensor([int(ended)], device=done.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def decodes_in_step(model: torch.nn.Module) -> bool:
+    """Whether ``model`` decodes from its shards now (:func:`decode_sharded`): every rank must make the same
+    decode calls, a rank with fewer batches to decode than another decoding a stand-in."""
+    return id(model) in _IN_STEP
 
 
 @contextmanager
-def whole_weights(module: torch.nn.Module) -> Iterator[None]:
+def whole_weights(module: torch.nn.Module, gather: bool = False) -> Iterator[None]:
     """``module`` with its FSDP2 shards gathered (``distributed.strategy: fsdp2``) while the context lasts, and
     sharded again after: a decode (sampling, greedy baselines, validation) makes as many forward calls as its
     captions need, which differ between ranks, and a sharded forward gathers each layer in a collective that
     every rank must join. Gathered once, on every rank together (each rank enters once, whatever it decodes
     then), the weights stay whole for every call until the context ends, as verl gathers its FSDP actor's
-    weights for generation. A module not sharded, or already gathered, is left as it is."""
-    if not dist.is_initialized() or id(module) in _GATHERED:
+    weights for generation. A module not sharded, or already gathered, is left as it is; one that decodes from
+    its shards (:func:`decode_sharded`) is not gathered, its ranks stepping together instead, unless ``gather``
+    (a decode whose number of forward calls differs by rank, whatever its rows: Monte-Carlo rollouts)."""
+    if not dist.is_initialized() or id(module) in _GATHERED or id(module) in _IN_STEP:
         yield
         return
     from torch.distributed.fsdp import FSDPModule
@@ -241,20 +273,24 @@ def whole_weights(module: torch.nn.Module) -> Iterator[None]:
     if not units:
         yield
         return
-    for unit in units:
-        unit.unshard()  # (each unit's all-gather, in the same order on every rank)
-        unit.set_reshard_after_forward(False, recurse=False)
-    _GATHERED.add(id(module))
+    held = _IN_STEP if module in _DECODES_SHARDED and not gather else _GATHERED
+    if held is _GATHERED:
+        for unit in units:
+            unit.unshard()  # (each unit's all-gather, in the same order on every rank)
+            unit.set_reshard_after_forward(False, recurse=False)
+    held.add(id(module))
     try:
         yield
     finally:
-        _GATHERED.discard(id(module))
-        for unit in units:
-            unit.reshard()
-            unit.set_reshard_after_forward(True, recurse=False)
+        held.discard(id(module))
+        if held is _GATHERED:
+            for unit in units:
+                unit.reshard()
+                unit.set_reshard_after_forward(True, recurse=False)
 
 
 STRATEGIES = ("ddp", "fsdp2")
+DECODE_WEIGHTS = ("whole", "sharded")
 
 
 @dataclass
@@ -263,10 +299,21 @@ class DistributedConfig:
         "ddp", "under torchrun: ddp (every process holds the whole policy and averages its gradients) or fsdp2 "
         "(torch's fully_shard: each process holds 1/N of the weights, gradients and optimizer state of a "
         "model.arch=hf policy; docs/TRAINING.md, \"DDP or FSDP2\")")
+    decode_weights: str = help_field(
+        "whole", "under fsdp2, how a sharded policy decodes (sampling, baselines, validation): whole (its weights "
+        "gathered on every process while a decode lasts: fast, as much memory as DDP's weights) or sharded (each "
+        "forward call gathers one layer at a time, every process stepping as long as the longest: a rank never "
+        "holds the whole policy; docs/TRAINING.md, \"DDP or FSDP2\")")
 
     def validate(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"distributed.strategy: {self.strategy!r} is not one of {list(STRATEGIES)}")
+        if self.decode_weights not in DECODE_WEIGHTS:
+            raise ConfigError(f"distributed.decode_weights: {self.decode_weights!r} is not one of "
+                              f"{list(DECODE_WEIGHTS)}")
+        if self.decode_weights == "sharded" and self.strategy != "fsdp2":
+            raise ConfigError("distributed.decode_weights=sharded decodes a policy FSDP2 shards: set "
+                              "distributed.strategy=fsdp2, or leave distributed.decode_weights=whole")
 
     def check_run(self, run: Any, name: str) -> None:
         """(``run``: the :class:`rlcap.run_config.RunConfig` this section is part of.) FSDP2 shards a transformers

@@ -78,3 +78,31 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary_folder(tmp_path):
             checkpoint.save_checkpoint(small / "best", modules, {"model": {"arch": "updown"}},
                                        Vocab([*SPECIALS, "a"]), None, {"step": 1})
         assert not list(small.iterdir())
+
+
+def test_the_sharded_parts_are_gathered_one_at_a_time(tmp_path):
+    """A save takes each sharded part's whole weights as it writes that part (rlcap.train.optimizer.WholeWeights):
+    the previous part's are freed before the next is gathered, so rank 0 never holds a policy and its KL reference
+    whole together; both are written whole."""
+    import weakref
+
+    from rlcap.train.optimizer import Part, WholeWeights
+
+    alive = []
+
+    class Gathered(WholeWeights):
+        def take(self, name):
+            alive.append([r() is not None for r in held])  # what earlier takes returned, still held by the save
+            state = {k: v.clone() for k, v in self.parts[name].module.state_dict().items()}
+            held.extend(weakref.ref(t) for t in state.values())
+            return state
+
+    held: list = []
+    parts = {"value": Part(torch.nn.Linear(3, 2), sharded=True), "reference": Part(torch.nn.Linear(2, 2), sharded=True)}
+    vocab = Vocab(list(SPECIALS) + ["a"])
+    checkpoint.save_checkpoint(tmp_path / "last", {n: p.module for n, p in parts.items()}, {"model": {"arch": "fc"}},
+                               vocab, None, {"step": 1}, whole=Gathered(parts))
+    assert alive == [[], [False, False]]
+    for name, part in parts.items():
+        back = load_file(tmp_path / "last" / f"{name}.safetensors")
+        assert all(torch.equal(back[k], v) for k, v in part.module.state_dict().items())

@@ -17,6 +17,7 @@ from rlcap.decoding.word_distribution import banned_words, entropy, word_logprob
 from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference, zero_pads
 from rlcap.decoding.settings import Decoding
 from rlcap.decoding.stepping import stepper
+from rlcap.distributed import ended_everywhere
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, Tensors, expand_memory, select_batch
 
@@ -149,7 +150,7 @@ def _beam_search(model: Captioner, feats: Feats, decoding: Decoding, n_best: int
         if min(k, beams * v) != beams:  # memory is never reordered: beams of an image share it
             beams = min(k, beams * v)
             memory = expand_memory(model, encoded, beams)
-        if exit_every and (p + 1) % exit_every == 0 and p + 1 < max_len and bool(done.all()):
+        if exit_every and (p + 1) % exit_every == 0 and p + 1 < max_len and ended_everywhere(done, model):
             break
     return _best(hist, scores, b, beams, decoding.length_penalty, n_best)
 

@@ -18,6 +18,7 @@ import torch
 from rlcap.data.vocab import BOS, EOS, PAD
 from rlcap.decoding.word_distribution import banned_words, entropy, word_logprobs
 from rlcap.decoding.result import DecodeResult, outside_inference
+from rlcap.distributed import ended_everywhere
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, expand_memory, select_batch
 from rlcap.models.value import ValueModel
@@ -97,7 +98,7 @@ def _lookahead(model: Captioner, value_net: ValueModel, feats: Feats, k: int, ma
             memory, beams = expand_memory(model, encoded, new_beams), new_beams
         scores, value = top_lp.view(-1)[flat], cand_v.view(-1)[flat]
         done = was_done | (word == EOS)
-        if bool(done.all()):
+        if ended_everywhere(done, model):
             break
     return _best(hist, scores, value, lam, b, beams, length_penalty, n_best)
 

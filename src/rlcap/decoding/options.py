@@ -54,7 +54,7 @@ def rollouts(model: Captioner, feats: Feats, tokens: torch.Tensor, k: int, decod
              generator: torch.Generator | None = None, return_hidden: bool = False) -> DecodeResult:
     """K completions of every prefix of ``tokens`` (B, T) sampled with ``decoding``'s sampling settings
     (:func:`rlcap.decoding.prefix_rollouts`: its rows and their order; its steps are never compiled)."""
-    with nullcontext() if torch.is_grad_enabled() else whole_weights(model):
+    with nullcontext() if torch.is_grad_enabled() else whole_weights(model, gather=True):  # (prefixes differ by rank)
         return prefix_rollouts(model, feats, tokens, k, decoding, generator=generator, return_hidden=return_hidden)
 
 

@@ -23,7 +23,7 @@ from rlcap.decoding.result import DecodeResult, check_prefix, outside_inference,
 from rlcap.decoding.scoring import forced_positions, sampling_mode, score_rows
 from rlcap.decoding.settings import Decoding
 from rlcap.decoding.stepping import resolve_exit_every, stepper
-from rlcap.distributed import whole_weights
+from rlcap.distributed import ended_everywhere, whole_weights
 from rlcap.errors import ConfigError
 from rlcap.models.base import Captioner, Feats, ScoresDecoded, ScoresSamples, Tensors, expand_memory
 from rlcap.models.linear import weight_grads_once
@@ -95,7 +95,7 @@ def _lockstep(model: Captioner, memory: Tensors, state: Tensors, word: torch.Ten
         columns.append((word, *kept))
         if on_step is not None:
             on_step()
-        if exit_every and (p + 1) % exit_every == 0 and p + 1 < steps and bool(done.all()):
+        if exit_every and (p + 1) % exit_every == 0 and p + 1 < steps and ended_everywhere(done, model):
             break
     words, logprobs, entropies, hiddens = zip(*columns)
     tokens_t, logprobs_t = torch.stack(words, 1), torch.stack(logprobs, 1)  # (R, T)

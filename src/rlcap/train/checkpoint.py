@@ -153,33 +153,43 @@ def temporary_folder(folder: Path, fresh: bool = False) -> Path:
     return tmp
 
 
+class Gathered(Protocol):
+    """The sharded parts' whole weights, each gathered as a save takes it (rlcap.train.optimizer.WholeWeights)."""
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def take(self, name: str) -> dict[str, torch.Tensor]: ...
+
+
 def save_checkpoint(folder: str | Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
                     trainer: dict[str, Any] | None, manifest: dict[str, Any], tmp: Path | None = None,
-                    whole: dict[str, dict[str, torch.Tensor]] | None = None) -> Path:
+                    whole: Gathered | None = None) -> Path:
     """Write a complete checkpoint at ``folder``, atomically (see the module docstring). A write
     that fails (a full disk, a folder made read-only) is one line, :class:`rlcap.files.WriteError`,
     and leaves no temporary folder; the previous checkpoint stays (or ``recover`` restores it). ``tmp``: the
     temporary folder, made already and holding what the ranks wrote into it (FSDP2's shards:
-    :mod:`rlcap.train.optimizer`); ``whole``: the weights of the parts sharded, gathered (written for them)."""
+    :mod:`rlcap.train.optimizer`); ``whole``: the weights of the parts sharded, each gathered as it is written."""
     folder = Path(folder)
     tmp = tmp or temporary_folder(folder, fresh=True)
     try:
-        return _save(folder, tmp, modules, config, vocab, trainer, manifest, whole or {})
+        return _save(folder, tmp, modules, config, vocab, trainer, manifest, whole)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(folder, exc) from None
 
 
 def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: dict[str, Any], vocab: Vocab,
-          trainer: dict[str, Any] | None, manifest: dict[str, Any], whole: dict[str, dict[str, torch.Tensor]]) -> Path:
+          trainer: dict[str, Any] | None, manifest: dict[str, Any], whole: Gathered | None) -> Path:
     for name, module in modules.items():
-        state = whole[name] if name in whole else module.state_dict()
+        sharded = whole is not None and name in whole
+        state = whole.take(name) if sharded else module.state_dict()  # (one part whole at a time)
         weights = {k: v.detach().contiguous().cpu() for k, v in state.items()}
         _write_weights(tmp / f"{name}.safetensors", weights)  # a failed write: OSError
         if name == POLICY:  # what its architecture keeps beside the weights (a transformers captioner: its own folder)
-            with module.consolidated(whole[name]) if name in whole and isinstance(module, Shardable) else nullcontext():
+            with module.consolidated(state) if sharded and isinstance(module, Shardable) else nullcontext():
                 architecture(config["model"]["arch"]).export(module, tmp, config,
                                                              folder if is_complete(folder) else None)
+        del state, weights  # (before the next part is gathered: never two parts whole at once)
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())
     if trainer is not None:

@@ -15,7 +15,9 @@ gradients and optimizer state, through PyTorch's own ``torch.distributed.fsdp.fu
 * **Gradients**: FSDP2 averages them over the ranks in the backward pass (a reduce-scatter), so
   :func:`optimizer_step` does not; a rank on a stand-in row multiplies its loss by 0 before
   the backward pass (its gradient is reduced there, not after).
-* **Decoding** gathers the weights for as long as it lasts (:func:`rlcap.distributed.whole_weights`).
+* **Decoding** gathers the weights for as long as it lasts (:func:`rlcap.distributed.whole_weights`), or, with
+  ``distributed.decode_weights: sharded``, decodes from the shards, every rank stepping as long as the longest
+  (:func:`rlcap.distributed.decode_sharded`).
 * **Checkpoints** (:func:`write_shards`, :func:`load_shards`): every rank writes its shards of each trained part's
   weights and optimizer state with ``torch.distributed.checkpoint`` into ``shards/`` of the checkpoint's temporary
   folder (rank 0's, which every rank is told), then rank 0 writes the rest of the checkpoint there (the weights
@@ -37,7 +39,7 @@ from rlcap.run_config import OptimConfig
 from rlcap.errors import ConfigError
 from rlcap.models.base import Shardable
 from rlcap.train.checkpoint import POLICY, temporary_folder
-from rlcap.distributed import Ranks, average_gradients, batch_share, from_main
+from rlcap.distributed import Ranks, average_gradients, batch_share, decode_sharded, from_main
 
 
 @dataclass
@@ -146,8 +148,9 @@ def shared_out(session: Steps, batches: Iterable[Any]) -> Iterator[Any]:
 SHARDS = "shards"  # the checkpoint's folder of torch.distributed.checkpoint files (each rank's, and their index)
 
 
-def shard_parts(session: Trains, precision: str) -> None:
-    """Shard every part of the session with ``fully_shard`` (module docstring); ``precision`` the run's."""
+def shard_parts(session: Trains, precision: str, decode_weights: str = "whole") -> None:
+    """Shard every part of the session with ``fully_shard`` (module docstring); ``precision`` the run's;
+    ``decode_weights`` its ``distributed.decode_weights`` (sharded: the parts decode from their shards)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
@@ -163,21 +166,52 @@ def shard_parts(session: Trains, precision: str) -> None:
         for unit in units:
             fully_shard(unit, mp_policy=mixed, reshard_after_forward=True)
         fully_shard(root, mp_policy=mixed, reshard_after_forward=True)
+        if decode_weights == "sharded":
+            decode_sharded(part.module)
         if part.optimizer is not None:  # built again over the shards: its state is sharded as they are
             part.optimizer, part.scheduler = build_optimizer(part.module.parameters(), part.optim)
         part.sharded = True
 
 
-def write_shards(parts: dict[str, Part], folder: Path, ranks: Ranks) -> tuple[Path | None, dict[str, Any]]:
+class WholeWeights:
+    """The sharded parts' whole weights, gathered on rank 0 one part at a time as the checkpoint writes it
+    (:meth:`take`, in the parts' order), so that rank 0 never holds two parts whole at once (a policy and its KL
+    reference). Each gather is a collective: the other ranks :meth:`drain` (take every part, getting nothing),
+    and so does rank 0 after its write, whether it finished or failed."""
+
+    def __init__(self, parts: dict[str, Part]) -> None:
+        self.parts = {name: part for name, part in parts.items() if part.sharded}
+        self.pending = list(self.parts)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.parts
+
+    def take(self, name: str) -> dict[str, torch.Tensor]:
+        """Part ``name``'s whole weights on rank 0 (empty on the others); the parts before it are taken first."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        whole = StateDictOptions(full_state_dict=True, cpu_offload=True)  # (gathered on rank 0 only)
+        while self.pending:
+            next_name = self.pending.pop(0)
+            state = get_model_state_dict(self.parts[next_name].module, options=whole)
+            if next_name == name:
+                return state
+        raise KeyError(f"{name}: not a sharded part, or taken already")
+
+    def drain(self) -> None:
+        while self.pending:
+            self.take(self.pending[-1])
+
+
+def write_shards(parts: dict[str, Part], folder: Path, ranks: Ranks) -> tuple[Path | None, WholeWeights]:
     """Every rank's shards of the sharded parts into the temporary folder of checkpoint ``folder`` (made by rank 0,
-    its name sent to the others), and the parts' whole weights (rank 0; the others get none). (None, {}) when no
-    part is sharded. A collective: every rank calls it."""
+    its name sent to the others), and the parts' whole weights to gather (:class:`WholeWeights`). None for the
+    folder when no part is sharded. A collective: every rank calls it."""
     sharded = {name: part for name, part in parts.items() if part.sharded}
     if not sharded:
-        return None, {}
+        return None, WholeWeights({})
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                         get_state_dict)
+    from torch.distributed.checkpoint.state_dict import get_state_dict
 
     tmp = Path(from_main(str(temporary_folder(folder, fresh=True)) if ranks.main else None, ranks))
     states = {}
@@ -186,8 +220,7 @@ def write_shards(parts: dict[str, Part], folder: Path, ranks: Ranks) -> tuple[Pa
             model, optim = get_state_dict(part.module, part.optimizer)
             states[name] = {"model": model, "optim": optim}
     dcp.save(states, checkpoint_id=tmp / SHARDS)
-    whole = StateDictOptions(full_state_dict=True, cpu_offload=True)  # (gathered on rank 0 only)
-    return tmp, {name: get_model_state_dict(part.module, options=whole) for name, part in sharded.items()}
+    return tmp, WholeWeights(sharded)
 
 
 def load_shards(parts: dict[str, Part], folder: Path) -> None:

@@ -187,7 +187,7 @@ def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
     if session.resuming:
         check_strategy(session.out_dir / "last", strategy)
     if strategy == "fsdp2":  # (every part added: the KL reference copied before its policy was sharded)
-        shard_parts(session, session.cfg.precision)
+        shard_parts(session, session.cfg.precision, session.cfg.distributed.decode_weights)
     if session.resuming and strategy == "fsdp2":
         load_shards(session.parts, session.out_dir / "last")
     if session.resuming and ckpt.trainer is not None:
@@ -205,6 +205,8 @@ def resume_or_start(session: Session, selects_by: str | None = None) -> Session:
         session.progress = Progress(**trainer["progress"])
         session.state.update(trainer["state"])
         log.info("resumed %s at epoch %d, step %d", session.out_dir, session.progress.epoch, session.progress.step)
+    if ckpt is not None:  # (its weights are the parts' now, its optimizer state the optimizers': not held twice)
+        session.source = ckpt._replace(weights={}, trainer=None)
     session.progress.best_metric = selects_by or selection_metric(session)
     resume_step = session.progress.step if session.resuming else None
     session.logger = (RunLogger(session.out_dir, session.cfg.track, resume_step, to_dict(session.cfg))
@@ -248,31 +250,31 @@ def start_session(cfg: RunConfig, splits: tuple[str, ...] = ("train", "val")) ->
 
 def save(session: Session, name: str, metrics: dict[str, float] | None = None) -> Path:
     """Write checkpoint ``out_dir/name`` with every part (``last`` also resumes the run)."""
-    # never a checkpoint of the weights a non-finite loss broke
-    check_finite_loss(session.watch, session.cfg, session.out_dir)
+    check_finite_loss(session.watch, session.cfg, session.out_dir)  # (never a checkpoint a non-finite loss broke)
     rng_of_ranks = gathered(rng_state(), session.ranks)  # every rank's generators (a collective: all ranks save)
     folder = session.out_dir / name
     tmp, whole = write_shards(session.parts, folder, session.ranks)  # FSDP2: every rank its shards, rank 0 the whole
-    if not session.ranks.main:  # rank 0 writes the run's checkpoints
-        return folder
-    config = {**to_dict(session.cfg), "feature_dims": feature_dims(session.data), "paths_relative_to": "checkpoint"}
-    config["data"], config["data_size"] = relative_data_paths(config["data"], folder), session.data.sizes()
-    config = own_model_path(config)  # an hf policy: from the checkpoint's own hf/, wherever the command runs
-    trained = {name: part for name, part in session.parts.items() if part.optimizer is not None}
-    trainer = {
-        "optimizers": {name: part.optimizer.state_dict() for name, part in trained.items() if not part.sharded},
-        "schedulers": {name: part.scheduler.state_dict() for name, part in trained.items()},
-        "scalers": {name: part.scaler.state_dict() for name, part in trained.items() if part.scaler is not None},
-        "rng": rng_of_ranks[0], "rng_of_ranks": rng_of_ranks,
-        "progress": vars(session.progress).copy(), "state": dict(session.state),
-    }
-    best = session.progress.best_score
-    manifest = {"epoch": session.progress.epoch, "step": session.progress.step, "algorithm": session.cfg.algorithm,
-                "world_size": session.ranks.world, "strategy": session.cfg.distributed.strategy,
-                "metrics": metrics or {}, "best_metric": session.progress.best_metric,
-                "best_value": best if math.isfinite(best) else None}  # None: not validated yet
-    modules = {name: part.module for name, part in session.parts.items()}
-    return save_checkpoint(folder, modules, config, session.data.vocab, trainer, manifest, tmp, whole)
+    try:
+        if not session.ranks.main:  # rank 0 writes the run's checkpoints (the others join its gathers: finally)
+            return folder
+        config = {**to_dict(session.cfg), "feature_dims": feature_dims(session.data), "paths_relative_to": "checkpoint"}
+        config["data"], config["data_size"] = relative_data_paths(config["data"], folder), session.data.sizes()
+        config = own_model_path(config)  # an hf policy: from the checkpoint's own hf/, wherever the command runs
+        trained = {name: part for name, part in session.parts.items() if part.optimizer is not None}
+        trainer = {"optimizers": {n: p.optimizer.state_dict() for n, p in trained.items() if not p.sharded},
+                   "schedulers": {n: p.scheduler.state_dict() for n, p in trained.items()},
+                   "scalers": {n: p.scaler.state_dict() for n, p in trained.items() if p.scaler is not None},
+                   "rng": rng_of_ranks[0], "rng_of_ranks": rng_of_ranks,
+                   "progress": vars(session.progress).copy(), "state": dict(session.state)}
+        best = session.progress.best_score
+        manifest = {"epoch": session.progress.epoch, "step": session.progress.step, "algorithm": session.cfg.algorithm,
+                    "world_size": session.ranks.world, "strategy": session.cfg.distributed.strategy,
+                    "metrics": metrics or {}, "best_metric": session.progress.best_metric,
+                    "best_value": best if math.isfinite(best) else None}  # None: not validated yet
+        modules = {name: part.module for name, part in session.parts.items()}
+        return save_checkpoint(folder, modules, config, session.data.vocab, trainer, manifest, tmp, whole)
+    finally:
+        whole.drain()  # (rank 0: what a failed save did not take; the gathers are collectives)
 
 
 class TrainResult(NamedTuple):
