@@ -128,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-memory", default="auto",
                         help="host_memory of both strategies' runs, or several comma-separated, each measured "
                              "(default auto: release under FSDP2, keep under DDP)")
+    parser.add_argument("--decode-weights", default="whole",
+                        help="the FSDP2 runs' distributed.decode_weights: whole (gathered while a decode lasts) or "
+                             "sharded (each forward call gathers one layer at a time)")
+    parser.add_argument("--strategies", default="ddp,fsdp2", help="the strategies run (default both; a ratio is "
+                                                                  "printed only when both are)")
     parser.add_argument("--out", default=None, help="work folder, kept (default: a temporary one, deleted at the end)")
     args = parser.parse_args(argv)
     work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
@@ -179,12 +184,14 @@ def measure(args: argparse.Namespace, work: Path) -> int:
     for method, (recipe, extra) in ((m, runs[m]) for m in args.methods.split(",")):
         for host_memory in args.host_memory.split(","):  # (a run setting, not the model's: GRPO takes it too)
             peaks = {}
-            for strategy in ("ddp", "fsdp2"):
+            for strategy in args.strategies.split(","):
                 out = work / f"{method}-{host_memory}-{strategy}"
                 items = [o for o in common if method == "XE" or not o.startswith("model.")] + training
                 cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
                        "rlcap", "train", str(REPO / "configs" / f"{recipe}.yaml"), *items, *extra, f"out_dir={out}",
                        f"distributed.strategy={strategy}", f"host_memory={host_memory}"]
+                if strategy == "fsdp2":
+                    cmd.append(f"distributed.decode_weights={args.decode_weights}")
                 code, ranks = peak_run(cmd, env, work / f"{out.name}.rss.jsonl")
                 if code:
                     return code
@@ -192,6 +199,8 @@ def measure(args: argparse.Namespace, work: Path) -> int:
                 print(json.dumps({"method": method, "host_memory": host_memory, "strategy": strategy,
                                   "parameters": params, "peak_bytes_per_rank": ranks}), flush=True)
             gib = {k: [b / 2**30 for b in v] for k, v in peaks.items()}
+            if len(gib) < 2:
+                continue
             rows.append(f"| {method} | {host_memory} | {params / 1e6:.0f}M | {gib['ddp'][0]:.2f} / {gib['ddp'][1]:.2f} "
                         f"GiB | {gib['fsdp2'][0]:.2f} / {gib['fsdp2'][1]:.2f} GiB | "
                         f"{gib['fsdp2'][0] / gib['ddp'][0]:.2f}x / {gib['fsdp2'][1] / gib['ddp'][1]:.2f}x |")
