@@ -2,8 +2,10 @@
 
 The reference is the run's starting policy ([Shao24]'s pi_ref, the model RL starts from). For a policy of
 rlcap's own kind, or a transformers one that trains its weights, it is a frozen copy, made when the run starts
-from the weights it starts with and held as the part ``reference`` (no optimizer): every checkpoint saves it
-and a resumed run loads it back, so that it stays the first start's weights exactly. For a policy that trains
+from the weights it starts with (sharing the modules the policy keeps frozen outside its weights, a transformers
+policy's image side kept aside: :class:`~rlcap.models.base.KeepsFrozenAside`) and held as the part ``reference``
+(no optimizer): every checkpoint saves it and a resumed run loads it back, so that it stays the first start's
+weights exactly. For a policy that trains
 LoRA adapters (``model.train: lora``) it is the same module with its adapters switched off
 (:class:`~rlcap.models.base.TrainsAdapters`): the frozen weights under them, no second copy in memory, as TRL
 takes its reference for a peft model. (A LoRA run started from a LoRA checkpoint of the same rank keeps that
@@ -23,7 +25,7 @@ import torch
 from rlcap.data.loader import Batch
 from rlcap.errors import ConfigError
 from rlcap.methods.samples import teacher_forced_logprobs
-from rlcap.models.base import TrainsAdapters
+from rlcap.models.base import KeepsFrozenAside, TrainsAdapters
 from rlcap.rl.kl import kl_penalty
 from rlcap.train.logger import Stats
 from rlcap.train.optimizer import Part
@@ -45,7 +47,8 @@ def add_reference(session: Session) -> None:
     policy = session.model.module
     if session.cfg.rl.kl_coef == 0 or adapters_are_reference(policy):
         return
-    reference = copy.deepcopy(policy).requires_grad_(False).eval()
+    shared = policy.frozen_aside() if isinstance(policy, KeepsFrozenAside) else []  # (not copied: frozen in both)
+    reference = copy.deepcopy(policy, memo={id(m): m for m in shared}).requires_grad_(False).eval()
     if not session.resuming:
         session.parts[REFERENCE] = Part(reference)  # the starting weights, saved with every checkpoint
         return

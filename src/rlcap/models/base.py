@@ -191,6 +191,15 @@ class TrainsAdapters(Protocol):
 
 
 @runtime_checkable
+class KeepsFrozenAside(Protocol):
+    """A policy that holds frozen modules outside its weights (a transformers policy's image side, kept aside for
+    its export while it reads a feature store): ``frozen_aside()`` lists them, and a copy of the policy that
+    only computes (the KL term's reference: rlcap.methods.reference) shares them instead of copying them."""
+
+    def frozen_aside(self) -> list[torch.nn.Module]: ...
+
+
+@runtime_checkable
 class DescribesItself(Protocol):
     """A checkpoint part that states how it was built, recorded as its spec in the checkpoint's manifest (a value
     network: ``{"family": "value", "settings": {"features": "att"}}``), from which inference builds it again."""

@@ -186,6 +186,11 @@ class HoldsHFWeights(nn.Module):
     def adapters_off(self) -> AbstractContextManager[None]:
         return self.weights.adapters_off()
 
+    def frozen_aside(self) -> list[nn.Module]:
+        """The image side kept aside, frozen (:class:`~rlcap.models.base.KeepsFrozenAside`); nothing for a policy
+        that trains it (``model.train_vision``: it is in the model, and a copy keeps its starting weights)."""
+        return [self.weights.side.modules] if self.weights.vision == "frozen" else []
+
     def shard_units(self) -> tuple[nn.Module, list[nn.Module]]:
         """The transformers model (every pass goes through its forward) and its layers, one FSDP2 unit each
         (:class:`~rlcap.models.base.Shardable`)."""
