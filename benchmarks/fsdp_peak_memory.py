@@ -3,7 +3,10 @@ with the widths of a published config (by default Qwen/Qwen2.5-VL-3B-Instruct's 
 151,936-word embedding tied to the output layer, cut to 2 decoder layers: 465M parameters; its tower 1280 wide, cut
 to 1 layer), random weights, a tokenizer trained on the tiny set's captions.
 
-    python benchmarks/fsdp_peak_memory.py [--layers 2] [--hidden 2048] [--steps 3] [--precision fp32] [--out DIR]
+    python benchmarks/fsdp_peak_memory.py [--layers 2] [--hidden 2048] [--steps 3] [--precision fp32] [--online]
+        [--out DIR]
+
+(``--online``: no store, the image tokens computed from the tiny set's pictures at every step.)
 
 Each run is ``torchrun --nproc-per-node 2 -m rlcap train`` (``distributed.strategy`` ddp, then fsdp2; XE from the
 folder, GRPO from the folder with rl.kl_coef 0.04, so that its reference is held too); the peak of each rank is its
@@ -133,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                              "sharded (each forward call gathers one layer at a time)")
     parser.add_argument("--strategies", default="ddp,fsdp2", help="the strategies run (default both; a ratio is "
                                                                   "printed only when both are)")
+    parser.add_argument("--online", action="store_true",
+                        help="no store: the runs compute the image tokens from the pictures (data.images), the "
+                             "policy keeping aside the online encoder's image side")
     parser.add_argument("--out", default=None, help="work folder, kept (default: a temporary one, deleted at the end)")
     args = parser.parse_args(argv)
     work = Path(args.out or tempfile.mkdtemp(prefix="fsdp_peak_"))
@@ -163,14 +169,15 @@ def measure(args: argparse.Namespace, work: Path) -> int:
         folder = build_policy(work / "policy", args.layers, args.hidden, args.intermediate, args.heads,
                               args.kv_heads, args.vocab, args.vision, captions)
     store = work / "tokens.h5"
-    if rlcap(["features", str(work), "--dataset", str(dataset), "--encoder", f"hf:{folder}", "--out", str(store)]):
+    if not args.online and rlcap(["features", str(work), "--dataset", str(dataset), "--encoder", f"hf:{folder}", "--out", str(store)]):
         return 1
     from safetensors import safe_open
 
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         params = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if not any(
             side in k for side in IMAGE_SIDE))
-    common = [f"data.dataset={dataset}", f"data.features={store}", "data.min_count=1", "data.seq_per_img=2",
+    data = ["data.features=", f"data.images={work}"] if args.online else [f"data.features={store}"]
+    common = [f"data.dataset={dataset}", *data, "data.min_count=1", "data.seq_per_img=2",
               "decode.max_len=6", "val.max_images=2", "val.batch_size=2", "track.to=[]", "threads=1",
               f"max_steps={args.steps}", "log_every=1", f"precision={args.precision}", "model.arch=hf",
               f"model.path={folder}"]

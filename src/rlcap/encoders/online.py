@@ -22,6 +22,10 @@ A policy that trains its image side (``model.train_vision``: ``pixels``) runs it
 with autograd: the training thread then hands it the processor's outputs, each picture's in a row of
 ``Feats.pixels`` (:class:`GivesPixels`, :mod:`rlcap.encoders.pixel_rows`), and no tokens. A reward's image bank
 (:meth:`OnlineFeatures.everything`) still reads tokens, those of the folder's image side as it starts.
+
+A frozen image side is held once a process: the policy keeps the encoder's aside for its export instead of its own
+copy of the same weights (:func:`rlcap.models.base.share_image_side`, where a session or an evaluation builds
+the policy).
 """
 
 from __future__ import annotations

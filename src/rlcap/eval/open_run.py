@@ -28,7 +28,7 @@ from rlcap.decoding.options import Decoding
 from rlcap.devices import Precision, resolve_device
 from rlcap.errors import DataError, RlcapError
 from rlcap.models import ValueModel, build_model, build_value_model
-from rlcap.models.base import check_policy_fits
+from rlcap.models.base import check_policy_fits, settle_aside, share_image_side
 from rlcap.models.architectures import architecture, online_features
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.value import value_features
@@ -74,6 +74,7 @@ class OpenRun:
         for split in data.splits.values():  # a policy that reads its own tower's tokens: from that tower
             check_policy_fits(self.policy, split.features.encoder, str(config.features),
                               {"decode.max_len": self.decoding.max_len})
+        share_image_side(self.policy, [split.features for split in data.splits.values()])  # (one copy of it)
         return data
 
 
@@ -102,7 +103,8 @@ def open_run(checkpoint: str | Path, device: str = "auto", value: bool = False, 
                                where)
     # (a config of a release before `precision` trained and validated in fp32)
     forward = Precision(precision or ckpt.config.get("precision", "fp32"), where.type)
-    return OpenRun(folder, policy.to(where), ckpt.vocab, ckpt.config, decoding, where,
+    settle_aside(policy.to(where), where, [])  # (no data read yet: the online encoder's side is taken by data())
+    return OpenRun(folder, policy, ckpt.vocab, ckpt.config, decoding, where,
                    value_net.to(where) if value_net is not None else None, forward, section)
 
 

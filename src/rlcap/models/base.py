@@ -27,7 +27,8 @@ Decoding contract (used by :mod:`rlcap.decoding`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,6 +36,8 @@ import torch
 
 from rlcap.data.feats import Feats
 from rlcap.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 Tensors = tuple[torch.Tensor, ...]
 
@@ -197,6 +200,62 @@ class KeepsFrozenAside(Protocol):
     only computes (the KL term's reference: rlcap.methods.reference) shares them instead of copying them."""
 
     def frozen_aside(self) -> list[torch.nn.Module]: ...
+
+
+def frozen_aside(module: object) -> list[torch.nn.Module]:
+    """The frozen modules ``module`` keeps outside its weights (:class:`KeepsFrozenAside`); none for another."""
+    return module.frozen_aside() if isinstance(module, KeepsFrozenAside) else []
+
+
+def hold_in_own_memory(modules: torch.nn.Module) -> None:
+    """Copy ``modules``' weights on the CPU out of the memory map they were loaded into, into memory of their own.
+
+    ``from_pretrained`` leaves every weight a view of one private map of its safetensors file, and the map is
+    released only once no weight of it is held. An image side kept aside outlives the language model's loaded
+    weights when those are sharded (FSDP2 copies each rank's shard and drops them) or moved to an accelerator; it
+    would keep the whole map alive, and every page of it that was read (all of the language model's, read to be
+    copied) resident in the process: 1.2 GiB a rank for a 323M-parameter language model in float32. Called where
+    that happens (:func:`rlcap.train.optimizer.shard_parts`, :func:`settle_aside`); on the CPU without sharding the
+    language model's weights stay in the map, and copying the side would only add its size."""
+    with torch.no_grad():
+        for tensor in [*modules.parameters(), *modules.buffers()]:
+            if tensor.device.type == "cpu":
+                tensor.data = tensor.data.clone()
+
+
+def share_image_side(policy: object, features: Sequence[object]) -> bool:
+    """Hand ``policy`` (:class:`AdoptsImageSide`) the image side of the encoder that computes ``features`` online
+    (rlcap.encoders.online: their ``image_encoder``), to keep aside for its export instead of its own copy of the
+    same weights: a process then holds the image side once (the encoder's, on the run's device), not twice.
+    Returns whether the policy took it (an encoder that exposes its image side, ``tower``, the same weights as the
+    policy's: the store check compared their digests; not when the policy trains its image side)."""
+    if not isinstance(policy, AdoptsImageSide):
+        return False
+    encoders = {id(e): e for e in (getattr(f, "image_encoder", None) for f in features) if e is not None}
+    towers = [t for t in (getattr(e, "tower", None) for e in encoders.values()) if isinstance(t, torch.nn.Module)]
+    return any(any(t is kept for kept in frozen_aside(policy)) or policy.adopt_image_side(t) for t in towers)
+
+
+def settle_aside(module: object, device: torch.device, features: Sequence[object]) -> None:
+    """Where a part's frozen modules kept aside stay, once the part is on ``device``: the online encoder's image side
+    instead of its own copy (:func:`share_image_side`), and, on an accelerator, memory of their own
+    (:func:`hold_in_own_memory`: the part's loaded weights were copied to the device)."""
+    if share_image_side(module, features):
+        log.info("the policy keeps aside the online encoder's image side for its export: one copy, not two")
+    if device.type != "cpu":
+        for kept in frozen_aside(module):
+            hold_in_own_memory(kept)
+
+
+@runtime_checkable
+class AdoptsImageSide(Protocol):
+    """A policy that keeps its frozen image side aside (:class:`KeepsFrozenAside`) and can take, instead of its own
+    copy, modules that hold the same weights: the online encoder's image side, which computes the run's image tokens
+    (rlcap.encoders.online), so that a process holds that side once. ``adopt_image_side`` returns whether it took
+    them (the same names, shapes, dtypes and values; nothing taken otherwise, nor when the policy trains its image
+    side)."""
+
+    def adopt_image_side(self, side: torch.nn.Module) -> bool: ...
 
 
 @runtime_checkable

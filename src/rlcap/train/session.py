@@ -32,7 +32,7 @@ from rlcap.metrics import java
 from rlcap.errors import ConfigError, RlcapError, Stopped
 from rlcap.models import build_model, model_vocab, new_model
 from rlcap.models.architectures import online_features
-from rlcap.models.base import check_policy_fits
+from rlcap.models.base import check_policy_fits, settle_aside
 from rlcap.train.checkpoint import (POLICY, Checkpoint, check_strategy, check_world_size, is_complete,
                                    load_checkpoint, load_weights, own_model_path, relative_data_paths, rng_state,
                                    save_checkpoint, set_rng_state)
@@ -164,12 +164,12 @@ def add_part(session: Session, name: str, module: torch.nn.Module, optim: OptimC
     """Hold ``module`` under ``name`` (with an optimizer unless ``optim`` is None); its weights are the source's."""
     if name in session.parts:
         raise RlcapError(f"a part named {name!r} is already in the session")
-    source = session.source
-    if source is not None and name in source.weights:
+    if (source := session.source) is not None and name in source.weights:
         load_weights(module, source.weights[name],
                      session.out_dir / "last" if session.resuming else session.cfg.init_from, name,
                      saved=source.config["model"])
     module.to(session.device)
+    settle_aside(module, session.device, [split.features for split in session.data.splits.values()])
     part = Part(module)
     if optim is not None:
         part.optimizer, part.scheduler = build_optimizer(module.parameters(), optim)

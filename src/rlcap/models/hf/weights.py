@@ -102,6 +102,20 @@ class HFWeights:
             self._digest = tower_digest(self.side.modules)
         return self._digest
 
+    def adopt_side(self, side: nn.Module) -> bool:
+        """Keep ``side`` aside instead of this policy's own image side when it holds the same weights (names, shapes,
+        dtypes and values; on any device: the export writes from the CPU), the own copy then freed
+        (:class:`~rlcap.models.base.AdoptsImageSide`). Not when the image side trains (it is in the model)."""
+        if self.vision != "frozen":
+            return False
+        own, other = self.side.modules.state_dict(), side.state_dict()
+        if own.keys() != other.keys() or any(
+                own[k].shape != other[k].shape or own[k].dtype != other[k].dtype or
+                not torch.equal(own[k], other[k].to(own[k].device)) for k in own):
+            return False
+        self.side = KeptAside(self.side.prefix, side.requires_grad_(False))
+        return True
+
     @property
     def encoder_name(self) -> str:
         return f"{HF_PREFIX}{type(self.model).__name__}"
@@ -190,6 +204,10 @@ class HoldsHFWeights(nn.Module):
         """The image side kept aside, frozen (:class:`~rlcap.models.base.KeepsFrozenAside`); nothing for a policy
         that trains it (``model.train_vision``: it is in the model, and a copy keeps its starting weights)."""
         return [self.weights.side.modules] if self.weights.vision == "frozen" else []
+
+    def adopt_image_side(self, side: nn.Module) -> bool:
+        """:meth:`HFWeights.adopt_side` (:class:`~rlcap.models.base.AdoptsImageSide`)."""
+        return self.weights.adopt_side(side)
 
     def shard_units(self) -> tuple[nn.Module, list[nn.Module]]:
         """The transformers model (every pass goes through its forward) and its layers, one FSDP2 unit each
