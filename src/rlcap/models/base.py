@@ -216,11 +216,15 @@ def hold_in_own_memory(modules: torch.nn.Module) -> None:
     would keep the whole map alive, and every page of it that was read (all of the language model's, read to be
     copied) resident in the process: 1.2 GiB a rank for a 323M-parameter language model in float32. Called where
     that happens (:func:`rlcap.train.optimizer.shard_parts`, :func:`settle_aside`); on the CPU without sharding the
-    language model's weights stay in the map, and copying the side would only add its size."""
+    language model's weights stay in the map, and copying the side would only add its size. Copied once: a part
+    moved to a GPU and then sharded is not copied again."""
+    if getattr(modules, "_rlcap_own_memory", False):
+        return
     with torch.no_grad():
         for tensor in [*modules.parameters(), *modules.buffers()]:
             if tensor.device.type == "cpu":
                 tensor.data = tensor.data.clone()
+    modules._rlcap_own_memory = True  # type: ignore[assignment]
 
 
 def share_image_side(policy: object, features: Sequence[object]) -> bool:
