@@ -1,12 +1,17 @@
-"""A sharded policy does not keep the file its weights were loaded from: ``from_pretrained`` leaves every weight a
-view of one memory map of the folder's safetensors file, and the image side a policy keeps aside (frozen, for its
-export) outlived the language model's loaded weights once FSDP2 had sharded them, holding the whole map (every page
-of it that sharding read) in the process. ``shard_parts`` now gives the kept-aside side its own memory
-(rlcap.models.base.hold_in_own_memory), the same values."""
+"""A sharded policy does not keep the pages of the file its weights were loaded from resident: ``from_pretrained``
+leaves every weight a view of one memory map of the folder's safetensors file, and the image side a policy keeps
+aside (frozen, for its export) outlives the language model's loaded weights once FSDP2 has sharded them, holding the
+whole map, and every page of it that sharding read, in the process. ``shard_parts`` lets those pages go
+(rlcap.models.base.release_loaded_file, rlcap.models.file_pages): the side stays a view of the file, its values
+the same, read again from the file when used; the export's read of it is let go again. A map with a written page is
+never dropped (its writes would be lost): its weights are copied instead.
+
+Residency is read page by page from ``/proc/self/pagemap`` (bit 63: the page is present in this process)."""
 
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 from pathlib import Path
 
@@ -15,14 +20,35 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from rlcap.models.base import hold_in_own_memory
+from rlcap.models.base import release_loaded_file
+from rlcap.models.file_pages import drop_clean_pages, file_maps, maps_holding
 
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.skipif(not Path("/proc/self/pagemap").exists(), reason="Linux's /proc/self/pagemap")
 
 
-def mapped(folder: Path) -> bool:
-    """Whether this process maps a safetensors file of ``folder``."""
-    return any(str(folder) in line and ".safetensors" in line for line in Path("/proc/self/maps").read_text().split("\n"))
+def resident(start: int, end: int) -> int:
+    """Bytes of the pages overlapping ``[start, end)`` present in this process."""
+    page = mmap.PAGESIZE
+    first, last = start // page, -(-end // page)
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(first * 8)
+        entries = f.read((last - first) * 8)
+    return page * sum(int.from_bytes(entries[i:i + 8], "little") >> 63 for i in range(0, len(entries), 8))
+
+
+def resident_of(tensors) -> int:
+    return sum(resident(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors)
+
+
+def file_resident(folder: Path) -> int:
+    """Bytes of ``folder``'s safetensors files present in this process (every map of them)."""
+    return sum(resident(m.start, m.end) for m in file_maps() if str(folder) in m.path and ".safetensors" in m.path)
+
+
+def side_weights(policy) -> list[torch.Tensor]:
+    side = policy.frozen_aside()[0]
+    return [*side.parameters(), *side.buffers()]
 
 
 def _shard(rank: int, folder: Path, port: int, found: dict) -> None:
@@ -34,41 +60,81 @@ def _shard(rank: int, folder: Path, port: int, found: dict) -> None:
 
         policy = HFVLMCaptioner(folder)
         before = {k: v.clone() for k, v in policy.frozen_aside()[0].state_dict().items()}
-        found["mapped after loading"] = mapped(folder)
+        found["read after loading"] = file_resident(folder) > 0
         session = type("Session", (), {"parts": {"policy": Part(policy)}})()
         shard_parts(session, "fp32")
         gc.collect()
-        found["mapped after sharding"] = mapped(folder)
+        found["resident after sharding"] = file_resident(folder)
+        found["side still the file's"] = len(maps_holding(side_weights(policy))) == 1
         after = policy.frozen_aside()[0].state_dict()
         found["same side"] = after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before)
     finally:
         dist.destroy_process_group()
 
 
-def test_sharding_releases_the_loaded_file(tmp_path):
+def test_sharding_lets_the_loaded_files_pages_go(tmp_path):
     from tests.models.vlm_matrix import tiny_vlm_run
 
     _, folder, _ = tiny_vlm_run(tmp_path)
     found = mp.Manager().dict()
     mp.spawn(_shard, args=(Path(folder).resolve(), 29500 + os.getpid() % 1000 + 7, found), nprocs=1)
-    assert dict(found) == {"mapped after loading": True, "mapped after sharding": False, "same side": True}
+    assert dict(found) == {"read after loading": True, "resident after sharding": 0, "side still the file's": True,
+                           "same side": True}
 
 
-def test_a_side_in_its_own_memory_releases_the_map(tmp_path):
-    """Without the language model's weights, the kept-aside side alone held the map; in its own memory it does not."""
+def test_reading_the_side_again_and_letting_it_go(tmp_path):
+    """After a reader of the side (the export), only the side's pages go: the language model's, in use, stay."""
     from rlcap.models.hf.vlm import HFVLMCaptioner
     from tests.models.vlm_matrix import tiny_vlm_run
 
     _, folder, _ = tiny_vlm_run(tmp_path)
-    folder = Path(folder).resolve()
-    for own in (False, True):
-        policy = HFVLMCaptioner(folder)
-        side = policy.frozen_aside()[0]
-        if own:
-            hold_in_own_memory(side)
-        del policy
-        gc.collect()
-        assert mapped(folder) is not own
-        del side
-        gc.collect()
-        assert not mapped(folder)
+    policy = HFVLMCaptioner(Path(folder).resolve())
+    side, language = side_weights(policy), list(policy.parameters())
+    values = [t.clone() for t in side] + [t.clone() for t in language]  # (every page read: all present)
+    assert resident_of(side) > 0 and resident_of(language) > 0
+    assert drop_clean_pages(policy.frozen_aside()[0], whole_maps=False) == []
+    assert resident_of(side) < mmap.PAGESIZE * 2 * len(side)  # (at most a shared page at each end of a weight)
+    assert resident_of(language) > 0
+    assert all(torch.equal(t, v) for t, v in zip(side + language, values, strict=True))
+
+
+def test_a_map_with_a_written_page_is_copied_not_dropped(tmp_path):
+    """A weight written in place made its pages the process's own: dropping the map would lose the write, so the
+    side is copied into memory of its own instead, and the write stays."""
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from tests.models.vlm_matrix import tiny_vlm_run
+
+    _, folder, _ = tiny_vlm_run(tmp_path)
+    policy = HFVLMCaptioner(Path(folder).resolve())
+    side = side_weights(policy)
+    written = next(p for p in policy.parameters() if p.numel() * p.element_size() >= 4 * mmap.PAGESIZE)
+    with torch.no_grad():
+        written.add_(1.0)
+    expected = written.detach().clone()
+    values = [t.clone() for t in side]
+    assert not next(iter(maps_holding([written]))).clean
+    release_loaded_file(policy.frozen_aside()[0])
+    assert maps_holding(side_weights(policy)) == {}  # (copied: in no file map)
+    assert torch.equal(written, expected)
+    assert all(torch.equal(t, v) for t, v in zip(side_weights(policy), values, strict=True))
+
+
+def test_a_checkpoints_export_lets_the_sides_pages_go_again(tmp_path):
+    """The export reads the image side kept aside (to write ``hf/``); the checkpoint lets its pages go after."""
+    from rlcap import api
+    from rlcap.config import to_dict
+    from rlcap.data.hf_text import TokenizerVocab
+    from rlcap.models.hf.vlm import HFVLMCaptioner
+    from rlcap.train.checkpoint import own_model_path, save_checkpoint
+    from tests.models.vlm_matrix import tiny_vlm_run
+
+    _, folder, _ = tiny_vlm_run(tmp_path)
+    policy = HFVLMCaptioner(Path(folder).resolve())
+    config = own_model_path({**to_dict(api.load_run_config(None, ["model.arch=hf", f"model.path={folder}"])),
+                             "feature_dims": {"fc": 0, "att": 0, "image_size": None}})
+    side = side_weights(policy)
+    assert resident_of(side) > 0  # (read when loaded)
+    saved = save_checkpoint(tmp_path / "last", {"policy": policy}, config, TokenizerVocab.from_folder(folder), None,
+                            {"step": 1})
+    assert (saved / "hf").is_dir()
+    assert resident_of(side) < mmap.PAGESIZE * 2 * len(side)

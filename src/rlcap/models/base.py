@@ -207,24 +207,34 @@ def frozen_aside(module: object) -> list[torch.nn.Module]:
     return module.frozen_aside() if isinstance(module, KeepsFrozenAside) else []
 
 
-def hold_in_own_memory(modules: torch.nn.Module) -> None:
-    """Copy ``modules``' weights on the CPU out of the memory map they were loaded into, into memory of their own.
+def release_loaded_file(modules: torch.nn.Module) -> None:
+    """Let go of the resident pages of the file ``modules``' weights were loaded from, keeping their values.
 
-    ``from_pretrained`` leaves every weight a view of one private map of its safetensors file, and the map is
-    released only once no weight of it is held. An image side kept aside outlives the language model's loaded
-    weights when those are sharded (FSDP2 copies each rank's shard and drops them) or moved to an accelerator; it
-    would keep the whole map alive, and every page of it that was read (all of the language model's, read to be
-    copied) resident in the process: 1.2 GiB a rank for a 323M-parameter language model in float32. Called where
-    that happens (:func:`rlcap.train.optimizer.shard_parts`, :func:`settle_aside`); on the CPU without sharding the
-    language model's weights stay in the map, and copying the side would only add its size. Copied once: a part
-    moved to a GPU and then sharded is not copied again."""
-    if getattr(modules, "_rlcap_own_memory", False):
-        return
+    ``from_pretrained`` leaves every weight a view of one private map of its safetensors file, and the map lives
+    while any weight of it does. An image side kept aside outlives the language model's loaded weights when those
+    are sharded (FSDP2 copies each rank's shard and drops them) or moved to an accelerator: it keeps the whole map,
+    and every page of it that was read (all of the language model's, read to be copied) resident in the process,
+    1.2 GiB a rank for a 323M-parameter language model in float32. Those pages are dropped
+    (:func:`rlcap.models.file_pages.drop_clean_pages`): the side stays a view of the file, read again from it when
+    used (the export). Weights in a map whose pages cannot be dropped (some written; no ``/proc/self/smaps``) are
+    copied into memory of their own instead. Called where the loaded weights are let go
+    (:func:`rlcap.train.optimizer.shard_parts`, :func:`settle_aside`); on the CPU without sharding the language
+    model's weights stay in the map and train there."""
+    from rlcap.models.file_pages import drop_clean_pages
+
     with torch.no_grad():
-        for tensor in [*modules.parameters(), *modules.buffers()]:
-            if tensor.device.type == "cpu":
-                tensor.data = tensor.data.clone()
-    modules._rlcap_own_memory = True  # type: ignore[assignment]
+        for tensor in drop_clean_pages(modules):
+            tensor.data = tensor.data.clone()
+
+
+def let_go_of_aside(module: object) -> None:
+    """After a reader of the frozen modules ``module`` keeps aside (the export), let their pages of the loaded file
+    go again (:func:`rlcap.models.file_pages.drop_clean_pages`, those weights' pages only: the language model's, in
+    use where they are still the file's, stay)."""
+    from rlcap.models.file_pages import drop_clean_pages
+
+    for kept in frozen_aside(module):
+        drop_clean_pages(kept, whole_maps=False)
 
 
 def share_image_side(policy: object, features: Sequence[object]) -> bool:
@@ -242,13 +252,13 @@ def share_image_side(policy: object, features: Sequence[object]) -> bool:
 
 def settle_aside(module: object, device: torch.device, features: Sequence[object]) -> None:
     """Where a part's frozen modules kept aside stay, once the part is on ``device``: the online encoder's image side
-    instead of its own copy (:func:`share_image_side`), and, on an accelerator, memory of their own
-    (:func:`hold_in_own_memory`: the part's loaded weights were copied to the device)."""
+    instead of its own copy (:func:`share_image_side`), and, on an accelerator, the loaded file's pages let go
+    (:func:`release_loaded_file`: the part's loaded weights were copied to the device)."""
     if share_image_side(module, features):
         log.info("the policy keeps aside the online encoder's image side for its export: one copy, not two")
     if device.type != "cpu":
         for kept in frozen_aside(module):
-            hold_in_own_memory(kept)
+            release_loaded_file(kept)
 
 
 @runtime_checkable

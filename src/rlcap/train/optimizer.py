@@ -37,7 +37,7 @@ import torch
 from rlcap.data.loader import Batch, FeaturesOf, ReadsShares
 from rlcap.run_config import OptimConfig
 from rlcap.errors import ConfigError
-from rlcap.models.base import Shardable, frozen_aside, hold_in_own_memory
+from rlcap.models.base import Shardable, frozen_aside, release_loaded_file
 from rlcap.train.checkpoint import POLICY, temporary_folder
 from rlcap.distributed import Ranks, average_gradients, batch_share, decode_sharded, from_main
 
@@ -155,8 +155,6 @@ def shard_parts(session: Trains, precision: str, decode_weights: str = "whole") 
 
     mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if precision == "bf16" else MixedPrecisionPolicy()
-    for kept in {id(m): m for part in session.parts.values() for m in frozen_aside(part.module)}.values():
-        hold_in_own_memory(kept)  # (else it holds the file the loaded weights are mapped from, once they are sharded)
     for name, part in session.parts.items():
         if isinstance(part.module, Shardable):
             root, units = part.module.shard_units()
@@ -173,6 +171,8 @@ def shard_parts(session: Trains, precision: str, decode_weights: str = "whole") 
         if part.optimizer is not None:  # built again over the shards: its state is sharded as they are
             part.optimizer, part.scheduler = build_optimizer(part.module.parameters(), part.optim)
         part.sharded = True
+    for kept in {id(m): m for part in session.parts.values() for m in frozen_aside(part.module)}.values():
+        release_loaded_file(kept)  # (else the pages sharding read of the loaded file stay resident)
 
 
 class WholeWeights:

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from rlcap.errors import RlcapError
+from rlcap.models.file_pages import save_dropping_pages
 
 TEXT_FILE = "model-text.safetensors"
 TOWER_FILE = "model-tower.safetensors"
@@ -44,7 +44,8 @@ def write_weights(model: Any, state: dict[str, torch.Tensor], tower: Mapping[str
     tower_keys = [f"{prefix}.{key}" for key in tower]
     if not _linked_tower(previous, folder, digest):
         weights = {f"{prefix}.{k}": v.detach().to("cpu").contiguous() for k, v in tower.items()}
-        save_file(weights, str(folder / TOWER_FILE), metadata={"format": "pt"})
+        save_dropping_pages(weights, folder / TOWER_FILE, metadata={"format": "pt"})  # (a tower kept aside as a view
+        # of its loaded file is read one weight at a time: rlcap.models.file_pages)
     # 3. the index from_pretrained reads
     with safe_open(str(folder / TEXT_FILE), "pt") as text:
         weight_map = {**{key: TEXT_FILE for key in text.keys()}, **{key: TOWER_FILE for key in tower_keys}}
