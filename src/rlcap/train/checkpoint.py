@@ -48,7 +48,7 @@ from rlcap.data.hf_text import load_vocab
 from rlcap.data.vocab import Vocab
 from rlcap.errors import ConfigError, RlcapError
 from rlcap.files import write_error
-from rlcap.models.base import DescribesItself, Shardable, let_go_of_aside
+from rlcap.models.base import DescribesItself, Shardable
 from rlcap.models.architectures import architecture
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,6 @@ def _save(folder: Path, tmp: Path, modules: dict[str, torch.nn.Module], config: 
             with module.consolidated(state) if sharded and isinstance(module, Shardable) else nullcontext():
                 architecture(config["model"]["arch"]).export(module, tmp, config,
                                                              folder if is_complete(folder) else None)
-            let_go_of_aside(module)  # (the export read the image side kept aside: its pages go again)
         del state, weights  # (before the next part is gathered: never two parts whole at once)
     _fsync_write(tmp / "config.json", json.dumps(config, indent=2).encode())
     _fsync_write(tmp / "vocab.json", vocab.to_json().encode())

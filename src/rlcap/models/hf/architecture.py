@@ -20,7 +20,7 @@ from torch import nn
 
 from rlcap.data.hf_text import TokenizerVocab
 from rlcap.errors import ConfigError, RlcapError
-from rlcap.models.base import ExportsPretrained
+from rlcap.models.base import ExportsPretrained, let_go_of_aside
 from rlcap.models.hf.captioner import HFCaptioner, is_transformers_folder
 from rlcap.models.hf.vlm import HFVLMCaptioner, is_vlm_folder, vlm_codec
 from rlcap.models.hf.seq2seq_vlm import Seq2SeqVLMCaptioner, is_seq2seq_vlm
@@ -135,11 +135,13 @@ class HFArchitecture:
         """The policy as a transformers folder of its own, ``hf/``, whose ``generate()`` decodes as the run does;
         its frozen tower linked from ``previous``'s hf/ when that holds the same (:mod:`rlcap.models.hf.export`), and
         its model card (:mod:`rlcap.models.hf.model_card`), with the prompt a prompted policy reads (and its
-        ``prompt.json``)."""
+        ``prompt.json``). The image side kept aside, which it read, lets go of its pages after
+        (:func:`rlcap.models.base.let_go_of_aside`)."""
         if isinstance(module, ExportsPretrained):
             module.export_pretrained(folder / EXPORT, config["decode"], previous / EXPORT if previous else None)
             write_card(folder / EXPORT, config, _base_model(module, folder / EXPORT),
                        prompt=module.prompt if isinstance(module, Prompted) else None)
+            let_go_of_aside(module)
 
 
     def evaluated(self, folder: Path, scores: dict[str, Any]) -> None:
