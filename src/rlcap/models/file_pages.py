@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import json
 import mmap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -90,6 +92,14 @@ def maps_holding(tensors: Iterable[torch.Tensor], maps: list[FileMap] | None = N
     return held
 
 
+@functools.cache
+def _madvise() -> Any:
+    """libc's ``madvise``, found once (``find_library`` runs ``ldconfig``: milliseconds a call)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc.madvise
+
+
 def drop(m: FileMap, start: int | None = None, end: int | None = None) -> None:
     """Drop the resident pages of the clean map ``m`` (``madvise(MADV_DONTNEED)``), or those of its pages that lie
     within ``[start, end)``: read again from its file when next used. (Within: a page that a neighbouring weight
@@ -100,9 +110,7 @@ def drop(m: FileMap, start: int | None = None, end: int | None = None) -> None:
     page = mmap.PAGESIZE
     lo = m.start if start is None else max(m.start, -(-start // page) * page)
     hi = m.end if end is None else min(m.end, end // page * page)
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    if hi > lo and libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), mmap.MADV_DONTNEED) != 0:
+    if hi > lo and _madvise()(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), mmap.MADV_DONTNEED) != 0:
         raise OSError(ctypes.get_errno(), f"madvise(MADV_DONTNEED) of the map of {m.path}")
 
 
