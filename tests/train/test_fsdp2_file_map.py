@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from rlcap.models.base import release_loaded_file
-from rlcap.models.file_pages import drop_clean_pages, file_maps, maps_holding
+from rlcap.models.file_pages import drop_clean_pages, file_maps, maps_holding, span
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.skipif(not Path("/proc/self/pagemap").exists(), reason="Linux's /proc/self/pagemap")
@@ -38,14 +38,13 @@ def resident(start: int, end: int) -> int:
 
 
 def resident_of(tensors) -> int:
-    return sum(resident(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors)
+    return sum(resident(*span(t)) for t in tensors)
 
 
 def resident_within(tensors) -> int:
     """Bytes present of the pages that lie wholly within one of ``tensors`` (those a neighbour shares aside)."""
     page = mmap.PAGESIZE
-    spans = [(-(-t.data_ptr() // page) * page, (t.data_ptr() + t.numel() * t.element_size()) // page * page)
-             for t in tensors]
+    spans = [(-(-lo // page) * page, hi // page * page) for lo, hi in map(span, tensors)]
     return sum(resident(lo, hi) for lo, hi in spans if hi > lo)
 
 

@@ -92,6 +92,11 @@ def maps_holding(tensors: Iterable[torch.Tensor], maps: list[FileMap] | None = N
     return held
 
 
+def span(t: torch.Tensor) -> tuple[int, int]:
+    """The addresses ``[start, end)`` of a contiguous tensor's data."""
+    return t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+
+
 @functools.cache
 def _madvise() -> Any:
     """libc's ``madvise``, found once (``find_library`` runs ``ldconfig``: milliseconds a call)."""
@@ -131,7 +136,7 @@ def drop_clean_pages(modules: torch.nn.Module, whole_maps: bool = True) -> list[
             drop(m)
         else:
             for t in held:
-                drop(m, t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                drop(m, *span(t))
     return left
 
 
@@ -173,4 +178,4 @@ def save_dropping_pages(weights: Mapping[str, torch.Tensor], path: str | Path,
                 f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
             if (m := clean.get(t.data_ptr())) is not None:
                 f.flush()
-                drop(m, t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                drop(m, *span(t))
