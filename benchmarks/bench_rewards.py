@@ -45,6 +45,51 @@ def readers() -> dict[str, dict]:
     return cards
 
 
+HEDGE = " with another shape"  # the phrase CIDEr-D-free SCST learned to append (docs/RL.md, "QA utility")
+KINDS = ("colour", "kind", "count", "position", "relation")
+
+
+def test_scenes() -> dict[str, object]:
+    """The test pictures' scenes (id -> Scene), from the dataset JSON."""
+    from rlcap.data.synthetic.scenes import Scene
+
+    images = json.loads((DATA / "dataset_shapes.json").read_text())["images"]
+    return {str(r["imgid"]): Scene.from_dict(r["scene"]) for r in images if r["split"] == "test"}
+
+
+def reach(names: list[str]) -> dict[str, dict[str, float]]:
+    """Each reader's QA-acc on the test pictures from captions written to probe it: the complete description
+    (every answer stated: the ceiling of any row) and, when the XE row was run, XE's caption with the hedge
+    phrase appended to every one."""
+    from rlcap.data.synthetic.questions import complete_description
+    from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
+
+    scenes = test_scenes()
+    probes = {"complete": {i: complete_description(s) for i, s in scenes.items()}}
+    if "xe" in names:
+        xe = json.loads((REPO / OUT / "captions" / "xe.json").read_text())["captions"]
+        probes["xe_hedged"] = {i: c + HEDGE for i, c in xe.items()}
+    found = {}
+    for reader in READERS:
+        judge = load_judge(DATA / "readers" / reader, DATA / "questions.json")
+        found[reader] = {k: qa_accuracy(*judge, captions)[0]["QA-acc"] for k, captions in probes.items()}
+    return found
+
+
+def by_kind(names: list[str]) -> dict[str, dict[str, float]]:
+    """The held-out judge's QA-acc from each row's test captions on each kind of question alone."""
+    from rlcap.data.qa import QASet
+    from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
+
+    reader, qa = load_judge(DATA / "readers" / "judge", DATA / "questions.json")
+    found = {}
+    for n in names:
+        said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
+        found[n] = {kind: qa_accuracy(reader, QASet({i: [q for q in qa.of(i) if q.kind == kind] for i in said}),
+                                      said)[0]["QA-acc"] for kind in KINDS}
+    return found
+
+
 def scores(names: list[str]) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
     from rlcap.data.objects import read_object_truth
@@ -100,6 +145,22 @@ def goals(f: dict[str, dict[str, float]]) -> list[str]:
     return lines
 
 
+def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["- From the complete description of each test picture (`complete_description`: every answer stated, "
+             "in the references' usual words), the most a caption can reach: QA-acc "
+             + ", ".join(f"{r['complete']:.3f} ({name} reader)" for name, r in reached.items()) + "."]
+    if "xe" in found:
+        lines.append(f"- From XE's captions with \"{HEDGE.strip()}\" appended to every one: QA-acc "
+                     + ", ".join(f"{r['xe_hedged']:.3f} ({name} reader)" for name, r in reached.items())
+                     + f"; XE's own captions: {found['xe']['QA-acc']:.3f} (judge).")
+    return lines
+
+
+def kind_table(kinds: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["| row | " + " | ".join(KINDS) + " |", "|---|" + "---:|" * len(KINDS)]
+    return lines + [f"| {n} | " + " | ".join(f"{k[c]:.3f}" for c in KINDS) + " |" for n, k in kinds.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="RL epochs of every row")
@@ -114,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     command, seconds = run_bench("shapes", args.rows, OUT, rl=[f"rl.epochs={args.epochs}"])
     names = args.rows.split(",")
     found = scores(names)
+    reached, kinds = reach(names), by_kind(names)
     card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
                   f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
                   f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
@@ -125,11 +187,13 @@ def main(argv: list[str] | None = None) -> int:
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: the "
             "best epoch by validation CIDEr-D, as the other tables); test captions by beam "
             "3. QA-acc is the held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
-            *card_lines, "", *table(found), "", *goals(found), "", "The first test images' captions (beam 3):", "",
+            *card_lines, *reach_lines(reached, found), "", *table(found), "",
+            "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
+            *goals(found), "", "The first test images' captions (beam 3):", "",
             *captions_table(OUT, names)]
     replace_section("bench-rewards", "\n".join(body))
     print("\n".join(body))
-    print(json.dumps({"scores": found, "readers": cards}))
+    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds}))
     return 0
 
 

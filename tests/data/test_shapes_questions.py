@@ -7,7 +7,7 @@ import random
 
 from rlcap.data.synthetic.annotators import caption_scene
 from rlcap.data.synthetic.captions import COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS
-from rlcap.data.synthetic.questions import RELATIONS, question_rng, scene_questions
+from rlcap.data.synthetic.questions import RELATIONS, complete_description, question_rng, scene_questions
 from rlcap.data.synthetic.scenes import Scene, SceneObject, sample_scene
 
 
@@ -60,3 +60,18 @@ def test_every_answer_is_stated_by_the_references():
                     for part in counting.removeprefix("there is ").removeprefix("there are ")
                     .split(" of ", 1)[-1].replace(" and ", ", ").split(", "))
         assert named == len(scene.objects), counting
+
+
+def test_the_complete_description_states_every_answer():
+    scene = Scene("white", (_obj("circle", "red", 0.2, 0.5, "large"), _obj("square", "blue", 0.8, 0.52),
+                            _obj("star", "green", 0.5, 0.9, "small")))
+    assert complete_description(scene) == "three shapes: a red circle to the left of a blue square, and a green star"
+    assert complete_description(Scene("grey", (_obj("heart", "orange", 0.2, 0.2),))) == \
+        "one shape: an orange heart in the top left"
+    for imgid in range(300):
+        scene = sample_scene(random.Random(f"s{imgid}"), 4, True)
+        text = complete_description(scene)
+        for q in scene_questions(scene, question_rng(0, str(imgid))):
+            assert q.options[q.answer] in text, (q, text)
+            if q.kind in ("count", "relation"):  # and no other option of these (a position's "top" is in "top left")
+                assert not any(o in text for i, o in enumerate(q.options) if i != q.answer), (q, text)

@@ -29,7 +29,7 @@ import random
 from pathlib import Path
 
 from rlcap.data.qa import Question, write_qa
-from rlcap.data.synthetic.captions import NUMBER_WORDS
+from rlcap.data.synthetic.captions import NUMBER_WORDS, RELATION_WORDS, with_article
 from rlcap.data.synthetic.scenes import COLOURS, SHAPES, Scene, SceneObject, region, relation
 
 QA_FILE = "questions.json"
@@ -78,6 +78,22 @@ def _relation_asked(objs: tuple[SceneObject, ...]) -> bool:
     names = [_name(o) for o in objs]
     a, b = objs[0], objs[1]
     return names.count(_name(a)) == 1 and names.count(_name(b)) == 1 and relation(a, b) in RELATIONS
+
+
+def complete_description(scene: Scene) -> str:
+    """A caption that states every answer :func:`scene_questions` asks about, in the references' usual words: the
+    count, the two main objects' colours and kinds and how the first stands to the second (a lone object: where it
+    is), then the other objects. What a reader can reach from a caption of ``scene``: the ceiling of ``qa_utility``
+    and of QA-acc (``make bench-rewards`` reads both readers on these).
+
+    Example: "three shapes: a red circle to the left of a blue square, and a green star"."""
+    objs = scene.objects
+    first = with_article(_name(objs[0]))
+    if len(objs) == 1:
+        return f"one shape: {first} in the {REGIONS[region(objs[0])]}"
+    text = f"{NUMBER_WORDS[len(objs)]} shapes: {first} {RELATION_WORDS[relation(objs[0], objs[1])][0]} " \
+           f"{with_article(_name(objs[1]))}"
+    return text + "".join(f", and {with_article(_name(o))}" for o in objs[2:])
 
 
 def question_rng(seed: int, image_id: str) -> random.Random:
