@@ -16,6 +16,7 @@ the first test images' captions into the bench-rewards section of docs/BENCHMARK
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -45,8 +46,16 @@ def readers() -> dict[str, dict]:
     return cards
 
 
-HEDGE = " with another shape"  # the phrase CIDEr-D-free SCST learned to append (docs/RL.md, "QA utility")
+HEDGE = " with another shape"  # the phrase SCST with qa_utility alone learned to append (docs/RL.md, "QA utility")
 KINDS = ("colour", "kind", "count", "position", "relation")
+
+
+@functools.cache
+def reader(name: str) -> tuple:
+    """The reader ``name`` of READERS (fp32) and the questions, loaded once a process."""
+    from rlcap.eval.qa_accuracy import load_judge
+
+    return load_judge(DATA / "readers" / name, DATA / "questions.json")
 
 
 def test_scenes() -> dict[str, object]:
@@ -62,7 +71,7 @@ def reach(names: list[str]) -> dict[str, dict[str, float]]:
     (every answer stated: the ceiling of any row) and, when the XE row was run, XE's caption with the hedge
     phrase appended to every one."""
     from rlcap.data.synthetic.questions import complete_description
-    from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
+    from rlcap.eval.qa_accuracy import qa_accuracy
 
     scenes = test_scenes()
     probes = {"complete": {i: complete_description(s) for i, s in scenes.items()}}
@@ -70,23 +79,20 @@ def reach(names: list[str]) -> dict[str, dict[str, float]]:
         xe = json.loads((REPO / OUT / "captions" / "xe.json").read_text())["captions"]
         probes["xe_hedged"] = {i: c + HEDGE for i, c in xe.items()}
     found = {}
-    for reader in READERS:
-        judge = load_judge(DATA / "readers" / reader, DATA / "questions.json")
-        found[reader] = {k: qa_accuracy(*judge, captions)[0]["QA-acc"] for k, captions in probes.items()}
+    for name in READERS:
+        found[name] = {k: qa_accuracy(*reader(name), captions)[0]["QA-acc"] for k, captions in probes.items()}
     return found
 
 
 def by_kind(names: list[str]) -> dict[str, dict[str, float]]:
     """The held-out judge's QA-acc from each row's test captions on each kind of question alone."""
-    from rlcap.data.qa import QASet
-    from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
+    from rlcap.eval.qa_accuracy import of_kind, qa_accuracy
 
-    reader, qa = load_judge(DATA / "readers" / "judge", DATA / "questions.json")
+    judge, qa = reader("judge")
     found = {}
     for n in names:
         said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
-        found[n] = {kind: qa_accuracy(reader, QASet({i: [q for q in qa.of(i) if q.kind == kind] for i in said}),
-                                      said)[0]["QA-acc"] for kind in KINDS}
+        found[n] = {kind: qa_accuracy(judge, of_kind(qa, list(said), kind), said)[0]["QA-acc"] for kind in KINDS}
     return found
 
 
@@ -94,10 +100,10 @@ def scores(names: list[str]) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
     from rlcap.data.objects import read_object_truth
     from rlcap.data.readers import read_dataset
-    from rlcap.eval.qa_accuracy import load_judge, qa_accuracy
+    from rlcap.eval.qa_accuracy import qa_accuracy
     from rlcap.metrics import METRIC_NAMES, score_captions
 
-    judge = load_judge(DATA / "readers" / "judge", DATA / "questions.json")
+    judge = reader("judge")
     refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
     objects = read_object_truth(DATA / "dataset_shapes.json")  # each scene's shapes: CHAIR and coverage, exact
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]

@@ -67,11 +67,16 @@ def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[s
     return card
 
 
+def of_kind(qa: QASet, ids: Sequence[str], kind: str) -> QASet:
+    """The questions of one ``kind`` alone about the images ``ids`` (their option orders are then drawn anew)."""
+    return QASet({i: [q for q in qa.of(i) if q.kind == kind] for i in ids})
+
+
 def _kind_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]], ids: list[str],
                kind: str) -> dict[str, float]:
     """QA-acc from the first reference and from an empty caption on the questions of one ``kind`` alone (each
     image's questions of that kind, so their option orders are drawn anew), and how many questions."""
-    only = QASet({i: [q for q in qa.of(i) if q.kind == kind] for i in ids})
+    only = of_kind(qa, ids, kind)
     asked = [i for i in ids if only.of(i)]
     from_reference, _ = qa_accuracy(reader, only, {i: references[i][0] for i in asked})
     from_empty, _ = qa_accuracy(reader, only, {i: "" for i in asked})
