@@ -177,9 +177,10 @@ bench-grpo: $(STAMP)
 	$(PY) benchmarks/bench_grpo.py
 
 # SCST with CIDEr-D, with [Xing26]'s QA utility and with both, and GRPO with the QA utility, on shapes (two readers
-# trained first; the held-out one judges)
+# trained first; the held-out one judges). QUESTIONS=every: questions about every shape, not the two main ones
+QUESTIONS ?= main
 bench-rewards: $(STAMP)
-	$(PY) benchmarks/bench_rewards.py
+	$(PY) benchmarks/bench_rewards.py --questions $(QUESTIONS)
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

@@ -1,16 +1,19 @@
 """Rewards that read the caption beside CIDEr-D on shapes, at equal numbers of sampled captions: SCST with CIDEr-D,
 with [Xing26]'s QA utility, and with both summed, and GRPO with the QA utility, all from the same XE checkpoint.
 
-Run with ``make bench-rewards``: generates the shapes data (``questions.json`` beside it), trains the two text-only
-readers with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
-``data/shapes/readers/judge``, base, seed 1: held out, it only judges) unless they are there, runs ``rlcap bench
---benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,scst_qa_cider,grpo_qa`` (``--rl rl.epochs=N``; every RL
-row but ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train:
-``scst_end`` is the ``scst`` run's last checkpoint, the baseline of the goals), then scores
-each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template
-share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them. Writes the table, the readers' own
-accuracies (from a reference caption, from an empty one, chance), what the rows say against the issue's goals, and
-the first test images' captions into the bench-rewards section of docs/BENCHMARKS.md. Prints a last line of JSON.
+Run with ``make bench-rewards`` (``QUESTIONS=every``: the set of questions about every shape, its readers, rows and
+section apart): generates the shapes data (both question files beside it), trains the set's two text-only readers
+with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
+``data/shapes/readers/judge``, base, seed 1: held out, it only judges; ``readers/every/...`` for the other set)
+unless they are there, runs ``rlcap bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
+scst_qa_cider,grpo_qa`` (``*_every`` for the other set; ``--rl rl.epochs=N``; every RL row but ``scst`` judged at the
+end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end`` is the ``scst`` run's
+last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the held-out reader's
+QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's
+metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word, unfinished
+ends). Writes the tables, the readers' own accuracies (from a reference caption, from an empty one, chance, from the
+complete description), what the rows say against the issue's goals, and the first test images' captions into the
+set's section of docs/BENCHMARKS.md. Prints a last line of JSON.
 """
 
 from __future__ import annotations
@@ -18,31 +21,54 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 
 from bench_shapes_hf import captions_table
 from benchdoc import REPO, machine, replace_section, run_bench
 
-ROWS = "xe,scst,scst_end,scst_qa,scst_qa_cider,grpo_qa"
 BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the budget)
 OUT = "runs/bench_rewards"
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
 READERS = {"reward": ("small", 0), "judge": ("base", 1)}
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """One set of questions ``rlcap data shapes`` writes (data/synthetic/questions.py): its file, the folder of the
+    readers trained on it, its QA rows' suffix in rlcap.bench.registry, and its section of BENCHMARKS.md."""
+
+    file: str
+    readers: str
+    suffix: str
+    section: str
+
+    @property
+    def rows(self) -> str:
+        return "xe,scst,scst_end," + ",".join(f"{r}{self.suffix}" for r in ("scst_qa", "scst_qa_cider", "grpo_qa"))
+
+
+SETS = {"main": QuestionSet("questions.json", "readers", "", "bench-rewards"),
+        "every": QuestionSet("questions_every.json", "readers/every", "_every", "bench-rewards-every")}
 BASE_METRICS = ["CIDEr", "SPICE", "Div-2", "Template"]
 HALLUCINATION = ("CHAIR_i", "CHAIR_s", "Coverage")  # (taken where rlcap.metrics names them)
 
 
-def readers() -> dict[str, dict]:
-    """Train the readers that are not there yet (``rlcap data reader``); each one's reader_card.json."""
+def readers(qs: QuestionSet) -> dict[str, dict]:
+    """Train the readers of ``qs`` that are not there yet (``rlcap data reader``); each one's reader_card.json."""
     cards = {}
     for name, (size, seed) in READERS.items():
-        folder = DATA / "readers" / name
+        folder = DATA / qs.readers / name
         if not (folder / "reader_card.json").is_file():
-            subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "reader", "--dataset", str(DATA), "--out",
-                            str(folder), "--size", size, "--seed", str(seed)], check=True, cwd=REPO)
+            subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "reader", "--dataset", str(DATA), "--qa",
+                            str(DATA / qs.file), "--out", str(folder), "--size", size, "--seed", str(seed)],
+                           check=True, cwd=REPO)
         cards[name] = json.loads((folder / "reader_card.json").read_text())
+        if cards[name].get("qa", SETS["main"].file) != qs.file:
+            raise SystemExit(f"{folder} was trained on {cards[name]['qa']}, not {qs.file}: remove it to train again")
     return cards
 
 
@@ -51,11 +77,11 @@ KINDS = ("colour", "kind", "count", "position", "relation")
 
 
 @functools.cache
-def reader(name: str) -> tuple:
-    """The reader ``name`` of READERS (fp32) and the questions, loaded once a process."""
+def reader(name: str, qs: QuestionSet) -> tuple:
+    """The reader ``name`` of READERS trained on ``qs`` (fp32) and its questions, loaded once a process."""
     from rlcap.eval.qa_accuracy import load_judge
 
-    return load_judge(DATA / "readers" / name, DATA / "questions.json")
+    return load_judge(DATA / qs.readers / name, DATA / qs.file)
 
 
 def test_scenes() -> dict[str, object]:
@@ -66,7 +92,7 @@ def test_scenes() -> dict[str, object]:
     return {str(r["imgid"]): Scene.from_dict(r["scene"]) for r in images if r["split"] == "test"}
 
 
-def reach(names: list[str]) -> dict[str, dict[str, float]]:
+def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each reader's QA-acc on the test pictures from captions written to probe it: the complete description
     (every answer stated: the ceiling of any row) and, when the XE row was run, XE's caption with the hedge
     phrase appended to every one."""
@@ -80,15 +106,15 @@ def reach(names: list[str]) -> dict[str, dict[str, float]]:
         probes["xe_hedged"] = {i: c + HEDGE for i, c in xe.items()}
     found = {}
     for name in READERS:
-        found[name] = {k: qa_accuracy(*reader(name), captions)[0]["QA-acc"] for k, captions in probes.items()}
+        found[name] = {k: qa_accuracy(*reader(name, qs), captions)[0]["QA-acc"] for k, captions in probes.items()}
     return found
 
 
-def by_kind(names: list[str]) -> dict[str, dict[str, float]]:
+def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """The held-out judge's QA-acc from each row's test captions on each kind of question alone."""
     from rlcap.eval.qa_accuracy import of_kind, qa_accuracy
 
-    judge, qa = reader("judge")
+    judge, qa = reader("judge", qs)
     found = {}
     for n in names:
         said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
@@ -96,14 +122,14 @@ def by_kind(names: list[str]) -> dict[str, dict[str, float]]:
     return found
 
 
-def scores(names: list[str]) -> dict[str, dict[str, float]]:
+def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
     from rlcap.data.objects import read_object_truth
     from rlcap.data.readers import read_dataset
     from rlcap.eval.qa_accuracy import qa_accuracy
     from rlcap.metrics import METRIC_NAMES, score_captions
 
-    judge = reader("judge")
+    judge = reader("judge", qs)
     refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
     objects = read_object_truth(DATA / "dataset_shapes.json")  # each scene's shapes: CHAIR and coverage, exact
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
@@ -125,20 +151,20 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
     return lines
 
 
-def goals(f: dict[str, dict[str, float]]) -> list[str]:
+def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     """The issue's goals, each read from the figures (those of rows not run left out, said so)."""
-    if "scst_qa" not in f:
+    if f"scst_qa{qs.suffix}" not in f:
         return ["- No QA-utility row was run: no goal is read."]
-    qa, base = f["scst_qa"], f[BASE]
+    qa, base = f[f"scst_qa{qs.suffix}"], f[BASE]
     qa_gain = qa["QA-acc"] / base["QA-acc"] - 1
     lines = [f"- QA-utility SCST against CIDEr-D SCST: held-out QA-acc {qa['QA-acc']:.3f} against "
              f"{base['QA-acc']:.3f} ({qa_gain:+.1%} relative; goal: at least +10%)."]
     for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
         if m in base:
             lines.append(f"- {m}: QA-utility SCST {qa[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
-    summed = f.get("scst_qa_cider")
+    summed = f.get(f"scst_qa_cider{qs.suffix}")
     if summed is None:
-        lines.append("- The summed reward (scst_qa_cider) was not run: its goals (95% of CIDEr-D SCST's CIDEr-D, half "
+        lines.append(f"- The summed reward (scst_qa_cider{qs.suffix}) was not run: its goals (95% of CIDEr-D SCST's CIDEr-D, half "
                      "of the QA gain) are not read.")
         lines.append(f"- Template share: CIDEr-D SCST {base['Template']:.3f}, QA-utility SCST {qa['Template']:.3f} "
                      "(goal: below CIDEr-D SCST's).")
@@ -162,6 +188,90 @@ def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str,
     return lines
 
 
+COUNT_PHRASE = re.compile(r"\b(another|one other|two other|three other|some other) (?:shape|object)s?\b")
+NUMBERS = {"another": 1, "one other": 1, "two other": 2, "three other": 3}  # ("some other": no number)
+UNFINISHED = {"a", "an", "the", "on", "of", "with", "and", "to", "in"}  # a caption that stops on one of these
+COUNTED = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4}  # a mention's number word
+
+
+@functools.cache
+def _words() -> tuple:
+    """The shapes' object vocabulary, their adjectives (colour, size, texture words) and the relation phrases
+    (longest first) with their relations."""
+    from rlcap.data.synthetic.captions import COLOUR_WORDS, RELATION_WORDS, SIZE_WORDS, TEXTURE_WORDS
+    from rlcap.data.synthetic.objects import shapes_vocabulary
+
+    adjectives = {w for words in (*COLOUR_WORDS.values(), *SIZE_WORDS.values(), *TEXTURE_WORDS.values())
+                  for phrase in words for w in phrase.split()}
+    relations = sorted(((w, r) for r, ws in RELATION_WORDS.items() for w in ws), key=lambda p: -len(p[0]))
+    return shapes_vocabulary(), adjectives, relations
+
+
+def read_caption(caption: str, n_objects: int) -> dict:
+    """What one test caption of a picture of ``n_objects`` shapes says: ``count`` None (no count phrase such as
+    "with two other shapes"), "unread" ("some other shapes") or whether the count it states (the shapes named
+    before the phrase, each with its number word, plus the phrase's number) is ``n_objects``; the first relation
+    it uses (by the relation words of docs/SHAPES.md) or None; whether it ends unfinished (on "a", "on",
+    "with"...)."""
+    from rlcap.metrics.hallucination import find_objects
+
+    vocabulary, adjectives, relations = _words()
+    tokens = caption.split()
+    count: bool | str | None = None
+    phrase = COUNT_PHRASE.search(caption)
+    if phrase and phrase.group(1) not in NUMBERS:
+        count = "unread"
+    elif phrase:
+        before = caption[:phrase.start()].split()
+        count = sum(_number(before, m.start, adjectives) for m in find_objects(before, vocabulary)) \
+            + NUMBERS[phrase.group(1)] == n_objects
+    relation = next((r for w, r in relations if f" {w} " in f" {caption} "), None)
+    return {"count": count, "relation": relation, "unfinished": bool(tokens) and tokens[-1] in UNFINISHED}
+
+
+def _number(tokens: list[str], start: int, adjectives: set[str]) -> int:
+    """How many shapes the mention at ``start`` names: the number word before its adjectives ("two red circles":
+    2), else 1."""
+    j = start - 1
+    while j >= 0 and tokens[j] in adjectives:
+        j -= 1
+    return COUNTED.get(tokens[j], 1) if j >= 0 else 1
+
+
+def phrases(names: list[str]) -> dict[str, dict]:
+    """Each row's test captions read against the scenes (:func:`read_caption`): the share with a count phrase and,
+    of those with a number, the share whose count is right; the most frequent relation and the share of
+    captions that use it; the share cut at the length cap; the share that ends unfinished."""
+    from rlcap.bench.registry import BENCH_ROWS
+
+    scenes = test_scenes()
+    found = {}
+    for n in names:
+        said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
+        run = REPO / OUT / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
+        cap = json.loads((run / "config.json").read_text())["decode"]["max_len"]
+        read = [read_caption(c, len(scenes[i].objects)) for i, c in said.items()]
+        counted = [r["count"] for r in read if isinstance(r["count"], bool)]
+        used: dict[str, int] = {}
+        for r in read:
+            if r["relation"]:
+                used[r["relation"]] = used.get(r["relation"], 0) + 1
+        top = max(used, key=used.get) if used else "none"
+        found[n] = {"count_phrase": sum(r["count"] is not None for r in read) / len(read),
+                    "count_right": sum(counted) / len(counted) if counted else float("nan"),
+                    "relation": top, "relation_share": used.get(top, 0) / len(read),
+                    "at_cap": sum(len(c.split()) >= cap for c in said.values()) / len(said),
+                    "unfinished": sum(r["unfinished"] for r in read) / len(read)}
+    return found
+
+
+def phrase_table(found: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["| row | count phrase | its count right | most frequent relation | its share | at the length cap | ends unfinished |",
+             "|---|---:|---:|---|---:|---:|---:|"]
+    return lines + [f"| {n} | {f['count_phrase']:.3f} | {f['count_right']:.3f} | {f['relation']} | "
+                    f"{f['relation_share']:.3f} | {f['at_cap']:.3f} | {f['unfinished']:.3f} |" for n, f in found.items()]
+
+
 def kind_table(kinds: dict[str, dict[str, float]]) -> list[str]:
     lines = ["| row | " + " | ".join(KINDS) + " |", "|---|" + "---:|" * len(KINDS)]
     return lines + [f"| {n} | " + " | ".join(f"{k[c]:.3f}" for c in KINDS) + " |" for n, k in kinds.items()]
@@ -170,24 +280,31 @@ def kind_table(kinds: dict[str, dict[str, float]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="RL epochs of every row")
-    parser.add_argument("--rows", default=ROWS, help="the rows run (comma-separated; stages already trained in "
-                                                     f"{OUT} with the same settings are reused)")
+    parser.add_argument("--questions", choices=sorted(SETS), default="main",
+                        help="the question set the QA rows are rewarded and judged with: main (the two main "
+                             "shapes, questions.json) or every (every shape, questions_every.json)")
+    parser.add_argument("--rows", help="the rows run (comma-separated; default: the set's; stages already trained "
+                                       f"in {OUT} with the same settings are reused)")
     args = parser.parse_args(argv)
+    qs = SETS[args.questions]
+    rows = args.rows or qs.rows
     import torch
     import transformers
 
     subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "shapes", "--out", str(DATA)], check=True, cwd=REPO)
-    cards = readers()
-    command, seconds = run_bench("shapes", args.rows, OUT, rl=[f"rl.epochs={args.epochs}"])
-    names = args.rows.split(",")
-    found = scores(names)
-    reached, kinds = reach(names), by_kind(names)
+    cards = readers(qs)
+    command, seconds = run_bench("shapes", rows, OUT, rl=[f"rl.epochs={args.epochs}"])
+    names = rows.split(",")
+    found = scores(names, qs)
+    reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names)
     card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
                   f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
                   f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
                   f"empty caption, chance {c['test']['chance']:.3f}." for name, c in cards.items()]
-    body = ["## Rewards that read the caption: QA utility beside CIDEr-D on shapes", "",
-            "Command: `make bench-rewards` (`python benchmarks/bench_rewards.py`). Machine: "
+    title = "" if args.questions == "main" else ", questions about every shape"
+    body = [f"## Rewards that read the caption: QA utility beside CIDEr-D on shapes{title}", "",
+            f"Command: `make bench-rewards{'' if args.questions == 'main' else ' QUESTIONS=every'}` "
+            f"(`python benchmarks/bench_rewards.py --questions {args.questions}`). Questions: `{qs.file}`. Machine: "
             f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
             f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: the "
@@ -195,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
             "3. QA-acc is the held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
             *card_lines, *reach_lines(reached, found), "", *table(found), "",
             "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
-            *goals(found), "", "The first test images' captions (beam 3):", "",
-            *captions_table(OUT, names)]
-    replace_section("bench-rewards", "\n".join(body))
+            "What the captions say (`phrases()`): the share with a count phrase (\"with two other shapes\") and of "
+            "those the share whose count (the shapes named before it plus the phrase's number) is the picture's; the "
+            "most frequent relation, by its usual words, and the share of captions using it; the share cut off at the "
+            "length cap; the share that ends on \"a\", \"on\", \"with\"... (stopped mid-phrase by its own end of "
+            "sentence):", "", *phrase_table(said), "",
+            *goals(found, qs), "", "The first test images' captions (beam 3):", "",
+            *captions_table(OUT, names), ""]
+    replace_section(qs.section, "\n".join(body))
     print("\n".join(body))
-    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds}))
+    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds, "phrases": said}))
     return 0
 
 

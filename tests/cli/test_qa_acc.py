@@ -53,10 +53,15 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     rc, _, _ = run_cli(capsys, "data", "shapes", "--out", str(tmp_path / "shapes"), "--n-train", "16", "--n-val", "0",
                        "--n-test", "6", "--workers", "1", "--image-size", "32")
     assert rc == 0 and len(load_qa(tmp_path / "shapes" / "questions.json").of("16")) >= 2
+    main, every = (load_qa(tmp_path / "shapes" / name) for name in ("questions.json", "questions_every.json"))
+    asked = {s: {i: {(q.question, q.options[q.answer]) for q in qs.of(i)} for i in qs.questions} for s, qs in
+             (("main", main), ("every", every))}
+    assert all(asked["main"][i] <= asked["every"][i] for i in asked["main"])  # every: main's and the others' objects
     rc, out, _ = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "reader"), "--steps", "2", "--batch-size", "4")
     card = json.loads((tmp_path / "reader" / "reader_card.json").read_text())
     assert rc == 0 and card["test"]["images"] == 6 and card["test"]["chance"] == pytest.approx(0.25)
+    assert card["qa"] == "questions.json"  # which questions it trained on (make bench-rewards checks it)
     assert 0 <= card["test"]["from_reference"] <= 1 and 0 <= card["test"]["from_empty"] <= 1
     by_kind = card["test"]["by_kind"]  # every image has a count question; the shapes kinds only
     assert by_kind["count"]["questions"] == 6 and set(by_kind) <= {"colour", "kind", "count", "position", "relation"}

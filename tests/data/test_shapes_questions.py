@@ -28,6 +28,13 @@ def test_questions_of_a_scene_by_hand():
     alone = scene_questions(Scene("grey", (_obj("star", "green", 0.2, 0.2),)), random.Random(0))
     assert {(q.kind, q.options[q.answer]) for q in alone} == {("colour", "green"), ("kind", "star"),
                                                                 ("count", "one"), ("position", "top left")}
+    every = scene_questions(Scene("white", (*scene.objects, _obj("star", "green", 0.1, 0.1))), random.Random(0), "every")
+    assert {(q.kind, q.question, q.options[q.answer]) for q in every} == asked - {
+        ("count", "How many shapes are there?", "three")} | {
+        ("colour", "What colour is the star?", "green"), ("kind", "What shape is the green object?", "star"),
+        ("count", "How many shapes are there?", "four")}  # and the third and fourth objects' (the squares: one)
+    main = scene_questions(Scene("white", (*scene.objects, _obj("star", "green", 0.1, 0.1))), random.Random(0))
+    assert not any("star" in q.question or "green" in q.question for q in main)
     pair = scene_questions(Scene("grey", (_obj("star", "green", 0.2, 0.5), _obj("heart", "pink", 0.8, 0.5))),
                            random.Random(0))
     assert [q.options[q.answer] for q in pair if q.kind == "relation"] == ["left of"]
@@ -52,7 +59,7 @@ def test_every_answer_is_stated_by_the_references():
     for imgid in range(150):
         scene = sample_scene(random.Random(f"s{imgid}"), 4, True)
         refs = [c.raw for c in caption_scene(scene, random.Random(f"c{imgid}"))]
-        for q in scene_questions(scene, question_rng(0, str(imgid))):
+        for q in scene_questions(scene, question_rng(0, str(imgid)), "every"):  # (main's are a subset)
             assert _stated(q.options[q.answer], q.kind, refs), (q, refs)
         counting = [c.raw.lower() for c in caption_scene(scene, random.Random(f"c{imgid}")) if c.annotator == "B"][0]
         named = sum(1 if part.strip().startswith(("a ", "an ")) else
@@ -71,7 +78,7 @@ def test_the_complete_description_states_every_answer():
     for imgid in range(300):
         scene = sample_scene(random.Random(f"s{imgid}"), 4, True)
         text = complete_description(scene)
-        for q in scene_questions(scene, question_rng(0, str(imgid))):
+        for q in scene_questions(scene, question_rng(0, str(imgid)), "every"):
             assert q.options[q.answer] in text, (q, text)
             if q.kind in ("count", "relation"):  # and no other option of these (a position's "top" is in "top left")
                 assert not any(o in text for i, o in enumerate(q.options) if i != q.answer), (q, text)

@@ -216,6 +216,8 @@ _AC_ATT = (XE, EMBEDDING, Stage("ac_att", "ac", "xe", (("embedding", "embedding"
 
 # the qa_utility rows' reward: the reader make bench-rewards trains beside the shapes data, and its questions
 QA_PATHS = ("reward.paths={qa_utility: data/shapes/readers/reward, qa_file: data/shapes/questions.json}",)
+# the same with the questions about every shape and the reward reader trained on them (make bench-rewards QUESTIONS=every)
+QA_EVERY = ("reward.paths={qa_utility: data/shapes/readers/every/reward, qa_file: data/shapes/questions_every.json}",)
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
 
@@ -261,6 +263,12 @@ BENCH_ROWS: dict[str, BenchRow] = {
                               "SCST with CIDEr-D + qa_utility, summed ([Xing26])", checkpoint="last"),
     "grpo_qa": BenchRow((XE, Stage("grpo_qa", "grpo", "xe", (), (QA_UTILITY, *QA_PATHS))),
                         "GRPO with the qa_utility reward ([Shao24], [Xing26])", checkpoint="last"),
+    "scst_qa_every": BenchRow((XE, Stage("scst_qa_every", "scst", "xe", (), (QA_UTILITY, *QA_EVERY))),
+                              "scst_qa with the questions about every shape", checkpoint="last"),
+    "scst_qa_cider_every": BenchRow((XE, Stage("scst_qa_cider_every", "scst", "xe", (), (QA_AND_CIDER, *QA_EVERY))),
+                                    "scst_qa_cider with the questions about every shape", checkpoint="last"),
+    "grpo_qa_every": BenchRow((XE, Stage("grpo_qa_every", "grpo", "xe", (), (QA_UTILITY, *QA_EVERY))),
+                              "grpo_qa with the questions about every shape", checkpoint="last"),
     # [Chaffin24]'s Table 1 (docs/DISTINCT.md); every one also trains the two retrievers that judge it
     "tf": BenchRow((RETRIEVAL, JUDGE, XE), "teacher forcing: the XE checkpoint, judged by the retrievers "
                                            "([Chaffin24] TF)"),

@@ -43,13 +43,14 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.models.hf.qa_reader import QAReader
 
     dataset = args.dataset / "dataset_shapes.json" if args.dataset.is_dir() else args.dataset
-    qa = load_qa(args.qa or dataset.parent / "questions.json")
+    qa_path = args.qa or dataset.parent / "questions.json"
+    qa = load_qa(qa_path)
     records = read_karpathy(dataset)
     train = {r.id: r.captions for r in records if r.split == "train"}
     test = {r.id: r.captions for r in records if r.split == "test"}
     start = time.perf_counter()
     train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size)
-    card = {"size": args.size, "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size,
+    card = {"qa": qa_path.name, "size": args.size, "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size,
             "train_images": len(train),
             "seconds": round(time.perf_counter() - start, 1),
             "test": reader_card(QAReader.load(args.out), qa, test)}

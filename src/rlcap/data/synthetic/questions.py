@@ -2,7 +2,10 @@
 QA-acc metric ask a text-only reader about a caption ([Xing26]'s utility, on pictures whose answers are known).
 
 Five kinds, each asked only where a complete description of the scene answers it and where the references
-rlcap writes state the answer (tests/data/test_shapes_questions.py checks them against the references):
+rlcap writes state the answer (tests/data/test_shapes_questions.py checks them against the references). Two sets,
+each its own file: ``main`` (``questions.json``) asks the colour and kind of the two main objects, as the table
+says; ``every`` (``questions_every.json``) asks them of every object (the counting annotator names every one), so
+that a caption earns by naming the third and fourth shape too, as [Xing26]'s questions cover the whole picture.
 
 ==========  ==========================================================  ======================================
 kind        question (options: the right one and distractors)          asked about
@@ -33,6 +36,7 @@ from rlcap.data.synthetic.captions import NUMBER_WORDS, RELATION_WORDS, with_art
 from rlcap.data.synthetic.scenes import COLOURS, SHAPES, Scene, SceneObject, region, relation
 
 QA_FILE = "questions.json"
+QUESTION_SETS = {"main": QA_FILE, "every": "questions_every.json"}  # which objects' colour and kind are asked
 N_OPTIONS = 4  # the right option and three distractors (the count and relation questions have four values)
 REGIONS = {("top", "left"): "top left", ("top", "right"): "top right", ("bottom", "left"): "bottom left",
            ("bottom", "right"): "bottom right", ("top", "middle"): "top", ("bottom", "middle"): "bottom",
@@ -51,11 +55,12 @@ def _choice(right: str, values: list[str], rng: random.Random, kind: str, questi
     return Question(question, tuple(options), options.index(right), kind)
 
 
-def scene_questions(scene: Scene, rng: random.Random) -> list[Question]:
-    """The questions a complete description of ``scene`` answers (see the module's table)."""
+def scene_questions(scene: Scene, rng: random.Random, cover: str = "main") -> list[Question]:
+    """The questions a complete description of ``scene`` answers (see the module's table); ``cover``: the colour
+    and kind of the two main objects ("main") or of every object ("every")."""
     objs = scene.objects
     out: list[Question] = []
-    for obj in objs[:2]:
+    for obj in objs[:2] if cover == "main" else objs:
         if all(o.colour == obj.colour for o in objs if o.shape == obj.shape):
             out.append(_choice(obj.colour, list(COLOURS), rng, "colour", f"What colour is the {obj.shape}?"))
         if all(o.shape == obj.shape for o in objs if o.colour == obj.colour):
@@ -101,12 +106,14 @@ def question_rng(seed: int, image_id: str) -> random.Random:
     return random.Random(f"shapes-qa/{seed}/{image_id}")
 
 
-def dataset_questions(records: list[dict], seed: int) -> dict[str, list[Question]]:
-    """Image id -> its questions, for the records of a shapes dataset JSON (each with its ``scene``)."""
-    return {str(r["imgid"]): scene_questions(Scene.from_dict(r["scene"]), question_rng(seed, str(r["imgid"])))
+def dataset_questions(records: list[dict], seed: int, cover: str = "main") -> dict[str, list[Question]]:
+    """Image id -> its questions of the set ``cover``, for the records of a shapes dataset JSON (each with its
+    ``scene``)."""
+    return {str(r["imgid"]): scene_questions(Scene.from_dict(r["scene"]), question_rng(seed, str(r["imgid"])), cover)
             for r in records}
 
 
-def write_questions(out_dir: str | Path, records: list[dict], seed: int) -> Path:
-    """Write ``questions.json`` (rlcap's QA format) for ``records`` into ``out_dir``; returns its path."""
-    return write_qa(Path(out_dir) / QA_FILE, dataset_questions(records, seed))
+def write_questions(out_dir: str | Path, records: list[dict], seed: int) -> list[Path]:
+    """Write each set's file of QUESTION_SETS (rlcap's QA format) for ``records`` into ``out_dir``; their paths."""
+    return [write_qa(Path(out_dir) / name, dataset_questions(records, seed, cover))
+            for cover, name in QUESTION_SETS.items()]

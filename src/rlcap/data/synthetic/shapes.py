@@ -2,8 +2,8 @@
 
 ``generate_shapes(ShapesConfig(), "data/shapes")`` writes ``images/<imgid>.png`` and
 ``dataset_shapes.json`` in the Karpathy schema (plus each image's ``scene`` and each sentence's
-``annotator``), and ``questions.json``, multiple-choice questions from each scene's ground truth
-(:mod:`rlcap.data.synthetic.questions`). Image ``imgid`` is a function of ``(seed, imgid)`` only, so the output does not
+``annotator``), and ``questions.json`` and ``questions_every.json``, multiple-choice questions from each scene's
+ground truth (:mod:`rlcap.data.synthetic.questions`: about the two main objects, about every object). Image ``imgid`` is a function of ``(seed, imgid)`` only, so the output does not
 depend on the number of workers. Ids ``0 .. n_train-1`` are the train split, then val, then test.
 A ``manifest.json`` records the config and which images the folder may hold from rlcap's
 generations (``images_written``: ``images/0.png`` to ``images/<images_written - 1>.png``); it is
@@ -33,7 +33,7 @@ from PIL import Image
 from rlcap.data.synthetic.annotators import ANNOTATOR_VERSIONS, CAPTIONS_VERSION, caption_scene
 import rlcap.data.synthetic.manifest as manifests
 from rlcap.data.synthetic.captions import Caption
-from rlcap.data.synthetic.questions import QA_FILE, write_questions
+from rlcap.data.synthetic.questions import QUESTION_SETS, write_questions
 from rlcap.data.synthetic.render import render_scene
 from rlcap.data.synthetic.scenes import Scene, sample_scene
 from rlcap.errors import ConfigError, DataError
@@ -173,7 +173,7 @@ def generate_shapes(config: ShapesConfig, out_dir: str | Path,
     out = Path(out_dir)
     if is_complete(config, out):
         logger.info("%s is up to date (%d images)", out, config.n_images)
-        if not (out / QA_FILE).is_file():  # (a folder generated before the questions were)
+        if not all((out / name).is_file() for name in QUESTION_SETS.values()):  # (generated before they were)
             write_questions(out, load_shapes(out)["images"], config.seed)
         return out / DATASET_FILE
     start = time.perf_counter()

@@ -1,0 +1,35 @@
+"""benchmarks/bench_rewards.py's reading of a caption against its picture (the phrase table of make bench-rewards):
+the count a caption states, its relation and an unfinished end, on captions counted by hand."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+try:
+    import bench_rewards
+finally:
+    sys.path.pop(0)
+
+
+@pytest.mark.parametrize(("caption", "n_objects", "count"), [
+    ("a red circle below a blue square with two other shapes", 4, True),  # 2 named + 2
+    ("a red circle below a blue square with two other shapes", 3, False),
+    ("a large red circle with another shape", 2, True),  # an adjective before the shape
+    ("two small striped red circles and a star with another object", 4, True),  # "two ... circles": 2
+    ("two small striped red circles and a star with another object", 3, False),
+    ("a red circle with some other shapes", 3, "unread"),  # no number stated
+    ("a red circle to the left of a blue square", 2, None),  # no count phrase
+])
+def test_the_count_a_caption_states(caption, n_objects, count):
+    assert bench_rewards.read_caption(caption, n_objects)["count"] == count
+
+
+def test_the_relation_and_an_unfinished_end():
+    read = bench_rewards.read_caption("a pink cross to the right of a purple circle on a", 2)
+    assert read["relation"] == "right"  # "to the right of", not the shorter "right of" counted apart
+    assert read["unfinished"]
+    assert bench_rewards.read_caption("a green star next to a red heart", 2) == {
+        "count": None, "relation": "diagonal", "unfinished": False}
+    assert bench_rewards.read_caption("a red star below a blue star", 2)["relation"] == "below"
