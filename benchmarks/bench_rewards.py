@@ -265,10 +265,14 @@ def phrases(names: list[str]) -> dict[str, dict]:
     return found
 
 
+def _share(value: float) -> str:
+    return "-" if value != value else f"{value:.3f}"  # (nan: no caption to count)
+
+
 def phrase_table(found: dict[str, dict[str, float]]) -> list[str]:
     lines = ["| row | count phrase | its count right | most frequent relation | its share | at the length cap | ends unfinished |",
              "|---|---:|---:|---|---:|---:|---:|"]
-    return lines + [f"| {n} | {f['count_phrase']:.3f} | {f['count_right']:.3f} | {f['relation']} | "
+    return lines + [f"| {n} | {f['count_phrase']:.3f} | {_share(f['count_right'])} | {f['relation']} | "
                     f"{f['relation_share']:.3f} | {f['at_cap']:.3f} | {f['unfinished']:.3f} |" for n, f in found.items()]
 
 
@@ -318,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             "length cap; the share that ends on \"a\", \"on\", \"with\"... (stopped mid-phrase by its own end of "
             "sentence):", "", *phrase_table(said), "",
             *goals(found, qs), "", "The first test images' captions (beam 3):", "",
-            *captions_table(OUT, names), ""]
+            *captions_table(OUT, names)]
     replace_section(qs.section, "\n".join(body))
     print("\n".join(body))
     print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds, "phrases": said}))

@@ -121,3 +121,19 @@ def test_value_fit_needs_an_actor_critic_checkpoint(runs, capsys):
 def test_one_sample_has_no_spread(capsys):
     _one_line_error(capsys, ["diagnose", "reward-spread", "ckpt", "--samples", "1"],
                     "argument --samples: expected an integer >= 2, got 1")
+
+
+def test_reward_spread_takes_reward_settings_the_run_did_not_have(runs, tmp_path, capsys):
+    """reward.KEY=VALUE changes the reward section the measurement builds from (as the paths of a reward an XE
+    checkpoint never trained with): here EOS left out of CIDEr-D moves its mean; value-fit refuses such a setting."""
+    _, _, folder = runs
+    rc = main(["diagnose", "reward-spread", str(folder / "xe" / "best"), "--images", "2", "--samples", "2",
+               "--rewards", "cider_d:1,bleu_1:1", "reward.eos_counts=false", "--out", str(tmp_path / "s.json")])
+    assert rc == 0
+    no_eos = json.loads((tmp_path / "s.json").read_text())["rewards"]["cider_d"]["mean"]
+    assert main(["diagnose", "reward-spread", str(folder / "xe" / "best"), "--images", "2", "--samples", "2",
+                 "--rewards", "cider_d:1,bleu_1:1", "--out", str(tmp_path / "t.json")]) == 0
+    assert json.loads((tmp_path / "t.json").read_text())["rewards"]["cider_d"]["mean"] != no_eos  # it was applied
+    capsys.readouterr()
+    assert main(["diagnose", "value-fit", str(folder / "ac" / "best"), "reward.eos_counts=false"]) != 0
+    assert "reward" in capsys.readouterr().err  # only reward-spread reads them; elsewhere refused, not dropped

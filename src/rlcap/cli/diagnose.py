@@ -84,7 +84,8 @@ def _add_sampling(p: argparse.ArgumentParser, default_split: str) -> None:
     p.add_argument("--batch-size", type=COUNT, default=50, help="images per forward pass (default 50)")
     p.add_argument("--out", default=None, metavar="FILE.json", help="also write the figures to this JSON file")
     p.add_argument("data_overrides", nargs="*", metavar="data.KEY=VALUE",
-                   help="data overrides, anywhere after the checkpoint, e.g. data.features=other.h5")
+                   help="data overrides, anywhere after the checkpoint, e.g. data.features=other.h5 (reward-spread "
+                        "also takes reward.KEY=VALUE, e.g. reward.paths='{qa_utility: DIR, qa_file: FILE}')")
 
 
 def _add_reward_spread(inner: argparse._SubParsersAction) -> None:
@@ -127,8 +128,14 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
-def _data_overrides(args: argparse.Namespace) -> list[str]:
-    return [o.removeprefix("data.") for o in args.data_overrides]
+def _data_overrides(args: argparse.Namespace, rewards_apart: bool = False) -> list[str]:
+    """The data overrides; ``rewards_apart``: leave out the reward.KEY=VALUE ones (reward-spread's; elsewhere they
+    stay, and the data section refuses them)."""
+    return [o.removeprefix("data.") for o in args.data_overrides if not (rewards_apart and o.startswith("reward."))]
+
+
+def _reward_overrides(args: argparse.Namespace) -> list[str]:
+    return [o.removeprefix("reward.") for o in args.data_overrides if o.startswith("reward.")]
 
 
 def _json_ready(figures: Any) -> Any:
@@ -145,7 +152,8 @@ def run_reward_spread(args: argparse.Namespace) -> int:
 
     _check_out(args.out)
     got = reward_spread(args.checkpoint, args.split, args.images, args.samples, args.temperature, args.rewards,
-                        _data_overrides(args), args.batch_size, args.seed, progress=True)
+                        _data_overrides(args, rewards_apart=True), args.batch_size, args.seed, progress=True,
+                        reward_overrides=_reward_overrides(args))
     s, names = got.stats, got.rewards
     rewards = {name: {"weight": got.weights[i], "mean": s.mean[i].item(), "within_std": s.within_std[i].item(),
                       "share": s.share[i].item(), "own_share": s.own_share[i].item()} for i, name in enumerate(names)}

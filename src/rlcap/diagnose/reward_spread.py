@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from rlcap.config import from_dict
+from rlcap.config import apply_overrides, from_dict
 from rlcap.decoding import Decoding, sample
 from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
 from rlcap.errors import DataError
@@ -109,7 +109,7 @@ class RewardSpread(NamedTuple):
 def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500, samples: int | None = None,
                   temperature: float | None = None, weights: dict[str, float] | None = None,
                   data_overrides: list[str] | None = None, batch_size: int = 50, seed: int = 0,
-                  progress: bool = False) -> RewardSpread:
+                  progress: bool = False, reward_overrides: list[str] | None = None) -> RewardSpread:
     """Sample ``samples`` captions per image of ``split`` from the checkpoint's policy, score each
     with every reward of ``weights`` and return their :func:`within_image_spread`.
 
@@ -124,13 +124,16 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
             CIDEr-D's document frequencies count the training references and the split's, and are
             not cached (the run's cache stays as it is).
         data_overrides: ``key=value`` changes to the checkpoint's data section (``features=x.h5``).
+        reward_overrides: ``key=value`` changes to its reward section, e.g. the paths of a reward the run did not
+            train with (``paths={qa_utility: DIR, qa_file: FILE}`` on an XE checkpoint).
     """
     # 1. the policy (open_run leaves the caller's random state alone)
     run = open_run(checkpoint, device="cpu")
     model, vocab, config = run.policy, run.vocab, run.config
     # an XE checkpoint has no rl or reward section: the sequence-level methods' defaults
     n = config.get("rl", asdict(RLConfig()))["n_samples"] if samples is None else samples
-    stored = config.get("reward", asdict(RewardConfig()))
+    stored = apply_overrides({"reward": dict(config.get("reward", asdict(RewardConfig())))},
+                             [f"reward.{o}" for o in reward_overrides or []])["reward"]
     if n < 2:
         raise DataError(f"reward spread: {n} sample per image has no spread; give 2 or more")
     temperature = config["decode"]["temperature"] if temperature is None else temperature
