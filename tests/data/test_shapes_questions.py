@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from rlcap.data.synthetic.annotators import caption_scene
 from rlcap.data.synthetic.captions import COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS
 from rlcap.data.synthetic.questions import RELATIONS, complete_description, question_rng, scene_questions
@@ -33,6 +35,8 @@ def test_questions_of_a_scene_by_hand():
         ("count", "How many shapes are there?", "three")} | {
         ("colour", "What colour is the star?", "green"), ("kind", "What shape is the green object?", "star"),
         ("count", "How many shapes are there?", "four")}  # and the third and fourth objects' (the squares: one)
+    with pytest.raises(ValueError, match="question set 'all'"):
+        scene_questions(scene, random.Random(0), "all")  # a set that does not exist is not taken for "every"
     main = scene_questions(Scene("white", (*scene.objects, _obj("star", "green", 0.1, 0.1))), random.Random(0))
     assert not any("star" in q.question or "green" in q.question for q in main)
     pair = scene_questions(Scene("grey", (_obj("star", "green", 0.2, 0.5), _obj("heart", "pink", 0.8, 0.5))),

@@ -58,6 +58,8 @@ def _choice(right: str, values: list[str], rng: random.Random, kind: str, questi
 def scene_questions(scene: Scene, rng: random.Random, cover: str = "main") -> list[Question]:
     """The questions a complete description of ``scene`` answers (see the module's table); ``cover``: the colour
     and kind of the two main objects ("main") or of every object ("every")."""
+    if cover not in QUESTION_SETS:
+        raise ValueError(f"question set {cover!r}: expected one of {', '.join(QUESTION_SETS)}")
     objs = scene.objects
     out: list[Question] = []
     for obj in objs[:2] if cover == "main" else objs:
