@@ -33,3 +33,22 @@ def test_the_relation_and_an_unfinished_end():
     assert bench_rewards.read_caption("a green star next to a red heart", 2) == {
         "count": None, "relation": "diagonal", "unfinished": False}
     assert bench_rewards.read_caption("a red star below a blue star", 2)["relation"] == "below"
+
+
+def _row(qa, cider, template):
+    return {"QA-acc": qa, "CIDEr": cider, "Template": template, "Coverage": 0.8, "CHAIR_i": 0.02}
+
+
+def test_the_goals_read_every_summed_row_run():
+    qs = bench_rewards.SETS["main"]
+    assert qs.rows.split(",")[-3:] == ["scst_qa_cider", "scst_qa_cider_spread", "grpo_qa"]
+    found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.70, 1.6, 0.3),
+             "scst_qa_cider": _row(0.61, 2.0, 0.7), "scst_qa_cider_spread": _row(0.66, 1.92, 0.5)}
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of the QA gain" in lines
+    assert "scst_qa_cider_spread keeps 96.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 60% of" in lines
+    assert "scst_qa_cider 0.700, scst_qa_cider_spread 0.500 (goal" in lines
+    del found["scst_qa_cider"], found["scst_qa_cider_spread"]
+    assert "No summed reward (scst_qa_cider, scst_qa_cider_spread) was run" in "\n".join(bench_rewards.goals(found, qs))
+    # the other question set has no spread row
+    assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
