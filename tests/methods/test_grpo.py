@@ -96,6 +96,9 @@ def test_a_grpo_run_trains_through_the_cli(xe_checkpoint, tmp_path, capsys, extr
     for key in ("loss", "reward", "advantage_std", "clipped", "entropy", "length"):
         assert all(math.isfinite(r[key]) for r in train), key
     assert ("kl" in train[0]) == ("rl.kl_coef" in extra)
+    if extra.get("reward.weights") == "{cider_d: 1.0, bleu_4: 0.5}":  # each reward's own mean, summed: the reward
+        assert all(r["reward"] == pytest.approx(r["reward/cider_d"] + 0.5 * r["reward/bleu_4"], rel=1e-5, abs=1e-6)
+                   for r in train)
     if extra.get("grpo.iterations", 1) > 1:  # later updates move the ratio off 1
         assert all(0 <= r["clipped"] <= 1 for r in train)
     else:

@@ -52,6 +52,11 @@ def test_rl_method_smoke(xe_checkpoint, tmp_path, method):
     assert train and all(math.isfinite(r["loss"]) and math.isfinite(r["reward"]) for r in train)
     for key in ("reward", "baseline", "advantage", "entropy", "length", "sample_s", "reward_s", "backward_s"):
         assert key in train[0]
+    if method == "scst_bleu_mix":  # a summed reward logs each reward's own mean: the step's reward is their sum
+        for r in train:
+            assert r["reward"] == pytest.approx(r["reward/cider_d"] + 0.5 * r["reward/bleu_4"], rel=1e-5, abs=1e-6)
+    else:
+        assert not [k for k in train[0] if k.startswith("reward/")]
     note = next(r["text"] for r in records if r["split"] == "note")
     assert "EOS counts as a token in the reward" in note and "samples per image: 3" in note
     before, after = load_checkpoint(init).weights["policy"], load_checkpoint(tmp_path / method / "last").weights["policy"]

@@ -156,3 +156,16 @@ def test_the_settings_table_is_what_each_run_recorded(reported, tmp_path):
     out = tmp_path / "r.html"
     assert main(["report", str(reported["runs"]), "--out", str(out), "--sample", "2"]) == 0
     assert "<td>epochs done</td>" in out.read_text(encoding="utf-8")
+
+
+def test_a_summed_rewards_parts_get_their_own_curves(tmp_path):
+    """log.jsonl's reward/<name> (rlcap.rewards.combine.part_means) are drawn, one plot each, after the reward."""
+    from rlcap.report.plots import PART_TITLE, curves, plot_all
+
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(json.dumps({"split": "train", "step": s, "time": 60.0 * s, "loss": 1.0, "reward": 1.5,
+                                         "reward/cider_d": 1.0, "reward/qa_utility": 0.5}) for s in (1, 2)) + "\n")
+    found = curves({"run": log})
+    assert found[f"{PART_TITLE}qa_utility"]["run"] == [(1, 0.0, 0.5), (2, 1.0, 0.5)]
+    titles = [p["title"] for p in plot_all({"run": log})]
+    assert titles == ["training loss", "mean training reward", f"{PART_TITLE}cider_d", f"{PART_TITLE}qa_utility"]

@@ -95,3 +95,21 @@ def test_bad_constructor_arguments():
         WeightedReward({"len": length}, {"other": 1.0})
     with pytest.raises(ValueError, match="nonfinite"):
         WeightedReward({"len": length}, {"len": 1.0}, nonfinite="ignore")
+
+
+def test_score_hands_back_each_rewards_own_scores_and_their_means():
+    from rlcap.rewards.combine import part_means, score
+
+    reward = WeightedReward({"len": length, "one": constant(1.0)}, {"len": 2.0, "one": 0.5})
+    parts = {}
+    assert torch.allclose(score(reward, CAPTIONS, BATCH, parts=parts), torch.tensor([4.5, 4.5, 0.5]))
+    assert torch.equal(parts["len"], torch.tensor([2.0, 2.0, 0.0])) and torch.equal(parts["one"], torch.ones(3))
+    means = part_means(parts)  # unweighted: len's mean is 4/3, not 8/3
+    assert set(means) == {"reward/len", "reward/one"}
+    assert means["reward/len"].item() == pytest.approx(4 / 3) and means["reward/one"].item() == 1.0
+    single = {}
+    score(WeightedReward({"len": length}, {"len": 1.0}), CAPTIONS, BATCH, parts=single)
+    assert part_means(single) == {}  # one reward: its mean is the step's "reward"
+    plain = {}
+    score(length, CAPTIONS, BATCH, parts=plain)  # not a WeightedReward: nothing to split
+    assert plain == {}

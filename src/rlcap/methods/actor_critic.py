@@ -40,7 +40,7 @@ from rlcap.rl.losses import masked_mean, reinforce_loss
 from rlcap.run_config import OptimConfig, RunConfig, SequenceRunConfig, algorithm_field, check_lr, check_min
 from rlcap.methods.reference import Scored, add_kl, add_reference
 from rlcap.methods.samples import Rollout, caption_lengths, rollout
-from rlcap.rewards.combine import score
+from rlcap.rewards.combine import Parts, part_means, score
 from rlcap.train.logger import Stat, Stats
 from rlcap.methods.sequence import conventions, pretrain_phase, train_reward
 from rlcap.distributed import word_share
@@ -140,7 +140,8 @@ def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats
         roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,)
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
+    parts: Parts = {}  # each reward's own scores, logged as reward/<name>
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)
     reward_s = time.perf_counter() - t0
     # 3. eq. 9: regress v(s_t) on R at every step of each caption; a step of the value network
     t0 = time.perf_counter()
@@ -148,8 +149,8 @@ def value_pretrain_step(session: Session, batch: Batch, reward: Reward) -> Stats
     v_loss = value_loss(values, rewards, roll.mask)
     optimizer_step(session, v_loss * word_share(roll.mask, session.ranks), part=VALUE)
     adv = value_advantages(rewards, values, roll.mask)
-    return ac_stats(v_loss.detach(), 0.0, v_loss.detach(), rewards, values, adv, roll, 1.0, reward_s,
-                    time.perf_counter() - t0)
+    return {**ac_stats(v_loss.detach(), 0.0, v_loss.detach(), rewards, values, adv, roll, 1.0, reward_s,
+                       time.perf_counter() - t0), **part_means(parts)}
 
 
 def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
@@ -158,7 +159,8 @@ def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, hidden=reads_policy(cfg))
     # 2. score them: R (B*n,), the weighted reward (eq. 6-7)
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)
+    parts: Parts = {}  # each reward's own scores, logged as reward/<name>
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)
     reward_s = time.perf_counter() - t0
     # 3. the critic: v(s_t) for every step (B*n, T)
     t0 = time.perf_counter()
@@ -173,7 +175,7 @@ def joint_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     v_loss = value_loss(values, rewards, roll.mask)
     optimizer_step(session, v_loss * word_share(roll.mask, session.ranks), part=VALUE)
     return {**ac_stats((p_loss + v_loss).detach(), p_loss.detach(), v_loss.detach(), rewards, values, adv, roll, 2.0,
-                       reward_s, time.perf_counter() - t0), **kl}
+                       reward_s, time.perf_counter() - t0), **kl, **part_means(parts)}
 
 
 def pretrain_value(session: Session, reward: Reward) -> bool:

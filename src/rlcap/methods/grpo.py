@@ -31,7 +31,7 @@ from rlcap.methods.registry import Method, register
 from rlcap.methods.samples import caption_lengths, rollout, teacher_forced_logprobs
 from rlcap.methods.sequence import needs_text, sequence_session
 from rlcap.rewards import Reward
-from rlcap.rewards.combine import score
+from rlcap.rewards.combine import Parts, part_means, score
 from rlcap.rl.grpo import GRPO_LOSSES, GRPO_RATIOS, GRPO_SCALES, ended_only, group_advantages, grpo_loss
 from rlcap.rl.losses import entropy_bonus
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_min
@@ -141,7 +141,8 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     mask = ended_only(roll.mask, roll.tokens, EOS) if gc.mask_truncated else roll.mask  # (B*G, T)
     # 2. rewards; 3. advantages from each image's group ([Shao24 sec. 4.1.2]), and the reference's log-probabilities
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*G,)
+    parts: Parts = {}  # each reward's own scores, logged as reward/<name>
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)  # (B*G,)
     adv = group_advantages(rewards, g, gc.scale, batch_std(rewards, session.ranks) if gc.scale == "batch" else None)
     ref = reference_logprobs(session, batch, roll.tokens, g) if cfg.rl.kl_coef > 0 else None  # (B*G, T)
     reward_s = time.perf_counter() - t0
@@ -162,7 +163,7 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     stats = {"loss": first.loss.detach(), "reward": rewards.mean(), "advantage_std": adv.std(),
              "clipped": last.clipped, "entropy": entropy_bonus(roll.entropy.detach(), roll.mask),
              "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds, "reward_s": reward_s,
-             "backward_s": time.perf_counter() - t0}
+             "backward_s": time.perf_counter() - t0, **part_means(parts)}
     return stats if first.kl is None else {**stats, "kl": first.kl}
 
 

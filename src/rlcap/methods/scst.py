@@ -25,7 +25,7 @@ from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
 from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
-from rlcap.rewards.combine import score
+from rlcap.rewards.combine import Parts, part_means, score
 from rlcap.methods.sequence import greedy_rewards, needs_text, sequence_session
 from rlcap.distributed import global_mean, word_share
 from rlcap.train.logger import Stats
@@ -92,7 +92,8 @@ def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     # 2. rewards of the samples
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
+    parts: Parts = {}  # each reward's own scores, logged as reward/<name>
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)  # (B*n,)
     # 3. baseline and advantages (the greedy baseline decodes once more, counted as reward time)
     baseline = scst_baseline(session, cfg.scst, batch, rewards, reward)    # (B*n,)
     adv = advantages(rewards, baseline)                                    # (B*n,)
@@ -107,7 +108,7 @@ def scst_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     # the statistics stay on the device until a line is logged (rlcap.train.logger)
     return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
             "entropy": ent, "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
-            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl}
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl, **part_means(parts)}
 
 
 def train_scst(cfg: ScstRunConfig) -> TrainResult:

@@ -23,7 +23,7 @@ from rlcap.rl.losses import entropy_bonus, reinforce_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
 from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
-from rlcap.rewards.combine import score
+from rlcap.rewards.combine import Parts, part_means, score
 from rlcap.methods.sequence import needs_text, sequence_session
 from rlcap.distributed import word_share
 from rlcap.train.logger import Stats
@@ -59,7 +59,8 @@ def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding, text=needs_text(reward))
     # 2. score the samples, and 3. subtract SCST's baseline
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)  # (B*n,)
+    parts: Parts = {}  # each reward's own scores, logged as reward/<name>
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)  # (B*n,)
     baseline = scst_baseline(session, me, batch, rewards, reward)          # (B*n,)
     adv = advantages(rewards, baseline)                                    # (B*n,)
     reward_s = time.perf_counter() - t0
@@ -72,7 +73,7 @@ def sll_me_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     optimizer_step(session, loss * word_share(roll.mask, session.ranks))
     return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
             "entropy": ent.detach(), "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
-            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl}
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl, **part_means(parts)}
 
 
 def train_sll_me(cfg: SllMeRunConfig) -> TrainResult:

@@ -27,7 +27,7 @@ from rlcap.rl.sle import pairwise_distances, sle_advantages, sle_loss
 from rlcap.run_config import SequenceRunConfig, algorithm_field
 from rlcap.methods.reference import Scored, add_kl
 from rlcap.methods.samples import caption_lengths, rollout
-from rlcap.rewards.combine import score
+from rlcap.rewards.combine import Parts, part_means, score
 from rlcap.methods.sequence import greedy_rewards, sequence_session
 from rlcap.distributed import word_share
 from rlcap.train.logger import Stats
@@ -70,7 +70,8 @@ def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     roll = rollout(session.model, batch, session.data.vocab, cfg.rl, session.decoding)
     # 2. precision reward Delta(y_j, y_i) and its self-critical baseline (eq. 10-11, sec. 4.3)
     t0 = time.perf_counter()
-    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens)          # (B*s,)
+    parts: Parts = {}  # each reward's own scores, logged as reward/<name>
+    rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)          # (B*s,)
     if cfg.sll_sle.baseline == "greedy":
         baseline = greedy_baseline(greedy_rewards(session, batch, reward), n)       # (B*s,)
     else:
@@ -88,7 +89,7 @@ def sll_sle_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     ent = entropy_bonus(roll.entropy.detach(), roll.mask)
     return {"loss": loss.detach(), "reward": rewards.mean(), "baseline": baseline.mean(), "advantage": adv.mean(),
             "entropy": ent, "length": caption_lengths(roll.tokens).mean(), "sample_s": roll.seconds,
-            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl}
+            "reward_s": reward_s, "backward_s": time.perf_counter() - t0, **kl, **part_means(parts)}
 
 
 def train_sll_sle(cfg: SllSleRunConfig) -> TrainResult:

@@ -11,6 +11,7 @@ from typing import Any
 TRAIN_KEYS = [("loss", "training loss"), ("reward", "mean training reward"), ("entropy", "entropy of the samples"),
               ("length", "sampled caption length (words)")]
 NOT_METRICS = {"step", "epoch", "time", "split", "text", "metric"}
+PART_TITLE = "mean training reward, unweighted: "  # a curve per reward of a summed reward (reward/<name>)
 
 
 def curves(logs: dict[str, Path]) -> dict[str, dict[str, list[tuple[float, float, float]]]]:
@@ -28,6 +29,8 @@ def curves(logs: dict[str, Path]) -> dict[str, dict[str, list[tuple[float, float
             minutes = (r["time"] - t0) / 60 if t0 is not None and "time" in r else float("nan")
             if r.get("split") == "train":
                 keys = [(k, f"{title}") for k, title in TRAIN_KEYS if k in r]
+                # a summed reward's parts, each its own unweighted mean (rlcap.rewards.combine.part_means)
+                keys += [(k, f"{PART_TITLE}{k[len('reward/'):]}") for k in r if k.startswith("reward/")]
             elif r.get("split") == "val":
                 keys = [(k, f"validation {k}") for k, v in r.items()
                         if k not in NOT_METRICS and isinstance(v, (int, float))]
@@ -65,6 +68,7 @@ def svg_plot(series: dict[str, list[tuple[float, float, float]]], title: str, x:
 def plot_all(logs: dict[str, Path]) -> list[dict[str, Any]]:
     """[{title, step: svg, minutes: svg}] for every quantity any log has."""
     found = curves(logs)
-    order = [t for _, t in TRAIN_KEYS] + sorted(t for t in found if t.startswith("validation"))
+    order = ([t for _, t in TRAIN_KEYS] + sorted(t for t in found if t.startswith(PART_TITLE))
+             + sorted(t for t in found if t.startswith("validation")))
     return [{"title": t, "step": svg_plot(found[t], t, "step"), "minutes": svg_plot(found[t], t, "minutes")}
             for t in order if t in found]

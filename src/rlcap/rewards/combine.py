@@ -15,6 +15,7 @@ from rlcap.rewards.batch import Reward, RewardBatch, check_batch
 log = logging.getLogger(__name__)
 
 NonFinite = Literal["raise", "zero"]
+Parts = dict[str, torch.Tensor]  # each reward's own unweighted scores of the same captions, by name
 NONFINITE_CHOICES: tuple[str, ...] = ("raise", "zero")
 
 
@@ -146,14 +147,29 @@ class WeightedReward:
 
 
 def score(reward: Reward, captions: list[str] | None, reward_batch: RewardBatch,
-          tokens: torch.Tensor | None = None) -> torch.Tensor:
+          tokens: torch.Tensor | None = None, parts: Parts | None = None) -> torch.Tensor:
     """Rewards as a float tensor (N,), checked for shape, on the device of the batch's features.
     ``tokens`` (N, T): the captions' ids, which a reward computed on the device scores instead of their
-    words (``captions`` may then be None); metric rewards are CPU code, their scores copied back once."""
+    words (``captions`` may then be None); metric rewards are CPU code, their scores copied back once.
+    ``parts``: a dict filled with each reward's own unweighted scores (N,) when ``reward`` is a
+    :class:`WeightedReward` (for :func:`part_means`); left empty for any other reward."""
     n = len(captions) if captions is not None else len(reward_batch.image_ids)
-    values = reward(captions, reward_batch, tokens) if isinstance(reward, WeightedReward) else reward(captions,
-                                                                                                        reward_batch)
+    if isinstance(reward, WeightedReward):
+        found = reward.components(captions, reward_batch, tokens)
+        device = reward_batch.feats.fc.device if reward_batch.feats is not None else "cpu"
+        values = reward.combine(found, n, device)
+        if parts is not None:
+            parts.update(found)
+    else:
+        values = reward(captions, reward_batch)
     if values.shape != (n,):
         raise ValueError(f"reward returned shape {tuple(values.shape)} for {n} captions")
     device = reward_batch.feats.fc.device if reward_batch.feats is not None else values.device
     return to_device(values.float(), device)
+
+
+def part_means(parts: Parts) -> dict[str, torch.Tensor]:
+    """A step's statistics of a summed reward: ``reward/<name>``, each reward's own unweighted mean over the
+    sampled captions (TRL logs ``rewards/<name>/mean``), so that a run shows which reward moves; none for a
+    single reward, whose mean is the step's ``reward``."""
+    return {f"reward/{name}": values.mean() for name, values in parts.items()} if len(parts) > 1 else {}
