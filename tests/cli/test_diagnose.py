@@ -40,7 +40,12 @@ def test_reward_spread_writes_the_figures_and_the_shares_sum_to_one(runs, tmp_pa
                         "definition", "rewards", "correlation", "combined"}
     assert (got["split"], got["images"], got["samples_per_image"], got["temperature"]) == ("val", 5, 4, 1.5)
     assert list(got["rewards"]) == ["cider_d", "bleu_1"]
-    assert all(set(r) == {"weight", "mean", "within_std", "share", "own_share"} for r in got["rewards"].values())
+    assert all(set(r) == {"weight", "mean", "within_std", "share", "own_share", "even_weight"}
+               for r in got["rewards"].values())
+    cider, bleu = got["rewards"]["cider_d"], got["rewards"]["bleu_1"]
+    assert cider["even_weight"] == 0.5  # the first reward keeps its weight; the second's term gets its spread
+    assert bleu["even_weight"] * bleu["within_std"] == pytest.approx(0.5 * cider["within_std"])
+    assert "even_weight: the weights that give each reward the within-image spread of cider_d's term" in out
     assert sum(r["share"] for r in got["rewards"].values()) == pytest.approx(1.0)
     assert got["correlation"]["cider_d"]["cider_d"] == pytest.approx(1.0)
     assert got["correlation"]["cider_d"]["bleu_1"] == got["correlation"]["bleu_1"]["cider_d"]

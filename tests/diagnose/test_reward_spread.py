@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rlcap.diagnose.reward_spread import within_image_spread
+from rlcap.diagnose.reward_spread import even_weights, within_image_spread
 
 # 2 images x 3 samples x 2 rewards (A, B):
 #   image 0: A = 1, 2, 3 (mean 2, deviations -1, 0, 1); B = 1, 1, 4 (mean 2, deviations -1, -1, 2)
@@ -70,3 +70,16 @@ def test_bad_shapes():
         within_image_spread(REWARDS[:, :1], torch.tensor([0.5, 0.5]))
     with pytest.raises(ValueError, match="weights of shape"):
         within_image_spread(REWARDS, torch.tensor([1.0]))
+
+
+def test_even_weights_give_every_term_the_first_ones_spread():
+    got = within_image_spread(REWARDS, torch.tensor([0.5, 0.5]))
+    even = even_weights(got.within_std, torch.tensor([0.5, 0.5]))
+    # 0.5 * sqrt(2.5) / sqrt(1.5): B's term then spreads as A's
+    assert even.tolist() == pytest.approx([0.5, 0.5 * math.sqrt(2.5 / 1.5)])
+    again = within_image_spread(REWARDS, even.float())
+    assert (again.own_share[0] / again.own_share[1]).item() == pytest.approx(1.0, rel=1e-6)
+    # a reward constant within every image has no weight that gives it a spread
+    assert math.isnan(even_weights(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]))[1])
+    shapes = even_weights(torch.tensor([0.833, 0.129]), torch.tensor([1.0, 1.0]))  # CIDEr-D and the QA utility
+    assert shapes[1].item() == pytest.approx(6.457, abs=1e-3)

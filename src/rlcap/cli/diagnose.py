@@ -148,15 +148,19 @@ def _json_ready(figures: Any) -> Any:
 
 
 def run_reward_spread(args: argparse.Namespace) -> int:
-    from rlcap.diagnose.reward_spread import reward_spread
+    import torch
+
+    from rlcap.diagnose.reward_spread import even_weights, reward_spread
 
     _check_out(args.out)
     got = reward_spread(args.checkpoint, args.split, args.images, args.samples, args.temperature, args.rewards,
                         _data_overrides(args, rewards_apart=True), args.batch_size, args.seed, progress=True,
                         reward_overrides=_reward_overrides(args))
     s, names = got.stats, got.rewards
+    even = even_weights(s.within_std, torch.tensor(got.weights)).tolist()
     rewards = {name: {"weight": got.weights[i], "mean": s.mean[i].item(), "within_std": s.within_std[i].item(),
-                      "share": s.share[i].item(), "own_share": s.own_share[i].item()} for i, name in enumerate(names)}
+                      "share": s.share[i].item(), "own_share": s.own_share[i].item(), "even_weight": even[i]}
+               for i, name in enumerate(names)}
     correlation = {a: {b: s.within_corr[i, j].item() for j, b in enumerate(names)} for i, a in enumerate(names)}
     combined = {"mean": s.combined_mean.item(), "within_std": s.combined_std.item()}
     print(f"{got.images} images of {got.split}, {got.samples_per_image} samples each at temperature "
@@ -164,6 +168,8 @@ def run_reward_spread(args: argparse.Namespace) -> int:
     print(format_scores({**rewards, "R (combined)": combined}, label="reward"))
     print(format_scores(correlation, label="correlation"))
     print(SHARE_DEFINITION)
+    print(f"even_weight: the weights that give each reward the within-image spread of {names[0]}'s term "
+          "(w_0 std_0 / std_i): " + ", ".join(f"{n} {w:.3g}" for n, w in zip(names, even)))
     return _write(args.out, {
         "measurement": "reward-spread", "checkpoint": got.checkpoint, "split": got.split, "images": got.images,
         "samples_per_image": got.samples_per_image, "temperature": got.temperature, "definition": SHARE_DEFINITION,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import logging
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -91,6 +92,17 @@ def within_image_spread(rewards: torch.Tensor, weights: torch.Tensor) -> SpreadS
     own_share = w**2 * cov.diagonal() / var_r                       # (M,)
     combined = r @ w                                                # (N, K)
     return SpreadStats(r.mean((0, 1)), std, corr, share, own_share, combined.mean(), var_r.sqrt())
+
+
+def even_weights(within_std: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """(M,) weights that give every reward's term the within-image spread of the first one's:
+    ``w'_i = w_0 std_0 / std_i`` (``w'_0 = w_0``). With them each term alone moves the advantage as much as the
+    first; their shares of R's variance are equal when the rewards are uncorrelated (a correlation adds to
+    both). NaN where a reward is constant within every image.
+
+    Example: stds (0.833, 0.129), weights (1, 1) -> (1, 6.46): CIDEr-D beside the QA utility on shapes."""
+    w0s0 = weights[0].double() * within_std[0].double()
+    return torch.where(within_std > 0, w0s0 / within_std.double(), torch.full_like(within_std.double(), math.nan))
 
 
 class RewardSpread(NamedTuple):
