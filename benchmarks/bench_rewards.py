@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+from collections import Counter
 import re
 import subprocess
 import sys
@@ -208,12 +209,14 @@ def _words() -> tuple:
     return shapes_vocabulary(), adjectives, relations
 
 
-def read_caption(caption: str, n_objects: int) -> dict:
+def read_caption(caption: str, n_objects: int, held: Counter | None = None) -> dict:
     """What one test caption of a picture of ``n_objects`` shapes says: ``count`` None (no count phrase such as
     "with two other shapes"), "unread" ("some other shapes") or whether the count it states (the shapes named
     before the phrase, each with its number word, plus the phrase's number) is ``n_objects``; the first relation
     it uses (by the relation words of docs/SHAPES.md) or None; whether it ends unfinished (on "a", "on",
-    "with"...)."""
+    "with"...); ``twice``: None when it names no (colour, kind) twice ("a brown heart below a brown heart"),
+    else whether the picture holds fewer than two such shapes (``held``: the picture's (colour, kind) counts;
+    unread, None, without them)."""
     from rlcap.metrics.hallucination import find_objects
 
     vocabulary, adjectives, relations = _words()
@@ -227,7 +230,11 @@ def read_caption(caption: str, n_objects: int) -> dict:
         count = sum(_number(before, m.start, adjectives) for m in find_objects(before, vocabulary)) \
             + NUMBERS[phrase.group(1)] == n_objects
     relation = next((r for w, r in relations if f" {w} " in f" {caption} "), None)
-    return {"count": count, "relation": relation, "unfinished": bool(tokens) and tokens[-1] in UNFINISHED}
+    named = Counter((m.attribute, m.object) for m in find_objects(tokens, vocabulary) if m.attribute)
+    repeated = [pair for pair, k in named.items() if k > 1]
+    twice = None if not repeated or held is None else any(held[pair] < 2 for pair in repeated)
+    return {"count": count, "relation": relation, "unfinished": bool(tokens) and tokens[-1] in UNFINISHED,
+            "twice": twice}
 
 
 def _number(tokens: list[str], start: int, adjectives: set[str]) -> int:
@@ -251,7 +258,8 @@ def phrases(names: list[str]) -> dict[str, dict]:
         said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
         run = REPO / OUT / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
         cap = json.loads((run / "config.json").read_text())["decode"]["max_len"]
-        read = [read_caption(c, len(scenes[i].objects)) for i, c in said.items()]
+        read = [read_caption(c, len(scenes[i].objects), Counter((o.colour, o.shape) for o in scenes[i].objects))
+                for i, c in said.items()]
         counted = [r["count"] for r in read if isinstance(r["count"], bool)]
         used: dict[str, int] = {}
         for r in read:
@@ -262,7 +270,8 @@ def phrases(names: list[str]) -> dict[str, dict]:
                     "count_right": sum(counted) / len(counted) if counted else float("nan"),
                     "relation": top, "relation_share": used.get(top, 0) / len(read),
                     "at_cap": sum(len(c.split()) >= cap for c in said.values()) / len(said),
-                    "unfinished": sum(r["unfinished"] for r in read) / len(read)}
+                    "unfinished": sum(r["unfinished"] for r in read) / len(read),
+                    "twice_one": sum(r["twice"] is True for r in read) / len(read)}
     return found
 
 
@@ -271,10 +280,11 @@ def _share(value: float) -> str:
 
 
 def phrase_table(found: dict[str, dict[str, float]]) -> list[str]:
-    lines = ["| row | count phrase | its count right | most frequent relation | its share | at the length cap | ends unfinished |",
-             "|---|---:|---:|---|---:|---:|---:|"]
+    lines = ["| row | count phrase | its count right | most frequent relation | its share | at the length cap | "
+             "ends unfinished | one shape named twice |", "|---|---:|---:|---|---:|---:|---:|---:|"]
     return lines + [f"| {n} | {f['count_phrase']:.3f} | {_share(f['count_right'])} | {f['relation']} | "
-                    f"{f['relation_share']:.3f} | {f['at_cap']:.3f} | {f['unfinished']:.3f} |" for n, f in found.items()]
+                    f"{f['relation_share']:.3f} | {f['at_cap']:.3f} | {f['unfinished']:.3f} | {f['twice_one']:.3f} |"
+                    for n, f in found.items()]
 
 
 def kind_table(kinds: dict[str, dict[str, float]]) -> list[str]:
@@ -321,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             "those the share whose count (the shapes named before it plus the phrase's number) is the picture's; the "
             "most frequent relation, by its usual words, and the share of captions using it; the share cut off at the "
             "length cap; the share that ends on \"a\", \"on\", \"with\"... (stopped mid-phrase by its own end of "
-            "sentence):", "", *phrase_table(said), "",
+            "sentence); the share that names one (colour, kind) twice where the picture holds only one such shape "
+            "(\"a brown heart below a brown heart\": a hallucination CHAIR does not count, as the heart is there):",
+            "", *phrase_table(said), "",
             *goals(found, qs), "", "The first test images' captions (beam 3):", "",
             *captions_table(OUT, names)]
     replace_section(qs.section, "\n".join(body))

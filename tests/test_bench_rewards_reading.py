@@ -31,7 +31,7 @@ def test_the_relation_and_an_unfinished_end():
     assert read["relation"] == "right"  # "to the right of", not the shorter "right of" counted apart
     assert read["unfinished"]
     assert bench_rewards.read_caption("a green star next to a red heart", 2) == {
-        "count": None, "relation": "diagonal", "unfinished": False}
+        "count": None, "relation": "diagonal", "unfinished": False, "twice": None}
     assert bench_rewards.read_caption("a red star below a blue star", 2)["relation"] == "below"
 
 
@@ -52,3 +52,18 @@ def test_the_goals_read_every_summed_row_run():
     assert "No summed reward (scst_qa_cider, scst_qa_cider_spread) was run" in "\n".join(bench_rewards.goals(found, qs))
     # the other question set has no spread row
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
+
+
+def test_one_shape_named_twice_against_the_picture():
+    from collections import Counter
+
+    one_heart = Counter({("brown", "heart"): 1, ("blue", "triangle"): 1})
+    two_hearts = Counter({("brown", "heart"): 2})
+    caption = "a brown heart below a brown heart with two other shapes"
+    assert bench_rewards.read_caption(caption, 4, one_heart)["twice"] is True  # the picture holds one
+    assert bench_rewards.read_caption(caption, 4, two_hearts)["twice"] is False  # it holds two: a true caption
+    assert bench_rewards.read_caption("a large brown heart below a small brown heart", 2, one_heart)["twice"] is True
+    assert bench_rewards.read_caption("a brown heart below a blue triangle", 2, one_heart)["twice"] is None
+    assert bench_rewards.read_caption("a violet circle below a purple circle", 2,
+                                      Counter({("purple", "circle"): 1}))["twice"] is True  # colour synonyms
+    assert bench_rewards.read_caption(caption, 4)["twice"] is None  # no picture given: unread
