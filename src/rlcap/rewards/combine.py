@@ -127,11 +127,15 @@ class WeightedReward:
         return total
 
     def __call__(self, captions: list[str] | None, batch: RewardBatch,
-                 tokens: torch.Tensor | None = None) -> torch.Tensor:
-        """The weighted sum (N,), on the device of ``batch.feats`` (the CPU when it has none)."""
+                 tokens: torch.Tensor | None = None, parts: Parts | None = None) -> torch.Tensor:
+        """The weighted sum (N,), on the device of ``batch.feats`` (the CPU when it has none); ``parts``, when
+        given, is filled with :meth:`components`' output (each reward's own scores, for :func:`part_means`)."""
         device = batch.feats.fc.device if batch.feats is not None else "cpu"
         n = len(captions) if captions is not None else len(batch.image_ids)
-        return self.combine(self.components(captions, batch, tokens), n, device)
+        found = self.components(captions, batch, tokens)
+        if parts is not None:
+            parts.update(found)
+        return self.combine(found, n, device)
 
     def close(self) -> None:
         """Stop any helper process a component holds (METEOR)."""
@@ -154,14 +158,8 @@ def score(reward: Reward, captions: list[str] | None, reward_batch: RewardBatch,
     ``parts``: a dict filled with each reward's own unweighted scores (N,) when ``reward`` is a
     :class:`WeightedReward` (for :func:`part_means`); left empty for any other reward."""
     n = len(captions) if captions is not None else len(reward_batch.image_ids)
-    if isinstance(reward, WeightedReward):
-        found = reward.components(captions, reward_batch, tokens)
-        device = reward_batch.feats.fc.device if reward_batch.feats is not None else "cpu"
-        values = reward.combine(found, n, device)
-        if parts is not None:
-            parts.update(found)
-    else:
-        values = reward(captions, reward_batch)
+    values = reward(captions, reward_batch, tokens, parts) if isinstance(reward, WeightedReward) else reward(
+        captions, reward_batch)
     if values.shape != (n,):
         raise ValueError(f"reward returned shape {tuple(values.shape)} for {n} captions")
     device = reward_batch.feats.fc.device if reward_batch.feats is not None else values.device
