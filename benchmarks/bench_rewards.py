@@ -6,7 +6,7 @@ section apart): generates the shapes data (both question files beside it), train
 with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
 ``data/shapes/readers/judge``, base, seed 1: held out, it only judges; ``readers/every/...`` for the other set)
 unless they are there, runs ``rlcap bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
-scst_qa_cider,scst_qa_cider_spread,grpo_qa`` (the QA rows with ``_every`` for the other set, which has no spread row; ``--rl rl.epochs=N``; every RL row but ``scst`` judged at the
+scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_heavy,grpo_qa`` (the QA rows with ``_every`` for the other set, which has no spread or heavy row; ``--rl rl.epochs=N``; every RL row but ``scst`` judged at the
 end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end`` is the ``scst`` run's
 last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the held-out reader's
 QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's
@@ -54,7 +54,7 @@ class QuestionSet:
 
 
 SETS = {"main": QuestionSet("questions.json", "readers", "", "bench-rewards",
-                            ("scst_qa_cider", "scst_qa_cider_spread")),
+                            ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy")),
         "every": QuestionSet("questions_every.json", "readers/every", "_every", "bench-rewards-every")}
 BASE_METRICS = ["CIDEr", "SPICE", "Div-2", "Template"]
 HALLUCINATION = ("CHAIR_i", "CHAIR_s", "Coverage")  # (taken where rlcap.metrics names them)
@@ -107,10 +107,39 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     if "xe" in names:
         xe = json.loads((REPO / OUT / "captions" / "xe.json").read_text())["captions"]
         probes["xe_hedged"] = {i: c + HEDGE for i, c in xe.items()}
+    if BASE in names:
+        base = json.loads((REPO / OUT / "captions" / f"{BASE}.json").read_text())["captions"]
+        probes["base_counted"] = {i: counted(c, len(scenes[i].objects)) for i, c in base.items()}
     found = {}
     for name in READERS:
         found[name] = {k: qa_accuracy(*reader(name, qs), captions)[0]["QA-acc"] for k, captions in probes.items()}
+    if BASE in names:
+        found["base_counted_cider"] = cider(probes["base_counted"])
     return found
+
+
+def cider(said: dict[str, str]) -> float:
+    """The corpus CIDEr-D of test captions ``said`` (id -> caption) against the test references."""
+    from rlcap.data.readers import read_dataset
+    from rlcap.metrics import score_captions
+
+    refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    return score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, ["CIDEr"]).corpus["CIDEr"]
+
+
+OTHERS = {1: " with another shape", 2: " with two other shapes", 3: " with three other shapes"}
+
+
+def counted(caption: str, n_objects: int) -> str:
+    """``caption`` with the count phrase the QA rows learned, stating the picture's true count: the shapes it
+    names (each with its number word) plus the phrase's number make ``n_objects`` ("... with two other shapes");
+    unchanged where it names them all (or more). The probe of what CIDEr-D's template plus a true count reads."""
+    from rlcap.metrics.hallucination import find_objects
+
+    vocabulary, adjectives, _ = _words()
+    tokens = caption.split()
+    named = sum(_number(tokens, m.start, adjectives) for m in find_objects(tokens, vocabulary))
+    return caption + OTHERS.get(n_objects - named, "")
 
 
 def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
@@ -182,11 +211,20 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
 def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str, float]]) -> list[str]:
     lines = ["- From the complete description of each test picture (`complete_description`: every answer stated, "
              "in the references' usual words), the most a caption can reach: QA-acc "
-             + ", ".join(f"{r['complete']:.3f} ({name} reader)" for name, r in reached.items()) + "."]
+             + ", ".join(f"{r['complete']:.3f} ({name} reader)" for name, r in reached.items() if name in READERS)
+             + "."]
     if "xe" in found:
         lines.append(f"- From XE's captions with \"{HEDGE.strip()}\" appended to every one: QA-acc "
-                     + ", ".join(f"{r['xe_hedged']:.3f} ({name} reader)" for name, r in reached.items())
+                     + ", ".join(f"{r['xe_hedged']:.3f} ({name} reader)" for name, r in reached.items()
+                                 if name in READERS)
                      + f"; XE's own captions: {found['xe']['QA-acc']:.3f} (judge).")
+    if "base_counted_cider" in reached:
+        lines.append(f"- From CIDEr-D SCST's captions ({BASE}) with the picture's true count appended as the QA rows "
+                     "word it (\"with two other shapes\", `counted()`): QA-acc "
+                     + ", ".join(f"{r['base_counted']:.3f} ({name} reader)" for name, r in reached.items()
+                                 if name in READERS)
+                     + f", CIDEr-D {reached['base_counted_cider']:.3f} against its own {found[BASE]['CIDEr']:.3f}: "
+                     "what the summed reward could reach by keeping CIDEr-D's template and adding the count.")
     return lines
 
 

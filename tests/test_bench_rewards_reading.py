@@ -41,7 +41,7 @@ def _row(qa, cider, template):
 
 def test_the_goals_read_every_summed_row_run():
     qs = bench_rewards.SETS["main"]
-    assert qs.rows.split(",")[-3:] == ["scst_qa_cider", "scst_qa_cider_spread", "grpo_qa"]
+    assert qs.rows.split(",")[-4:] == ["scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy", "grpo_qa"]
     found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.70, 1.6, 0.3),
              "scst_qa_cider": _row(0.61, 2.0, 0.7), "scst_qa_cider_spread": _row(0.66, 1.92, 0.5)}
     lines = "\n".join(bench_rewards.goals(found, qs))
@@ -49,8 +49,8 @@ def test_the_goals_read_every_summed_row_run():
     assert "scst_qa_cider_spread keeps 96.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 60% of" in lines
     assert "scst_qa_cider 0.700, scst_qa_cider_spread 0.500 (goal" in lines
     del found["scst_qa_cider"], found["scst_qa_cider_spread"]
-    assert "No summed reward (scst_qa_cider, scst_qa_cider_spread) was run" in "\n".join(bench_rewards.goals(found, qs))
-    # the other question set has no spread row
+    assert "No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_heavy) was run" in "\n".join(bench_rewards.goals(found, qs))
+    # the other question set has no spread or heavy row
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
 
 
@@ -67,3 +67,13 @@ def test_one_shape_named_twice_against_the_picture():
     assert bench_rewards.read_caption("a violet circle below a purple circle", 2,
                                       Counter({("purple", "circle"): 1}))["twice"] is True  # colour synonyms
     assert bench_rewards.read_caption(caption, 4)["twice"] is None  # no picture given: unread
+
+
+def test_counted_appends_the_true_count_as_the_qa_rows_word_it():
+    assert bench_rewards.counted("a red star below a blue circle", 4) == \
+        "a red star below a blue circle with two other shapes"
+    assert bench_rewards.counted("a red star below a blue circle", 3).endswith(" with another shape")
+    assert bench_rewards.counted("two red stars below a blue circle", 3) == "two red stars below a blue circle"
+    assert bench_rewards.counted("a red star", 1) == "a red star"
+    for caption, n in (("a red star below a blue circle", 4), ("a green heart in the middle", 4)):
+        assert bench_rewards.read_caption(bench_rewards.counted(caption, n), n)["count"] is True

@@ -224,6 +224,9 @@ QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
 # deviation is 0.833 for CIDEr-D and 0.129 for qa_utility (rlcap diagnose reward-spread, docs/RL.md), and
 # 0.833 / 0.129 = 6.5 makes each reward's share of the summed advantage about equal
 QA_AND_CIDER_SPREAD = "reward.weights={cider_d: 1.0, qa_utility: 6.5}"
+# three times that: the utility's term spreads about 3x CIDEr-D's (about 90% of the summed advantage's variance), as
+# the spread-matched weight kept only 7% of the QA gain (docs/BENCHMARKS.md, "Rewards that read the caption")
+QA_AND_CIDER_HEAVY = "reward.weights={cider_d: 1.0, qa_utility: 20.0}"
 
 
 def _after_xe(name: str) -> tuple[Stage, ...]:
@@ -269,6 +272,10 @@ BENCH_ROWS: dict[str, BenchRow] = {
                                                 (QA_AND_CIDER_SPREAD, *QA_PATHS))),
                                      "SCST with CIDEr-D + 6.5 x qa_utility: the weight that evens the rewards' spread",
                                      checkpoint="last"),
+    "scst_qa_cider_heavy": BenchRow((XE, Stage("scst_qa_cider_heavy", "scst", "xe", (),
+                                               (QA_AND_CIDER_HEAVY, *QA_PATHS))),
+                                    "SCST with CIDEr-D + 20 x qa_utility: the utility's term 3x CIDEr-D's spread",
+                                    checkpoint="last"),
     "grpo_qa": BenchRow((XE, Stage("grpo_qa", "grpo", "xe", (), (QA_UTILITY, *QA_PATHS))),
                         "GRPO with the qa_utility reward ([Shao24], [Xing26])", checkpoint="last"),
     "scst_qa_every": BenchRow((XE, Stage("scst_qa_every", "scst", "xe", (), (QA_UTILITY, *QA_EVERY))),
