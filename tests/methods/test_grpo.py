@@ -83,7 +83,8 @@ def words_reward(captions, batch):
      "reward.weights": "{tests.methods.test_grpo:words_reward: 1.0, cider_d: 1.0}"},
     {"grpo.iterations": 2, "grpo.scale": "none", "grpo.loss": "dr_grpo", "rl.kl_coef": 0.1,
      "reward.weights": "{cider_d: 1.0, bleu_4: 0.5}"},
-], ids=["trl_defaults", "dapo_gspo", "dr_grpo_kl"])
+    {"grpo.aggregation": "normalize_then_sum", "reward.weights": "{cider_d: 1.0, bleu_4: 0.5}"},
+], ids=["trl_defaults", "dapo_gspo", "dr_grpo_kl", "gdpo"])
 def test_a_grpo_run_trains_through_the_cli(xe_checkpoint, tmp_path, capsys, extra):
     dataset, feats, init = xe_checkpoint
     out = tmp_path / "grpo"
@@ -99,11 +100,14 @@ def test_a_grpo_run_trains_through_the_cli(xe_checkpoint, tmp_path, capsys, extr
     if extra.get("reward.weights") == "{cider_d: 1.0, bleu_4: 0.5}":  # each reward's own mean, summed: the reward
         assert all(r["reward"] == pytest.approx(r["reward/cider_d"] + 0.5 * r["reward/bleu_4"], rel=1e-5, abs=1e-6)
                    for r in train)
+    if "grpo.aggregation" in extra:  # GDPO's last stage: the advantages normalised over the batch
+        assert all(r["advantage_std"] == pytest.approx(1.0, abs=1e-3) for r in train)
+        assert "summed, normalised over the batch (GDPO)" in next(r["text"] for r in records if r["split"] == "note")
     if extra.get("grpo.iterations", 1) > 1:  # later updates move the ratio off 1
         assert all(0 <= r["clipped"] <= 1 for r in train)
     else:
         assert all(r["clipped"] == 0 for r in train)
-    assert "GRPO: advantages scaled by" in next(r["text"] for r in records if r["split"] == "note")
+    assert "GRPO: advantages " in next(r["text"] for r in records if r["split"] == "note")
     ckpt = load_checkpoint(out / "last")
     before = load_checkpoint(init).weights["policy"]
     assert any(not torch.equal(before[k], ckpt.weights["policy"][k]) for k in before)
@@ -119,6 +123,11 @@ def test_grpo_refuses_a_group_of_one_and_the_beams_n_best():
         api.load_run_config(None, ["algorithm=grpo", "rl.sample_method=beam"])
     with pytest.raises(ConfigError, match=r"grpo.loss: 'sum' is not one of \['grpo', 'dr_grpo', 'dapo'\]"):
         api.load_run_config(None, ["algorithm=grpo", "grpo.loss=sum"])
+    with pytest.raises(ConfigError, match=r"grpo.aggregation: 'mean' is not one of \['sum_then_normalize', "):
+        api.load_run_config(None, ["algorithm=grpo", "grpo.aggregation=mean"])
+    # GDPO normalises by its own two stages: grpo.scale is not read
+    cfg = api.load_run_config(None, ["algorithm=grpo", "grpo.aggregation=normalize_then_sum"])
+    assert not cfg.grpo.reads("scale") and api.load_run_config(None, ["algorithm=grpo"]).grpo.reads("scale")
 
 
 RL_EPOCHS, RL_STEPS_PER_EPOCH = 6, 3  # 24 training images, 8 per batch

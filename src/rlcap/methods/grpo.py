@@ -31,8 +31,9 @@ from rlcap.methods.registry import Method, register
 from rlcap.methods.samples import caption_lengths, rollout, teacher_forced_logprobs
 from rlcap.methods.sequence import needs_text, sequence_session
 from rlcap.rewards import Reward
-from rlcap.rewards.combine import Parts, part_means, score
-from rlcap.rl.grpo import GRPO_LOSSES, GRPO_RATIOS, GRPO_SCALES, ended_only, group_advantages, grpo_loss
+from rlcap.rewards.combine import Parts, WeightedReward, part_means, score
+from rlcap.rl.grpo import (GRPO_AGGREGATIONS, GRPO_LOSSES, GRPO_RATIOS, GRPO_SCALES, batch_normalised, decoupled_sum,
+                           ended_only, group_advantages, grpo_loss)
 from rlcap.rl.losses import entropy_bonus
 from rlcap.run_config import SequenceRunConfig, algorithm_field, check_min
 from rlcap.train.logger import Stats
@@ -61,6 +62,11 @@ class GrpoConfig:
                                      "mean over the caption's words, [Zheng25])")
     mask_truncated: bool = help_field(False, "leave out of the loss the captions cut by decode.max_len before "
                                              "their EOS (TRL's mask_truncated_completions; [Yu25])")
+    aggregation: str = help_field("sum_then_normalize", "with several rewards: sum_then_normalize (the group "
+                                                        "advantage of their weighted sum, [Shao24]) or "
+                                                        "normalize_then_sum (GDPO: each reward's own group "
+                                                        "advantage, weighted and summed, then normalised over the "
+                                                        "batch, [Liu26]; TRL's multi_objective_aggregation)")
     kl_ratio: bool = help_field(False, "multiply each word's k3 term by the importance ratio, so that its "
                                        "gradient is that of the KL it estimates, from the policy to the reference "
                                        "([DeepSeek25]; TRL's use_bias_correction_kl, true there); false: k3 as "
@@ -73,13 +79,17 @@ class GrpoConfig:
             if value is not None and not 0 < value < 1:
                 raise ConfigError(f"grpo.{key}: expected a number in (0, 1), got {value}")
         for key, value, allowed in (("scale", self.scale, GRPO_SCALES), ("loss", self.loss, GRPO_LOSSES),
-                                    ("ratio", self.ratio, GRPO_RATIOS)):
+                                    ("ratio", self.ratio, GRPO_RATIOS), ("aggregation", self.aggregation,
+                                                                         GRPO_AGGREGATIONS)):
             if value not in allowed:
                 raise ConfigError(f"grpo.{key}: {value!r} is not one of {list(allowed)}")
 
     def reads(self, key: str) -> bool:
-        """The clipping acts from the second update on (the first's ratio is 1); ``kl_ratio``, read with a KL
-        term only, is the run config's to say (:meth:`GrpoRunConfig.reads`)."""
+        """The clipping acts from the second update on (the first's ratio is 1); GDPO normalises by its own
+        stages, not by ``scale``; ``kl_ratio``, read with a KL term only, is the run config's to say
+        (:meth:`GrpoRunConfig.reads`)."""
+        if key == "scale":
+            return self.aggregation == "sum_then_normalize"
         return key not in ("epsilon", "epsilon_high") or self.iterations > 1
 
     def notes(self) -> list[str]:
@@ -132,6 +142,21 @@ def batch_std(rewards: torch.Tensor, ranks: Ranks) -> torch.Tensor:
     return (squares / (count - 1).clamp(min=1.0)).sqrt()
 
 
+def advantages(rewards: torch.Tensor, parts: Parts, reward: Reward, g: int, gc: GrpoConfig,
+               ranks: Ranks) -> torch.Tensor:
+    """(B*G,) advantages: the group advantage of the summed ``rewards`` ([Shao24 sec. 4.1.2], ``grpo.scale``), or
+    with ``normalize_then_sum`` GDPO's ([Liu26]): each reward of ``parts`` normalised in its group, weighted,
+    summed, then normalised over the batch (every rank's)."""
+    if gc.aggregation == "sum_then_normalize":
+        return group_advantages(rewards, g, gc.scale, batch_std(rewards, ranks) if gc.scale == "batch" else None)
+    if parts:
+        weights = reward.weights if isinstance(reward, WeightedReward) else dict.fromkeys(parts, 1.0)
+        summed = decoupled_sum({k: v.to(rewards.device).float() for k, v in parts.items()}, weights, g)
+    else:  # a reward of one's own, not split: GDPO of one reward
+        summed = decoupled_sum({"reward": rewards}, {"reward": 1.0}, g)
+    return batch_normalised(summed, global_mean(summed, ranks), batch_std(summed, ranks))
+
+
 def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     cfg, gc, g = session.cfg, session.cfg.grpo, session.cfg.rl.n_samples
     # 1. sample G captions per image; their log-probabilities (with gradient) are the first update's, and,
@@ -143,7 +168,7 @@ def grpo_step(session: Session, batch: Batch, reward: Reward) -> Stats:
     t0 = time.perf_counter()
     parts: Parts = {}  # each reward's own scores, logged as reward/<name>
     rewards = score(reward, roll.captions, roll.reward_batch, roll.tokens, parts)  # (B*G,)
-    adv = group_advantages(rewards, g, gc.scale, batch_std(rewards, session.ranks) if gc.scale == "batch" else None)
+    adv = advantages(rewards, parts, reward, g, gc, session.ranks)
     ref = reference_logprobs(session, batch, roll.tokens, g) if cfg.rl.kl_coef > 0 else None  # (B*G, T)
     reward_s = time.perf_counter() - t0
     # 4. grpo.iterations updates on the same captions: the clipped ratio, plus beta * k3 per word (eq. 3-4)
@@ -171,7 +196,9 @@ def train_grpo(cfg: GrpoRunConfig) -> TrainResult:
     gc = cfg.grpo
     for note in gc.notes():
         log.warning(note)
-    settings = (f"GRPO: advantages scaled by {gc.scale}, loss {gc.loss}, ratio per {gc.ratio}, clipped to "
+    scaled = (f"scaled by {gc.scale}" if gc.aggregation == "sum_then_normalize" else
+              "of each reward normalised in its group, summed, normalised over the batch (GDPO)")
+    settings = (f"GRPO: advantages {scaled}, loss {gc.loss}, ratio per {gc.ratio}, clipped to "
                 f"[1 - {gc.epsilon}, 1 + {gc.high}], {gc.iterations} update(s) per batch, KL weight {cfg.rl.kl_coef}"
                 + (" (k3 times the ratio)" if gc.kl_ratio and cfg.rl.kl_coef > 0 else "")
                 + (", truncated captions masked" if gc.mask_truncated else ""))

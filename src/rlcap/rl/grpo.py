@@ -14,6 +14,11 @@ With G samples y_1..y_G of an image, rewards r_i, old log-probabilities (the sam
 * its average: ``grpo``, over each sequence's tokens then over the sequences ([Shao24 eq. 3]); ``dapo``, over the
   tokens of the whole batch ([Yu25 sec. 3.3]); ``dr_grpo``, summed and divided by the constant rows x ``max_len``
   ([Liu25]).
+
+With several rewards r_ik (``reward.weights`` w_k), ``aggregation: normalize_then_sum`` is GDPO ([Liu26]; TRL's
+``multi_objective_aggregation``): each reward's own group advantage ``(r_ik - mean_k) / (std_k + 1e-4)``, summed with
+the weights, then the sum normalised over the whole batch (its mean taken away, divided by its std + 1e-4), instead
+of the group advantage of the weighted sum (``sum_then_normalize``, [Shao24]).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from rlcap.rl.losses import masked_mean, masked_sum
 GRPO_SCALES = ("group", "batch", "none")
 GRPO_LOSSES = ("grpo", "dr_grpo", "dapo")
 GRPO_RATIOS = ("token", "sequence")
+GRPO_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")  # TRL's multi_objective_aggregation's values
 STD_EPSILON = 1e-4  # added to the std before dividing (TRL's GRPOTrainer; [Shao24] writes none)
 
 
@@ -61,6 +67,35 @@ def group_advantages(rewards: torch.Tensor, g: int, scale: str, batch_std: torch
         std = groups.flatten().std() if batch_std is None else batch_std
         centred = centred / (std + STD_EPSILON)
     return centred.flatten()
+
+
+def decoupled_sum(parts: dict[str, torch.Tensor], weights: dict[str, float], g: int) -> torch.Tensor:
+    """GDPO's first stage ([Liu26]): each reward's own group advantage, ``(r_k - mean_k) / (std_k + 1e-4)`` over
+    its image's group (unbiased std), times its weight, summed over the rewards.
+
+    Args:
+        parts: name -> (B*G,) each reward's own unweighted scores, the G samples of one image adjacent.
+        weights: name -> weight (``reward.weights``), every name of ``parts``.
+        g: samples per image.
+
+    Returns:
+        (B*G,) the sum, detached; :func:`batch_normalised` makes it the advantage.
+
+    Example: g=2, rewards a [0, 1, 0, 1] and b [0, 1, 0, 0], weights 1 and 1 -> [-1.41402, 1.41402, -0.70701,
+    0.70701]: the pair (1, 1) against (0, 0) earns twice what (1, 0) does, where the group advantage of the sums
+    (sum_then_normalize) gives both groups +-0.70701 ([Liu26]'s collapse of distinct reward combinations).
+    """
+    missing = sorted(set(parts) - set(weights))
+    if missing or not parts:
+        raise ValueError(f"decoupled_sum: no weight for {missing}" if missing else "decoupled_sum: no rewards given")
+    return sum(weights[name] * group_advantages(values, g, "group") for name, values in parts.items())
+
+
+def batch_normalised(values: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """GDPO's second stage ([Liu26]): ``(values - mean) / (std + 1e-4)``, ``mean`` and ``std`` the whole batch's
+    (under torchrun, every rank's together), so that the advantage's range does not grow with the number of
+    rewards. (B*G,) detached."""
+    return ((values.detach().float() - mean) / (std + STD_EPSILON)).detach()
 
 
 def ended_only(mask: torch.Tensor, tokens: torch.Tensor, eos: int) -> torch.Tensor:
