@@ -53,9 +53,15 @@ class QuestionSet:
         return "xe,scst,scst_end," + ",".join(f"{r}{self.suffix}" for r in ("scst_qa", *self.summed, "grpo_qa"))
 
 
-SETS = {"main": QuestionSet("questions.json", "readers", "", "bench-rewards",
-                            ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy")),
-        "every": QuestionSet("questions_every.json", "readers/every", "_every", "bench-rewards-every")}
+def _sets() -> dict[str, QuestionSet]:
+    from rlcap.data.synthetic.questions import QUESTION_SETS  # each set's file, as rlcap data shapes names it
+
+    return {"main": QuestionSet(QUESTION_SETS["main"], "readers", "", "bench-rewards",
+                                ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy")),
+            "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
+
+
+SETS = _sets()
 BASE_METRICS = ["CIDEr", "SPICE", "Div-2", "Template"]
 HALLUCINATION = ("CHAIR_i", "CHAIR_s", "Coverage")  # (taken where rlcap.metrics names them)
 
