@@ -1,12 +1,14 @@
 """benchmarks/bench_rewards.py's reading of a caption against its picture (the phrase table of make bench-rewards):
-the count a caption states, its relation and an unfinished end, on captions counted by hand."""
+the count a caption states, its relation and an unfinished end, on captions counted by hand; the probe that appends
+the true count; the goals read for every summed row; each summed row's settings."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 try:
     import bench_rewards
 finally:
@@ -77,3 +79,22 @@ def test_counted_appends_the_true_count_as_the_qa_rows_word_it():
     assert bench_rewards.counted("a red star", 1) == "a red star"
     for caption, n in (("a red star below a blue circle", 4), ("a green heart in the middle", 4)):
         assert bench_rewards.read_caption(bench_rewards.counted(caption, n), n)["count"] is True
+
+
+@pytest.mark.parametrize("name,algorithm,weights,aggregation", [
+    ("scst_qa_cider", "scst", {"cider_d": 1.0, "qa_utility": 1.0}, None),
+    ("scst_qa_cider_spread", "scst", {"cider_d": 1.0, "qa_utility": 6.5}, None),
+    ("scst_qa_cider_heavy", "scst", {"cider_d": 1.0, "qa_utility": 20.0}, None),
+    ("grpo_qa_cider_gdpo", "grpo", {"cider_d": 1.0, "qa_utility": 1.0}, "normalize_then_sum"),
+])
+def test_each_summed_row_loads_as_its_name_says(name, algorithm, weights, aggregation):
+    from rlcap import api
+    from rlcap.bench.registry import BENCH_ROWS
+
+    stage = BENCH_ROWS[name].stages[-1]
+    assert (stage.recipe, stage.init_from, BENCH_ROWS[name].checkpoint) == (algorithm, "xe", "last")
+    cfg = api.load_run_config(str(REPO / "configs" / f"shapes_{stage.recipe}.yaml"), list(stage.overrides))
+    assert cfg.reward.weights == weights
+    assert cfg.reward.paths["qa_utility"] == "data/shapes/readers/reward"
+    if aggregation:
+        assert cfg.grpo.aggregation == aggregation and not cfg.grpo.reads("scale")

@@ -276,6 +276,10 @@ BENCH_ROWS: dict[str, BenchRow] = {
                                                (QA_AND_CIDER_HEAVY, *QA_PATHS))),
                                     "SCST with CIDEr-D + 20 x qa_utility: the utility's term 3x CIDEr-D's spread",
                                     checkpoint="last"),
+    "grpo_qa_cider_gdpo": BenchRow((XE, Stage("grpo_qa_cider_gdpo", "grpo", "xe", (),
+                                              (QA_AND_CIDER, "grpo.aggregation=normalize_then_sum", *QA_PATHS))),
+                                   "GRPO with CIDEr-D + qa_utility, each normalised in its group before the sum "
+                                   "(GDPO, [Liu26])", checkpoint="last"),
     "grpo_qa": BenchRow((XE, Stage("grpo_qa", "grpo", "xe", (), (QA_UTILITY, *QA_PATHS))),
                         "GRPO with the qa_utility reward ([Shao24], [Xing26])", checkpoint="last"),
     "scst_qa_every": BenchRow((XE, Stage("scst_qa_every", "scst", "xe", (), (QA_UTILITY, *QA_EVERY))),
