@@ -149,10 +149,9 @@ def advantages(rewards: torch.Tensor, parts: Parts, reward: Reward, g: int, gc: 
     summed, then normalised over the batch (every rank's)."""
     if gc.aggregation == "sum_then_normalize":
         return group_advantages(rewards, g, gc.scale, batch_std(rewards, ranks) if gc.scale == "batch" else None)
-    if parts:
-        weights = reward.weights if isinstance(reward, WeightedReward) else dict.fromkeys(parts, 1.0)
-        summed = decoupled_sum({k: v.to(rewards.device).float() for k, v in parts.items()}, weights, g)
-    else:  # a reward of one's own, not split: GDPO of one reward
+    if isinstance(reward, WeightedReward) and parts:
+        summed = decoupled_sum({k: v.to(rewards.device).float() for k, v in parts.items()}, reward.weights, g)
+    else:  # a reward of one's own, not split into parts: GDPO of one reward
         summed = decoupled_sum({"reward": rewards}, {"reward": 1.0}, g)
     return batch_normalised(summed, global_mean(summed, ranks), batch_std(summed, ranks))
 
