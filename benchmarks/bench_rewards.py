@@ -181,6 +181,27 @@ def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     return found
 
 
+def references() -> dict[str, float]:
+    """One reference of each test picture (its first) read as the rows' captions are (against the other four):
+    coverage and CHAIR where rlcap's metrics hold them, words, the template share; what the captions the policy
+    learned from name."""
+    from rlcap.data.objects import read_object_truth
+    from rlcap.data.readers import read_dataset
+    from rlcap.metrics import METRIC_NAMES, score_captions
+
+    refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    metrics = ["Template"] + [m for m in HALLUCINATION if m in METRIC_NAMES]
+    report = score_captions({i: r[1:] for i, r in refs.items()}, {i: r[:1] for i, r in refs.items()}, metrics,
+                            objects=read_object_truth(DATA / "dataset_shapes.json"))
+    return {**report.corpus, "words": sum(len(r[0].split()) for r in refs.values()) / len(refs)}
+
+
+def reference_line(ref: dict[str, float]) -> str:
+    return ("- One reference of each test picture (its first), read as a row's captions are: "
+            + ", ".join(f"{m} {ref[m]:.3f}" for m in (*HALLUCINATION, "Template") if m in ref)
+            + f", {ref['words']:.1f} words: what the captions the policy learns from cover.")
+
+
 def table(found: dict[str, dict[str, float]]) -> list[str]:
     columns = ["QA-acc", *[m for m in HALLUCINATION if m in next(iter(found.values()))], "CIDEr", "SPICE", "words",
                "Template", "Div-2"]
@@ -369,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: the "
             "best epoch by validation CIDEr-D, as the other tables); test captions by beam "
             "3. QA-acc is the held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
-            *card_lines, *reach_lines(reached, found), "", *table(found), "",
+            *card_lines, *reach_lines(reached, found), reference_line(references()), "", *table(found), "",
             "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
             "What the captions say (`phrases()`): the share with a count phrase (\"with two other shapes\") and of "
             "those the share whose count (the shapes named before it plus the phrase's number) is the picture's; the "
