@@ -124,12 +124,19 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     return found
 
 
+@functools.cache
+def test_refs() -> dict[str, list[str]]:
+    """The test pictures' references (id -> captions), read once a process."""
+    from rlcap.data.readers import read_dataset
+
+    return {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+
+
 def cider(said: dict[str, str]) -> float:
     """The corpus CIDEr-D of test captions ``said`` (id -> caption) against the test references."""
-    from rlcap.data.readers import read_dataset
     from rlcap.metrics import score_captions
 
-    refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    refs = test_refs()
     return score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, ["CIDEr"]).corpus["CIDEr"]
 
 
@@ -140,12 +147,7 @@ def counted(caption: str, n_objects: int) -> str:
     """``caption`` with the count phrase the QA rows learned, stating the picture's true count: the shapes it
     names (each with its number word) plus the phrase's number make ``n_objects`` ("... with two other shapes");
     unchanged where it names them all (or more). The probe of what CIDEr-D's template plus a true count reads."""
-    from rlcap.metrics.hallucination import find_objects
-
-    vocabulary, adjectives, _ = _words()
-    tokens = caption.split()
-    named = sum(_number(tokens, m.start, adjectives) for m in find_objects(tokens, vocabulary))
-    return caption + OTHERS.get(n_objects - named, "")
+    return caption + OTHERS.get(n_objects - _named(caption.split()), "")
 
 
 def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
@@ -163,12 +165,11 @@ def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
 def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
     from rlcap.data.objects import read_object_truth
-    from rlcap.data.readers import read_dataset
     from rlcap.eval.qa_accuracy import qa_accuracy
     from rlcap.metrics import METRIC_NAMES, score_captions
 
     judge = reader("judge", qs)
-    refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    refs = test_refs()
     objects = read_object_truth(DATA / "dataset_shapes.json")  # each scene's shapes: CHAIR and coverage, exact
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
     found = {}
@@ -186,10 +187,9 @@ def references() -> dict[str, float]:
     coverage and CHAIR where rlcap's metrics hold them, words, the template share; what the captions the policy
     learned from name."""
     from rlcap.data.objects import read_object_truth
-    from rlcap.data.readers import read_dataset
     from rlcap.metrics import METRIC_NAMES, score_captions
 
-    refs = {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    refs = test_refs()
     metrics = ["Template"] + [m for m in HALLUCINATION if m in METRIC_NAMES]
     report = score_captions({i: r[1:] for i, r in refs.items()}, {i: r[:1] for i, r in refs.items()}, metrics,
                             objects=read_object_truth(DATA / "dataset_shapes.json"))
@@ -284,22 +284,28 @@ def read_caption(caption: str, n_objects: int, held: Counter | None = None) -> d
     unread, None, without them)."""
     from rlcap.metrics.hallucination import find_objects
 
-    vocabulary, adjectives, relations = _words()
+    vocabulary, _, relations = _words()
     tokens = caption.split()
     count: bool | str | None = None
     phrase = COUNT_PHRASE.search(caption)
     if phrase and phrase.group(1) not in NUMBERS:
         count = "unread"
     elif phrase:
-        before = caption[:phrase.start()].split()
-        count = sum(_number(before, m.start, adjectives) for m in find_objects(before, vocabulary)) \
-            + NUMBERS[phrase.group(1)] == n_objects
+        count = _named(caption[:phrase.start()].split()) + NUMBERS[phrase.group(1)] == n_objects
     relation = next((r for w, r in relations if f" {w} " in f" {caption} "), None)
     named = Counter((m.attribute, m.object) for m in find_objects(tokens, vocabulary) if m.attribute)
     repeated = [pair for pair, k in named.items() if k > 1]
     twice = None if not repeated or held is None else any(held[pair] < 2 for pair in repeated)
     return {"count": count, "relation": relation, "unfinished": bool(tokens) and tokens[-1] in UNFINISHED,
             "twice": twice}
+
+
+def _named(tokens: list[str]) -> int:
+    """How many shapes ``tokens`` name, each mention with its number word ("two red circles and a star": 3)."""
+    from rlcap.metrics.hallucination import find_objects
+
+    vocabulary, adjectives, _ = _words()
+    return sum(_number(tokens, m.start, adjectives) for m in find_objects(tokens, vocabulary))
 
 
 def _number(tokens: list[str], start: int, adjectives: set[str]) -> int:
