@@ -6,7 +6,8 @@ section apart): generates the shapes data (both question files beside it), train
 with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
 ``data/shapes/readers/judge``, base, seed 1: held out, it only judges; ``readers/every/...`` for the other set)
 unless they are there, runs ``rlcap bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
-scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_heavy,grpo_qa`` (the QA rows with ``_every`` for the other set, which has no spread or heavy row; ``--rl rl.epochs=N``; every RL row but ``scst`` judged at the
+scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_heavy,grpo_qa`` (the QA rows with ``_every`` for the other set,
+which has no length, spread or heavy row; ``--rl rl.epochs=N``; every RL row but ``scst`` judged at the
 end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end`` is the ``scst`` run's
 last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the held-out reader's
 QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's
@@ -47,17 +48,19 @@ class QuestionSet:
     suffix: str
     section: str
     summed: tuple[str, ...] = ("scst_qa_cider",)  # its rows of CIDEr-D + qa_utility (each read against the goals)
+    variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
 
     @property
     def rows(self) -> str:
-        return "xe,scst,scst_end," + ",".join(f"{r}{self.suffix}" for r in ("scst_qa", *self.summed, "grpo_qa"))
+        qa = ("scst_qa", *self.variants, *self.summed, "grpo_qa")
+        return "xe,scst,scst_end," + ",".join(f"{r}{self.suffix}" for r in qa)
 
 
 def _sets() -> dict[str, QuestionSet]:
     from rlcap.data.synthetic.questions import QUESTION_SETS  # each set's file, as rlcap data shapes names it
 
     return {"main": QuestionSet(QUESTION_SETS["main"], "readers", "", "bench-rewards",
-                                ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy")),
+                                ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy"), ("scst_qa_len",)),
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
 
 
@@ -215,12 +218,14 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     if f"scst_qa{qs.suffix}" not in f:
         return ["- No QA-utility row was run: no goal is read."]
     qa, base = f[f"scst_qa{qs.suffix}"], f[BASE]
-    qa_gain = qa["QA-acc"] / base["QA-acc"] - 1
-    lines = [f"- QA-utility SCST against CIDEr-D SCST: held-out QA-acc {qa['QA-acc']:.3f} against "
-             f"{base['QA-acc']:.3f} ({qa_gain:+.1%} relative; goal: at least +10%)."]
-    for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
-        if m in base:
-            lines.append(f"- {m}: QA-utility SCST {qa[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
+    variants = {n: f[n] for n in (f"{r}{qs.suffix}" for r in qs.variants) if n in f}
+    lines = []
+    for n, row in {"QA-utility SCST": qa, **variants}.items():
+        lines.append(f"- {n} against CIDEr-D SCST: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
+                     f"({row['QA-acc'] / base['QA-acc'] - 1:+.1%} relative; goal: at least +10%).")
+        for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
+            if m in base:
+                lines.append(f"- {m}: {n} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
     summed = {n: f[n] for n in (f"{r}{qs.suffix}" for r in qs.summed) if n in f}
     if not summed:
         lines.append(f"- No summed reward ({', '.join(qs.summed)}) was run: its goals (95% of CIDEr-D SCST's CIDEr-D, "
@@ -230,7 +235,7 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
         lines.append(f"- The summed reward {n} keeps {row['CIDEr'] / base['CIDEr']:.1%} of CIDEr-D SCST's CIDEr-D "
                      f"(goal: at least 95%) and {gain:.0%} of the QA gain (goal: at least half).")
     lines.append(f"- Template share: CIDEr-D SCST {base['Template']:.3f}, QA-utility SCST {qa['Template']:.3f}"
-                 + "".join(f", {n} {row['Template']:.3f}" for n, row in summed.items())
+                 + "".join(f", {n} {row['Template']:.3f}" for n, row in {**variants, **summed}.items())
                  + " (goal: the QA-utility and summed rows below CIDEr-D SCST's).")
     return lines
 

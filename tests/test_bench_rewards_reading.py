@@ -43,13 +43,21 @@ def _row(qa, cider, template):
 
 def test_the_goals_read_every_summed_row_run():
     qs = bench_rewards.SETS["main"]
-    assert qs.rows.split(",")[-4:] == ["scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_heavy", "grpo_qa"]
+    assert qs.rows.split(",")[-6:] == ["scst_qa", "scst_qa_len", "scst_qa_cider", "scst_qa_cider_spread",
+                                       "scst_qa_cider_heavy", "grpo_qa"]
     found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.70, 1.6, 0.3),
              "scst_qa_cider": _row(0.61, 2.0, 0.7), "scst_qa_cider_spread": _row(0.66, 1.92, 0.5)}
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of the QA gain" in lines
     assert "scst_qa_cider_spread keeps 96.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 60% of" in lines
     assert "scst_qa_cider 0.700, scst_qa_cider_spread 0.500 (goal" in lines
+    assert "scst_qa_len" not in lines  # not run: not read
+    found["scst_qa_len"] = _row(0.69, 1.9, 0.2) | {"Coverage": 0.85}
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert "- scst_qa_len against CIDEr-D SCST: held-out QA-acc 0.690 against 0.600 (+15.0% relative" in lines
+    assert "- Coverage: scst_qa_len 0.850 against CIDEr-D SCST 0.800 (goal: higher)." in lines
+    assert "QA-utility SCST 0.300, scst_qa_len 0.200, scst_qa_cider 0.700" in lines
+    assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of" in lines  # of scst_qa's
     del found["scst_qa_cider"], found["scst_qa_cider_spread"]
     assert "No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_heavy) was run" in "\n".join(bench_rewards.goals(found, qs))
     # the other question set has no spread or heavy row
@@ -86,8 +94,9 @@ def test_counted_appends_the_true_count_as_the_qa_rows_word_it():
     ("scst_qa_cider_spread", "scst", {"cider_d": 1.0, "qa_utility": 6.5}, None),
     ("scst_qa_cider_heavy", "scst", {"cider_d": 1.0, "qa_utility": 20.0}, None),
     ("grpo_qa_cider_gdpo", "grpo", {"cider_d": 1.0, "qa_utility": 1.0}, "normalize_then_sum"),
+    ("scst_qa_len", "scst", {"qa_utility": 1.0, "length": 0.2}, None),
 ])
-def test_each_summed_row_loads_as_its_name_says(name, algorithm, weights, aggregation):
+def test_each_summed_or_length_row_loads_as_its_name_says(name, algorithm, weights, aggregation):
     from rlcap import api
     from rlcap.bench.registry import BENCH_ROWS
 

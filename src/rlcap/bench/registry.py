@@ -227,6 +227,12 @@ QA_AND_CIDER_SPREAD = "reward.weights={cider_d: 1.0, qa_utility: 6.5}"
 # three times that: the utility's term spreads about 3x CIDEr-D's (about 90% of the summed advantage's variance), as
 # the spread-matched weight kept only 7% of the QA gain (docs/BENCHMARKS.md, "Rewards that read the caption")
 QA_AND_CIDER_HEAVY = "reward.weights={cider_d: 1.0, qa_utility: 20.0}"
+# the utility with the length penalty past the image's mean reference length (docs/RL.md, "Length terms"), as utility
+# alone drifted into the 16-word cap (48% of scst_qa's captions, 34% unfinished: BENCHMARKS.md). Weight 0.2: the count
+# phrase on a four-shape picture ("... with two other shapes", about 2 words past its references' 11.8) costs about
+# 0.04, below what the count question it answers adds to the utility (about 0.08: one of 5-6 questions, probability
+# 0.46 -> 0.9); two words of filler past it ("on a") cost about 0.03 and add nothing
+QA_AND_LENGTH = "reward.weights={qa_utility: 1.0, length: 0.2}"
 
 
 def _after_xe(name: str) -> tuple[Stage, ...]:
@@ -266,6 +272,9 @@ BENCH_ROWS: dict[str, BenchRow] = {
     "scst_qa": BenchRow((XE, Stage("scst_qa", "scst", "xe", (), (QA_UTILITY, *QA_PATHS))),
                         "SCST with the qa_utility reward: a text-only reader's answers from the caption ([Xing26])",
                         checkpoint="last"),
+    "scst_qa_len": BenchRow((XE, Stage("scst_qa_len", "scst", "xe", (), (QA_AND_LENGTH, *QA_PATHS))),
+                            "SCST with qa_utility and 0.2 x the length penalty past the references' mean length "
+                            "([Xing26], [Yang26])", checkpoint="last"),
     "scst_qa_cider": BenchRow((XE, Stage("scst_qa_cider", "scst", "xe", (), (QA_AND_CIDER, *QA_PATHS))),
                               "SCST with CIDEr-D + qa_utility, summed ([Xing26])", checkpoint="last"),
     "scst_qa_cider_spread": BenchRow((XE, Stage("scst_qa_cider_spread", "scst", "xe", (),
