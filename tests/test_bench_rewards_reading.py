@@ -43,8 +43,8 @@ def _row(qa, cider, template):
 
 def test_the_goals_read_every_summed_row_run():
     qs = bench_rewards.SETS["main"]
-    assert qs.rows.split(",")[-6:] == ["scst_qa", "scst_qa_len", "scst_qa_cider", "scst_qa_cider_spread",
-                                       "scst_qa_cider_heavy", "grpo_qa"]
+    assert qs.rows.split(",")[-7:] == ["scst_qa", "scst_qa_len", "scst_qa_cider", "scst_qa_cider_spread",
+                                       "scst_qa_cider_heavy", "grpo_qa_cider_gdpo", "grpo_qa"]
     found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.70, 1.6, 0.3),
              "scst_qa_cider": _row(0.61, 2.0, 0.7), "scst_qa_cider_spread": _row(0.66, 1.92, 0.5)}
     lines = "\n".join(bench_rewards.goals(found, qs))
@@ -59,7 +59,7 @@ def test_the_goals_read_every_summed_row_run():
     assert "QA-utility SCST 0.300, scst_qa_len 0.200, scst_qa_cider 0.700" in lines
     assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of" in lines  # of scst_qa's
     del found["scst_qa_cider"], found["scst_qa_cider_spread"]
-    assert "No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_heavy) was run" in "\n".join(bench_rewards.goals(found, qs))
+    assert "No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_heavy, grpo_qa_cider_gdpo) was run" in "\n".join(bench_rewards.goals(found, qs))
     # the other question set has no spread or heavy row
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
 
