@@ -231,7 +231,8 @@ QA_AND_CIDER_HEAVY = "reward.weights={cider_d: 1.0, qa_utility: 20.0}"
 # alone drifted into the 16-word cap (48% of scst_qa's captions, 34% unfinished: BENCHMARKS.md). Weight 0.2: the count
 # phrase on a four-shape picture ("... with two other shapes", about 2 words past its references' 11.8) costs about
 # 0.04, below what the count question it answers adds to the utility (about 0.08: one of 5-6 questions, probability
-# 0.46 -> 0.9); two words of filler past it ("on a") cost about 0.03 and add nothing
+# 0.46 -> 0.9); two words of filler past it ("on a") cost about 0.03 and add nothing. That arithmetic is a beam
+# caption's: measured, the samples pay the penalty and the captions fell to 7 words without the count phrase (RL.md)
 QA_AND_LENGTH = "reward.weights={qa_utility: 1.0, length: 0.2}"
 
 
