@@ -7,10 +7,10 @@ with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the r
 ``data/shapes/readers/judge``, base, seed 1: held out, it only judges; ``readers/every/...`` for the other set)
 unless they are there, runs ``rlcap bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
 scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_heavy,grpo_qa_cider_gdpo,grpo_qa`` (the QA rows with
-``_every`` for the other set, which has no length, spread, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row but ``scst`` judged at the
-end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end`` is the ``scst`` run's
-last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the held-out reader's
-QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's
+``_every`` for the other set, which has no length, spread, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row
+but ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train:
+``scst_end`` is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test
+captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's
 metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word, unfinished
 ends). Writes the tables, the readers' own accuracies (from a reference caption, from an empty one, chance, from the
 complete description), what the rows say against the issue's goals, and the first test images' captions into the
@@ -97,7 +97,8 @@ def reader(name: str, qs: QuestionSet) -> tuple:
     return load_judge(DATA / qs.readers / name, DATA / qs.file)
 
 
-def test_scenes() -> dict[str, object]:
+@functools.cache
+def scenes_of_test() -> dict[str, object]:
     """The test pictures' scenes (id -> Scene), from the dataset JSON."""
     from rlcap.data.synthetic.scenes import Scene
 
@@ -112,7 +113,7 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     from rlcap.data.synthetic.questions import complete_description
     from rlcap.eval.qa_accuracy import qa_accuracy
 
-    scenes = test_scenes()
+    scenes = scenes_of_test()
     probes = {"complete": {i: complete_description(s) for i, s in scenes.items()}}
     if "xe" in names:
         xe = json.loads((REPO / OUT / "captions" / "xe.json").read_text())["captions"]
@@ -129,18 +130,26 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
 
 
 @functools.cache
-def test_refs() -> dict[str, list[str]]:
+def refs_of_test() -> dict[str, list[str]]:
     """The test pictures' references (id -> captions), read once a process."""
     from rlcap.data.readers import read_dataset
 
     return {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
 
 
+@functools.cache
+def objects_of_test() -> dict:
+    """Each scene's shapes (rlcap.data.objects' truth, for CHAIR and coverage, exact), read once a process."""
+    from rlcap.data.objects import read_object_truth
+
+    return read_object_truth(DATA / "dataset_shapes.json")
+
+
 def cider(said: dict[str, str]) -> float:
     """The corpus CIDEr-D of test captions ``said`` (id -> caption) against the test references."""
     from rlcap.metrics import score_captions
 
-    refs = test_refs()
+    refs = refs_of_test()
     return score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, ["CIDEr"]).corpus["CIDEr"]
 
 
@@ -168,13 +177,12 @@ def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
 
 def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out reader's QA-acc and the metrics of the table."""
-    from rlcap.data.objects import read_object_truth
     from rlcap.eval.qa_accuracy import qa_accuracy
     from rlcap.metrics import METRIC_NAMES, score_captions
 
     judge = reader("judge", qs)
-    refs = test_refs()
-    objects = read_object_truth(DATA / "dataset_shapes.json")  # each scene's shapes: CHAIR and coverage, exact
+    refs = refs_of_test()
+    objects = objects_of_test()
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
     found = {}
     for n in names:
@@ -190,13 +198,12 @@ def references() -> dict[str, float]:
     """One reference of each test picture (its first) read as the rows' captions are (against the other four):
     coverage and CHAIR where rlcap's metrics hold them, words, the template share; what the captions the policy
     learned from name."""
-    from rlcap.data.objects import read_object_truth
     from rlcap.metrics import METRIC_NAMES, score_captions
 
-    refs = test_refs()
+    refs = refs_of_test()
     metrics = ["Template"] + [m for m in HALLUCINATION if m in METRIC_NAMES]
     report = score_captions({i: r[1:] for i, r in refs.items()}, {i: r[:1] for i, r in refs.items()}, metrics,
-                            objects=read_object_truth(DATA / "dataset_shapes.json"))
+                            objects=objects_of_test())
     return {**report.corpus, "words": sum(len(r[0].split()) for r in refs.values()) / len(refs)}
 
 
@@ -329,7 +336,7 @@ def phrases(names: list[str]) -> dict[str, dict]:
     captions that use it; the share cut at the length cap; the share that ends unfinished."""
     from rlcap.bench.registry import BENCH_ROWS
 
-    scenes = test_scenes()
+    scenes = scenes_of_test()
     found = {}
     for n in names:
         said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]

@@ -60,7 +60,7 @@ def test_the_goals_read_every_summed_row_run():
     assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of" in lines  # of scst_qa's
     del found["scst_qa_cider"], found["scst_qa_cider_spread"]
     assert "No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_heavy, grpo_qa_cider_gdpo) was run" in "\n".join(bench_rewards.goals(found, qs))
-    # the other question set has no spread or heavy row
+    # the other question set has no length, spread, heavy or GDPO row
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
 
 
