@@ -10,8 +10,8 @@ scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_heavy,grpo_qa_cider
 ``_every`` for the other set, which has no length, spread, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row
 but ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train:
 ``scst_end`` is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test
-captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's
-metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word, unfinished
+captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and
+CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word, unfinished
 ends). Writes the tables, the readers' own accuracies (from a reference caption, from an empty one, chance, from the
 complete description), what the rows say against the issue's goals, and the first test images' captions into the
 set's section of docs/BENCHMARKS.md. Prints a last line of JSON.
