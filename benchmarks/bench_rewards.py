@@ -2,19 +2,19 @@
 with [Xing26]'s QA utility, and with both summed, and GRPO with the QA utility, all from the same XE checkpoint.
 
 Run with ``make bench-rewards`` (``QUESTIONS=every``: the set of questions about every shape, its readers, rows and
-section apart): generates the shapes data (both question files beside it), trains the set's two text-only readers
-with ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and
-``data/shapes/readers/judge``, base, seed 1: held out, it only judges; ``readers/every/...`` for the other set)
-unless they are there, runs ``rlcap bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
+section apart): generates the shapes data (both question files beside it), trains the set's two text-only readers with
+``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and ``data/shapes/readers/judge``,
+base, seed 1: held out, it only judges; ``readers/every/...`` for the other set) unless they are there, runs ``rlcap
+bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
 scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_heavy,grpo_qa_cider_gdpo,grpo_qa`` (the QA rows with
-``_every`` for the other set, which has no length, spread, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row
-but ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train:
-``scst_end`` is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test
-captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and
-CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word, unfinished
-ends). Writes the tables, the readers' own accuracies (from a reference caption, from an empty one, chance, from the
-complete description), what the rows say against the issue's goals, and the first test images' captions into the
-set's section of docs/BENCHMARKS.md. Prints a last line of JSON.
+``_every`` for the other set, which has no length, spread, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row but
+``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
+is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the
+held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage
+where rlcap's metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word,
+unfinished ends). Writes the tables, the readers' own accuracies (from a reference caption, from an empty one, chance,
+from the complete description), what the rows say against the issue's goals, and the first test images' captions into
+the set's section of docs/BENCHMARKS.md. Prints a last line of JSON.
 """
 
 from __future__ import annotations
