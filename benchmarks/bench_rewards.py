@@ -108,6 +108,11 @@ def scenes_of_test() -> dict[str, object]:
     return {str(r["imgid"]): Scene.from_dict(r["scene"]) for r in images if r["split"] == "test"}
 
 
+def captions_of(name: str) -> dict[str, str]:
+    """The row ``name``'s test captions (id -> caption), as rlcap bench wrote them."""
+    return json.loads((REPO / OUT / "captions" / f"{name}.json").read_text())["captions"]
+
+
 def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each reader's QA-acc on the test pictures from captions written to probe it: the complete description
     (every answer stated: the ceiling of any row) and, when the XE row was run, XE's caption with the hedge
@@ -172,7 +177,7 @@ def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     judge, qa = reader("judge", qs)
     found = {}
     for n in names:
-        said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
+        said = captions_of(n)
         found[n] = {kind: qa_accuracy(judge, of_kind(qa, list(said), kind), said)[0]["QA-acc"] for kind in KINDS}
     return found
 
@@ -188,7 +193,7 @@ def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
     found = {}
     for n in names:
-        said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
+        said = captions_of(n)
         report = score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, metrics,
                                 objects=objects)
         qa, _ = qa_accuracy(*judge, said)
@@ -341,7 +346,7 @@ def phrases(names: list[str]) -> dict[str, dict]:
     scenes = scenes_of_test()
     found = {}
     for n in names:
-        said = json.loads((REPO / OUT / "captions" / f"{n}.json").read_text())["captions"]
+        said = captions_of(n)
         run = REPO / OUT / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
         cap = json.loads((run / "config.json").read_text())["decode"]["max_len"]
         read = [read_caption(c, len(scenes[i].objects), Counter((o.colour, o.shape) for o in scenes[i].objects))
@@ -359,6 +364,41 @@ def phrases(names: list[str]) -> dict[str, dict]:
                     "unfinished": sum(r["unfinished"] for r in read) / len(read),
                     "twice_one": sum(r["twice"] is True for r in read) / len(read)}
     return found
+
+
+def coverage_by_kinds(rows: dict[str, dict[str, str]]) -> dict[str, dict]:
+    """Where coverage is lost: each row's (name -> id -> caption) coverage on the test pictures holding 1, 2, 3 and
+    4 kinds of shape apart (``kinds``), and over the shapes of pictures of two kinds or more whose kind the caption
+    leaves unnamed, the share that are small (``missed_small``) beside the small shapes' share of all shapes of
+    those pictures (``small``): whether the shapes left out are the ones the features show least."""
+    from rlcap.metrics.hallucination import find_objects
+
+    vocabulary = _words()[0]
+    scenes, truth = scenes_of_test(), objects_of_test()
+    found = {}
+    for n, said in rows.items():
+        by: dict[int, list[float]] = {}
+        missed, shapes = [], []
+        for i, caption in said.items():
+            kinds = truth.objects[i]
+            named = {m.object for m in find_objects(re.findall(r"[a-z]+", caption.lower()), vocabulary)}
+            by.setdefault(len(kinds), []).append(len(kinds & named) / len(kinds))
+            if len(kinds) > 1:
+                shapes += [o.size == "small" for o in scenes[i].objects]
+                missed += [o.size == "small" for o in scenes[i].objects if o.shape not in named]
+        found[n] = {"kinds": {k: (len(v), sum(v) / len(v)) for k, v in sorted(by.items())},
+                    "missed_small": sum(missed) / len(missed) if missed else float("nan"),
+                    "small": sum(shapes) / len(shapes) if shapes else float("nan")}
+    return found
+
+
+def coverage_table(found: dict[str, dict]) -> list[str]:
+    kinds = sorted({k for f in found.values() for k in f["kinds"]})
+    pictures = next(iter(found.values()))["kinds"]
+    lines = ["| row | " + " | ".join(f"{k} kind{'s' * (k > 1)} ({pictures[k][0]} pictures)" for k in kinds)
+             + " | small, of the shapes left unnamed |", "|---|" + "---:|" * (len(kinds) + 1)]
+    return lines + [f"| {n} | " + " | ".join(f"{f['kinds'][k][1]:.3f}" for k in kinds)
+                    + f" | {_share(f['missed_small'])} |" for n, f in found.items()]
 
 
 def _share(value: float) -> str:
@@ -398,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     names = rows.split(",")
     found = scores(names, qs)
     reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names)
+    cover = coverage_by_kinds({**{n: captions_of(n) for n in names},
+                               "a reference": {i: r[0] for i, r in refs_of_test().items()}})
     card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
                   f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
                   f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
@@ -420,11 +462,16 @@ def main(argv: list[str] | None = None) -> int:
             "sentence); the share that names one (colour, kind) twice where the picture holds only one such shape "
             "(\"a brown heart below a brown heart\": a hallucination CHAIR does not count, as the heart is there):",
             "", *phrase_table(said), "",
+            "Coverage on the test pictures holding one to four kinds of shape apart (a reference: each picture's first, "
+            "as in the reference line), and of the shapes a caption leaves unnamed on pictures of two kinds or more, "
+            f"the share that are small (small shapes are {cover['a reference']['small']:.0%} of those pictures' "
+            "shapes):", "", *coverage_table(cover), "",
             *goals(found, qs), "", "The first test images' captions (beam 3):", "",
             *captions_table(OUT, names)]
     replace_section(qs.section, "\n".join(body))
     print("\n".join(body))
-    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds, "phrases": said}))
+    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds, "phrases": said,
+                      "coverage_by_kinds": cover}))
     return 0
 
 

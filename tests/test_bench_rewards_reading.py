@@ -127,3 +127,31 @@ def test_the_second_seed_row_is_scst_qa_but_for_its_seed():
     first, second = config("scst_qa"), config("scst_qa_seed2")
     assert (first["seed"], second["seed"]) == (1234, 1235)
     assert {k: v for k, v in first.items() if k != "seed"} == {k: v for k, v in second.items() if k != "seed"}
+
+
+def test_coverage_by_kinds_against_hand_counted_pictures(monkeypatch):
+    from rlcap.data.objects import ObjectTruth
+    from rlcap.data.synthetic.objects import shapes_vocabulary
+    from rlcap.data.synthetic.scenes import Scene
+
+    def shape(kind, size):
+        return {"shape": kind, "colour": "red", "size": size, "texture": None, "x": 0.5, "y": 0.5, "radius": 0.1}
+
+    scenes = {"a": Scene.from_dict({"background": "beige", "objects": [shape("star", "large")]}),
+              "b": Scene.from_dict({"background": "beige", "objects": [shape("star", "large"), shape("heart", "small")]}),
+              "c": Scene.from_dict({"background": "beige", "objects": [
+                  shape("star", "medium"), shape("heart", "small"), shape("circle", "small"), shape("star", "small")]})}
+    truth = ObjectTruth(shapes_vocabulary(), {i: frozenset(o.shape for o in s.objects) for i, s in scenes.items()},
+                        None, False)
+    monkeypatch.setattr(bench_rewards, "scenes_of_test", lambda: scenes)
+    monkeypatch.setattr(bench_rewards, "objects_of_test", lambda: truth)
+    found = bench_rewards.coverage_by_kinds({"row": {
+        "a": "A red star.",  # 1 of 1 kind
+        "b": "a red star next to a red star",  # 1 of 2 kinds: the small heart left out
+        "c": "a red heart beside a red star"}})["row"]  # 2 of 3 kinds: the small circle left out
+    assert found["kinds"] == {1: (1, 1.0), 2: (1, 0.5), 3: (1, 2 / 3)}
+    assert found["missed_small"] == 1.0  # both shapes left unnamed are small
+    assert found["small"] == 4 / 6  # of the six shapes of pictures b and c, four are small
+    lines = bench_rewards.coverage_table({"row": found})
+    assert lines[0].startswith("| row | 1 kind (1 pictures) | 2 kinds (1 pictures) | 3 kinds (1 pictures) |")
+    assert lines[2] == "| row | 1.000 | 0.500 | 0.667 | 1.000 |"
