@@ -462,9 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             "sentence); the share that names one (colour, kind) twice where the picture holds only one such shape "
             "(\"a brown heart below a brown heart\": a hallucination CHAIR does not count, as the heart is there):",
             "", *phrase_table(said), "",
-            "Coverage on the test pictures holding one to four kinds of shape apart (a reference: each picture's first, "
-            "as in the reference line), and of the shapes a caption leaves unnamed on pictures of two kinds or more, "
-            f"the share that are small (small shapes are {cover['a reference']['small']:.0%} of those pictures' "
+            "Coverage on the test pictures holding one to four kinds of shape apart (a reference: each picture's "
+            "first, as in the reference line), and of the shapes a caption leaves unnamed on pictures of two kinds or "
+            f"more, the share that are small (small shapes are {cover['a reference']['small']:.0%} of those pictures' "
             "shapes):", "", *coverage_table(cover), "",
             *goals(found, qs), "", "The first test images' captions (beam 3):", "",
             *captions_table(OUT, names)]

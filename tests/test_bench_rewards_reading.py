@@ -137,10 +137,12 @@ def test_coverage_by_kinds_against_hand_counted_pictures(monkeypatch):
     def shape(kind, size):
         return {"shape": kind, "colour": "red", "size": size, "texture": None, "x": 0.5, "y": 0.5, "radius": 0.1}
 
-    scenes = {"a": Scene.from_dict({"background": "beige", "objects": [shape("star", "large")]}),
-              "b": Scene.from_dict({"background": "beige", "objects": [shape("star", "large"), shape("heart", "small")]}),
-              "c": Scene.from_dict({"background": "beige", "objects": [
-                  shape("star", "medium"), shape("heart", "small"), shape("circle", "small"), shape("star", "small")]})}
+    def scene(*objects):
+        return Scene.from_dict({"background": "beige", "objects": list(objects)})
+
+    scenes = {"a": scene(shape("star", "large")), "b": scene(shape("star", "large"), shape("heart", "small")),
+              "c": scene(shape("star", "medium"), shape("heart", "small"), shape("circle", "small"),
+                         shape("star", "small"))}
     truth = ObjectTruth(shapes_vocabulary(), {i: frozenset(o.shape for o in s.objects) for i, s in scenes.items()},
                         None, False)
     monkeypatch.setattr(bench_rewards, "scenes_of_test", lambda: scenes)
