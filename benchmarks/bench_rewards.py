@@ -451,8 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
             f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: "
-            "the best epoch by validation CIDEr-D, as the other tables); test captions by beam 3. QA-acc is the held-out "
-            "reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
+            "the best epoch by validation CIDEr-D, as the other tables); test captions by beam 3. QA-acc is the "
+            "held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
             *card_lines, *reach_lines(reached, found), reference_line(references()), "", *table(found), "",
             "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
             "What the captions say (`phrases()`): the share with a count phrase (\"with two other shapes\") and of "
