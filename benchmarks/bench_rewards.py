@@ -6,9 +6,9 @@ section apart): generates the shapes data (both question files beside it), train
 ``rlcap data reader`` (``data/shapes/readers/reward``, small, seed 0: the reward's; and ``data/shapes/readers/judge``,
 base, seed 1: held out, it only judges; ``readers/every/...`` for the other set) unless they are there, runs ``rlcap
 bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
-scst_qa_seed2,scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_mid,scst_qa_cider_heavy,grpo_qa_cider_gdpo,
-grpo_qa`` (the QA rows with ``_every`` for the other set, which has no second seed, length, spread, mid, heavy or GDPO
-row; ``--rl rl.epochs=N``; every RL row but
+scst_qa_seed2,scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_mid,scst_qa_cider_16,scst_qa_cider_heavy,
+grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa`` (the QA rows with ``_every`` for the other set, which has no
+second seed, length, spread, mid, 16, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
 is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the
 held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage
@@ -61,8 +61,8 @@ def _sets() -> dict[str, QuestionSet]:
     from rlcap.data.synthetic.questions import QUESTION_SETS  # each set's file, as rlcap data shapes names it
 
     return {"main": QuestionSet(QUESTION_SETS["main"], "readers", "", "bench-rewards",
-                                ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_heavy",
-                                 "grpo_qa_cider_gdpo"),
+                                ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
+                                 "scst_qa_cider_heavy", "grpo_qa_cider_gdpo", "grpo_qa_cider_gdpo_heavy"),
                                 ("scst_qa_seed2", "scst_qa_len")),
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
 
