@@ -7,8 +7,9 @@ rounds, runs the same short XE run twice (store, online) and the same short SCST
 routes' order swapped from one round to the next (a machine that speeds up or slows down during the bench favours
 neither), and times the training steps from each run's log (each step's record carries its Unix time; the first
 step, which builds and warms up, is left out). On 2 cores a single round's XE ratio ranged from 0.80x to 1.08x over
-five rounds of 16 steps at one build (docs/BENCHMARKS.md), so the goal is read on every round's steps together: the steps timed
-over their seconds, per route. Writes the bench-scale-vlm-online section of docs/BENCHMARKS.md and prints a last line of JSON.
+five rounds of 16 steps at one build (docs/BENCHMARKS.md), so the goal is read on every round's steps together: the
+steps timed over their seconds, per route. Writes the bench-scale-vlm-online section of docs/BENCHMARKS.md and prints
+a last line of JSON.
 """
 
 from __future__ import annotations
