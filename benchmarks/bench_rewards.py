@@ -62,7 +62,8 @@ def _sets() -> dict[str, QuestionSet]:
 
     return {"main": QuestionSet(QUESTION_SETS["main"], "readers", "", "bench-rewards",
                                 ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
-                                 "scst_qa_cider_heavy", "grpo_qa_cider_gdpo", "grpo_qa_cider_gdpo_heavy"),
+                                 "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo",
+                                 "grpo_qa_cider_gdpo_heavy"),
                                 ("scst_qa_seed2", "scst_qa_len")),
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
 

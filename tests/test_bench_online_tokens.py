@@ -31,3 +31,14 @@ def test_the_goal_is_read_on_every_rounds_steps_together():
     assert "| XE | 1 | 8.00 | 6.00 | 0.75x |" in lines and "| XE | 2 | 12.00 | 4.00 | 0.33x |" in lines
     assert "| XE | all 2 (96 steps a route) | 9.60 | 4.80 | **0.50x** |" in lines
     assert "| SCST | 1 | 4.00 | 8.00 | 2.00x |" in lines
+
+
+def test_each_online_route_is_read_against_the_store():
+    found = {"store": {"xe": [(48, 6.0)], "scst": [(16, 4.0)]}, "online": {"xe": [(48, 8.0)], "scst": [(16, 4.0)]},
+             "process": {"xe": [(48, 12.0)], "scst": [(16, 8.0)]}}
+    lines, ratio = bench_online_tokens.table(found)
+    assert ratio == pytest.approx({"xe": 0.75, "scst": 1.0, "xe_process": 0.5, "scst_process": 0.5})
+    assert lines[0] == ("| run | round | store steps/s | online steps/s | online / store | process steps/s | "
+                        "process / store |")
+    assert "| XE | 1 | 8.00 | 6.00 | 0.75x | 4.00 | 0.50x |" in lines
+    assert "| SCST | all 1 (16 steps a route) | 4.00 | 4.00 | **1.00x** | 2.00 | **0.50x** |" in lines

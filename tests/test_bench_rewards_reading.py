@@ -43,9 +43,9 @@ def _row(qa, cider, template):
 
 def test_the_goals_read_every_summed_row_run():
     qs = bench_rewards.SETS["main"]
-    assert qs.rows.split(",")[-11:] == ["scst_qa", "scst_qa_seed2", "scst_qa_len", "scst_qa_cider",
+    assert qs.rows.split(",")[-12:] == ["scst_qa", "scst_qa_seed2", "scst_qa_len", "scst_qa_cider",
                                         "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
-                                        "scst_qa_cider_heavy", "grpo_qa_cider_gdpo", "grpo_qa_cider_gdpo_heavy",
+                                        "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo", "grpo_qa_cider_gdpo_heavy",
                                         "grpo_qa"]
     found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.70, 1.6, 0.3),
              "scst_qa_cider": _row(0.61, 2.0, 0.7), "scst_qa_cider_spread": _row(0.66, 1.92, 0.5)}
@@ -63,7 +63,7 @@ def test_the_goals_read_every_summed_row_run():
     assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of" in lines
     del found["scst_qa_cider"], found["scst_qa_cider_spread"]
     assert ("No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_mid, scst_qa_cider_16, "
-            "scst_qa_cider_heavy, grpo_qa_cider_gdpo, grpo_qa_cider_gdpo_heavy) was run") in "\n".join(bench_rewards.goals(found, qs))
+            "scst_qa_cider_16_seed2, scst_qa_cider_heavy, grpo_qa_cider_gdpo, grpo_qa_cider_gdpo_heavy) was run") in "\n".join(bench_rewards.goals(found, qs))
     # the other question set has no second seed, length, spread, mid, heavy or GDPO row
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
 
@@ -98,6 +98,7 @@ def test_counted_appends_the_true_count_as_the_qa_rows_word_it():
     ("scst_qa_cider_spread", "scst", {"cider_d": 1.0, "qa_utility": 6.5}, None),
     ("scst_qa_cider_mid", "scst", {"cider_d": 1.0, "qa_utility": 12.0}, None),
     ("scst_qa_cider_16", "scst", {"cider_d": 1.0, "qa_utility": 16.0}, None),
+    ("scst_qa_cider_16_seed2", "scst", {"cider_d": 1.0, "qa_utility": 16.0}, None),
     ("scst_qa_cider_heavy", "scst", {"cider_d": 1.0, "qa_utility": 20.0}, None),
     ("grpo_qa_cider_gdpo", "grpo", {"cider_d": 1.0, "qa_utility": 1.0}, "normalize_then_sum"),
     ("grpo_qa_cider_gdpo_heavy", "grpo", {"cider_d": 1.0, "qa_utility": 3.0}, "normalize_then_sum"),
@@ -117,7 +118,8 @@ def test_each_summed_or_length_row_loads_as_its_name_says(name, algorithm, weigh
         assert cfg.grpo.aggregation == aggregation and not cfg.grpo.reads("scale")
 
 
-def test_the_second_seed_row_is_scst_qa_but_for_its_seed():
+@pytest.mark.parametrize("first_row", ["scst_qa", "scst_qa_cider_16"])
+def test_a_second_seed_row_is_its_first_but_for_its_seed(first_row):
     from dataclasses import asdict
 
     from rlcap import api
@@ -127,7 +129,7 @@ def test_the_second_seed_row_is_scst_qa_but_for_its_seed():
         stage = BENCH_ROWS[name].stages[-1]
         return asdict(api.load_run_config(str(REPO / "configs" / f"shapes_{stage.recipe}.yaml"), list(stage.overrides)))
 
-    first, second = config("scst_qa"), config("scst_qa_seed2")
+    first, second = config(first_row), config(f"{first_row}_seed2")
     assert (first["seed"], second["seed"]) == (1234, 1235)
     assert {k: v for k, v in first.items() if k != "seed"} == {k: v for k, v in second.items() if k != "seed"}
 

@@ -55,7 +55,7 @@ def test_online_tokens_are_the_float32_stores(family, tmp_path):
     extract_features(dataset_files(dataset, images), tmp_path / "feats.h5", encoder=f"hf:{folder}",
                      dtype="float32", device="cpu", num_workers=0)
     stored = DataConfig(dataset=str(dataset), features=str(tmp_path / "feats.h5"), min_count=1)
-    online = DataConfig(dataset=str(dataset), images=str(images), min_count=1)
+    online = DataConfig(dataset=str(dataset), images=str(images), min_count=1, workers=1)
     model = ModelConfig(arch="hf", path=str(folder))
     assert online_features(model, stored, "cpu") is None  # a store given: it is read
     vocab = load_data(stored, ("train",)).vocab
@@ -72,7 +72,8 @@ def test_online_tokens_are_the_float32_stores(family, tmp_path):
     assert not want.att_mask[:, got.att_mask.shape[1]:].any()  # (the store pads to its split's widest)
     torch.testing.assert_close(got.fc, want.fc, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.att, want.att[:, : got.att.shape[1]], rtol=1e-5, atol=1e-5)
-    # the loader's read-ahead path (read on its thread, the image side on the training thread) gives the same rows
+    # the loader's read-ahead path (read in a worker process, data.workers=1; the image side on the training thread)
+    # gives the same rows
     batch = next(split.batches(3, 1, seed=0, epoch=0))
     stored_batch = next(from_store.batches(3, 1, seed=0, epoch=0))
     torch.testing.assert_close(batch.feats.fc, stored_batch.feats.fc, rtol=1e-5, atol=1e-5)
@@ -110,9 +111,11 @@ def test_a_missing_picture_is_refused_at_start(tmp_path):
         load_data(cfg, ("train",), online=never)
 
 
-def test_under_torchrun_a_training_read_encodes_this_process_s_share_only(tmp_path):
+@pytest.mark.parametrize("workers", [0, 1])
+def test_under_torchrun_a_training_read_encodes_this_process_s_share_only(workers, tmp_path):
     """rlcap.train.optimizer.own_share: rank 1 of 2 encodes its rows of a training batch (what Batch.shard keeps),
-    the same as a whole read's; validation's reads stay whole."""
+    the same as a whole read's; validation's reads stay whole. On the read-ahead thread (workers 0) the processor
+    is seen to run on that row alone; in a worker process the rows it gives are the whole read's."""
     from rlcap.data.loader import DataConfig, load_data
     from rlcap.distributed import Ranks, batch_share
     from rlcap.models.architectures import online_features
@@ -121,17 +124,18 @@ def test_under_torchrun_a_training_read_encodes_this_process_s_share_only(tmp_pa
 
     dataset, images = _dataset(tmp_path / "data")
     folder = _built("qwen2_vl", tmp_path / "qwen2_vl")
-    cfg = DataConfig(dataset=str(dataset), images=str(images), min_count=1)
+    cfg = DataConfig(dataset=str(dataset), images=str(images), min_count=1, workers=workers)
     factory = online_features(ModelConfig(arch="hf", path=str(folder)), cfg, "cpu")
     whole = load_data(cfg, ("train",), online=factory).splits["train"]
     ranks = Ranks(1, 2)
     split = load_data(cfg, ("train",), online=own_share(factory, ranks)).splits["train"]
     encoded = []
-    on_host = split.features.image_encoder.on_host
-    split.features.image_encoder.on_host = lambda prepared: encoded.append(len(prepared)) or on_host(prepared)
+    host = split.features.image_encoder.host
+    split.features.image_encoder.host = lambda pictures: encoded.append(len(pictures)) or host(pictures)
     batch = next(split.batches(3, 1, seed=0, epoch=0))
     rows, _ = batch_share(3, ranks)
-    assert rows == slice(2, 3) and encoded == [1]  # (3 images over 2 processes: rows 0-1, then row 2)
+    # (3 images over 2 processes: rows 0-1, then row 2; a worker's processor is its own)
+    assert rows == slice(2, 3) and encoded == ([1] if workers == 0 else [])
     reference = next(whole.batches(3, 1, seed=0, epoch=0))
     mine = batch.shard(rows).feats
     torch.testing.assert_close(mine.att, reference.shard(rows).feats.att[:, : mine.att.shape[1]])

@@ -79,6 +79,10 @@ class DataConfig:
     in_memory: bool | str = help_field("auto", f"true: read a split's features into memory at start; false: read each "
                                         f"batch's rows from the store (with the next batch read ahead); auto: in "
                                         f"memory up to {IN_MEMORY_LIMIT // 1024 ** 3} GiB of features a split")
+    workers: int = help_field(0, "image tokens computed online (no data.features): processes that decode a training "
+                                 "batch's pictures and run the model's processor, a batch ahead of the step (0: the "
+                                 "loader's read-ahead thread, the faster where the step's threads fill the cores; "
+                                 "docs/MODELS.md, \"Store or online\")")
 
     def columns(self) -> Columns:
         """Which columns of a datasets dataset hold what."""
@@ -86,9 +90,12 @@ class DataConfig:
 
     def reads(self, key: str) -> bool:
         """Whether a run reads this section's ``key`` (what ``--help-config`` lists): the column keys only for a
-        datasets dataset (``format: hf``, or ``auto`` and ``dataset`` in one of its layouts); ``coco_splits`` only
+        datasets dataset (``format: hf``, or ``auto`` and ``dataset`` in one of its layouts); ``workers`` only with no
+        store; ``coco_splits`` only
         where it can make the file COCO annotations (``format: coco``, or ``auto`` and neither a datasets dataset
         nor JSONL: read_dataset)."""
+        if key == "workers":  # (only image tokens computed online have pictures to process)
+            return self.features == ""
         if key not in (*COLUMN_KEYS, "coco_splits"):
             return True
         datasets = self.format == "hf" or (self.format == "auto" and self.dataset != ""
@@ -106,6 +113,8 @@ class DataConfig:
             raise ConfigError("data.min_count, data.max_len and data.seq_per_img must be at least 1")
         if self.train_captions not in CAPTION_SUBSETS:
             raise ConfigError(f"data.train_captions: {self.train_captions!r} is not one of {', '.join(CAPTION_SUBSETS)}")
+        if self.workers < 0:
+            raise ConfigError(f"data.workers must be >= 0 (0: the read-ahead thread), got {self.workers}")
         if self.max_train_images < 0:
             raise ConfigError(f"data.max_train_images must be >= 0 (0: all), got {self.max_train_images}")
 

@@ -28,6 +28,7 @@ On CUDA the forward runs under fp16 autocast (the store records it); on the CPU 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlcap.encoders.host_workers import HostSide
 from rlcap.errors import RlcapError
 from rlcap.transformers_io import import_transformers, load_weights_of, no_bars
 HF_PREFIX = "hf:"
@@ -85,6 +87,22 @@ def tower_digest(tower: torch.nn.Module) -> str:
         h.update(f"{name}{tuple(tensor.shape)}".encode())
         h.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def pixel_values(processor: Any, images: Sequence[Any]) -> np.ndarray:
+    """RGB PIL images -> ``pixel_values`` (B, 3, H, W) float32, by ``processor`` (an image processor)."""
+    return np.asarray(processor(images=list(images), return_tensors="np")["pixel_values"], np.float32)
+
+
+def pixel_tensor(processor: Any, images: Sequence[Any]) -> torch.Tensor:
+    """:func:`pixel_values` as a tensor: what :meth:`HFImageEncoder.features` reads."""
+    return torch.from_numpy(pixel_values(processor, images))
+
+
+def captioner_host_side(folder: str, draft_size: int | None) -> HostSide:
+    """:meth:`HFImageEncoder.prepare` with the image processor of ``folder`` loaded as the encoder loads it."""
+    processor = import_transformers().AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    return HostSide(functools.partial(pixel_tensor, processor), draft_size)
 
 
 def _reads_pixels(module: Any) -> bool:
@@ -160,7 +178,16 @@ class HFImageEncoder:
 
     def prepare(self, images: Sequence[Any]) -> np.ndarray:
         """RGB PIL images -> ``pixel_values`` (B, 3, H, W) float32, by the folder's own image processor."""
-        return np.asarray(self.processor(images=list(images), return_tensors="np")["pixel_values"], np.float32)
+        return pixel_values(self.processor, images)
+
+    def host(self, pictures: Sequence[Any]) -> torch.Tensor:
+        """Decoded pictures -> what :meth:`features` reads (:meth:`prepare`'s pixels as a tensor)."""
+        return pixel_tensor(self.processor, pictures)
+
+    def worker_side(self) -> Callable[[], HostSide]:
+        """What builds :meth:`host` in a worker process (rlcap.encoders.host_workers): the folder's image
+        processor loaded there, never the model."""
+        return functools.partial(captioner_host_side, str(self.folder), self.image_size)
 
     @torch.inference_mode()
     def features(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,10 +27,11 @@ of the image side, each getting its tokens alone to 1e-5 (tests/encoders/test_hf
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,12 +39,14 @@ from torch import nn
 
 from rlcap.data.feats import Feats
 from rlcap.encoders.hf_processor import load_processor
+from rlcap.encoders.host_workers import HostSide
 from rlcap.encoders.pixel_rows import PixelLayout, per_picture
+from rlcap.encoders.vlm_host import (AS_THEY_ARE, OnHost, image_inputs, on_host, on_pictures, padded_batch,
+                                     vlm_host_side)
 from rlcap.errors import RlcapError
 
 SIZE_BASE = 1024  # a side is written as (side // SIZE_BASE, side % SIZE_BASE): both exact in float16
 SIZE_PARTS = 4  # fc's last entries: height high, height low, width high, width low
-AS_THEY_ARE = 1 << 16  # the encoder's image_size: larger than any picture, so the JPEG decoder never shrinks one
 FC_LAYOUT = "mean image token, then height and width as high*1024+low"  # what a store records of its fc
 DEEPSTACK = "deepstack_features"  # an image features output's field of further token layers (transformers' Qwen3-VL)
 
@@ -139,17 +142,6 @@ def image_token_count(processor: Any, size: tuple[int, int]) -> int:
     return int((ids == token_id).sum())
 
 
-def image_inputs(processor: Any, images: Any) -> dict[str, torch.Tensor]:
-    """What the processor gives the model for pictures (one, or a list of pictures of one size): its output for a
-    text of one image token a picture and the pictures. The processor's own image settings apply (InternVL's asks
-    its image processor to tile a picture, ``crop_to_patches``, which the image processor alone does not), so the
-    pixels are the tiles whose tokens the processor counts in the prompt, in its order."""
-    pictures = images if isinstance(images, (list, tuple)) else [images]
-    token = processor.image_token  # (the placeholder's text is all it needs: not image_token's run of the processor)
-    out = processor(text=[token] * len(pictures), images=[[picture] for picture in pictures], return_tensors="pt")
-    return {key: value for key, value in out.items() if isinstance(value, torch.Tensor)}
-
-
 def image_features(model: Any, processor: Any, images: Any) -> Any:
     """``get_image_features``' output (a ModelOutput) for pictures (one, or a list of one size), on what it takes
     of :func:`image_inputs` (the pixels, and what places them: Qwen2-VL's grid, LLaVA-OneVision's ``image_sizes``)."""
@@ -222,14 +214,6 @@ def keep_image_side(model: nn.Module) -> None:
                 setattr(module, name, None)
 
 
-class OnHost(NamedTuple):
-    """A batch's pictures read for the processor: each picture's (height, width), and for each size its rows, its
-    pictures and the processor's output for them together (:meth:`HFVLMEncoder.on_host`)."""
-
-    sizes: list[tuple[int, int]]
-    groups: list[tuple[list[int], list[Any], dict[str, torch.Tensor]]]
-
-
 class HFVLMEncoder:
     """The frozen image side of a vision-language model read from ``folder`` (module docstring): ``prepare`` keeps
     the pictures as they are (RGBA, the alpha channel marking each picture in the padded batch), ``features`` gives
@@ -258,13 +242,16 @@ class HFVLMEncoder:
         return "fp16" if self.device.type == "cuda" else "fp32"
 
     def prepare(self, images: Sequence[Any]) -> np.ndarray:
-        """RGB PIL pictures -> (B, Hmax, Wmax, 4) uint8: each picture top left, alpha 255 on it, 0 around it."""
-        arrays = [np.asarray(image.convert("RGB"), np.uint8) for image in images]
-        out = np.zeros((len(arrays), max(a.shape[0] for a in arrays), max(a.shape[1] for a in arrays), 4), np.uint8)
-        for row, a in zip(out, arrays):
-            row[: a.shape[0], : a.shape[1], :3] = a
-            row[: a.shape[0], : a.shape[1], 3] = 255
-        return out
+        """RGB PIL pictures -> (B, Hmax, Wmax, 4) uint8 (:func:`padded_batch`)."""
+        return padded_batch(images)
+
+    def host(self, pictures: Sequence[Any]) -> OnHost:
+        """Decoded pictures -> :meth:`on_host`'s output for them, without the padded batch between."""
+        return on_pictures(self.processor, pictures)
+
+    def worker_side(self) -> Callable[[], HostSide]:
+        """What builds :meth:`host` in a worker process (rlcap.encoders.host_workers)."""
+        return functools.partial(vlm_host_side, str(self.folder))
 
     def features(self, prepared: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         fc, att, _ = self.features_with_counts(prepared)
@@ -275,22 +262,8 @@ class HFVLMEncoder:
         return self.from_host(self.on_host(prepared))
 
     def on_host(self, prepared: torch.Tensor) -> OnHost:
-        """The host's part of :meth:`features_with_counts`: the pictures out of their padded batch, and each size's
-        through the processor together (what a loader's thread runs ahead of the step: rlcap.encoders.online)."""
-        from PIL import Image
-
-        pictures, sizes = [], []
-        for picture in prepared.cpu().numpy():  # cpu: the processor reads pictures on the host
-            alpha = picture[..., 3] > 0
-            height, width = int(alpha.any(1).sum()), int(alpha.any(0).sum())
-            pictures.append(Image.fromarray(np.ascontiguousarray(picture[:height, :width, :3])))
-            sizes.append((height, width))
-        groups = []
-        for size in dict.fromkeys(sizes):  # the pictures of one size in one pass (:meth:`_tokens_of_one_size`)
-            rows = [k for k, each in enumerate(sizes) if each == size]
-            group = [pictures[k] for k in rows]
-            groups.append((rows, group, image_inputs(self.processor, group)))
-        return OnHost(sizes, groups)
+        """The host's part of :meth:`features_with_counts` (module function :func:`on_host`)."""
+        return on_host(self.processor, prepared)
 
     @torch.inference_mode()
     def from_host(self, host: OnHost) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -38,7 +38,7 @@ import torch
 
 from rlcap.data.embedded import EmbeddedImage
 from rlcap.data.feats import Feats
-from rlcap.encoders.images import load_image
+from rlcap.encoders.host_workers import HostSide, HostWorkers
 from rlcap.encoders.load import CountsRegions, ImageEncoder
 from rlcap.errors import DataError
 
@@ -54,6 +54,17 @@ class ProcessesOnHost(Protocol):
     def on_host(self, prepared: torch.Tensor) -> Any: ...
 
     def from_host(self, host: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+@runtime_checkable
+class RunsInWorkers(Protocol):
+    """An encoder whose host part (``host``: decoded pictures -> what its image side reads) can run in a worker process
+    (a transformers image side's): ``worker_side`` is a picklable function that builds it there
+    (:class:`rlcap.encoders.host_workers.HostSide`, its processor loaded from the folder, never its model)."""
+
+    def host(self, pictures: list[Any]) -> Any: ...
+
+    def worker_side(self) -> Callable[[], HostSide]: ...
 
 
 @runtime_checkable
@@ -81,7 +92,7 @@ class OnlineFeatures:
     in_memory = False  # (each batch's rows read when asked for, one batch ahead: the loader's read-ahead thread)
 
     def __init__(self, pictures: Mapping[str, Path | EmbeddedImage], ids: Sequence[str], encoder: ImageEncoder,
-                 folder: str | Path, pixels: bool = False):
+                 folder: str | Path, pixels: bool = False, workers: int = 0):
         missing = [i for i in ids if i not in pictures]
         if missing:
             raise DataError(f"image {missing[0]!r} has no picture to encode ({len(missing)} of {len(ids)})")
@@ -102,6 +113,9 @@ class OnlineFeatures:
         records = {**encoder.records(), "encoder_path": str(Path(folder).expanduser().resolve())}
         self.encoder = {k: str(v) for k, v in records.items() if k in ENCODER_RECORDS}
         self._share: Callable[[int], slice] | None = None  # (:meth:`read_shares`)
+        # the host part (decoding, processor): here, or for a training batch's read in ``workers`` processes
+        self._ahead = HostWorkers(encoder.worker_side(), workers) \
+            if workers > 0 and isinstance(encoder, RunsInWorkers) else None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -113,21 +127,31 @@ class OnlineFeatures:
 
     def rows(self, index: torch.Tensor) -> Feats:
         """Features of rows ``index`` (B,) in float32, on the encoder's device: every row (validation, evaluation)."""
-        return self.as_float(self._prepared(index, slice(0, len(index))))
+        return self.as_float(self._prepared(index, slice(0, len(index)), self._here))
 
     def read(self, index: torch.Tensor) -> Read:
         """A training batch's rows ``index`` read ahead (the loader's thread): this process's share of them
-        (:meth:`read_shares`; all of them by default) decoded and through the processor."""
-        return self._prepared(index, self._share(len(index)) if self._share is not None else slice(0, len(index)))
+        (:meth:`read_shares`; all of them by default) decoded and through the processor, in the worker processes
+        when there are (``workers``: rlcap.encoders.host_workers)."""
+        rows = self._share(len(index)) if self._share is not None else slice(0, len(index))
+        return self._prepared(index, rows, self._ahead or self._here)
 
-    def _prepared(self, index: torch.Tensor, rows: slice) -> Read:
+    def _here(self, pictures: list[Any]) -> Any:
+        """The host part on this thread, the encoder's own (``host``, what a worker builds as it: HostWorkers)."""
+        encoder = self.image_encoder
+        if isinstance(encoder, RunsInWorkers):
+            return HostSide(encoder.host, encoder.image_size)(pictures)
+        return HostSide(lambda images: self._prepare_and_on_host(encoder, images), encoder.image_size)(pictures)
+
+    @staticmethod
+    def _prepare_and_on_host(encoder: ImageEncoder, images: list[Any]) -> Any:
+        prepared = torch.from_numpy(encoder.prepare(images))
+        return encoder.on_host(prepared) if isinstance(encoder, ProcessesOnHost) else prepared
+
+    def _prepared(self, index: torch.Tensor, rows: slice, host: Callable[[list[Any]], Any]) -> Read:
         """Rows ``index[rows]``'s pictures decoded and prepared for the encoder, and through a vision-language
-        model's processor (:class:`ProcessesOnHost`)."""
-        pictures = [load_image(self.pictures[i], draft_size=self.image_encoder.image_size)
-                    for i in index[rows].tolist()]
-        prepared = torch.from_numpy(self.image_encoder.prepare(pictures))
-        host = self.image_encoder.on_host(prepared) if isinstance(self.image_encoder, ProcessesOnHost) else prepared
-        return Read(len(index), rows, host)
+        model's processor (:class:`ProcessesOnHost`), by ``host`` (a :class:`HostSide` or its workers)."""
+        return Read(len(index), rows, host([self.pictures[i] for i in index[rows].tolist()]))
 
     def as_float(self, read: Read) -> Feats:
         """The float32 features of :meth:`read`'s pictures: the image side run once per picture of its rows (with
@@ -161,7 +185,7 @@ class OnlineFeatures:
 
     def everything(self) -> Feats:
         """Every row at once (what a reward's image bank reads), encoded now, a few pictures a pass."""
-        parts = [self.tokens(self._prepared(index, slice(0, len(index))).host)
+        parts = [self.tokens(self._prepared(index, slice(0, len(index)), self._here).host)
                  for index in (torch.arange(start, min(start + ENCODE_ROWS, len(self)))
                                for start in range(0, len(self), ENCODE_ROWS))]
         width = max(p.att.shape[1] for p in parts)

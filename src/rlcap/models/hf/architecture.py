@@ -84,7 +84,7 @@ class HFArchitecture:
                 loaded.append(load_encoder(HF_PREFIX + str(cfg.path), None, device))
             pictures = record_pictures(records, data.dataset, data.images)
             return OnlineFeatures(pictures, [r.id for r in records], loaded[0], cfg.path,
-                                  pixels=cfg.train_vision != "frozen")
+                                  pixels=cfg.train_vision != "frozen", workers=data.workers)
 
         return of
 
