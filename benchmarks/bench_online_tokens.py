@@ -3,13 +3,13 @@ its image tokens, and computing them from the pictures at each step (no ``data.f
 
 Run with ``make bench-scale-vlm`` (this is its online section): prepares the shapes-vlm benchmark's data (the shapes
 pictures, the mini SmolVLM built offline, the store of its tokens; reused when there), then, in each of ``--rounds``
-rounds, runs the same short XE run three times (store; online, the processor on the loader's read-ahead
-thread; online, the processor in a worker process) and the same short SCST run from each XE checkpoint, the routes' order rotated from one round to
-the next (a machine that speeds up or slows down during the bench favours none), and times the training steps from
-each run's log (each step's record carries its Unix time; the first step, which builds and warms up, is left out). On
-2 cores a single round's XE ratio ranged from 0.80x to 1.08x over five rounds of 16 steps at one build
-(docs/BENCHMARKS.md), so the goal is read on every round's steps together: the steps timed over their seconds, per
-route. Writes the bench-scale-vlm-online section of docs/BENCHMARKS.md and prints a last line of JSON.
+rounds, runs the same short XE run three times (store; online, the processor on the loader's read-ahead thread;
+online, the processor in a worker process) and the same short SCST run from each XE checkpoint, the routes' order
+rotated from one round to the next (a machine that speeds up or slows down during the bench favours none), and times
+the training steps from each run's log (each step's record carries its Unix time; the first step, which builds and
+warms up, is left out). On 2 cores a single round's XE ratio ranged from 0.80x to 1.08x over five rounds of 16 steps
+at one build (docs/BENCHMARKS.md), so the goal is read on every round's steps together: the steps timed over their
+seconds, per route. Writes the bench-scale-vlm-online section of docs/BENCHMARKS.md and prints a last line of JSON.
 """
 
 from __future__ import annotations

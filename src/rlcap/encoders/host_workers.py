@@ -1,13 +1,15 @@
 """The host part of computing image tokens online (decoding a batch's pictures, running the model's processor) in
 worker processes, one batch ahead of the step: ``data.workers`` (docs/MODELS.md, "Store or online").
 
-Why processes and not the loader's read-ahead thread: the processor is Python (the image processors transformers
-ships without torchvision are PIL and NumPy), and a Python thread holds the interpreter's lock while it runs, so
-on the read-ahead thread it ran in turn with the training thread's own Python instead of beside it. A worker
-process has its own interpreter: the read-ahead thread only waits for it (measured in docs/BENCHMARKS.md, "Image
-tokens online against the store").
+When processes help: the processor is Python (the image processors transformers ships without torchvision are PIL
+and NumPy), and on the loader's read-ahead thread it holds the interpreter's lock while it runs, in turn with the
+training thread's own Python; a worker process has its own interpreter and the read-ahead thread only waits for it.
+But it needs a core of its own: on 2 cores, both busy with the step's torch threads, the worker ran the shapes
+VLM's XE at 0.80-0.81x the store's steps/s where the read-ahead thread ran it at 0.83-0.89x (docs/BENCHMARKS.md,
+"Image tokens online against the store"), so ``data.workers`` is 0 by default: set it where cores are to spare
+(a GPU run, whose CPU threads mostly wait).
 
-:class:`HostSide` is that host part as a small picklable callable (the processor and two plain functions, never the
+:class:`HostSide` is that host part as a small callable (decoding, then a function of the processor, never of the
 model), built in a worker as the encoder builds it (its processor loaded from the folder the same way), so the
 read-ahead thread (``data.workers=0``) and the workers give the same tokens (tests/encoders/test_host_workers.py).
 :class:`HostWorkers` starts its processes with ``spawn`` (the training process holds threads, which ``fork`` would

@@ -12,8 +12,9 @@ ones a store of it keeps, which the policy checks as it checks a store's.
 Where the work runs:
 
 * the **read-ahead thread** (the loader's, one batch ahead of the step) decodes the pictures and runs the model's
-  processor (a captioner's image processor: resized, normalised pixels, in the encoder's ``prepare``; a
-  vision-language model's processor: its tiles, grid and pixels for each size of picture, in its ``on_host``);
+  processor on them as decoded (the encoder's ``host``: a captioner's image processor, resized, normalised pixels;
+  a vision-language model's processor, its tiles, grid and pixels for each size of picture), or has
+  ``data.workers`` processes do it (rlcap.encoders.host_workers: for machines with cores to spare);
 * the **training thread** runs the image side once per picture of the batch, never once per sample or beam (the
   policy repeats each picture's tokens for its rows, as it does with stored ones), under ``no_grad``: the tower is
   frozen, as with a store.
