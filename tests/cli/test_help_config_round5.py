@@ -34,14 +34,14 @@ def test_scst_on_shapes_lists_neither_the_column_keys_nor_micro_batch(capsys):
 
 
 def test_scst_on_the_default_recipe_lists_the_last_releases_keys_and_the_kl_term(capsys):
-    """``algorithm=scst`` alone: 58 keys, the 45 of the release before the `datasets` columns and rl.micro_batch
+    """``algorithm=scst`` alone: 59 keys, the 45 of the release before the `datasets` columns and rl.micro_batch
     were added, rl.kl_coef (the KL term every sampling method reads, added with them), then the trackers' eight
     (track.*, in place of tensorboard), data.images (a store-less run's pictures), distributed.strategy,
-    reward.length_mask, host_memory and distributed.decode_weights."""
+    reward.length_mask, host_memory, distributed.decode_weights and data.workers (a store-less run's processes)."""
     keys = _listed(capsys, "algorithm=scst")
-    assert len(keys) == 58
+    assert len(keys) == 59
     assert {"track.to", "track.captions", "data.images", "distributed.strategy", "reward.length_mask",
-            "host_memory", "distributed.decode_weights"} <= set(keys)
+            "host_memory", "distributed.decode_weights", "data.workers"} <= set(keys)
     assert "tensorboard" not in keys
     assert not COLUMNS & set(keys) and "rl.micro_batch" not in keys and "rl.kl_coef" in keys
 
@@ -57,7 +57,7 @@ def test_a_datasets_run_lists_the_column_keys_and_not_coco_splits(tmp_path, caps
     data = [f"data.dataset={folder}"] if how == "auto" else ["data.dataset=elsewhere", "data.format=hf"]
     keys = _listed(capsys, "algorithm=scst", *data)
     assert COLUMNS <= set(keys) and "data.coco_splits" not in keys
-    assert len(keys) == 58 + len(COLUMNS) - 1
+    assert len(keys) == 59 + len(COLUMNS) - 1
 
 
 def test_coco_splits_is_listed_only_where_it_can_make_the_file_coco(tmp_path, capsys):

@@ -130,9 +130,9 @@ def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
     assert "allow_init_mismatch" in scst and "reward.retrieval_tau" not in scst and "reward.paths" not in scst
     # not the model's keys nor min_count, the retrieval keys, the captions' cut, the decay, the datasets columns
     # (no datasets dataset named) nor rl.micro_batch (not an hf policy): 46, and the trackers' 8 (track.*, in place
-    # of tensorboard), data.images, distributed.strategy, reward.length_mask, host_memory and
-    # distributed.decode_weights
-    assert len(scst) == 58
+    # of tensorboard), data.images, distributed.strategy, reward.length_mask, host_memory,
+    # distributed.decode_weights and data.workers
+    assert len(scst) == 59
     assert not {"data.seq_per_img", "data.max_len", "scst.running_mean_decay"} & set(scst)
     assert main(["train", "--help-config", "algorithm=scst"]) == 0
     assert ("without init_from (from random weights) it also reads data.min_count, model.arch, model.embed_dim, "
