@@ -65,9 +65,11 @@ def test_online_and_store_runs_log_the_same_losses(qwen, tmp_path):
     assert api.caption_images(best, [picture], beam_size=1) == from_store and from_store[str(picture)]
 
 
-def test_two_processes_online_log_one_process_s_losses(qwen, tmp_path):
+@pytest.mark.parametrize("workers", [0, 1])
+def test_two_processes_online_log_one_process_s_losses(qwen, tmp_path, workers):
     """`rlcap train ... nproc=2` with no store: each rank encodes its share of a batch's pictures
-    (rlcap.train.optimizer.own_share) and the losses are one process's."""
+    (rlcap.train.optimizer.own_share), on its read-ahead thread or in a worker process of its own
+    (``data.workers``), and the losses are one process's."""
     import os
     import subprocess
     import sys
@@ -82,7 +84,8 @@ def test_two_processes_online_log_one_process_s_losses(qwen, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     for n in (1, 2):
         proc = subprocess.run([sys.executable, "-m", "rlcap", "train", str(EMPTY), *common,
-                               f"out_dir={tmp_path / str(n)}", f"nproc={n}"], capture_output=True, text=True, env=env,
+                               f"out_dir={tmp_path / str(n)}", f"nproc={n}", f"data.workers={workers * (n - 1)}"],
+                              capture_output=True, text=True, env=env,
                               cwd=REPO, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
     one, two = _losses(tmp_path / "1"), _losses(tmp_path / "2")

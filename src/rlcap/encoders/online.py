@@ -31,6 +31,7 @@ the policy).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -140,14 +141,8 @@ class OnlineFeatures:
     def _here(self, pictures: list[Any]) -> Any:
         """The host part on this thread, the encoder's own (``host``, what a worker builds as it: HostWorkers)."""
         encoder = self.image_encoder
-        if isinstance(encoder, RunsInWorkers):
-            return HostSide(encoder.host, encoder.image_size)(pictures)
-        return HostSide(lambda images: self._prepare_and_on_host(encoder, images), encoder.image_size)(pictures)
-
-    @staticmethod
-    def _prepare_and_on_host(encoder: ImageEncoder, images: list[Any]) -> Any:
-        prepared = torch.from_numpy(encoder.prepare(images))
-        return encoder.on_host(prepared) if isinstance(encoder, ProcessesOnHost) else prepared
+        read = encoder.host if isinstance(encoder, RunsInWorkers) else functools.partial(_prepare_and_on_host, encoder)
+        return HostSide(read, encoder.image_size)(pictures)
 
     def _prepared(self, index: torch.Tensor, rows: slice, host: Callable[[list[Any]], Any]) -> Read:
         """Rows ``index[rows]``'s pictures decoded and prepared for the encoder, and through a vision-language
@@ -193,6 +188,12 @@ class OnlineFeatures:
         pad = [Feats(p.fc, torch.nn.functional.pad(p.att, (0, 0, 0, width - p.att.shape[1])),
                      torch.nn.functional.pad(p.att_mask, (0, width - p.att_mask.shape[1]))) for p in parts]
         return Feats(*(torch.cat([getattr(p, f) for p in pad]) for f in ("fc", "att", "att_mask")))
+
+
+def _prepare_and_on_host(encoder: ImageEncoder, images: list[Any]) -> Any:
+    """An encoder's host part without ``host`` of its own: its ``prepare``, then a ``ProcessesOnHost``'s ``on_host``."""
+    prepared = torch.from_numpy(encoder.prepare(images))
+    return encoder.on_host(prepared) if isinstance(encoder, ProcessesOnHost) else prepared
 
 
 def _placed(part: torch.Tensor, read: Read) -> torch.Tensor:
