@@ -39,11 +39,23 @@ GDPO = "grpo.aggregation=normalize_then_sum"
 QA_AND_CIDER_GDPO_HEAVY = "reward.weights={cider_d: 1.0, qa_utility: 3.0}"
 
 
+# the captioner told where each grid cell lies (model.grid_boxes, rlcap.models.grid_boxes): without it UpDown's
+# attention over the 4x4 grid cannot tell left from right, and every row's relation answers read near chance
+BOXES = "model.grid_boxes=true"
+XE_BOX = Stage("xe_box", "xe", None, (), (BOXES,))
+
+
 def _qa(name: str, description: str, *overrides: str, recipe: str = "scst", paths: tuple[str, ...] = QA_PATHS
         ) -> BenchRow:
     """A row trained from XE's checkpoint with a reward that reads the caption (``overrides``, then ``paths``: its
     reader and questions), judged at the end of its budget: validation picks by CIDEr-D, not what it trains."""
     return BenchRow((XE, Stage(name, recipe, "xe", (), (*overrides, *paths))), description, checkpoint="last")
+
+
+def _boxed(name: str, description: str, *overrides: str, paths: tuple[str, ...] = QA_PATHS) -> BenchRow:
+    """A row trained from ``xe_box``'s checkpoint with model.grid_boxes, judged at the end of its budget."""
+    stage = Stage(name, "scst", "xe_box", (), (BOXES, *overrides, *paths))
+    return BenchRow((XE_BOX, stage), description, checkpoint="last")
 
 
 # [Xing26]'s QA utility beside CIDEr-D (_qa: each judged at its end)
@@ -72,6 +84,11 @@ QA_ROWS: dict[str, BenchRow] = {
                               "before the sum (GDPO, [Liu26])", QA_AND_CIDER, GDPO, recipe="grpo"),
     "grpo_qa_cider_gdpo_heavy": _qa("grpo_qa_cider_gdpo_heavy", "grpo_qa_cider_gdpo with the utility weighted 3x "
                                     "CIDEr-D", QA_AND_CIDER_GDPO_HEAVY, GDPO, recipe="grpo"),
+    # the same comparison from a captioner that sees where each grid cell lies (model.grid_boxes)
+    "xe_box": BenchRow((XE_BOX,), "cross-entropy with each grid cell's box appended to its vector (model.grid_boxes)"),
+    "scst_box": _boxed("scst_box", "CIDEr-D SCST from xe_box, judged at the end of its budget", paths=()),
+    "scst_qa_box": _boxed("scst_qa_box", "scst_qa from xe_box", QA_UTILITY),
+    "scst_qa_cider_16_box": _boxed("scst_qa_cider_16_box", "scst_qa_cider_16 from xe_box", QA_AND_CIDER_16),
     "grpo_qa": _qa("grpo_qa", "GRPO with the qa_utility reward ([Shao24], [Xing26])", QA_UTILITY, recipe="grpo"),
     "scst_qa_every": _qa("scst_qa_every", "scst_qa with the questions about every shape", QA_UTILITY,
                          paths=QA_EVERY),

@@ -73,8 +73,8 @@ def _take_trained_critic(model: nn.Module, cfg: ModelConfig, vocab: Any) -> None
 
 LSTM_KEYS = ("embed_dim", "hidden_dim", "dropout")
 SHOW_TELL = OwnArchitecture(ShowTell, LSTM_KEYS)
-UPDOWN = OwnArchitecture(UpDown, (*LSTM_KEYS, "att_hidden_dim"))
+UPDOWN = OwnArchitecture(UpDown, (*LSTM_KEYS, "att_hidden_dim", "grid_boxes"))
 TRANSFORMER = OwnArchitecture(TransformerCaptioner, ("hidden_dim", "dropout", "num_layers", "num_enc_layers", "num_heads",
-                                               "ff_dim", "max_len"))
+                                               "ff_dim", "max_len", "grid_boxes"))
 HRL = OwnArchitecture(HRLCaptioner, (*LSTM_KEYS, "att_hidden_dim", "manager_dim", "goal_dim", "critic_from"),
                 setup=_take_trained_critic)  # [Wang18]'s manager, worker and internal critic
