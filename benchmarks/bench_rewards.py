@@ -33,6 +33,9 @@ from bench_shapes_hf import captions_table
 from benchdoc import REPO, machine, replace_section, run_bench
 
 BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the budget)
+# the rows from xe_box, the captioner told where each grid cell lies (model.grid_boxes): CIDEr-D SCST, QA-utility
+# SCST, and the sum at weight 16, read against the goals as the rows above are against BASE
+BOXED = ("scst_box", "scst_qa_box", "scst_qa_cider_16_box")
 OUT = "runs/bench_rewards"
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
@@ -230,22 +233,34 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
 
 
 def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
-    """The issue's goals, each read from the figures (those of rows not run left out, said so)."""
-    if f"scst_qa{qs.suffix}" not in f:
+    """The issue's goals, each read from the figures (those of rows not run left out, said so); then the same from
+    the captioner that sees where its grid cells lie (BOXED), where its rows were run."""
+    lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
+                       [f"{r}{qs.suffix}" for r in qs.summed])
+    if qs.suffix == "" and all(n in f for n in BOXED[:2]):
+        lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
+        lines += pair_goals(f, *BOXED[:2], [], list(BOXED[2:]))
+    return lines
+
+
+def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, variant_names: list[str],
+               summed_names: list[str]) -> list[str]:
+    """The goals of the QA row ``qa_name`` and its variants and summed rows against CIDEr-D SCST ``base_name``."""
+    if qa_name not in f:
         return ["- No QA-utility row was run: no goal is read."]
-    qa, base = f[f"scst_qa{qs.suffix}"], f[BASE]
-    variants = {n: f[n] for n in (f"{r}{qs.suffix}" for r in qs.variants) if n in f}
+    qa, base = f[qa_name], f[base_name]
+    variants = {n: f[n] for n in variant_names if n in f}
     lines = []
-    for n, row in {"QA-utility SCST": qa, **variants}.items():
+    for n, row in {"QA-utility SCST" if qa_name.startswith("scst_qa") else qa_name: qa, **variants}.items():
         lines.append(f"- {n} against CIDEr-D SCST: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
                      f"({row['QA-acc'] / base['QA-acc'] - 1:+.1%} relative; goal: at least +10%).")
         for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
             if m in base:
                 lines.append(f"- {m}: {n} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
-    summed = {n: f[n] for n in (f"{r}{qs.suffix}" for r in qs.summed) if n in f}
+    summed = {n: f[n] for n in summed_names if n in f}
     if not summed:
-        lines.append(f"- No summed reward ({', '.join(qs.summed)}) was run: its goals (95% of CIDEr-D SCST's CIDEr-D, "
-                     "half of the QA gain) are not read.")
+        lines.append(f"- No summed reward ({', '.join(summed_names)}) was run: its goals (95% of CIDEr-D SCST's "
+                     "CIDEr-D, half of the QA gain) are not read.")
     for n, row in summed.items():
         gain = (row["QA-acc"] - base["QA-acc"]) / max(qa["QA-acc"] - base["QA-acc"], 1e-9)
         lines.append(f"- The summed reward {n} keeps {row['CIDEr'] / base['CIDEr']:.1%} of CIDEr-D SCST's CIDEr-D "

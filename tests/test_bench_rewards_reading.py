@@ -162,3 +162,21 @@ def test_coverage_by_kinds_against_hand_counted_pictures(monkeypatch):
     lines = bench_rewards.coverage_table({"row": found})
     assert lines[0].startswith("| row | 1 kind (1 pictures) | 2 kinds (1 pictures) | 3 kinds (1 pictures) |")
     assert lines[2] == "| row | 1.000 | 0.500 | 0.667 | 1.000 |"
+
+
+def test_the_boxed_rows_are_read_against_their_own_cider_d_scst():
+    """The rows from xe_box (model.grid_boxes) are read against scst_box, not against the other rows' scst_end;
+    without both scst_box and scst_qa_box no boxed goal is read."""
+    qs = bench_rewards.SETS["main"]
+    found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.62, 1.6, 0.3), "scst_box": _row(0.70, 2.2, 0.6)}
+    assert "scst_box" not in "\n".join(bench_rewards.goals(found, qs))
+    found["scst_qa_box"] = _row(0.84, 2.0, 0.5) | {"Coverage": 0.9}
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert "held-out QA-acc 0.620 against 0.600 (+3.3% relative" in lines  # the rows from xe, as before
+    boxed = lines.split("(`scst_box`):")[1]
+    assert "held-out QA-acc 0.840 against 0.700 (+20.0% relative; goal: at least +10%)" in boxed
+    assert "- Coverage: QA-utility SCST 0.900 against CIDEr-D SCST 0.800 (goal: higher)." in boxed
+    assert "No summed reward (scst_qa_cider_16_box) was run" in boxed
+    found["scst_qa_cider_16_box"] = _row(0.77, 2.145, 0.55)
+    boxed = "\n".join(bench_rewards.goals(found, qs)).split("(`scst_box`):")[1]
+    assert "scst_qa_cider_16_box keeps 97.5% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 50% of the QA" in boxed

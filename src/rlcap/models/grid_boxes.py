@@ -1,10 +1,13 @@
-"""Where each cell of a grid of region features lies: its box, appended to the cell's vector (``model.grid_boxes``).
+"""Where each cell of a grid of region features lies: its box (``model.grid_boxes``).
 
 An attention over regions (UpDown's additive attention, the transformer's cross-attention) sums the regions it
 attends to and is blind to their order: over a CNN's grid it cannot tell the left cell from the right one, and a
 captioner trained on it guesses "to the left of" against "to the right of". Detector features carry their boxes,
 and self-critical.pytorch's ``use_box`` appends each region's box geometry (x1/W, y1/H, x2/W, y2/H, area/(W*H))
-to its vector; a grid's cells have boxes too, known from their index. :func:`with_grid_boxes` appends them.
+to its vector; a grid's cells have boxes too, known from their index (:func:`grid_boxes`). The captioners embed
+them apart (a linear map to their width) and add them to each embedded cell, as geometry is added in transformer
+captioners: appended to a cell's 1280 CNN features (norm about 27 on shapes), 5 coordinates below 1 barely moved
+the embedding (an UpDown trained on shapes so left their weights near their initial values).
 
 A grid store holds its g x g cells in row-major order (``rlcap.encoders.efficientnet``: ``flatten(2)`` of the
 (C, g, g) map), so cell ``i`` is at row ``i // g`` and column ``i % g``.

@@ -24,9 +24,9 @@ class ModelConfig:
     att_hidden_dim: int = field(default=512, metadata={"help": "size of the additive-attention space (UpDown)"})
     dropout: float = field(default=0.5, metadata={"help": "dropout on embeddings and before the output layer"})
     grid_boxes: bool = field(default=False, metadata={
-        "help": "updown, transformer: append each grid cell's box (x1, y1, x2, y2, area, fractions of the picture) "
-                "to its region vector, as self-critical.pytorch's use_box does for detector regions; without it "
-                "the attention cannot tell where a cell lies (docs/MODELS.md, 'Where a region lies')"})
+        "help": "updown, transformer: embed each grid cell's box (x1, y1, x2, y2, area, fractions of the picture) and "
+                "add it to the cell's vector, as self-critical.pytorch's use_box gives detector regions their boxes; "
+                "without it the attention cannot tell where a cell lies (docs/MODELS.md, 'Where a region lies')"})
     num_layers: int = field(default=3, metadata={"help": "transformer decoder layers"})
     num_enc_layers: int = field(default=0, metadata={"help": "transformer encoder layers over the regions (0: none)"})
     num_heads: int = field(default=8, metadata={"help": "transformer attention heads; must divide hidden_dim"})

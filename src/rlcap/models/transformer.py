@@ -48,7 +48,7 @@ from torch import nn
 
 from rlcap.errors import ConfigError
 from rlcap.models.base import Feats, Tensors
-from rlcap.models.grid_boxes import BOX_DIM, with_grid_boxes
+from rlcap.models.grid_boxes import BOX_DIM, grid_boxes
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.linear import Linear
 
@@ -255,9 +255,9 @@ class TransformerCaptioner(nn.Module):
         del fc_dim  # attends over att features only
         d = cfg.hidden_dim
         self.vocab_size, self.max_len, self.heads = vocab_size, cfg.max_len, cfg.num_heads
-        self.grid_boxes = cfg.grid_boxes  # each grid cell's box appended to its vector (rlcap.models.grid_boxes)
-        att_in = att_dim + BOX_DIM if cfg.grid_boxes else att_dim
-        self.att_proj = nn.Sequential(nn.Linear(att_in, d), nn.ReLU(), Dropout(cfg.dropout))
+        self.att_proj = nn.Sequential(nn.Linear(att_dim, d), nn.ReLU(), Dropout(cfg.dropout))
+        # each grid cell's box, embedded apart and added to its projected vector (rlcap.models.grid_boxes)
+        self.box_embed = nn.Linear(BOX_DIM, d) if cfg.grid_boxes else None
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_enc_layers))
         self.ln_mem = nn.LayerNorm(d)
         self.tok_emb = nn.Embedding(vocab_size, d)
@@ -268,7 +268,9 @@ class TransformerCaptioner(nn.Module):
         self.logit = Linear(d, vocab_size)
 
     def encode(self, feats: Feats) -> Tensors:
-        x = self.att_proj(with_grid_boxes(feats.att) if self.grid_boxes else feats.att)  # (B, N, d)
+        x = self.att_proj(feats.att)  # (B, N, d)
+        if self.box_embed is not None:
+            x = x + self.box_embed(grid_boxes(x.size(1), x.device, x.dtype))  # (+ (N, d))
         bias = _mask_bias(feats.att_mask, x.dtype)  # (B, 1, 1, N)
         for layer in self.encoder:
             x = layer(x, bias)

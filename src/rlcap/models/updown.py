@@ -22,7 +22,7 @@ from torch import nn
 
 from rlcap.models.attention import additive_scores, weighted_sum
 from rlcap.models.base import Feats, Tensors
-from rlcap.models.grid_boxes import BOX_DIM, with_grid_boxes
+from rlcap.models.grid_boxes import BOX_DIM, grid_boxes
 from rlcap.models.model_config import ModelConfig
 from rlcap.models.linear import Linear, addmm
 from rlcap.models.lstm import WordGates, lstm_update
@@ -39,9 +39,9 @@ class UpDown(nn.Module):
         self.vocab_size = vocab_size
         self.hidden_dim = hid
         self.fc_embed = nn.Sequential(Linear(fc_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
-        self.grid_boxes = cfg.grid_boxes  # each grid cell's box appended to its vector (rlcap.models.grid_boxes)
-        att_in = att_dim + BOX_DIM if cfg.grid_boxes else att_dim
-        self.att_embed = nn.Sequential(Linear(att_in, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
+        self.att_embed = nn.Sequential(Linear(att_dim, hid), nn.ReLU(), nn.Dropout(cfg.dropout))
+        # each grid cell's box, embedded apart and added to its embedded vector (rlcap.models.grid_boxes)
+        self.box_embed = Linear(BOX_DIM, hid) if cfg.grid_boxes else None
         self.drop = nn.Dropout(cfg.dropout)
         # Attention LSTM (Eq. 2), gates (i, f, o, g), input split by part; its bias sits in att_fc.
         self.att_word = WordGates(vocab_size, emb, 4 * hid, cfg.dropout, bias=False)  # W_e Pi_t
@@ -59,7 +59,9 @@ class UpDown(nn.Module):
 
     def encode(self, feats: Feats) -> Tensors:
         fc_gates = self.att_fc(self.fc_embed(feats.fc))  # (B, 4H) image term of Eq. 2, once per image
-        att = self.att_embed(with_grid_boxes(feats.att) if self.grid_boxes else feats.att)  # (B, N, H)
+        att = self.att_embed(feats.att)  # (B, N, H)
+        if self.box_embed is not None:
+            att = att + self.box_embed(grid_boxes(att.size(1), att.device, att.dtype))  # (+ (N, H))
         p_att2 = 2.0 * self.ctx2att(att)  # (B, N, A) 2 W_va v_i, once per image (see _advance)
         att_bias = torch.zeros_like(att[..., 0]).masked_fill(~feats.att_mask, float("-inf"))  # (B, N)
         return fc_gates, att, p_att2, att_bias
