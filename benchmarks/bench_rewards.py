@@ -7,8 +7,10 @@ section apart): generates the shapes data (both question files beside it), train
 base, seed 1: held out, it only judges; ``readers/every/...`` for the other set) unless they are there, runs ``rlcap
 bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
 scst_qa_seed2,scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_mid,scst_qa_cider_16,scst_qa_cider_heavy,
-grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa`` (the QA rows with ``_every`` for the other set, which has no
-second seed, length, spread, mid, 16, heavy or GDPO row; ``--rl rl.epochs=N``; every RL row but
+grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,scst_qa_cider_16_box`` (the last four
+from a captioner told where its grid cells lie, ``model.grid_boxes``, read against ``scst_box``; the QA rows with
+``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy, GDPO or boxed row; ``--rl
+rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
 is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the
 held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage
@@ -53,11 +55,12 @@ class QuestionSet:
     section: str
     summed: tuple[str, ...] = ("scst_qa_cider",)  # its rows of CIDEr-D + qa_utility (each read against the goals)
     variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
+    boxed: tuple[str, ...] = ()  # its rows from xe_box (model.grid_boxes), read against scst_box
 
     @property
     def rows(self) -> str:
         qa = ("scst_qa", *self.variants, *self.summed, "grpo_qa")
-        return "xe,scst,scst_end," + ",".join(f"{r}{self.suffix}" for r in qa)
+        return "xe,scst,scst_end," + ",".join([*(f"{r}{self.suffix}" for r in qa), *self.boxed])
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -67,7 +70,7 @@ def _sets() -> dict[str, QuestionSet]:
                                 ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
                                  "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo",
                                  "grpo_qa_cider_gdpo_heavy"),
-                                ("scst_qa_seed2", "scst_qa_len")),
+                                ("scst_qa_seed2", "scst_qa_len"), ("xe_box", *BOXED)),
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
 
 

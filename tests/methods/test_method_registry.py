@@ -136,7 +136,7 @@ def test_help_config_leaves_out_the_keys_a_run_does_not_read(capsys):
     assert not {"data.seq_per_img", "data.max_len", "scst.running_mean_decay"} & set(scst)
     assert main(["train", "--help-config", "algorithm=scst"]) == 0
     assert ("without init_from (from random weights) it also reads data.min_count, model.arch, model.embed_dim, "
-            "model.hidden_dim, model.att_hidden_dim, model.dropout;") in capsys.readouterr().out
+            "model.hidden_dim, model.att_hidden_dim, model.dropout, model.grid_boxes;") in capsys.readouterr().out
     updown = _listed(capsys, "algorithm=xe")  # xe builds its model
     assert {"model.att_hidden_dim", "data.min_count"} <= set(updown) and "allow_init_mismatch" not in updown
     assert "model.num_heads" not in updown and "model.goal_dim" not in updown

@@ -54,8 +54,8 @@ class CriticRunConfig(RunConfig):
     """``algorithm: critic``: the internal critic of HRL, trained before it [Wang18]."""
 
     # sized by model.embed_dim and model.hidden_dim, it decodes no caption and keeps best/ by its own F1
-    UNREAD: ClassVar[tuple[str, ...]] = ("model.arch", "model.att_hidden_dim", "model.dropout", "val.max_images",
-                                         "val.batch_size", "decode.", "val.metric")
+    UNREAD: ClassVar[tuple[str, ...]] = ("model.arch", "model.att_hidden_dim", "model.dropout", "model.grid_boxes",
+                                         "val.max_images", "val.batch_size", "decode.", "val.metric")
     CAPTIONS_PER_IMAGE: ClassVar[bool] = False
 
     algorithm: str = algorithm_field("critic")
