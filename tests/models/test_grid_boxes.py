@@ -10,7 +10,7 @@ import torch
 from rlcap.data.vocab import BOS
 from rlcap.errors import ConfigError
 from rlcap.models import ARCHITECTURES, Feats, ModelConfig, build_model
-from rlcap.models.grid_boxes import BOX_DIM, grid_boxes, with_grid_boxes
+from rlcap.models.grid_boxes import BOX_DIM, grid_boxes
 
 V, FC_DIM, ATT_DIM, B, N, T = 13, 6, 7, 2, 9, 5  # a 3x3 grid
 
@@ -21,14 +21,6 @@ def test_the_boxes_of_a_two_by_two_grid_by_hand():
                              [0.0, 0.5, 0.5, 1.0, 0.25], [0.5, 0.5, 1.0, 1.0, 0.25]])
     assert torch.equal(grid_boxes(4), expected)
     assert grid_boxes(16)[6].tolist() == [0.5, 0.25, 0.75, 0.5, 0.0625]  # row 1, column 2 of a 4x4 grid
-
-
-def test_with_grid_boxes_appends_the_same_boxes_to_every_picture():
-    att = torch.randn(3, 4, 2)
-    out = with_grid_boxes(att)
-    assert out.shape == (3, 4, 2 + BOX_DIM)
-    assert torch.equal(out[..., :2], att)
-    assert all(torch.equal(out[i, :, 2:], grid_boxes(4)) for i in range(3))
 
 
 @pytest.mark.parametrize("n", [0, 2, 5, 36 + 1])

@@ -40,7 +40,7 @@ QA_AND_CIDER_GDPO_HEAVY = "reward.weights={cider_d: 1.0, qa_utility: 3.0}"
 
 
 # the captioner told where each grid cell lies (model.grid_boxes, rlcap.models.grid_boxes): without it UpDown's
-# attention over the 4x4 grid cannot tell left from right, and every row's relation answers read near chance
+# attention over the 4x4 grid cannot tell left from right (docs/MODELS.md, "Where a region lies")
 BOXES = "model.grid_boxes=true"
 XE_BOX = Stage("xe_box", "xe", None, (), (BOXES,))
 
@@ -85,7 +85,8 @@ QA_ROWS: dict[str, BenchRow] = {
     "grpo_qa_cider_gdpo_heavy": _qa("grpo_qa_cider_gdpo_heavy", "grpo_qa_cider_gdpo with the utility weighted 3x "
                                     "CIDEr-D", QA_AND_CIDER_GDPO_HEAVY, GDPO, recipe="grpo"),
     # the same comparison from a captioner that sees where each grid cell lies (model.grid_boxes)
-    "xe_box": BenchRow((XE_BOX,), "cross-entropy with each grid cell's box appended to its vector (model.grid_boxes)"),
+    "xe_box": BenchRow((XE_BOX,), "cross-entropy with each grid cell's box embedded and added to its vector "
+                                 "(model.grid_boxes)"),
     "scst_box": _boxed("scst_box", "CIDEr-D SCST from xe_box, judged at the end of its budget", paths=()),
     "scst_qa_box": _boxed("scst_qa_box", "scst_qa from xe_box", QA_UTILITY),
     "scst_qa_cider_16_box": _boxed("scst_qa_cider_16_box", "scst_qa_cider_16 from xe_box", QA_AND_CIDER_16),

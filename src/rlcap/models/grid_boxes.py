@@ -42,8 +42,3 @@ def grid_boxes(n: int, device: torch.device | str | None = None, dtype: torch.dt
     area = torch.full_like(x1, 1.0 / n)
     return torch.stack([x1, y1, x1 + 1.0 / side, y1 + 1.0 / side, area], dim=1)
 
-
-def with_grid_boxes(att: torch.Tensor) -> torch.Tensor:
-    """Region vectors (B, N, D) of a grid -> (B, N, D + BOX_DIM), each cell's box appended."""
-    boxes = grid_boxes(att.size(1), att.device, att.dtype)
-    return torch.cat([att, boxes.unsqueeze(0).expand(att.size(0), -1, -1)], dim=2)
