@@ -177,10 +177,11 @@ bench-grpo: $(STAMP)
 	$(PY) benchmarks/bench_grpo.py
 
 # SCST with CIDEr-D, with [Xing26]'s QA utility and with both, and GRPO with the QA utility, on shapes (two readers
-# trained first; the held-out one judges). QUESTIONS=every: questions about every shape, not the two main ones
+# trained first; the held-out one judges). QUESTIONS=every: questions about every shape, not the two main ones;
+# IMAGE_SIZE=224: the rows from xe_box with the pictures encoded at 224 px (a 7x7 grid), in a section of their own
 QUESTIONS ?= main
 bench-rewards: $(STAMP)
-	$(PY) benchmarks/bench_rewards.py --questions $(QUESTIONS)
+	$(PY) benchmarks/bench_rewards.py --questions $(QUESTIONS) $(if $(IMAGE_SIZE),--image-size $(IMAGE_SIZE))
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

@@ -12,12 +12,14 @@ from a captioner told where its grid cells lie, ``model.grid_boxes``, read again
 ``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy, GDPO or boxed row; ``--rl
 rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
-is the ``scst`` run's last checkpoint, the baseline of the goals), then scores each row's test captions (beam 3): the
-held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the template share, Div-2, and CHAIR_i, CHAIR_s and coverage
-where rlcap's metrics hold them; the judge by kind of question; what the captions say (count phrases, the relation word,
-unfinished ends). Writes the tables, the readers' own accuracies (from a reference caption, from an empty one, chance,
-from the complete description), what the rows say against the issue's goals, and the first test images' captions into
-the set's section of docs/BENCHMARKS.md. Prints a last line of JSON.
+is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the four boxed rows alone,
+with the pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own), then
+scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
+template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
+question; what the captions say (count phrases, the relation word, unfinished ends). Writes the tables, the readers'
+own accuracies (from a reference caption, from an empty one, chance, from the complete description), what the rows
+say against the issue's goals, and the first test images' captions into the set's section of docs/BENCHMARKS.md.
+Prints a last line of JSON.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections import Counter
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench_shapes_hf import captions_table
 from benchdoc import REPO, machine, replace_section, run_bench
@@ -38,7 +40,8 @@ BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the 
 # the rows from xe_box, the captioner told where each grid cell lies (model.grid_boxes): CIDEr-D SCST, QA-utility
 # SCST, and the sum at weight 16, read against the goals as the rows above are against BASE
 BOXED = ("scst_box", "scst_qa_box", "scst_qa_cider_16_box")
-OUT = "runs/bench_rewards"
+OUT = "runs/bench_rewards"  # at 128 px; main() sets it to runs/bench_rewards_224 for --image-size 224
+SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
 READERS = {"reward": ("small", 0), "judge": ("base", 1)}
@@ -56,11 +59,27 @@ class QuestionSet:
     summed: tuple[str, ...] = ("scst_qa_cider",)  # its rows of CIDEr-D + qa_utility (each read against the goals)
     variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
     boxed: tuple[str, ...] = ()  # its rows from xe_box (model.grid_boxes), read against scst_box
+    rows_run: tuple[str, ...] = ()  # when set, the rows run by default instead of all of the set's (at_size)
 
     @property
     def rows(self) -> str:
+        if self.rows_run:
+            return ",".join(self.rows_run)
         qa = ("scst_qa", *self.variants, *self.summed, "grpo_qa")
         return "xe,scst,scst_end," + ",".join([*(f"{r}{self.suffix}" for r in qa), *self.boxed])
+
+
+def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
+    """``qs`` at the encoder's input side ``image_size``: at 128 itself; at 224 (EfficientNet-Lite0's 7x7 grid,
+    where a small shape spans more of a cell) its boxed rows alone, from their own XE checkpoint, run in their own
+    folder (sets OUT) and written to their own section, read against that size's scst_box."""
+    global OUT
+    OUT = "runs/bench_rewards" if image_size == 128 else f"runs/bench_rewards_{image_size}"
+    if image_size == 128:
+        return qs
+    if not qs.boxed:
+        raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
+    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), rows_run=qs.boxed)
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -238,9 +257,12 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
 def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     """The issue's goals, each read from the figures (those of rows not run left out, said so); then the same from
     the captioner that sees where its grid cells lie (BOXED), where its rows were run."""
-    lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
-                       [f"{r}{qs.suffix}" for r in qs.summed])
-    if qs.suffix == "" and all(n in f for n in BOXED[:2]):
+    boxed = qs.suffix == "" and all(n in f for n in BOXED[:2])
+    lines = []
+    if BASE in f or not boxed:
+        lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
+                           [f"{r}{qs.suffix}" for r in qs.summed])
+    if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
         lines += pair_goals(f, *BOXED[:2], [], list(BOXED[2:]))
     return lines
@@ -445,15 +467,18 @@ def main(argv: list[str] | None = None) -> int:
                              "shapes, questions.json) or every (every shape, questions_every.json)")
     parser.add_argument("--rows", help="the rows run (comma-separated; default: the set's; stages already trained "
                                        f"in {OUT} with the same settings are reused)")
+    parser.add_argument("--image-size", type=int, choices=SIZES, default=128,
+                        help="the encoder's input side: 128 (a 4x4 grid, every row) or 224 (7x7: the rows from xe_box "
+                             "alone, in runs/bench_rewards_224 and a section of their own)")
     args = parser.parse_args(argv)
-    qs = SETS[args.questions]
+    qs = at_size(SETS[args.questions], args.image_size)
     rows = args.rows or qs.rows
     import torch
     import transformers
 
     subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "shapes", "--out", str(DATA)], check=True, cwd=REPO)
     cards = readers(qs)
-    command, seconds = run_bench("shapes", rows, OUT, rl=[f"rl.epochs={args.epochs}"])
+    command, seconds = run_bench("shapes", rows, OUT, rl=[f"rl.epochs={args.epochs}"], image_size=args.image_size)
     names = rows.split(",")
     found = scores(names, qs)
     reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names)
@@ -464,9 +489,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
                   f"empty caption, chance {c['test']['chance']:.3f}." for name, c in cards.items()]
     title = "" if args.questions == "main" else ", questions about every shape"
-    body = [f"## Rewards that read the caption: QA utility beside CIDEr-D on shapes{title}", "",
-            f"Command: `make bench-rewards{'' if args.questions == 'main' else ' QUESTIONS=every'}` "
-            f"(`python benchmarks/bench_rewards.py --questions {args.questions}`). Questions: `{qs.file}`. Machine: "
+    size = "" if args.image_size == 128 else f" --image-size {args.image_size}"
+    body = [f"## Rewards that read the caption: QA utility beside CIDEr-D on shapes{title}"
+            + ("" if not size else f", the pictures encoded at {args.image_size} px"), "",
+            f"Command: `make bench-rewards{'' if args.questions == 'main' else ' QUESTIONS=every'}"
+            f"{'' if not size else f' IMAGE_SIZE={args.image_size}'}` "
+            f"(`python benchmarks/bench_rewards.py --questions {args.questions}{size}`). Questions: `{qs.file}`. "
+            "Machine: "
             f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
             f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: "

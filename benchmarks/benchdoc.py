@@ -69,10 +69,12 @@ def replace_section(name: str, body: str, doc: Path = DOC) -> None:
 
 
 def run_bench(benchmark: str, methods: str, out: str, max_train_images: int = 0,
-              rl: list[str] | None = None, xe: list[str] | None = None) -> tuple[list[str], float]:
+              rl: list[str] | None = None, xe: list[str] | None = None, image_size: int = 128
+              ) -> tuple[list[str], float]:
     """Run ``rlcap bench`` from the repository (its training budget ``max_train_images``, 0: all;
-    ``rl``: KEY=VALUE overrides of every stage that is not XE, e.g. ``rl.epochs=2``; ``xe``: of the XE stages);
-    return the command as a user would type it and the seconds it took."""
+    ``rl``: KEY=VALUE overrides of every stage that is not XE, e.g. ``rl.epochs=2``; ``xe``: of the XE stages;
+    ``image_size``: the encoder's input side, 128 the default); return the command as a user would type it and the
+    seconds it took."""
     import subprocess
     import sys
     import time
@@ -80,6 +82,8 @@ def run_bench(benchmark: str, methods: str, out: str, max_train_images: int = 0,
     command = ["rlcap", "bench", "--benchmark", benchmark, "--methods", methods, "--out", out]
     if max_train_images:
         command += ["--max-train-images", str(max_train_images)]
+    if image_size != 128:
+        command += ["--image-size", str(image_size)]
     if rl:
         command += ["--rl", *rl]
     if xe:

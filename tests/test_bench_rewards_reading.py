@@ -181,3 +181,21 @@ def test_the_boxed_rows_are_read_against_their_own_cider_d_scst():
     found["scst_qa_cider_16_box"] = _row(0.77, 2.145, 0.55)
     boxed = "\n".join(bench_rewards.goals(found, qs)).split("(`scst_box`):")[1]
     assert "scst_qa_cider_16_box keeps 97.5% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 50% of the QA" in boxed
+
+
+def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section(monkeypatch):
+    monkeypatch.setattr(bench_rewards, "OUT", bench_rewards.OUT)  # at_size sets the module's folder: restored after
+    main = bench_rewards.SETS["main"]
+    big = bench_rewards.at_size(main, 224)
+    assert bench_rewards.OUT == "runs/bench_rewards_224"
+    assert big.section == "bench-rewards-224" and big.file == main.file and big.readers == main.readers
+    assert big.rows == "xe_box,scst_box,scst_qa_box,scst_qa_cider_16_box"
+    # its goals: the boxed rows' against scst_box, and no line about the rows from xe it does not run
+    found = {"scst_box": _row(0.60, 2.0, 0.4), "scst_qa_box": _row(0.66, 1.6, 0.3)}
+    lines = bench_rewards.goals(found, big)
+    assert "No QA-utility row was run" not in "\n".join(lines)
+    assert "- QA-utility SCST against CIDEr-D SCST: held-out QA-acc 0.660 against 0.600 (+10.0% relative; goal: " \
+           "at least +10%)." in lines
+    assert bench_rewards.at_size(main, 128) is main and bench_rewards.OUT == "runs/bench_rewards"
+    with pytest.raises(SystemExit, match="boxed rows"):
+        bench_rewards.at_size(bench_rewards.SETS["every"], 224)
