@@ -25,7 +25,10 @@ def captions_table(out: str, methods: list[str]) -> list[str]:
     from rlcap.data.readers import read_dataset
 
     said = {m: json.loads((REPO / out / "captions" / f"{m}.json").read_text())["captions"] for m in methods}
-    dataset = REPO / json.loads((REPO / out / "xe" / "config.json").read_text())["data"]["dataset"]
+    # the dataset of the XE stage's run, or of any stage's where no stage is named xe (runs/bench_rewards_224: xe_box)
+    config = next(p for p in (REPO / out / "xe" / "config.json", *sorted((REPO / out).glob("*/config.json")))
+                  if p.is_file())
+    dataset = REPO / json.loads(config.read_text())["data"]["dataset"]
     references = {r.id: r.captions[0] for r in read_dataset(dataset) if r.split == "test"}
     lines = ["| image | " + " | ".join(methods) + " | a reference |", "|---|" + "---|" * (len(methods) + 1)]
     for image in list(said[methods[0]])[:SHOWN]:

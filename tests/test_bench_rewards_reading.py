@@ -199,3 +199,24 @@ def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section(monk
     assert bench_rewards.at_size(main, 128) is main and bench_rewards.OUT == "runs/bench_rewards"
     with pytest.raises(SystemExit, match="boxed rows"):
         bench_rewards.at_size(bench_rewards.SETS["every"], 224)
+
+
+def test_the_captions_table_finds_its_references_without_an_xe_stage(tmp_path, monkeypatch):
+    """runs/bench_rewards_224 has no stage named xe (its first is xe_box): the table reads the dataset from
+    another stage's run."""
+    import json
+
+    import bench_shapes_hf
+
+    images = [{"imgid": i, "filename": f"{i}.png", "filepath": "images", "split": split,
+               "sentences": [{"tokens": caption.split(), "raw": caption}]}
+              for i, split, caption in ((0, "train", "a red star"), (1, "test", "a blue circle below a red star"))]
+    (tmp_path / "dataset.json").write_text(json.dumps({"dataset": "shapes", "images": images}))
+    out = tmp_path / "runs"
+    (out / "xe_box").mkdir(parents=True)
+    (out / "xe_box" / "config.json").write_text(json.dumps({"data": {"dataset": str(tmp_path / "dataset.json")}}))
+    (out / "captions").mkdir()
+    (out / "captions" / "xe_box.json").write_text(json.dumps({"captions": {"1": "a blue circle"}}))
+    monkeypatch.setattr(bench_shapes_hf, "REPO", tmp_path)
+    assert bench_shapes_hf.captions_table("runs", ["xe_box"])[-1] == \
+        "| 1 | a blue circle | a blue circle below a red star |"
