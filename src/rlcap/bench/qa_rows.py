@@ -33,6 +33,12 @@ QA_AND_LENGTH = "reward.weights={qa_utility: 1.0, length: 0.2}"
 # between 12 (98.4% of CIDEr-D, 6% of the QA gain, no count phrase) and 20 (94.6%, 146%, the count phrase on a third
 # of the pictures): the switch between the two policies lies there (BENCHMARKS.md)
 QA_AND_CIDER_16 = "reward.weights={cider_d: 1.0, qa_utility: 16.0}"
+# [Ye26]'s length-conditional masking of the utility, against the drift the linear penalty (QA_AND_LENGTH) traded for
+# the shortest template: a sample longer than 1.3x its picture's mean reference length earns no utility. At 224 px
+# QA SCST wrote 15-16 words on three- and four-shape pictures (1.38-1.39x their references' 11.2-11.6: the count
+# phrase repeated into the 16-word cap), XE 9 words (0.80-0.82x); one count phrase ("with two other objects", 4
+# words) on XE's caption is 13 words, 1.1-1.2x: 1.3 lies between the one count phrase and its repetition
+QA_MASKED = "reward.length_mask={qa_utility: 1.3}"
 GDPO = "grpo.aggregation=normalize_then_sum"
 # GDPO gives each reward's advantage unit spread in its group, so a weight is the ratio of the terms' spreads: 3 is
 # what SCST's weight 20 was, about 3x the spread-matched 6.5 (equal weights gave CIDEr-D's policy: BENCHMARKS.md)
@@ -89,6 +95,8 @@ QA_ROWS: dict[str, BenchRow] = {
                                  "(model.grid_boxes)"),
     "scst_box": _boxed("scst_box", "CIDEr-D SCST from xe_box, judged at the end of its budget", paths=()),
     "scst_qa_box": _boxed("scst_qa_box", "scst_qa from xe_box", QA_UTILITY),
+    "scst_qa_mask_box": _boxed("scst_qa_mask_box", "scst_qa_box with the utility masked past 1.3x the references' "
+                                                   "mean length ([Ye26])", QA_UTILITY, QA_MASKED),
     "scst_qa_cider_16_box": _boxed("scst_qa_cider_16_box", "scst_qa_cider_16 from xe_box", QA_AND_CIDER_16),
     "grpo_qa": _qa("grpo_qa", "GRPO with the qa_utility reward ([Shao24], [Xing26])", QA_UTILITY, recipe="grpo"),
     "scst_qa_every": _qa("scst_qa_every", "scst_qa with the questions about every shape", QA_UTILITY,
