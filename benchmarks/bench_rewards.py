@@ -7,12 +7,13 @@ section apart): generates the shapes data (both question files beside it), train
 base, seed 1: held out, it only judges; ``readers/every/...`` for the other set) unless they are there, runs ``rlcap
 bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
 scst_qa_seed2,scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_mid,scst_qa_cider_16,scst_qa_cider_heavy,
-grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,scst_qa_cider_16_box`` (the last four
-from a captioner told where its grid cells lie, ``model.grid_boxes``, read against ``scst_box``; the QA rows with
+grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,scst_qa_mask_box,
+scst_qa_cider_16_box`` (the last five from a captioner told where its grid cells lie, ``model.grid_boxes``, read against
+``scst_box``; ``scst_qa_mask_box``: the utility masked past 1.3x the references' length); the QA rows with
 ``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy, GDPO or boxed row; ``--rl
 rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
-is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the four boxed rows alone,
+is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the five boxed rows alone,
 with the pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
@@ -39,8 +40,10 @@ from benchdoc import REPO, machine, replace_section, run_bench
 BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the budget)
 # the rows from xe_box, the captioner told where each grid cell lies (model.grid_boxes): CIDEr-D SCST, QA-utility
 # SCST, and the sum at weight 16, read against the goals as the rows above are against BASE
-BOXED = ("scst_box", "scst_qa_box", "scst_qa_cider_16_box")
-OUT = "runs/bench_rewards"  # at 128 px; main() sets it to runs/bench_rewards_224 for --image-size 224
+BOXED_BASE, BOXED_QA = "scst_box", "scst_qa_box"
+BOXED_VARIANTS = ("scst_qa_mask_box",)  # the utility masked past 1.3x the references' length ([Ye26])
+BOXED_SUMMED = ("scst_qa_cider_16_box",)
+BOXED = (BOXED_BASE, BOXED_QA, *BOXED_VARIANTS, *BOXED_SUMMED)
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
@@ -60,6 +63,7 @@ class QuestionSet:
     variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
     boxed: tuple[str, ...] = ()  # its rows from xe_box (model.grid_boxes), read against scst_box
     rows_run: tuple[str, ...] = ()  # when set, the rows run by default instead of all of the set's (at_size)
+    out: str = "runs/bench_rewards"  # the rows' folder (rlcap bench --out): its captions/ and runs are read there
 
     @property
     def rows(self) -> str:
@@ -72,14 +76,13 @@ class QuestionSet:
 def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
     """``qs`` at the encoder's input side ``image_size``: at 128 itself; at 224 (EfficientNet-Lite0's 7x7 grid,
     where a small shape spans more of a cell) its boxed rows alone, from their own XE checkpoint, run in their own
-    folder (sets OUT) and written to their own section, read against that size's scst_box."""
-    global OUT
-    OUT = "runs/bench_rewards" if image_size == 128 else f"runs/bench_rewards_{image_size}"
+    folder and written to their own section, read against that size's scst_box."""
     if image_size == 128:
         return qs
     if not qs.boxed:
         raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
-    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), rows_run=qs.boxed)
+    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), rows_run=qs.boxed,
+                   out=f"{qs.out}_{image_size}")
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -134,9 +137,9 @@ def scenes_of_test() -> dict[str, object]:
     return {str(r["imgid"]): Scene.from_dict(r["scene"]) for r in images if r["split"] == "test"}
 
 
-def captions_of(name: str) -> dict[str, str]:
-    """The row ``name``'s test captions (id -> caption), as rlcap bench wrote them."""
-    return json.loads((REPO / OUT / "captions" / f"{name}.json").read_text())["captions"]
+def captions_of(name: str, out: str) -> dict[str, str]:
+    """The row ``name``'s test captions (id -> caption), as rlcap bench wrote them into ``out``."""
+    return json.loads((REPO / out / "captions" / f"{name}.json").read_text())["captions"]
 
 
 def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
@@ -149,11 +152,9 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     scenes = scenes_of_test()
     probes = {"complete": {i: complete_description(s) for i, s in scenes.items()}}
     if "xe" in names:
-        xe = json.loads((REPO / OUT / "captions" / "xe.json").read_text())["captions"]
-        probes["xe_hedged"] = {i: c + HEDGE for i, c in xe.items()}
+        probes["xe_hedged"] = {i: c + HEDGE for i, c in captions_of("xe", qs.out).items()}
     if BASE in names:
-        base = json.loads((REPO / OUT / "captions" / f"{BASE}.json").read_text())["captions"]
-        probes["base_counted"] = {i: counted(c, len(scenes[i].objects)) for i, c in base.items()}
+        probes["base_counted"] = {i: counted(c, len(scenes[i].objects)) for i, c in captions_of(BASE, qs.out).items()}
     found = {}
     for name in READERS:
         found[name] = {k: qa_accuracy(*reader(name, qs), captions)[0]["QA-acc"] for k, captions in probes.items()}
@@ -203,7 +204,7 @@ def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     judge, qa = reader("judge", qs)
     found = {}
     for n in names:
-        said = captions_of(n)
+        said = captions_of(n, qs.out)
         found[n] = {kind: qa_accuracy(judge, of_kind(qa, list(said), kind), said)[0]["QA-acc"] for kind in KINDS}
     return found
 
@@ -219,7 +220,7 @@ def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     metrics = BASE_METRICS + [m for m in HALLUCINATION if m in METRIC_NAMES]
     found = {}
     for n in names:
-        said = captions_of(n)
+        said = captions_of(n, qs.out)
         report = score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, metrics,
                                 objects=objects)
         qa, _ = qa_accuracy(*judge, said)
@@ -257,14 +258,14 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
 def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     """The issue's goals, each read from the figures (those of rows not run left out, said so); then the same from
     the captioner that sees where its grid cells lie (BOXED), where its rows were run."""
-    boxed = qs.suffix == "" and all(n in f for n in BOXED[:2])
+    boxed = qs.suffix == "" and all(n in f for n in (BOXED_BASE, BOXED_QA))
     lines = []
     if BASE in f or not boxed:
         lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
                            [f"{r}{qs.suffix}" for r in qs.summed])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, *BOXED[:2], [], list(BOXED[2:]))
+        lines += pair_goals(f, BOXED_BASE, BOXED_QA, list(BOXED_VARIANTS), list(BOXED_SUMMED))
     return lines
 
 
@@ -378,7 +379,7 @@ def _number(tokens: list[str], start: int, adjectives: set[str]) -> int:
     return COUNTED.get(tokens[j], 1) if j >= 0 else 1
 
 
-def phrases(names: list[str]) -> dict[str, dict]:
+def phrases(names: list[str], out: str) -> dict[str, dict]:
     """Each row's test captions read against the scenes (:func:`read_caption`): the share with a count phrase and,
     of those with a number, the share whose count is right; the most frequent relation and the share of
     captions that use it; the share cut at the length cap; the share that ends unfinished."""
@@ -387,8 +388,8 @@ def phrases(names: list[str]) -> dict[str, dict]:
     scenes = scenes_of_test()
     found = {}
     for n in names:
-        said = captions_of(n)
-        run = REPO / OUT / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
+        said = captions_of(n, out)
+        run = REPO / out / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
         cap = json.loads((run / "config.json").read_text())["decode"]["max_len"]
         read = [read_caption(c, len(scenes[i].objects), Counter((o.colour, o.shape) for o in scenes[i].objects))
                 for i, c in said.items()]
@@ -466,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the question set the QA rows are rewarded and judged with: main (the two main "
                              "shapes, questions.json) or every (every shape, questions_every.json)")
     parser.add_argument("--rows", help="the rows run (comma-separated; default: the set's; stages already trained "
-                                       f"in {OUT} with the same settings are reused)")
+                                       "in runs/bench_rewards, or runs/bench_rewards_224 at 224 px, with the same "
+                                       "settings are reused)")
     parser.add_argument("--image-size", type=int, choices=SIZES, default=128,
                         help="the encoder's input side: 128 (a 4x4 grid, every row) or 224 (7x7: the rows from xe_box "
                              "alone, in runs/bench_rewards_224 and a section of their own)")
@@ -478,11 +480,11 @@ def main(argv: list[str] | None = None) -> int:
 
     subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "shapes", "--out", str(DATA)], check=True, cwd=REPO)
     cards = readers(qs)
-    command, seconds = run_bench("shapes", rows, OUT, rl=[f"rl.epochs={args.epochs}"], image_size=args.image_size)
+    command, seconds = run_bench("shapes", rows, qs.out, rl=[f"rl.epochs={args.epochs}"], image_size=args.image_size)
     names = rows.split(",")
     found = scores(names, qs)
-    reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names)
-    cover = coverage_by_kinds({**{n: captions_of(n) for n in names},
+    reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names, qs.out)
+    cover = coverage_by_kinds({**{n: captions_of(n, qs.out) for n in names},
                                "a reference": {i: r[0] for i, r in refs_of_test().items()}})
     card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
                   f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
@@ -515,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             f"more, the share that are small (small shapes are {cover['a reference']['small']:.0%} of those pictures' "
             "shapes):", "", *coverage_table(cover), "",
             *goals(found, qs), "", "The first test images' captions (beam 3):", "",
-            *captions_table(OUT, names)]
+            *captions_table(qs.out, names)]
     replace_section(qs.section, "\n".join(body))
     print("\n".join(body))
     print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds, "phrases": said,

@@ -43,11 +43,12 @@ def _row(qa, cider, template):
 
 def test_the_goals_read_every_summed_row_run():
     qs = bench_rewards.SETS["main"]
-    assert qs.rows.split(",")[-4:] == ["xe_box", "scst_box", "scst_qa_box", "scst_qa_cider_16_box"]
-    assert qs.rows.split(",")[-16:-4] == ["scst_qa", "scst_qa_seed2", "scst_qa_len", "scst_qa_cider",
-                                        "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
-                                        "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo", "grpo_qa_cider_gdpo_heavy",
-                                        "grpo_qa"]
+    assert qs.rows.split(",")[-5:] == ["xe_box", "scst_box", "scst_qa_box", "scst_qa_mask_box",
+                                       "scst_qa_cider_16_box"]
+    assert qs.rows.split(",")[-17:-5] == ["scst_qa", "scst_qa_seed2", "scst_qa_len", "scst_qa_cider",
+                                          "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
+                                          "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo",
+                                          "grpo_qa_cider_gdpo_heavy", "grpo_qa"]
     found = {"scst_end": _row(0.60, 2.0, 0.7), "scst_qa": _row(0.70, 1.6, 0.3),
              "scst_qa_cider": _row(0.61, 2.0, 0.7), "scst_qa_cider_spread": _row(0.66, 1.92, 0.5)}
     lines = "\n".join(bench_rewards.goals(found, qs))
@@ -64,7 +65,8 @@ def test_the_goals_read_every_summed_row_run():
     assert "scst_qa_cider keeps 100.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 10% of" in lines
     del found["scst_qa_cider"], found["scst_qa_cider_spread"]
     assert ("No summed reward (scst_qa_cider, scst_qa_cider_spread, scst_qa_cider_mid, scst_qa_cider_16, "
-            "scst_qa_cider_16_seed2, scst_qa_cider_heavy, grpo_qa_cider_gdpo, grpo_qa_cider_gdpo_heavy) was run") in "\n".join(bench_rewards.goals(found, qs))
+            "scst_qa_cider_16_seed2, scst_qa_cider_heavy, grpo_qa_cider_gdpo, grpo_qa_cider_gdpo_heavy) was "
+            "run") in "\n".join(bench_rewards.goals(found, qs))
     # the other question set has no second seed, length, spread, mid, heavy or GDPO row
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
 
@@ -181,22 +183,26 @@ def test_the_boxed_rows_are_read_against_their_own_cider_d_scst():
     found["scst_qa_cider_16_box"] = _row(0.77, 2.145, 0.55)
     boxed = "\n".join(bench_rewards.goals(found, qs)).split("(`scst_box`):")[1]
     assert "scst_qa_cider_16_box keeps 97.5% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and 50% of the QA" in boxed
+    # the masked utility is a variant of the QA row: read against the QA row's goals, not the summed ones
+    found["scst_qa_mask_box"] = _row(0.80, 1.9, 0.35) | {"Coverage": 0.7}
+    boxed = "\n".join(bench_rewards.goals(found, qs)).split("(`scst_box`):")[1]
+    assert "- scst_qa_mask_box against CIDEr-D SCST: held-out QA-acc 0.800 against 0.700 (+14.3% relative" in boxed
+    assert "- Coverage: scst_qa_mask_box 0.700 against CIDEr-D SCST 0.800 (goal: higher)." in boxed
 
 
-def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section(monkeypatch):
-    monkeypatch.setattr(bench_rewards, "OUT", bench_rewards.OUT)  # at_size sets the module's folder: restored after
+def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
     main = bench_rewards.SETS["main"]
     big = bench_rewards.at_size(main, 224)
-    assert bench_rewards.OUT == "runs/bench_rewards_224"
+    assert big.out == "runs/bench_rewards_224" and main.out == "runs/bench_rewards"
     assert big.section == "bench-rewards-224" and big.file == main.file and big.readers == main.readers
-    assert big.rows == "xe_box,scst_box,scst_qa_box,scst_qa_cider_16_box"
+    assert big.rows == "xe_box,scst_box,scst_qa_box,scst_qa_mask_box,scst_qa_cider_16_box"
     # its goals: the boxed rows' against scst_box, and no line about the rows from xe it does not run
     found = {"scst_box": _row(0.60, 2.0, 0.4), "scst_qa_box": _row(0.66, 1.6, 0.3)}
     lines = bench_rewards.goals(found, big)
     assert "No QA-utility row was run" not in "\n".join(lines)
     assert "- QA-utility SCST against CIDEr-D SCST: held-out QA-acc 0.660 against 0.600 (+10.0% relative; goal: " \
            "at least +10%)." in lines
-    assert bench_rewards.at_size(main, 128) is main and bench_rewards.OUT == "runs/bench_rewards"
+    assert bench_rewards.at_size(main, 128) is main
     with pytest.raises(SystemExit, match="boxed rows"):
         bench_rewards.at_size(bench_rewards.SETS["every"], 224)
 

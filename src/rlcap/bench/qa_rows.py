@@ -9,7 +9,8 @@ from rlcap.bench.stage import XE, BenchRow, Stage
 
 # the qa_utility rows' reward: the reader make bench-rewards trains beside the shapes data, and its questions
 QA_PATHS = ("reward.paths={qa_utility: data/shapes/readers/reward, qa_file: data/shapes/questions.json}",)
-# the same with the questions about every shape and the reward reader trained on them (make bench-rewards QUESTIONS=every)
+# the same with the questions about every shape and the reward reader trained on them
+# (make bench-rewards QUESTIONS=every)
 QA_EVERY = ("reward.paths={qa_utility: data/shapes/readers/every/reward, qa_file: data/shapes/questions_every.json}",)
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
