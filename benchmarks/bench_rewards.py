@@ -14,7 +14,9 @@ scst_qa_cider_16_box`` (the last five from a captioner told where its grid cells
 rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
 is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the five boxed rows alone,
-with the pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own), then
+and ``scst_qa_box`` again with seeds 1235 and 1236 (``scst_qa_box_seed2``, ``_seed3``: the goals read from the mean
+of its runs too), with the pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of
+their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
 question; what the captions say (count phrases, the relation word, unfinished ends). Writes the tables, the readers'
@@ -44,6 +46,7 @@ BOXED_BASE, BOXED_QA = "scst_box", "scst_qa_box"
 BOXED_VARIANTS = ("scst_qa_mask_box",)  # the utility masked past 1.3x the references' length ([Ye26])
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
 BOXED = (BOXED_BASE, BOXED_QA, *BOXED_VARIANTS, *BOXED_SUMMED)
+BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds: run at 224 px alone
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
@@ -63,6 +66,7 @@ class QuestionSet:
     variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
     boxed: tuple[str, ...] = ()  # its rows from xe_box (model.grid_boxes), read against scst_box
     rows_run: tuple[str, ...] = ()  # when set, the rows run by default instead of all of the set's (at_size)
+    seeds: tuple[str, ...] = ()  # of its variants, the QA row's other seeds (their mean is read beside each run)
     out: str = "runs/bench_rewards"  # the rows' folder (rlcap bench --out): its captions/ and runs are read there
 
     @property
@@ -81,8 +85,8 @@ def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
         return qs
     if not qs.boxed:
         raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
-    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), rows_run=qs.boxed,
-                   out=f"{qs.out}_{image_size}")
+    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), seeds=(),
+                   rows_run=(*qs.boxed, *BOXED_SEEDS), out=f"{qs.out}_{image_size}")
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -92,7 +96,7 @@ def _sets() -> dict[str, QuestionSet]:
                                 ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
                                  "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo",
                                  "grpo_qa_cider_gdpo_heavy"),
-                                ("scst_qa_seed2", "scst_qa_len"), ("xe_box", *BOXED)),
+                                ("scst_qa_seed2", "scst_qa_len"), ("xe_box", *BOXED), seeds=("scst_qa_seed2",)),
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
 
 
@@ -262,16 +266,19 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     lines = []
     if BASE in f or not boxed:
         lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
-                           [f"{r}{qs.suffix}" for r in qs.summed])
+                           [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, BOXED_BASE, BOXED_QA, list(BOXED_VARIANTS), list(BOXED_SUMMED))
+        lines += pair_goals(f, BOXED_BASE, BOXED_QA, [*BOXED_VARIANTS, *BOXED_SEEDS], list(BOXED_SUMMED),
+                            list(BOXED_SEEDS))
     return lines
 
 
 def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, variant_names: list[str],
-               summed_names: list[str]) -> list[str]:
-    """The goals of the QA row ``qa_name`` and its variants and summed rows against CIDEr-D SCST ``base_name``."""
+               summed_names: list[str], seed_names: list[str] = ()) -> list[str]:
+    """The goals of the QA row ``qa_name`` and its variants and summed rows against CIDEr-D SCST ``base_name``;
+    where some of ``seed_names`` (the QA row again with other seeds, among the variants) were run, the same read
+    from the mean of the QA row's runs."""
     if qa_name not in f:
         return ["- No QA-utility row was run: no goal is read."]
     qa, base = f[qa_name], f[base_name]
@@ -283,6 +290,9 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
         for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
             if m in base:
                 lines.append(f"- {m}: {n} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
+    runs = [qa, *(f[n] for n in seed_names if n in f)]
+    if len(runs) > 1:
+        lines.append(seeds_line(runs, base))
     summed = {n: f[n] for n in summed_names if n in f}
     if not summed:
         lines.append(f"- No summed reward ({', '.join(summed_names)}) was run: its goals (95% of CIDEr-D SCST's "
@@ -295,6 +305,21 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
                  + "".join(f", {n} {row['Template']:.3f}" for n, row in {**variants, **summed}.items())
                  + " (goal: the QA-utility and summed rows below CIDEr-D SCST's).")
     return lines
+
+
+def seeds_line(runs: list[dict[str, float]], base: dict[str, float]) -> str:
+    """The QA row's goals read from the mean of its ``runs`` (one seed each) against CIDEr-D SCST's one run."""
+    def mean(m):
+        return sum(r[m] for r in runs) / len(runs)
+
+    gains = [r["QA-acc"] / base["QA-acc"] - 1 for r in runs]
+    line = (f"- QA-utility SCST over its {len(runs)} runs (seeds): mean held-out QA-acc {mean('QA-acc'):.3f} "
+            f"({mean('QA-acc') / base['QA-acc'] - 1:+.1%} relative; the runs {min(gains):+.1%} to {max(gains):+.1%}; "
+            "goal: at least +10%)")
+    for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
+        if m in base:
+            line += f"; mean {m} {mean(m):.3f} against {base[m]:.3f} (goal: {goal})"
+    return line + "."
 
 
 def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str, float]]) -> list[str]:

@@ -121,8 +121,11 @@ def test_each_summed_or_length_row_loads_as_its_name_says(name, algorithm, weigh
         assert cfg.grpo.aggregation == aggregation and not cfg.grpo.reads("scale")
 
 
-@pytest.mark.parametrize("first_row", ["scst_qa", "scst_qa_cider_16"])
-def test_a_second_seed_row_is_its_first_but_for_its_seed(first_row):
+@pytest.mark.parametrize("first_row, second_row, seed", [("scst_qa", "scst_qa_seed2", 1235),
+                                                         ("scst_qa_cider_16", "scst_qa_cider_16_seed2", 1235),
+                                                         ("scst_qa_box", "scst_qa_box_seed2", 1235),
+                                                         ("scst_qa_box", "scst_qa_box_seed3", 1236)])
+def test_a_second_seed_row_is_its_first_but_for_its_seed(first_row, second_row, seed):
     from dataclasses import asdict
 
     from rlcap import api
@@ -132,8 +135,9 @@ def test_a_second_seed_row_is_its_first_but_for_its_seed(first_row):
         stage = BENCH_ROWS[name].stages[-1]
         return asdict(api.load_run_config(str(REPO / "configs" / f"shapes_{stage.recipe}.yaml"), list(stage.overrides)))
 
-    first, second = config(first_row), config(f"{first_row}_seed2")
-    assert (first["seed"], second["seed"]) == (1234, 1235)
+    first, second = config(first_row), config(second_row)
+    assert (first["seed"], second["seed"]) == (1234, seed)
+    assert BENCH_ROWS[second_row].stages[-1].init_from == BENCH_ROWS[first_row].stages[-1].init_from
     assert {k: v for k, v in first.items() if k != "seed"} == {k: v for k, v in second.items() if k != "seed"}
 
 
@@ -190,12 +194,33 @@ def test_the_boxed_rows_are_read_against_their_own_cider_d_scst():
     assert "- Coverage: scst_qa_mask_box 0.700 against CIDEr-D SCST 0.800 (goal: higher)." in boxed
 
 
+def test_the_qa_rows_goals_are_read_from_the_mean_of_its_seeds_too():
+    """Each seed of the QA row is read alone, as a variant, and their mean against the one CIDEr-D SCST run; a seed
+    not run is left out of the mean, and with no other seed run there is no mean."""
+    big = bench_rewards.at_size(bench_rewards.SETS["main"], 224)
+    found = {"scst_box": _row(0.60, 2.0, 0.4) | {"Coverage": 0.8},
+             "scst_qa_box": _row(0.63, 1.6, 0.3) | {"Coverage": 0.7}}
+    assert "over its" not in "\n".join(bench_rewards.goals(found, big))
+    found["scst_qa_box_seed2"] = _row(0.69, 1.7, 0.3) | {"Coverage": 0.9}
+    lines = bench_rewards.goals(found, big)
+    assert "- scst_qa_box_seed2 against CIDEr-D SCST: held-out QA-acc 0.690 against 0.600 (+15.0% relative; goal: " \
+           "at least +10%)." in lines
+    mean = [line for line in lines if "over its" in line]
+    assert mean == ["- QA-utility SCST over its 2 runs (seeds): mean held-out QA-acc 0.660 (+10.0% relative; the "
+                    "runs +5.0% to +15.0%; goal: at least +10%); mean Coverage 0.800 against 0.800 (goal: higher); mean CHAIR_i 0.020 against 0.020 "
+                    "(goal: no higher)."]
+    found["scst_qa_box_seed3"] = _row(0.60, 1.7, 0.3) | {"Coverage": 0.8}
+    assert "over its 3 runs (seeds): mean held-out QA-acc 0.640 (+6.7% relative; the runs +0.0% to +15.0%" \
+           in "\n".join(bench_rewards.goals(found, big))
+
+
 def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
     main = bench_rewards.SETS["main"]
     big = bench_rewards.at_size(main, 224)
     assert big.out == "runs/bench_rewards_224" and main.out == "runs/bench_rewards"
     assert big.section == "bench-rewards-224" and big.file == main.file and big.readers == main.readers
-    assert big.rows == "xe_box,scst_box,scst_qa_box,scst_qa_mask_box,scst_qa_cider_16_box"
+    assert big.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_mask_box,scst_qa_cider_16_box,scst_qa_box_seed2,"
+                        "scst_qa_box_seed3")
     # its goals: the boxed rows' against scst_box, and no line about the rows from xe it does not run
     found = {"scst_box": _row(0.60, 2.0, 0.4), "scst_qa_box": _row(0.66, 1.6, 0.3)}
     lines = bench_rewards.goals(found, big)
