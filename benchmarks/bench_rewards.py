@@ -85,8 +85,9 @@ def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
         return qs
     if not qs.boxed:
         raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
+    after_qa = qs.boxed.index(BOXED_QA) + 1  # the QA row's other seeds run next to it
     return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), seeds=(),
-                   rows_run=(*qs.boxed, *BOXED_SEEDS), out=f"{qs.out}_{image_size}")
+                   rows_run=(*qs.boxed[:after_qa], *BOXED_SEEDS, *qs.boxed[after_qa:]), out=f"{qs.out}_{image_size}")
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -269,7 +270,7 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
                            [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, BOXED_BASE, BOXED_QA, [*BOXED_VARIANTS, *BOXED_SEEDS], list(BOXED_SUMMED),
+        lines += pair_goals(f, BOXED_BASE, BOXED_QA, [*BOXED_SEEDS, *BOXED_VARIANTS], list(BOXED_SUMMED),
                             list(BOXED_SEEDS))
     return lines
 
@@ -283,6 +284,7 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
         return ["- No QA-utility row was run: no goal is read."]
     qa, base = f[qa_name], f[base_name]
     variants = {n: f[n] for n in variant_names if n in f}
+    seeds = [n for n in variants if n in seed_names]
     lines = []
     for n, row in {"QA-utility SCST" if qa_name.startswith("scst_qa") else qa_name: qa, **variants}.items():
         lines.append(f"- {n} against CIDEr-D SCST: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
@@ -290,9 +292,8 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
         for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
             if m in base:
                 lines.append(f"- {m}: {n} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
-    runs = [qa, *(f[n] for n in seed_names if n in f)]
-    if len(runs) > 1:
-        lines.append(seeds_line(runs, base))
+        if seeds and n == seeds[-1]:  # the mean of the QA row's runs, after its last seed
+            lines.append(seeds_line([qa, *(variants[s] for s in seeds)], base))
     summed = {n: f[n] for n in summed_names if n in f}
     if not summed:
         lines.append(f"- No summed reward ({', '.join(summed_names)}) was run: its goals (95% of CIDEr-D SCST's "

@@ -207,11 +207,17 @@ def test_the_qa_rows_goals_are_read_from_the_mean_of_its_seeds_too():
            "at least +10%)." in lines
     mean = [line for line in lines if "over its" in line]
     assert mean == ["- QA-utility SCST over its 2 runs (seeds): mean held-out QA-acc 0.660 (+10.0% relative; the "
-                    "runs +5.0% to +15.0%; goal: at least +10%); mean Coverage 0.800 against 0.800 (goal: higher); mean CHAIR_i 0.020 against 0.020 "
-                    "(goal: no higher)."]
+                    "runs +5.0% to +15.0%; goal: at least +10%); mean Coverage 0.800 against 0.800 (goal: higher); "
+                    "mean CHAIR_i 0.020 against 0.020 (goal: no higher)."]
     found["scst_qa_box_seed3"] = _row(0.60, 1.7, 0.3) | {"Coverage": 0.8}
+    found["scst_qa_mask_box"] = _row(0.50, 1.7, 0.3)
+    lines = bench_rewards.goals(found, big)
     assert "over its 3 runs (seeds): mean held-out QA-acc 0.640 (+6.7% relative; the runs +0.0% to +15.0%" \
-           in "\n".join(bench_rewards.goals(found, big))
+           in "\n".join(lines)
+    # the mean follows the QA row's last seed, before the other variants (the mask is no seed: not in the mean)
+    at = [i for i, line in enumerate(lines) if "over its" in line or "scst_qa_box_seed3 against" in line
+          or "scst_qa_mask_box against" in line]
+    assert [lines[i].split(" ")[1] for i in at] == ["scst_qa_box_seed3", "QA-utility", "scst_qa_mask_box"]
 
 
 def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
@@ -219,8 +225,8 @@ def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
     big = bench_rewards.at_size(main, 224)
     assert big.out == "runs/bench_rewards_224" and main.out == "runs/bench_rewards"
     assert big.section == "bench-rewards-224" and big.file == main.file and big.readers == main.readers
-    assert big.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_mask_box,scst_qa_cider_16_box,scst_qa_box_seed2,"
-                        "scst_qa_box_seed3")
+    assert big.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_seed2,scst_qa_box_seed3,scst_qa_mask_box,"
+                        "scst_qa_cider_16_box")
     # its goals: the boxed rows' against scst_box, and no line about the rows from xe it does not run
     found = {"scst_box": _row(0.60, 2.0, 0.4), "scst_qa_box": _row(0.66, 1.6, 0.3)}
     lines = bench_rewards.goals(found, big)
