@@ -7,16 +7,16 @@ section apart): generates the shapes data (both question files beside it), train
 base, seed 1: held out, it only judges; ``readers/every/...`` for the other set) unless they are there, runs ``rlcap
 bench --benchmark shapes`` with the rows ``xe,scst,scst_end,scst_qa,
 scst_qa_seed2,scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_mid,scst_qa_cider_16,scst_qa_cider_heavy,
-grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,scst_qa_mask_box,
-scst_qa_cider_16_box`` (the last five from a captioner told where its grid cells lie, ``model.grid_boxes``, read against
-``scst_box``; ``scst_qa_mask_box``: the utility masked past 1.3x the references' length); the QA rows with
+grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,
+scst_qa_cider_16_box`` (the last four from a captioner told where its grid cells lie, ``model.grid_boxes``, read against
+``scst_box``); the QA rows with
 ``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy, GDPO or boxed row; ``--rl
 rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
-is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the five boxed rows alone,
-and ``scst_qa_box`` again with seeds 1235 and 1236 (``scst_qa_box_seed2``, ``_seed3``: the goals read from the mean
-of its runs too), with the pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of
-their own), then
+is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the four boxed rows alone,
+with ``scst_qa_box`` again with seeds 1235 and 1236 (``scst_qa_box_seed2``, ``_seed3``: the goals read from the mean
+of its runs too) and ``scst_qa_mask_box`` (the utility masked past 1.3x the references' length), with the pictures
+encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
 question; what the captions say (count phrases, the relation word, unfinished ends). Writes the tables, the readers'
@@ -45,8 +45,10 @@ BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the 
 BOXED_BASE, BOXED_QA = "scst_box", "scst_qa_box"
 BOXED_VARIANTS = ("scst_qa_mask_box",)  # the utility masked past 1.3x the references' length ([Ye26])
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
-BOXED = (BOXED_BASE, BOXED_QA, *BOXED_VARIANTS, *BOXED_SUMMED)
-BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds: run at 224 px alone
+BOXED = (BOXED_BASE, BOXED_QA, *BOXED_SUMMED)  # run at both sizes
+BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds
+# run at 224 px alone, after the QA row: its other seeds, and the mask, whose 1.3 was set from 224-px captions
+BOXED_AT_224 = (*BOXED_SEEDS, *BOXED_VARIANTS)
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
@@ -85,9 +87,9 @@ def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
         return qs
     if not qs.boxed:
         raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
-    after_qa = qs.boxed.index(BOXED_QA) + 1  # the QA row's other seeds run next to it
+    after_qa = qs.boxed.index(BOXED_QA) + 1
     return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), seeds=(),
-                   rows_run=(*qs.boxed[:after_qa], *BOXED_SEEDS, *qs.boxed[after_qa:]), out=f"{qs.out}_{image_size}")
+                   rows_run=(*qs.boxed[:after_qa], *BOXED_AT_224, *qs.boxed[after_qa:]), out=f"{qs.out}_{image_size}")
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -270,8 +272,7 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
                            [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, BOXED_BASE, BOXED_QA, [*BOXED_SEEDS, *BOXED_VARIANTS], list(BOXED_SUMMED),
-                            list(BOXED_SEEDS))
+        lines += pair_goals(f, BOXED_BASE, BOXED_QA, list(BOXED_AT_224), list(BOXED_SUMMED), list(BOXED_SEEDS))
     return lines
 
 

@@ -43,9 +43,9 @@ def _row(qa, cider, template):
 
 def test_the_goals_read_every_summed_row_run():
     qs = bench_rewards.SETS["main"]
-    assert qs.rows.split(",")[-5:] == ["xe_box", "scst_box", "scst_qa_box", "scst_qa_mask_box",
-                                       "scst_qa_cider_16_box"]
-    assert qs.rows.split(",")[-17:-5] == ["scst_qa", "scst_qa_seed2", "scst_qa_len", "scst_qa_cider",
+    # (the QA row's other seeds and the mask run at 224 px alone: test_at_224_px_...)
+    assert qs.rows.split(",")[-4:] == ["xe_box", "scst_box", "scst_qa_box", "scst_qa_cider_16_box"]
+    assert qs.rows.split(",")[-16:-4] == ["scst_qa", "scst_qa_seed2", "scst_qa_len", "scst_qa_cider",
                                           "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
                                           "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo",
                                           "grpo_qa_cider_gdpo_heavy", "grpo_qa"]
