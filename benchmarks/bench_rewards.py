@@ -68,7 +68,7 @@ class QuestionSet:
     variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
     boxed: tuple[str, ...] = ()  # its rows from xe_box (model.grid_boxes), read against scst_box
     rows_run: tuple[str, ...] = ()  # when set, the rows run by default instead of all of the set's (at_size)
-    seeds: tuple[str, ...] = ()  # of its variants, the QA row's other seeds (their mean is read beside each run)
+    seeds: tuple[str, ...] = ()  # of its variants, the QA row's other seeds (the goals read from their mean too)
     out: str = "runs/bench_rewards"  # the rows' folder (rlcap bench --out): its captions/ and runs are read there
 
     @property
@@ -277,7 +277,7 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
 
 
 def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, variant_names: list[str],
-               summed_names: list[str], seed_names: list[str] = ()) -> list[str]:
+               summed_names: list[str], seed_names: tuple[str, ...] | list[str] = ()) -> list[str]:
     """The goals of the QA row ``qa_name`` and its variants and summed rows against CIDEr-D SCST ``base_name``;
     where some of ``seed_names`` (the QA row again with other seeds, among the variants) were run, the same read
     from the mean of the QA row's runs."""
