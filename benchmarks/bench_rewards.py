@@ -285,16 +285,12 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
         return ["- No QA-utility row was run: no goal is read."]
     qa, base = f[qa_name], f[base_name]
     variants = {n: f[n] for n in variant_names if n in f}
-    seeds = [n for n in variants if n in seed_names]
-    lines = []
-    for n, row in {"QA-utility SCST" if qa_name.startswith("scst_qa") else qa_name: qa, **variants}.items():
-        lines.append(f"- {n} against CIDEr-D SCST: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
-                     f"({row['QA-acc'] / base['QA-acc'] - 1:+.1%} relative; goal: at least +10%).")
-        for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
-            if m in base:
-                lines.append(f"- {m}: {n} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal}).")
-        if seeds and n == seeds[-1]:  # the mean of the QA row's runs, after its last seed
-            lines.append(seeds_line([qa, *(variants[s] for s in seeds)], base))
+    seeds = {n: row for n, row in variants.items() if n in seed_names}
+    label = "QA-utility SCST" if qa_name.startswith("scst_qa") else qa_name
+    lines = [line for n, row in {label: qa, **seeds}.items() for line in row_goal_lines(n, row, base)]
+    if seeds:  # the mean of the QA row's runs, after its last seed and before the other variants
+        lines.append(seeds_line([qa, *seeds.values()], base))
+    lines += [line for n, row in variants.items() if n not in seeds for line in row_goal_lines(n, row, base)]
     summed = {n: f[n] for n in summed_names if n in f}
     if not summed:
         lines.append(f"- No summed reward ({', '.join(summed_names)}) was run: its goals (95% of CIDEr-D SCST's "
@@ -309,6 +305,17 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
     return lines
 
 
+ROW_GOALS = (("Coverage", "higher"), ("CHAIR_i", "no higher"))  # a QA-utility row's goals beside its QA-acc
+
+
+def row_goal_lines(name: str, row: dict[str, float], base: dict[str, float]) -> list[str]:
+    """The QA-utility row ``name``'s goals against CIDEr-D SCST ``base`` (those base has a figure for)."""
+    return [f"- {name} against CIDEr-D SCST: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
+            f"({row['QA-acc'] / base['QA-acc'] - 1:+.1%} relative; goal: at least +10%).",
+            *(f"- {m}: {name} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal})."
+              for m, goal in ROW_GOALS if m in base)]
+
+
 def seeds_line(runs: list[dict[str, float]], base: dict[str, float]) -> str:
     """The QA row's goals read from the mean of its ``runs`` (one seed each) against CIDEr-D SCST's one run."""
     def mean(m):
@@ -318,9 +325,8 @@ def seeds_line(runs: list[dict[str, float]], base: dict[str, float]) -> str:
     line = (f"- QA-utility SCST over its {len(runs)} runs (seeds): mean held-out QA-acc {mean('QA-acc'):.3f} "
             f"({mean('QA-acc') / base['QA-acc'] - 1:+.1%} relative; the runs {min(gains):+.1%} to {max(gains):+.1%}; "
             "goal: at least +10%)")
-    for m, goal in (("Coverage", "higher"), ("CHAIR_i", "no higher")):
-        if m in base:
-            line += f"; mean {m} {mean(m):.3f} against {base[m]:.3f} (goal: {goal})"
+    line += "".join(f"; mean {m} {mean(m):.3f} against {base[m]:.3f} (goal: {goal})" for m, goal in ROW_GOALS
+                    if m in base)
     return line + "."
 
 
