@@ -59,9 +59,10 @@ def _qa(name: str, description: str, *overrides: str, recipe: str = "scst", path
     return BenchRow((XE, Stage(name, recipe, "xe", (), (*overrides, *paths))), description, checkpoint="last")
 
 
-def _boxed(name: str, description: str, *overrides: str, paths: tuple[str, ...] = QA_PATHS) -> BenchRow:
+def _boxed(name: str, description: str, *overrides: str, recipe: str = "scst", paths: tuple[str, ...] = QA_PATHS
+           ) -> BenchRow:
     """A row trained from ``xe_box``'s checkpoint with model.grid_boxes, judged at the end of its budget."""
-    stage = Stage(name, "scst", "xe_box", (), (BOXES, *overrides, *paths))
+    stage = Stage(name, recipe, "xe_box", (), (BOXES, *overrides, *paths))
     return BenchRow((XE_BOX, stage), description, checkpoint="last")
 
 
@@ -105,6 +106,11 @@ QA_ROWS: dict[str, BenchRow] = {
                                 "seed=1235"),
     "scst_qa_box_seed3": _boxed("scst_qa_box_seed3", "scst_qa_box with seed 1236: its spread between runs", QA_UTILITY,
                                 "seed=1236"),
+    # [Xing26]'s own algorithm: GRPO (TRL's defaults, configs/shapes_grpo.yaml) with the utility alone, from xe_box at
+    # the SCST rows' budget; and GRPO with CIDEr-D beside it, so that the utility's gain is read within one algorithm too
+    "grpo_qa_box": _boxed("grpo_qa_box", "grpo_qa from xe_box", QA_UTILITY, recipe="grpo"),
+    "grpo_box": _boxed("grpo_box", "GRPO with CIDEr-D from xe_box, judged at the end of its budget", recipe="grpo",
+                       paths=()),
     "scst_qa_cider_16_box": _boxed("scst_qa_cider_16_box", "scst_qa_cider_16 from xe_box", QA_AND_CIDER_16),
     "grpo_qa": _qa("grpo_qa", "GRPO with the qa_utility reward ([Shao24], [Xing26])", QA_UTILITY, recipe="grpo"),
     "scst_qa_every": _qa("scst_qa_every", "scst_qa with the questions about every shape", QA_UTILITY,
