@@ -15,8 +15,10 @@ rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
 is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the four boxed rows alone,
 with ``scst_qa_box`` again with seeds 1235 and 1236 (``scst_qa_box_seed2``, ``_seed3``: the goals read from the mean
-of its runs too) and ``scst_qa_mask_box`` (the utility masked past 1.3x the references' length), with the pictures
-encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own), then
+of its runs too), ``scst_qa_mask_box`` (the utility masked past 1.3x the references' length) and GRPO from
+``xe_box`` with CIDEr-D and with the utility (``grpo_box``, ``grpo_qa_box``: the gain within one algorithm), with the
+pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own; ``--epochs N``
+other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
 question; what the captions say (count phrases, the relation word, unfinished ends). Writes the tables, the readers'
@@ -43,12 +45,15 @@ BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the 
 # the rows from xe_box, the captioner told where each grid cell lies (model.grid_boxes): CIDEr-D SCST, QA-utility
 # SCST, and the sum at weight 16, read against the goals as the rows above are against BASE
 BOXED_BASE, BOXED_QA = "scst_box", "scst_qa_box"
-BOXED_VARIANTS = ("scst_qa_mask_box",)  # the utility masked past 1.3x the references' length ([Ye26])
+# the utility masked past 1.3x the references' length ([Ye26]); and under GRPO ([Xing26]'s algorithm), read against
+# the same goals (the goals name SCST, [Xing26] trains with GRPO)
+BOXED_VARIANTS = ("scst_qa_mask_box", "grpo_qa_box")
+BOXED_GRPO = ("grpo_box", "grpo_qa_box")  # GRPO with CIDEr-D, and with the utility: the gain within one algorithm
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
 BOXED = (BOXED_BASE, BOXED_QA, *BOXED_SUMMED)  # run at both sizes
 BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds
-# run at 224 px alone, after the QA row: its other seeds, and the mask, whose 1.3 was set from 224-px captions
-BOXED_AT_224 = (*BOXED_SEEDS, *BOXED_VARIANTS)
+# run at 224 px alone, after the QA row: its other seeds, the mask, whose 1.3 was set from 224-px captions, and GRPO
+BOXED_AT_224 = (*BOXED_SEEDS, BOXED_VARIANTS[0], *BOXED_GRPO)
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
@@ -90,6 +95,14 @@ def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
     after_qa = qs.boxed.index(BOXED_QA) + 1
     return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), seeds=(),
                    rows_run=(*qs.boxed[:after_qa], *BOXED_AT_224, *qs.boxed[after_qa:]), out=f"{qs.out}_{image_size}")
+
+
+def at_budget(qs: QuestionSet, epochs: int) -> QuestionSet:
+    """``qs`` at ``epochs`` RL epochs a row: at EPOCHS itself; at another budget its rows run in their own folder and
+    are written to their own section (every row of one table at one budget: equal sampled captions)."""
+    if epochs == EPOCHS:
+        return qs
+    return replace(qs, section=f"{qs.section}-e{epochs}", out=f"{qs.out}_e{epochs}")
 
 
 def _sets() -> dict[str, QuestionSet]:
@@ -272,7 +285,10 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
                            [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, BOXED_BASE, BOXED_QA, list(BOXED_AT_224), list(BOXED_SUMMED), list(BOXED_SEEDS))
+        lines += pair_goals(f, BOXED_BASE, BOXED_QA, [*BOXED_SEEDS, *BOXED_VARIANTS], list(BOXED_SUMMED),
+                            list(BOXED_SEEDS))
+        if all(n in f for n in BOXED_GRPO):
+            lines += row_goal_lines(BOXED_GRPO[1], f[BOXED_GRPO[1]], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
     return lines
 
 
@@ -308,11 +324,13 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
 ROW_GOALS = (("Coverage", "higher"), ("CHAIR_i", "no higher"))  # a QA-utility row's goals beside its QA-acc
 
 
-def row_goal_lines(name: str, row: dict[str, float], base: dict[str, float]) -> list[str]:
-    """The QA-utility row ``name``'s goals against CIDEr-D SCST ``base`` (those base has a figure for)."""
-    return [f"- {name} against CIDEr-D SCST: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
+def row_goal_lines(name: str, row: dict[str, float], base: dict[str, float], against: str = "CIDEr-D SCST"
+                   ) -> list[str]:
+    """The QA-utility row ``name``'s goals against ``base``, the row ``against`` names (CIDEr-D SCST; those base has
+    a figure for)."""
+    return [f"- {name} against {against}: held-out QA-acc {row['QA-acc']:.3f} against {base['QA-acc']:.3f} "
             f"({row['QA-acc'] / base['QA-acc'] - 1:+.1%} relative; goal: at least +10%).",
-            *(f"- {m}: {name} {row[m]:.3f} against CIDEr-D SCST {base[m]:.3f} (goal: {goal})."
+            *(f"- {m}: {name} {row[m]:.3f} against {against} {base[m]:.3f} (goal: {goal})."
               for m, goal in ROW_GOALS if m in base)]
 
 
@@ -493,6 +511,26 @@ def kind_table(kinds: dict[str, dict[str, float]]) -> list[str]:
     return lines + [f"| {n} | " + " | ".join(f"{k[c]:.3f}" for c in KINDS) + " |" for n, k in kinds.items()]
 
 
+def heading(args: argparse.Namespace) -> str:
+    """The section's title: the question set, the encoder's input side and the budget where not the defaults."""
+    return ("## Rewards that read the caption: QA utility beside CIDEr-D on shapes"
+            + ("" if args.questions == "main" else ", questions about every shape")
+            + ("" if args.image_size == 128 else f", the pictures encoded at {args.image_size} px")
+            + ("" if args.epochs == EPOCHS else f", {args.epochs} RL epochs"))
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The make target and the script's command that wrote the section (its rows where given)."""
+    make = {"QUESTIONS": args.questions if args.questions != "main" else None,
+            "IMAGE_SIZE": args.image_size if args.image_size != 128 else None,
+            "EPOCHS": args.epochs if args.epochs != EPOCHS else None}
+    script = (f"--questions {args.questions}" + ("" if args.image_size == 128 else f" --image-size {args.image_size}")
+              + ("" if args.epochs == EPOCHS else f" --epochs {args.epochs}") + (f" --rows {args.rows}" if args.rows
+                                                                                 else ""))
+    return (f"`make bench-rewards{''.join(f' {k}={v}' for k, v in make.items() if v is not None)}` "
+            f"(`python benchmarks/bench_rewards.py {script}`)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="RL epochs of every row")
@@ -506,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the encoder's input side: 128 (a 4x4 grid, every row) or 224 (7x7: the rows from xe_box "
                              "alone, in runs/bench_rewards_224 and a section of their own)")
     args = parser.parse_args(argv)
-    qs = at_size(SETS[args.questions], args.image_size)
+    qs = at_budget(at_size(SETS[args.questions], args.image_size), args.epochs)
     rows = args.rows or qs.rows
     import torch
     import transformers
@@ -523,14 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
                   f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
                   f"empty caption, chance {c['test']['chance']:.3f}." for name, c in cards.items()]
-    title = "" if args.questions == "main" else ", questions about every shape"
-    size = "" if args.image_size == 128 else f" --image-size {args.image_size}"
-    body = [f"## Rewards that read the caption: QA utility beside CIDEr-D on shapes{title}"
-            + ("" if not size else f", the pictures encoded at {args.image_size} px"), "",
-            f"Command: `make bench-rewards{'' if args.questions == 'main' else ' QUESTIONS=every'}"
-            f"{'' if not size else f' IMAGE_SIZE={args.image_size}'}` "
-            f"(`python benchmarks/bench_rewards.py --questions {args.questions}{size}`). Questions: `{qs.file}`. "
-            "Machine: "
+    body = [heading(args), "", f"Command: {command_line(args)}. Questions: `{qs.file}`. Machine: "
             f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
             f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: "

@@ -2,6 +2,7 @@
 the count a caption states, its relation and an unfinished end, on captions counted by hand; the probe that appends
 the true count; the goals read for every summed row; each summed row's settings."""
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -226,7 +227,7 @@ def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
     assert big.out == "runs/bench_rewards_224" and main.out == "runs/bench_rewards"
     assert big.section == "bench-rewards-224" and big.file == main.file and big.readers == main.readers
     assert big.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_seed2,scst_qa_box_seed3,scst_qa_mask_box,"
-                        "scst_qa_cider_16_box")
+                        "grpo_box,grpo_qa_box,scst_qa_cider_16_box")
     # its goals: the boxed rows' against scst_box, and no line about the rows from xe it does not run
     found = {"scst_box": _row(0.60, 2.0, 0.4), "scst_qa_box": _row(0.66, 1.6, 0.3)}
     lines = bench_rewards.goals(found, big)
@@ -236,6 +237,46 @@ def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
     assert bench_rewards.at_size(main, 128) is main
     with pytest.raises(SystemExit, match="boxed rows"):
         bench_rewards.at_size(bench_rewards.SETS["every"], 224)
+
+
+def test_grpo_with_the_utility_is_read_against_cider_d_scst_and_cider_d_grpo():
+    """grpo_qa_box is a variant of the QA row (the goals name SCST; [Xing26] trains with GRPO) and is read against
+    GRPO with CIDEr-D too; grpo_box is no QA row: it gets no goal line of its own, against either."""
+    big = bench_rewards.at_size(bench_rewards.SETS["main"], 224)
+    found = {"scst_box": _row(0.60, 2.0, 0.4), "scst_qa_box": _row(0.66, 1.6, 0.3),
+             "grpo_qa_box": _row(0.72, 1.7, 0.2) | {"Coverage": 0.7}}
+    lines = bench_rewards.goals(found, big)
+    assert "- grpo_qa_box against CIDEr-D SCST: held-out QA-acc 0.720 against 0.600 (+20.0% relative; goal: at " \
+           "least +10%)." in lines
+    assert not any("CIDEr-D GRPO" in line for line in lines)  # grpo_box not run: no line against it
+    found["grpo_box"] = _row(0.64, 2.1, 0.6) | {"Coverage": 0.9, "CHAIR_i": 0.01}
+    lines = bench_rewards.goals(found, big)
+    assert lines[-3:] == [
+        "- grpo_qa_box against CIDEr-D GRPO: held-out QA-acc 0.720 against 0.640 (+12.5% relative; goal: at least "
+        "+10%).",
+        "- Coverage: grpo_qa_box 0.700 against CIDEr-D GRPO 0.900 (goal: higher).",
+        "- CHAIR_i: grpo_qa_box 0.020 against CIDEr-D GRPO 0.010 (goal: no higher)."]
+    assert not any(line.startswith("- grpo_box against") for line in lines)
+    assert "grpo_box" not in next(line for line in lines if line.startswith("- Template share"))
+
+
+def test_another_budget_runs_in_its_own_folder_and_section():
+    """--epochs other than EPOCHS: the rows of that budget apart from the 4-epoch ones, and the section's title and
+    command say so."""
+    big = bench_rewards.at_size(bench_rewards.SETS["main"], 224)
+    assert bench_rewards.at_budget(big, bench_rewards.EPOCHS) is big
+    longer = bench_rewards.at_budget(big, 8)
+    assert (longer.out, longer.section) == ("runs/bench_rewards_224_e8", "bench-rewards-224-e8")
+    assert longer.rows == big.rows and longer.file == big.file and longer.readers == big.readers
+    args = argparse.Namespace(questions="main", image_size=224, epochs=8, rows="xe_box,scst_box,scst_qa_box")
+    assert bench_rewards.heading(args).endswith("on shapes, the pictures encoded at 224 px, 8 RL epochs")
+    assert bench_rewards.command_line(args) == (
+        "`make bench-rewards IMAGE_SIZE=224 EPOCHS=8` (`python benchmarks/bench_rewards.py --questions main "
+        "--image-size 224 --epochs 8 --rows xe_box,scst_box,scst_qa_box`)")
+    args = argparse.Namespace(questions="every", image_size=128, epochs=4, rows=None)
+    assert bench_rewards.heading(args).endswith("on shapes, questions about every shape")
+    assert bench_rewards.command_line(args) == (
+        "`make bench-rewards QUESTIONS=every` (`python benchmarks/bench_rewards.py --questions every`)")
 
 
 def test_the_captions_table_finds_its_references_without_an_xe_stage(tmp_path, monkeypatch):

@@ -107,7 +107,8 @@ QA_ROWS: dict[str, BenchRow] = {
     "scst_qa_box_seed3": _boxed("scst_qa_box_seed3", "scst_qa_box with seed 1236: its spread between runs", QA_UTILITY,
                                 "seed=1236"),
     # [Xing26]'s own algorithm: GRPO (TRL's defaults, configs/shapes_grpo.yaml) with the utility alone, from xe_box at
-    # the SCST rows' budget; and GRPO with CIDEr-D beside it, so that the utility's gain is read within one algorithm too
+    # the SCST rows' budget; and GRPO with CIDEr-D beside it, so that the utility's gain is read within one
+    # algorithm too
     "grpo_qa_box": _boxed("grpo_qa_box", "grpo_qa from xe_box", QA_UTILITY, recipe="grpo"),
     "grpo_box": _boxed("grpo_box", "GRPO with CIDEr-D from xe_box, judged at the end of its budget", recipe="grpo",
                        paths=()),
