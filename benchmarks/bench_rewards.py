@@ -524,9 +524,10 @@ def command_line(args: argparse.Namespace) -> str:
     make = {"QUESTIONS": args.questions if args.questions != "main" else None,
             "IMAGE_SIZE": args.image_size if args.image_size != 128 else None,
             "EPOCHS": args.epochs if args.epochs != EPOCHS else None}
-    script = (f"--questions {args.questions}" + ("" if args.image_size == 128 else f" --image-size {args.image_size}")
-              + ("" if args.epochs == EPOCHS else f" --epochs {args.epochs}") + (f" --rows {args.rows}" if args.rows
-                                                                                 else ""))
+    script = f"--questions {args.questions}"
+    script += "" if args.image_size == 128 else f" --image-size {args.image_size}"
+    script += "" if args.epochs == EPOCHS else f" --epochs {args.epochs}"
+    script += f" --rows {args.rows}" if args.rows else ""
     return (f"`make bench-rewards{''.join(f' {k}={v}' for k, v in make.items() if v is not None)}` "
             f"(`python benchmarks/bench_rewards.py {script}`)")
 

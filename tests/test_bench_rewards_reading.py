@@ -142,6 +142,21 @@ def test_a_second_seed_row_is_its_first_but_for_its_seed(first_row, second_row, 
     assert {k: v for k, v in first.items() if k != "seed"} == {k: v for k, v in second.items() if k != "seed"}
 
 
+def test_the_grpo_rows_from_xe_box_differ_from_the_scst_ones_in_their_recipe_alone():
+    """grpo_qa_box is scst_qa_box under configs/shapes_grpo.yaml, and grpo_box scst_box: the same start, reward,
+    reader, questions and grid boxes, so that each pair compares the two algorithms."""
+    from rlcap import api
+    from rlcap.bench.registry import BENCH_ROWS
+
+    for grpo, scst in (("grpo_qa_box", "scst_qa_box"), ("grpo_box", "scst_box")):
+        g, s = BENCH_ROWS[grpo].stages[-1], BENCH_ROWS[scst].stages[-1]
+        assert (g.recipe, s.recipe) == ("grpo", "scst")
+        assert (g.init_from, g.overrides, BENCH_ROWS[grpo].checkpoint) == (s.init_from, s.overrides, "last")
+        cfg = api.load_run_config(str(REPO / "configs" / "shapes_grpo.yaml"), list(g.overrides))
+        assert cfg.algorithm == "grpo" and cfg.model.grid_boxes
+        assert cfg.reward.weights == ({"qa_utility": 1.0} if grpo == "grpo_qa_box" else {"cider_d": 1.0})
+
+
 def test_coverage_by_kinds_against_hand_counted_pictures(monkeypatch):
     from rlcap.data.objects import ObjectTruth
     from rlcap.data.synthetic.objects import shapes_vocabulary
