@@ -45,15 +45,16 @@ BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the 
 # the rows from xe_box, the captioner told where each grid cell lies (model.grid_boxes): CIDEr-D SCST, QA-utility
 # SCST, and the sum at weight 16, read against the goals as the rows above are against BASE
 BOXED_BASE, BOXED_QA = "scst_box", "scst_qa_box"
-# the utility masked past 1.3x the references' length ([Ye26]); and under GRPO ([Xing26]'s algorithm), read against
-# the same goals (the goals name SCST, [Xing26] trains with GRPO)
-BOXED_VARIANTS = ("scst_qa_mask_box", "grpo_qa_box")
+BOXED_MASK = "scst_qa_mask_box"  # the utility masked past 1.3x the references' length ([Ye26])
 BOXED_GRPO = ("grpo_box", "grpo_qa_box")  # GRPO with CIDEr-D, and with the utility: the gain within one algorithm
+# the QA row's variants, read against its goals: the mask, and the utility under GRPO ([Xing26]'s algorithm; the goals
+# name SCST)
+BOXED_VARIANTS = (BOXED_MASK, BOXED_GRPO[1])
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
 BOXED = (BOXED_BASE, BOXED_QA, *BOXED_SUMMED)  # run at both sizes
 BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds
 # run at 224 px alone, after the QA row: its other seeds, the mask, whose 1.3 was set from 224-px captions, and GRPO
-BOXED_AT_224 = (*BOXED_SEEDS, BOXED_VARIANTS[0], *BOXED_GRPO)
+BOXED_AT_224 = (*BOXED_SEEDS, BOXED_MASK, *BOXED_GRPO)
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
