@@ -10,14 +10,16 @@ scst_qa_seed2,scst_qa_len,scst_qa_cider,scst_qa_cider_spread,scst_qa_cider_mid,s
 grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,
 scst_qa_cider_16_box`` (the last four from a captioner told where its grid cells lie, ``model.grid_boxes``, read against
 ``scst_box``); the QA rows with
-``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy, GDPO or boxed row; ``--rl
-rl.epochs=N``; every RL row but
+``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy or GDPO row, and of the boxed
+rows only ``scst_qa_box_every``, at 224 px; ``--rl rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
 is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the four boxed rows alone,
 with ``scst_qa_box`` again with seeds 1235 and 1236 (``scst_qa_box_seed2``, ``_seed3``: the goals read from the mean
 of its runs too), ``scst_qa_mask_box`` (the utility masked past 1.3x the references' length) and GRPO from
 ``xe_box`` with CIDEr-D and with the utility (``grpo_box``, ``grpo_qa_box``: the gain within one algorithm), with the
-pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own; ``--epochs N``
+pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own (with
+``--questions every``: ``xe_box``, ``scst_box`` and ``scst_qa_box_every``, in the same folder, judged by that set's
+reader); ``--epochs N``
 other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
@@ -73,6 +75,7 @@ class QuestionSet:
     summed: tuple[str, ...] = ("scst_qa_cider",)  # its rows of CIDEr-D + qa_utility (each read against the goals)
     variants: tuple[str, ...] = ()  # its other QA-utility SCST rows (each read against the QA row's goals)
     boxed: tuple[str, ...] = ()  # its rows from xe_box (model.grid_boxes), read against scst_box
+    at_224: tuple[str, ...] = ()  # its rows at 224 px (all from xe_box)
     rows_run: tuple[str, ...] = ()  # when set, the rows run by default instead of all of the set's (at_size)
     seeds: tuple[str, ...] = ()  # of its variants, the QA row's other seeds (the goals read from their mean too)
     out: str = "runs/bench_rewards"  # the rows' folder (rlcap bench --out): its captions/ and runs are read there
@@ -91,11 +94,10 @@ def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
     folder and written to their own section, read against that size's scst_box."""
     if image_size == 128:
         return qs
-    if not qs.boxed:
+    if not qs.at_224:
         raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
-    after_qa = qs.boxed.index(BOXED_QA) + 1
-    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), seeds=(),
-                   rows_run=(*qs.boxed[:after_qa], *BOXED_AT_224, *qs.boxed[after_qa:]), out=f"{qs.out}_{image_size}")
+    return replace(qs, section=f"{qs.section}-{image_size}", summed=(), variants=(), seeds=(), rows_run=qs.at_224,
+                   out=f"{qs.out}_{image_size}")
 
 
 def at_budget(qs: QuestionSet, epochs: int) -> QuestionSet:
@@ -113,8 +115,12 @@ def _sets() -> dict[str, QuestionSet]:
                                 ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
                                  "scst_qa_cider_16_seed2", "scst_qa_cider_heavy", "grpo_qa_cider_gdpo",
                                  "grpo_qa_cider_gdpo_heavy"),
-                                ("scst_qa_seed2", "scst_qa_len"), ("xe_box", *BOXED), seeds=("scst_qa_seed2",)),
-            "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every")}
+                                ("scst_qa_seed2", "scst_qa_len"), ("xe_box", *BOXED),
+                                ("xe_box", BOXED_BASE, BOXED_QA, *BOXED_AT_224, *BOXED_SUMMED),
+                                seeds=("scst_qa_seed2",)),
+            # at 224 px the QA row alone, from the same xe_box and beside the same scst_box as the main set's
+            "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every",
+                                 at_224=("xe_box", BOXED_BASE, f"{BOXED_QA}_every"))}
 
 
 SETS = _sets()
@@ -279,15 +285,17 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
 def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     """The issue's goals, each read from the figures (those of rows not run left out, said so); then the same from
     the captioner that sees where its grid cells lie (BOXED), where its rows were run."""
-    boxed = qs.suffix == "" and all(n in f for n in (BOXED_BASE, BOXED_QA))
+    boxed_qa = f"{BOXED_QA}{qs.suffix}"  # the set's QA row from xe_box
+    boxed = all(n in f for n in (BOXED_BASE, boxed_qa))
+    main = qs.suffix == ""  # the seeds, variants and summed rows from xe_box are the main set's alone
     lines = []
     if BASE in f or not boxed:
         lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
                            [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, BOXED_BASE, BOXED_QA, [*BOXED_SEEDS, *BOXED_VARIANTS], list(BOXED_SUMMED),
-                            list(BOXED_SEEDS))
+        lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, *BOXED_VARIANTS] if main else [],
+                            list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
         if all(n in f for n in BOXED_GRPO):
             lines += row_goal_lines(BOXED_GRPO[1], f[BOXED_GRPO[1]], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
     return lines
@@ -309,7 +317,7 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
         lines.append(seeds_line([qa, *seeds.values()], base))
     lines += [line for n, row in variants.items() if n not in seeds for line in row_goal_lines(n, row, base)]
     summed = {n: f[n] for n in summed_names if n in f}
-    if not summed:
+    if summed_names and not summed:
         lines.append(f"- No summed reward ({', '.join(summed_names)}) was run: its goals (95% of CIDEr-D SCST's "
                      "CIDEr-D, half of the QA gain) are not read.")
     for n, row in summed.items():

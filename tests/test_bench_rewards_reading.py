@@ -4,6 +4,7 @@ the true count; the goals read for every summed row; each summed row's settings.
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -251,7 +252,33 @@ def test_at_224_px_the_boxed_rows_run_alone_in_their_own_folder_and_section():
            "at least +10%)." in lines
     assert bench_rewards.at_size(main, 128) is main
     with pytest.raises(SystemExit, match="boxed rows"):
-        bench_rewards.at_size(bench_rewards.SETS["every"], 224)
+        bench_rewards.at_size(replace(bench_rewards.SETS["every"], at_224=()), 224)
+
+
+def test_the_questions_about_every_shape_at_224_px():
+    """The every set at 224 px: its QA row from the main set's xe_box, beside the same scst_box, in the same folder,
+    judged by its own readers; its goals read against scst_box, with no seed, variant or summed row of the main set."""
+    every = bench_rewards.at_size(bench_rewards.SETS["every"], 224)
+    assert every.rows == "xe_box,scst_box,scst_qa_box_every"
+    assert (every.out, every.section, every.readers) == ("runs/bench_rewards_224", "bench-rewards-every-224",
+                                                         "readers/every")
+    from rlcap.bench.qa_rows import QA_EVERY, QA_PATHS
+    from rlcap.bench.registry import BENCH_ROWS
+
+    qa, box = BENCH_ROWS["scst_qa_box_every"].stages[-1], BENCH_ROWS["scst_qa_box"].stages[-1]
+    assert (qa.recipe, qa.init_from) == (box.recipe, box.init_from) == ("scst", "xe_box")
+    assert BENCH_ROWS["scst_qa_box_every"].checkpoint == "last"
+    assert qa.overrides == (*box.overrides[:-1], *QA_EVERY) and box.overrides[-1] == QA_PATHS[0]
+    found = {"scst_box": _row(0.60, 2.0, 0.4) | {"Coverage": 0.8},
+             "scst_qa_box_every": _row(0.69, 1.7, 0.3) | {"Coverage": 0.85},
+             "scst_qa_box_seed2": _row(0.50, 1.7, 0.3)}  # the main set's: not read here
+    lines = bench_rewards.goals(found, every)
+    assert lines[:3] == ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST "
+                             "(`scst_box`):", ""]
+    assert "- QA-utility SCST against CIDEr-D SCST: held-out QA-acc 0.690 against 0.600 (+15.0% relative; goal: " \
+           "at least +10%)." in lines
+    assert "- Coverage: QA-utility SCST 0.850 against CIDEr-D SCST 0.800 (goal: higher)." in lines
+    assert not any("seed2" in line or "No summed reward" in line or " keeps " in line for line in lines)
 
 
 def test_grpo_with_the_utility_is_read_against_cider_d_scst_and_cider_d_grpo():
