@@ -11,15 +11,15 @@ grpo_qa_cider_gdpo,grpo_qa_cider_gdpo_heavy,grpo_qa,xe_box,scst_box,scst_qa_box,
 scst_qa_cider_16_box`` (the last four from a captioner told where its grid cells lie, ``model.grid_boxes``, read against
 ``scst_box``); the QA rows with
 ``_every`` for the other set, which has no second seed, length, spread, mid, 16, heavy or GDPO row, and of the boxed
-rows only ``scst_qa_box_every``, at 224 px; ``--rl rl.epochs=N``; every RL row but
+rows only ``scst_qa_box_every`` and ``grpo_qa_box_every``, at 224 px; ``--rl rl.epochs=N``; every RL row but
 ``scst`` judged at the end of its budget, as validation picks by CIDEr-D, which the QA rows do not train: ``scst_end``
 is the ``scst`` run's last checkpoint, the baseline of the goals; ``--image-size 224``: the four boxed rows alone,
 with ``scst_qa_box`` again with seeds 1235 and 1236 (``scst_qa_box_seed2``, ``_seed3``: the goals read from the mean
 of its runs too), ``scst_qa_mask_box`` (the utility masked past 1.3x the references' length) and GRPO from
 ``xe_box`` with CIDEr-D and with the utility (``grpo_box``, ``grpo_qa_box``: the gain within one algorithm), with the
 pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own (with
-``--questions every``: ``xe_box``, ``scst_box`` and ``scst_qa_box_every``, in the same folder, judged by that set's
-reader); ``--epochs N``
+``--questions every``: ``xe_box``, ``scst_box``, ``grpo_box`` and the utility under each, ``scst_qa_box_every`` and
+``grpo_qa_box_every``, in the same folder, judged by that set's reader); ``--epochs N``
 other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
@@ -49,9 +49,6 @@ BASE = "scst_end"  # CIDEr-D SCST, judged as the QA rows are (at the end of the 
 BOXED_BASE, BOXED_QA = "scst_box", "scst_qa_box"
 BOXED_MASK = "scst_qa_mask_box"  # the utility masked past 1.3x the references' length ([Ye26])
 BOXED_GRPO = ("grpo_box", "grpo_qa_box")  # GRPO with CIDEr-D, and with the utility: the gain within one algorithm
-# the QA row's variants, read against its goals: the mask, and the utility under GRPO ([Xing26]'s algorithm; the goals
-# name SCST)
-BOXED_VARIANTS = (BOXED_MASK, BOXED_GRPO[1])
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
 BOXED = (BOXED_BASE, BOXED_QA, *BOXED_SUMMED)  # run at both sizes
 BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds
@@ -118,9 +115,11 @@ def _sets() -> dict[str, QuestionSet]:
                                 ("scst_qa_seed2", "scst_qa_len"), ("xe_box", *BOXED),
                                 ("xe_box", BOXED_BASE, BOXED_QA, *BOXED_AT_224, *BOXED_SUMMED),
                                 seeds=("scst_qa_seed2",)),
-            # at 224 px the QA row alone, from the same xe_box and beside the same scst_box as the main set's
+            # at 224 px the utility under SCST and GRPO, from the same xe_box and beside the same CIDEr-D rows as the
+            # main set's
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every",
-                                 at_224=("xe_box", BOXED_BASE, f"{BOXED_QA}_every"))}
+                                 at_224=("xe_box", BOXED_BASE, f"{BOXED_QA}_every", BOXED_GRPO[0],
+                                         f"{BOXED_GRPO[1]}_every"))}
 
 
 SETS = _sets()
@@ -285,19 +284,21 @@ def table(found: dict[str, dict[str, float]]) -> list[str]:
 def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     """The issue's goals, each read from the figures (those of rows not run left out, said so); then the same from
     the captioner that sees where its grid cells lie (BOXED), where its rows were run."""
-    boxed_qa = f"{BOXED_QA}{qs.suffix}"  # the set's QA row from xe_box
+    boxed_qa, grpo_qa = (f"{r}{qs.suffix}" for r in (BOXED_QA, BOXED_GRPO[1]))  # the set's QA rows from xe_box
     boxed = all(n in f for n in (BOXED_BASE, boxed_qa))
-    main = qs.suffix == ""  # the seeds, variants and summed rows from xe_box are the main set's alone
+    main = qs.suffix == ""  # the seeds, the mask and the summed rows from xe_box are the main set's alone
     lines = []
     if BASE in f or not boxed:
         lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
                            [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, *BOXED_VARIANTS] if main else [],
+        # the QA row's variants, read against its goals: its seeds, the mask, and the utility under GRPO ([Xing26]'s
+        # algorithm; the goals name SCST)
+        lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else [grpo_qa],
                             list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
-        if all(n in f for n in BOXED_GRPO):
-            lines += row_goal_lines(BOXED_GRPO[1], f[BOXED_GRPO[1]], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
+        if all(n in f for n in (BOXED_GRPO[0], grpo_qa)):
+            lines += row_goal_lines(grpo_qa, f[grpo_qa], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
     return lines
 
 

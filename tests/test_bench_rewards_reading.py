@@ -259,7 +259,7 @@ def test_the_questions_about_every_shape_at_224_px():
     """The every set at 224 px: its QA row from the main set's xe_box, beside the same scst_box, in the same folder,
     judged by its own readers; its goals read against scst_box, with no seed, variant or summed row of the main set."""
     every = bench_rewards.at_size(bench_rewards.SETS["every"], 224)
-    assert every.rows == "xe_box,scst_box,scst_qa_box_every"
+    assert every.rows == "xe_box,scst_box,scst_qa_box_every,grpo_box,grpo_qa_box_every"
     assert (every.out, every.section, every.readers) == ("runs/bench_rewards_224", "bench-rewards-every-224",
                                                          "readers/every")
     from rlcap.bench.qa_rows import QA_EVERY, QA_PATHS
@@ -279,6 +279,15 @@ def test_the_questions_about_every_shape_at_224_px():
            "at least +10%)." in lines
     assert "- Coverage: QA-utility SCST 0.850 against CIDEr-D SCST 0.800 (goal: higher)." in lines
     assert not any("seed2" in line or "No summed reward" in line or " keeps " in line for line in lines)
+    # GRPO with the utility: read against CIDEr-D SCST as a variant, and against CIDEr-D GRPO (the main set's grpo_box)
+    found |= {"grpo_box": _row(0.64, 2.1, 0.6), "grpo_qa_box_every": _row(0.72, 1.7, 0.2)}
+    lines = bench_rewards.goals(found, every)
+    assert "- grpo_qa_box_every against CIDEr-D SCST: held-out QA-acc 0.720 against 0.600 (+20.0% relative; goal: " \
+           "at least +10%)." in lines
+    assert "- grpo_qa_box_every against CIDEr-D GRPO: held-out QA-acc 0.720 against 0.640 (+12.5% relative; goal: " \
+           "at least +10%)." in lines
+    g, s = BENCH_ROWS["grpo_qa_box_every"].stages[-1], qa
+    assert (g.recipe, g.init_from, g.overrides) == ("grpo", s.init_from, s.overrides)
 
 
 def test_grpo_with_the_utility_is_read_against_cider_d_scst_and_cider_d_grpo():

@@ -124,4 +124,6 @@ QA_ROWS: dict[str, BenchRow] = {
     # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,
                                 paths=QA_EVERY),
+    "grpo_qa_box_every": _boxed("grpo_qa_box_every", "grpo_qa_box with the questions about every shape", QA_UTILITY,
+                                recipe="grpo", paths=QA_EVERY),
 }
