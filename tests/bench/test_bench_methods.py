@@ -47,6 +47,58 @@ def test_bench_methods_tiny(tiny_data, tmp_path):
     assert json.loads(json.dumps(again)) == saved  # sll_sle evaluated again: the same weights, the same row
 
 
+def test_a_larger_budget_continues_the_stages_only_when_resumed(tiny_data, tmp_path):
+    """A bench folder trained at one RL budget and asked for a larger one: refused, naming the stage, without
+    ``resume``; with it the RL stage continues its run to the new budget (its log goes on from its last step) and the
+    XE stage, unchanged, is not trained again nor its row evaluated again."""
+    dataset, feats = tiny_data
+    tiny = [o for o in tiny_overrides(dataset, feats, tmp_path / "unused") if not o.startswith("out_dir=")]
+    rl = [o for o in tiny if not o.startswith("model.")] + ["rl.batch_size=12", "rl.n_samples=5", "decode.max_len=6"]
+    out = tmp_path / "bench"
+
+    said: list[str] = []
+
+    def bench(epochs, resume=False):
+        said.clear()
+        return run_benchmark("shapes", ["xe", "scst_end"], out, configs=CONFIGS, rl_overrides=[*rl, f"rl.epochs={epochs}"],
+                             xe_overrides=[*tiny, "xe.epochs=1"], prepared=(dataset, feats), resume=resume,
+                             report=said.append)
+
+    def steps(stage):
+        lines = [json.loads(line) for line in (out / stage / "log.jsonl").read_text().splitlines()]
+        return [(r["step"], r["epoch"]) for r in lines if r["split"] == "val"]
+
+    bench(1)
+    xe, scst = steps("xe"), steps("scst")
+    assert [epoch for _, epoch in scst] == [1]
+    with pytest.raises(ConfigError, match=r"scst already holds a run with other settings \(rl.epochs.*--resume"):
+        bench(2)
+    assert steps("scst") == scst
+    bench(2, resume=True)
+    assert steps("xe") == xe
+    continued = steps("scst")
+    assert continued[0] == scst[0] and [epoch for _, epoch in continued] == [1, 2]
+    assert continued[1][0] == 2 * scst[0][0]  # the second epoch's steps after the first's
+    # XE's row read from before; scst_end (the scst run's last checkpoint) decoded again from its new one
+    assert [line.split(":")[0] for line in said if "evaluat" in line] == ["xe", "evaluating scst_end"]
+
+
+def test_cli_resume_reaches_the_stages(tmp_path, monkeypatch):
+    import rlcap.bench.methods
+    from rlcap.cli import main
+
+    asked = []
+
+    def fake(*args, resume=False, **kwargs):
+        asked.append(resume)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(rlcap.bench.methods, "run_benchmark", fake)
+    assert main(["bench", "--methods", "xe", "--out", str(tmp_path), "--resume"]) == 2
+    assert main(["bench", "--methods", "xe", "--out", str(tmp_path)]) == 2
+    assert asked == [True, False]
+
+
 def test_unknown_method_lists_the_known_ones(tmp_path):
     with pytest.raises(ConfigError, match="sll_sle"):
         run_benchmark("shapes", ["xe", "ppo"], tmp_path)

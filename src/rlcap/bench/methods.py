@@ -26,13 +26,17 @@ log = logging.getLogger(__name__)
 
 
 def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str], configs: Path,
-                 rl_overrides: list[str], xe_overrides: list[str], report: Callable[[str], None]) -> dict[str, Path]:
+                 rl_overrides: list[str], xe_overrides: list[str], report: Callable[[str], None],
+                 resume: bool = False) -> dict[str, Path]:
     """Train every stage the methods need, each once; return stage name -> its best checkpoint.
 
     ``xe_overrides`` apply to the stages whose recipe trains with algorithm ``xe``, ``rl_overrides``
     to every other stage (the budget of the methods compared); an override of a section reaches the
     stages whose method reads that section (``mixer.start`` the MIXER stage, ``rl.epochs`` the
-    sequence-level ones: :func:`rlcap.run_config.load_run_config`)."""
+    sequence-level ones: :func:`rlcap.run_config.load_run_config`). A stage whose folder holds a finished run with
+    the same settings is not trained again; one with other settings is refused, unless ``resume``: each stage's run
+    continues in its folder with the settings a run may change (:func:`rlcap.api.train`), e.g. a larger
+    ``rl.epochs``."""
     recipes = BENCHMARKS[benchmark].recipes
     best: dict[str, Path] = {}
     for stage in stages_of(methods, benchmark):
@@ -44,7 +48,7 @@ def train_stages(benchmark: str, methods: list[str], out: Path, data: list[str],
         extra = xe_overrides if cfg.algorithm == "xe" else rl_overrides
         cfg = load_run_config(recipe, [*data, f"out_dir={out / stage.name}", *start, *extra], shared=True)
         report(f"training {stage.name} ({recipe.name})" + (f" from {stage.init_from}" if stage.init_from else ""))
-        api.train(cfg)
+        api.train(cfg, resume=resume)
         best[stage.name] = out / stage.name / "best"
     return best
 
@@ -54,7 +58,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
                   xe_overrides: list[str] | None = None, report: Callable[[str], None] = log.info,
                   prepared: tuple[Path, Path] | None = None, image_size: int = 128,
                   max_train_images: int = 0, regenerate: bool = False,
-                  clip: str | Path | None = None) -> dict[str, Any]:
+                  clip: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate on the test split, and write results.json, results.md, curves.png, each method's test
     captions with their scores (captions/METHOD.json) and the report (report.html, docs/REPORT.md).
 
@@ -66,7 +70,8 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
     ``regenerate``: generate the benchmark's data over a folder generated with other settings
     (refused otherwise, :attr:`Benchmark.check`). ``configs``: the folder of the recipes (None: rlcap's
     own, :func:`rlcap.recipes.find_recipes`), checked before any data is generated. ``clip``: a local CLIP
-    folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) of each method's beam captions.
+    folder, which adds CLIP-S and RefCLIP-S ([Hessel21]) of each method's beam captions. ``resume``: continue the
+    stages' runs in ``out_dir`` with changed settings (:func:`train_stages`).
     """
     from rlcap.bench.distinct import distinct_markdown, load_judges
     from rlcap.bench.report import plot_curves, results_markdown, training_cost
@@ -87,7 +92,7 @@ def run_benchmark(benchmark: str, methods: list[str], out_dir: str | Path, data_
         data.append(f"data.max_train_images={max_train_images}")
     policy = [f"model.path={(data_dir / bench.policy).resolve()}"] if bench.policy else []
     best = train_stages(benchmark, methods, out, data, configs, list(rl_overrides or []),
-                        [*policy, *(xe_overrides or [])], report)
+                        [*policy, *(xe_overrides or [])], report, resume)
     known = bench_rows(benchmark)
     checkpoints = {m: method_checkpoint(known[m], best) for m in methods}
     metrics = api.evaluation_metrics()

@@ -33,6 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="torch CPU threads of this command's own work (the benchmark's features and the test "
                         "evaluations): a count, or auto (default, as a run's threads setting); each stage's run "
                         "reads its own threads setting (--xe/--rl threads=N)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue each stage's run in --out with the settings a run may change (e.g. a larger "
+                        "rl.epochs in --rl), as rlcap train's resume=true; without it a stage folder holding a run "
+                        "of other settings is refused")
     p.set_defaults(func=run)
     return p
 
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     results = run_benchmark(args.benchmark, methods, args.out, args.data, args.configs, args.rl, args.xe, report=print,
                             image_size=args.image_size, max_train_images=args.max_train_images,
-                            regenerate=args.regenerate, clip=args.clip)
+                            regenerate=args.regenerate, clip=args.clip, resume=args.resume)
     for how in ("beam", "rs", "bs"):
         print(f"\n{how}:")
         print_scores({m: r[how] for m, r in results["methods"].items()})

@@ -188,7 +188,8 @@ def prepare_run_folder(cfg: Any, resume: bool = False, overwrite: bool = False) 
                           f"train into a new out_dir, or give overwrite=true to replace it")
     if not resume and changes:
         raise ConfigError(f"{out} already holds a run with other settings ({_describe(changes)}); give resume=true "
-                          f"to continue it with the new settings, a new out_dir, or overwrite=true to replace it")
+                          f"(rlcap bench: --resume) to continue it with the new settings, a new out_dir, or "
+                          f"overwrite=true to replace it")
     if changes:
         log.info("resuming %s with changed settings: %s", out, _describe(changes))
     elif not resume:
