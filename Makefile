@@ -180,7 +180,8 @@ bench-grpo: $(STAMP)
 # trained first; the held-out one judges). QUESTIONS=every: questions about every shape, not the two main ones;
 # IMAGE_SIZE=224: the rows from xe_box with the pictures encoded at 224 px (a 7x7 grid), in a section of their own
 # (with QUESTIONS=every: xe_box, scst_box, grpo_box, and SCST and GRPO with the utility on the questions about every
-# shape)
+# shape); QUESTIONS=joined IMAGE_SIZE=224: the main questions with readers trained on joined references too
+# (rlcap data reader --joined 0.5), SCST and GRPO with that utility beside the single-reference rows
 # EPOCHS=N: every row at N RL epochs (4 by default), in a folder (runs/bench_rewards..._eN) and section of their own
 QUESTIONS ?= main
 bench-rewards: $(STAMP)

@@ -19,7 +19,11 @@ of its runs too), ``scst_qa_mask_box`` (the utility masked past 1.3x the referen
 ``xe_box`` with CIDEr-D and with the utility (``grpo_box``, ``grpo_qa_box``: the gain within one algorithm), with the
 pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a section of their own (with
 ``--questions every``: ``xe_box``, ``scst_box``, ``grpo_box`` and the utility under each, ``scst_qa_box_every`` and
-``grpo_qa_box_every``, in the same folder, judged by that set's reader); ``--epochs N``
+``grpo_qa_box_every``, in the same folder, judged by that set's reader; with ``--questions joined``, 224 px alone:
+the main questions, readers trained on joined references too, ``rlcap data reader --joined 0.5``, in
+``readers/joined/...``, the utility of its reward reader under SCST and GRPO, ``scst_qa_box_joined`` and
+``grpo_qa_box_joined``, beside ``xe_box``, ``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all judged
+by its judge; the main and every sets' readers read single references, ``--joined 0``); ``--epochs N``
 other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
@@ -76,6 +80,8 @@ class QuestionSet:
     rows_run: tuple[str, ...] = ()  # when set, the rows run by default instead of all of the set's (at_size)
     seeds: tuple[str, ...] = ()  # of its variants, the QA row's other seeds (the goals read from their mean too)
     out: str = "runs/bench_rewards"  # the rows' folder (rlcap bench --out): its captions/ and runs are read there
+    joined: float = 0.0  # its readers' share of joined references (rlcap data reader --joined)
+    at_128: bool = True  # whether it has rows at 128 px (the joined set: 224 px alone)
 
     @property
     def rows(self) -> str:
@@ -90,6 +96,8 @@ def at_size(qs: QuestionSet, image_size: int) -> QuestionSet:
     where a small shape spans more of a cell) its boxed rows alone, from their own XE checkpoint, run in their own
     folder and written to their own section, read against that size's scst_box."""
     if image_size == 128:
+        if not qs.at_128:
+            raise SystemExit(f"the set {qs.section} has no rows at 128 px: give --image-size 224")
         return qs
     if not qs.at_224:
         raise SystemExit(f"--image-size {image_size} runs the boxed rows, which the set of {qs.file} has none of")
@@ -107,6 +115,7 @@ def at_budget(qs: QuestionSet, epochs: int) -> QuestionSet:
 
 def _sets() -> dict[str, QuestionSet]:
     from rlcap.data.synthetic.questions import QUESTION_SETS  # each set's file, as rlcap data shapes names it
+    from rlcap.models.hf.build_reader import JOINED
 
     return {"main": QuestionSet(QUESTION_SETS["main"], "readers", "", "bench-rewards",
                                 ("scst_qa_cider", "scst_qa_cider_spread", "scst_qa_cider_mid", "scst_qa_cider_16",
@@ -119,7 +128,13 @@ def _sets() -> dict[str, QuestionSet]:
             # main set's
             "every": QuestionSet(QUESTION_SETS["every"], "readers/every", "_every", "bench-rewards-every",
                                  at_224=("xe_box", BOXED_BASE, f"{BOXED_QA}_every", BOXED_GRPO[0],
-                                         f"{BOXED_GRPO[1]}_every"))}
+                                         f"{BOXED_GRPO[1]}_every")),
+            # the main questions with readers trained on joined references too, which read a caption that states
+            # more than one reference does: the utility under SCST and GRPO, and the single-reference reader's
+            # scst_qa_box and grpo_qa_box, all judged by the joined judge
+            "joined": QuestionSet(QUESTION_SETS["main"], "readers/joined", "_joined", "bench-rewards-joined",
+                                  at_224=("xe_box", BOXED_BASE, BOXED_QA, f"{BOXED_QA}_joined", *BOXED_GRPO,
+                                          f"{BOXED_GRPO[1]}_joined"), joined=JOINED, at_128=False)}
 
 
 SETS = _sets()
@@ -134,11 +149,14 @@ def readers(qs: QuestionSet) -> dict[str, dict]:
         folder = DATA / qs.readers / name
         if not (folder / "reader_card.json").is_file():
             subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "reader", "--dataset", str(DATA), "--qa",
-                            str(DATA / qs.file), "--out", str(folder), "--size", size, "--seed", str(seed)],
-                           check=True, cwd=REPO)
+                            str(DATA / qs.file), "--out", str(folder), "--size", size, "--seed", str(seed),
+                            "--joined", str(qs.joined)], check=True, cwd=REPO)
         cards[name] = json.loads((folder / "reader_card.json").read_text())
         if cards[name].get("qa", SETS["main"].file) != qs.file:
             raise SystemExit(f"{folder} was trained on {cards[name]['qa']}, not {qs.file}: remove it to train again")
+        if cards[name].get("joined", 0.0) != qs.joined:  # (readers before --joined read single references)
+            raise SystemExit(f"{folder} was trained with --joined {cards[name].get('joined', 0.0)}, not {qs.joined}: "
+                             "remove it to train again")
     return cards
 
 
@@ -547,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="RL epochs of every row")
     parser.add_argument("--questions", choices=sorted(SETS), default="main",
                         help="the question set the QA rows are rewarded and judged with: main (the two main "
-                             "shapes, questions.json) or every (every shape, questions_every.json)")
+                             "shapes, questions.json), every (every shape, questions_every.json) or joined (the "
+                             "main questions, readers trained on joined references too; 224 px alone)")
     parser.add_argument("--rows", help="the rows run (comma-separated; default: the set's; stages already trained "
                                        "in runs/bench_rewards, or runs/bench_rewards_224 at 224 px, with the same "
                                        "settings are reused)")

@@ -349,3 +349,45 @@ def test_the_captions_table_finds_its_references_without_an_xe_stage(tmp_path, m
     monkeypatch.setattr(bench_shapes_hf, "REPO", tmp_path)
     assert bench_shapes_hf.captions_table("runs", ["xe_box"])[-1] == \
         "| 1 | a blue circle | a blue circle below a red star |"
+
+
+def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
+    """The joined set: the main questions, readers trained on joined references (--joined 0.5) in their own folder;
+    at 224 px the utility under SCST and GRPO with the joined reward reader beside the single-reference reader's rows,
+    in the main 224-px folder; its readers are trained with their share and a reader of another share is refused."""
+    joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
+    assert joined.rows == "xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined"
+    assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
+        "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
+    with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
+        bench_rewards.at_size(bench_rewards.SETS["joined"], 128)
+    from rlcap.bench.qa_rows import QA_JOINED, QA_PATHS
+    from rlcap.bench.registry import BENCH_ROWS
+
+    for name in ("scst_qa_box", "grpo_qa_box"):
+        row, single = BENCH_ROWS[f"{name}_joined"], BENCH_ROWS[name]
+        assert row.stages[:-1] == single.stages[:-1] and row.checkpoint == "last"
+        assert row.stages[-1].overrides == (*single.stages[-1].overrides[:-1], *QA_JOINED)
+        assert single.stages[-1].overrides[-1] == QA_PATHS[0] and "readers/joined/reward" in QA_JOINED[0]
+    # the readers: each trained with its set's share, the card's share checked
+    runs = []
+
+    def train(argv, **_):
+        folder = Path(argv[argv.index("--out") + 1])
+        folder.mkdir(parents=True)
+        share = float(argv[argv.index("--joined") + 1])
+        (folder / "reader_card.json").write_text(f'{{"qa": "questions.json", "joined": {share}}}')
+        runs.append(share)
+
+    monkeypatch.setattr(bench_rewards, "DATA", tmp_path)
+    monkeypatch.setattr(bench_rewards.subprocess, "run", train)
+    assert set(bench_rewards.readers(joined)) == {"reward", "judge"} and runs == [0.5, 0.5]
+    assert bench_rewards.readers(joined)["judge"]["joined"] == 0.5 and runs == [0.5, 0.5]  # trained once
+    main = bench_rewards.SETS["main"]
+    bench_rewards.readers(main)
+    assert runs == [0.5, 0.5, 0.0, 0.0]
+    (tmp_path / "readers" / "judge" / "reader_card.json").write_text('{"qa": "questions.json", "joined": 0.5}')
+    with pytest.raises(SystemExit, match="trained with --joined 0.5, not 0.0: remove it"):
+        bench_rewards.readers(main)
+    (tmp_path / "readers" / "judge" / "reader_card.json").write_text('{"qa": "questions.json"}')  # before --joined
+    assert bench_rewards.readers(main)["judge"] == {"qa": "questions.json"}

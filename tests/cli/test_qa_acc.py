@@ -62,8 +62,15 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     card = json.loads((tmp_path / "reader" / "reader_card.json").read_text())
     assert rc == 0 and card["test"]["images"] == 6 and card["test"]["chance"] == pytest.approx(0.25)
     assert card["qa"] == "questions.json"  # which questions it trained on (make bench-rewards checks it)
+    assert card["joined"] == 0.5  # the default share of joined references, written down (make bench-rewards checks it)
     assert 0 <= card["test"]["from_reference"] <= 1 and 0 <= card["test"]["from_empty"] <= 1
     by_kind = card["test"]["by_kind"]  # every image has a count question; the shapes kinds only
     assert by_kind["count"]["questions"] == 6 and set(by_kind) <= {"colour", "kind", "count", "position", "relation"}
     assert sum(k["questions"] for k in by_kind.values()) == card["test"]["questions"]
     assert QAReader.load(tmp_path / "reader").tokenizer.chat_template is not None
+    rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
+                         str(tmp_path / "single"), "--steps", "1", "--batch-size", "2", "--joined", "0")
+    assert rc == 0 and json.loads((tmp_path / "single" / "reader_card.json").read_text())["joined"] == 0.0
+    rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
+                         str(tmp_path / "x"), "--joined", "1.5")
+    assert rc == 2 and "argument --joined: expected a number in [0, 1), got 1.5" in err

@@ -4,7 +4,13 @@ share and the answer's loss, against hand-computed values and a direct forward o
 import pytest
 import torch
 
-from rlcap.models.hf.build_reader import _loss, build_reader_model, lookup_share, reader_tokenizer
+import random
+
+from rlcap.data.qa import QASet, Question
+from rlcap.errors import ConfigError
+from rlcap.models.hf.build_reader import (
+    JOIN_MOST, _example, _loss, build_reader_model, join_references, lookup_share, reader_tokenizer, train_reader)
+from rlcap.models.hf.qa_reader import QAReader
 
 TEXTS = ["a red circle above a blue star.", "What colour is the circle? red blue green pink"]
 
@@ -38,3 +44,54 @@ def test_the_answer_loss_reads_the_letter_after_each_row_of_a_left_padded_batch(
         totals.append(sum(terms))
     assert letter.item() == pytest.approx(torch.stack(letters).mean().item(), abs=1e-5)
     assert loss.item() == pytest.approx(torch.stack(totals).mean().item(), abs=1e-5)
+
+
+REFS = ["a red circle above a blue star.", "A blue star below a red circle", "two shapes: a circle and a star",
+        "one green star alone."]
+
+
+def test_joined_references_are_two_to_three_distinct_ones_each_ended_by_a_full_stop():
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(200):
+        joined = join_references(rng, REFS)
+        parts = [part.strip() + "." for part in joined.split(".")[:-1]]
+        assert joined.endswith(".") and 2 <= len(parts) <= JOIN_MOST
+        assert len(set(parts)) == len(parts) and set(parts) <= {r.rstrip(".") + "." for r in REFS}
+        seen.add(len(parts))
+    assert seen == {2, 3}
+    assert join_references(random.Random(0), REFS[:2]) in {"a red circle above a blue star. A blue star below a red "
+                                                            "circle.", "A blue star below a red circle. a red circle "
+                                                            "above a blue star."}
+
+
+def _reader():
+    tok = reader_tokenizer([*REFS, "What colour is the circle? red blue green pink"])
+    return QAReader(build_reader_model(len(tok), "small", seed=0), tok)
+
+
+QA = QASet({"1": [Question("What colour is the circle?", ("red", "blue", "green", "pink"), 0)]})
+
+
+def test_an_example_reads_joined_references_at_their_share_and_one_reference_otherwise():
+    reader, captions = _reader(), {"1": REFS}
+
+    def named(prompt: str) -> int:  # how many of the references the prompt's caption holds
+        return sum(r.rstrip(".") in prompt for r in REFS)
+
+    assert all(named(_example(random.Random(k), captions, QA, ["1"], reader, 0.0, 1.0)[0]) >= 2 for k in range(20))
+    assert all(named(_example(random.Random(k), captions, QA, ["1"], reader, 0.0, 0.0)[0]) == 1 for k in range(20))
+    # the drill (lookup 1) reads the right option alone, whatever the share
+    assert named(_example(random.Random(0), captions, QA, ["1"], reader, 1.0, 1.0)[0]) == 0
+    # joined 0 draws what a reader before the option drew: no draw for the share
+    a, b = random.Random(3), random.Random(3)
+    _example(a, captions, QA, ["1"], reader, 0.0, 0.0)
+    b.choice(["1"]), b.choice(QA.of("1")), b.sample(range(4), 4), b.random(), b.choice(REFS)
+    assert a.random() == b.random()
+    # a picture with one reference reads it alone, whatever the share
+    assert named(_example(random.Random(0), {"1": REFS[3:]}, QA, ["1"], reader, 0.0, 1.0)[0]) == 1
+
+
+def test_a_share_outside_zero_to_one_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="joined: 1.5 is not a share between 0 and 1"):
+        train_reader(tmp_path / "r", {"1": REFS}, QA, steps=1, joined=1.5)

@@ -12,6 +12,9 @@ QA_PATHS = ("reward.paths={qa_utility: data/shapes/readers/reward, qa_file: data
 # the same with the questions about every shape and the reward reader trained on them
 # (make bench-rewards QUESTIONS=every)
 QA_EVERY = ("reward.paths={qa_utility: data/shapes/readers/every/reward, qa_file: data/shapes/questions_every.json}",)
+# the main questions with the reward reader trained on joined references too (rlcap data reader --joined 0.5), which
+# reads a caption that states more than one reference does (make bench-rewards QUESTIONS=joined)
+QA_JOINED = ("reward.paths={qa_utility: data/shapes/readers/joined/reward, qa_file: data/shapes/questions.json}",)
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
 # the utility weighed by the two rewards' spread: within a picture's 5 samples from the XE checkpoint the standard
@@ -122,6 +125,12 @@ QA_ROWS: dict[str, BenchRow] = {
                          paths=QA_EVERY),
     # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
     # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
+    # scst_qa_box and grpo_qa_box with the reward reader trained on joined references: the utility of a caption that
+    # states more than one reference does, which the single-reference reader did not pay for (BENCHMARKS.md)
+    "scst_qa_box_joined": _boxed("scst_qa_box_joined", "scst_qa_box with the reader trained on joined references",
+                                 QA_UTILITY, paths=QA_JOINED),
+    "grpo_qa_box_joined": _boxed("grpo_qa_box_joined", "grpo_qa_box with the reader trained on joined references",
+                                 QA_UTILITY, recipe="grpo", paths=QA_JOINED),
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,
                                 paths=QA_EVERY),
     "grpo_qa_box_every": _boxed("grpo_qa_box_every", "grpo_qa_box with the questions about every shape", QA_UTILITY,

@@ -10,11 +10,11 @@ import json
 import time
 from pathlib import Path
 
-from rlcap.cli.options import int_range
+from rlcap.cli.options import float_range, int_range
 
 
 def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from rlcap.models.hf.build_reader import SIZES
+    from rlcap.models.hf.build_reader import JOINED, SIZES
 
     p = datasets.add_parser(
         "reader", help="train a text-only QA reader on a dataset's references and questions (qa_utility, QA-acc)",
@@ -30,6 +30,10 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
     p.add_argument("--steps", type=int_range(1), default=5000, help="optimizer steps")
     p.add_argument("--batch-size", type=int_range(1), default=16, help="examples a step")
+    p.add_argument("--joined", type=float_range(0.0, 1.0), default=JOINED,
+                   help="the share of the non-drill examples whose caption is two or three of the picture's "
+                        f"references joined, so that the reader reads a caption that states more than one "
+                        f"reference (default {JOINED}; 0: single references, the readers before 12-06)")
     p.set_defaults(func=run)
     return p
 
@@ -49,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     train = {r.id: r.captions for r in records if r.split == "train"}
     test = {r.id: r.captions for r in records if r.split == "test"}
     start = time.perf_counter()
-    train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size)
+    train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size, joined=args.joined)
     card = {"qa": qa_path.name, "size": args.size, "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size,
+            "joined": args.joined,
             "train_images": len(train),
             "seconds": round(time.perf_counter() - start, 1),
             "test": reader_card(QAReader.load(args.out), qa, test)}

@@ -10,6 +10,11 @@ and an order of the options (uniform: the reader learns no letter). The answer i
 option's text ("B red", as an instruct model answers); the loss is the cross-entropy of the letter after the prompt
 (over the whole vocabulary: the probability the reward reads) plus that of the option's words after the letter. Early
 on most examples are a lookup drill, whose caption is the right option's text alone (:func:`lookup_share`).
+A share of the other examples (``joined``) reads two or three of the picture's references joined into one caption
+(:func:`join_references`): a reader trained on single references alone reads less from all five joined than from
+one, and from a picture's complete description reads no more than from one reference, so it cannot pay a caption
+for stating more than one reference does, the dense caption [Xing26]'s reader (an instruct LM) pays for
+(docs/RL.md, "QA utility").
 Without the option's words after the letter a reader stayed at chance, even on the drill alone: the words after
 the letter teach it to bind each letter to the option after it, which the letter itself needs
 (docs/notes/2026-12-02-qa-readers.md).
@@ -55,6 +60,8 @@ WARMUP = 100  # steps of linear learning-rate warm-up
 LOOKUP_ONLY, LOOKUP_UNTIL, LOOKUP_END = 0.4, 0.6, 0.25
 
 SIZES = {"small": ReaderSize(128, 3, 4), "base": ReaderSize(128, 4, 4)}
+JOIN_MOST = 3  # the most references one joined training caption holds (join_references)
+JOINED = 0.5  # the default share of joined references among the non-drill examples (docs/RL.md, "QA utility")
 
 
 def reader_tokenizer(texts: Sequence[str]):
@@ -104,14 +111,29 @@ def lookup_share(step: int, steps: int) -> float:
     return 1.0 + (LOOKUP_END - 1.0) * min(1.0, max(0.0, done))
 
 
+def join_references(rng: random.Random, references: Sequence[str]) -> str:
+    """Two to ``JOIN_MOST`` distinct references of one picture, drawn, each ended by a full stop and joined by a
+    space: one caption that states what each of them states."""
+    k = rng.randint(2, min(JOIN_MOST, len(references)))
+    return " ".join(c.rstrip(".") + "." for c in rng.sample(list(references), k))
+
+
 def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids: list[str], reader: QAReader,
-             lookup: float) -> tuple[str, int, str]:
+             lookup: float, joined: float = 0.0) -> tuple[str, int, str]:
     """(prompt, the right letter's index, the right option's text) of a drawn image, question and option order;
-    with probability ``lookup`` the caption is the right option's text alone (the drill), else a reference."""
+    with probability ``lookup`` the caption is the right option's text alone (the drill), else with probability
+    ``joined`` the picture's references joined (:func:`join_references`, when it has two), else one reference.
+    With ``joined`` 0 the draws are those of a reader trained before the option existed."""
     image_id = rng.choice(ids)
     q = rng.choice(qa.of(image_id))
     order = rng.sample(range(len(q.options)), len(q.options))
-    caption = q.options[q.answer] if rng.random() < lookup else rng.choice(captions[image_id])
+    references = captions[image_id]
+    if rng.random() < lookup:
+        caption = q.options[q.answer]
+    elif joined and rng.random() < joined and len(references) > 1:
+        caption = join_references(rng, references)
+    else:
+        caption = rng.choice(references)
     prompt = reader.render(caption, q.question, [q.options[j] for j in order])
     return prompt, order.index(q.answer), q.options[q.answer]
 
@@ -141,10 +163,13 @@ def _loss(model, prompts: list[list[int]], answers: list[list[int]], pad_id: int
 
 
 def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, size: str = "small", seed: int = 0,
-                 steps: int = 5000, batch_size: int = 16, lr: float = 3e-3) -> Path:
+                 steps: int = 5000, batch_size: int = 16, lr: float = 3e-3, joined: float = JOINED) -> Path:
     """Build, train and save a reader in ``folder`` from the training images' ``captions`` (image id -> its
     references) and their questions in ``qa``; returns ``folder``. Learning rate: ``WARMUP`` steps of linear
-    warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`."""
+    warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`;
+    ``joined``: the share of the other examples whose caption is references joined (:func:`_example`)."""
+    if not 0.0 <= joined <= 1.0:
+        raise ConfigError(f"joined: {joined} is not a share between 0 and 1")
     import transformers
 
     ids = sorted(i for i in captions if qa.of(i) and captions[i])
@@ -164,7 +189,7 @@ def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, 
     recent: list[float] = []
     for step in range(steps):
         share = lookup_share(step, steps)
-        batch = [_example(rng, captions, qa, ids, reader, share) for _ in range(batch_size)]
+        batch = [_example(rng, captions, qa, ids, reader, share, joined) for _ in range(batch_size)]
         prompts = [tokenizer.encode(p, add_special_tokens=False) for p, _, _ in batch]
         answers = [[int(reader.letter_ids[right])] + tokenizer.encode(text, add_special_tokens=False)
                    for _, right, text in batch]
