@@ -188,13 +188,16 @@ def captions_of(name: str, out: str) -> dict[str, str]:
 
 def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each reader's QA-acc on the test pictures from captions written to probe it: the complete description
-    (every answer stated: the ceiling of any row) and, when the XE row was run, XE's caption with the hedge
-    phrase appended to every one."""
+    (every answer stated: the ceiling of any row), all of a picture's references joined into one caption (a reader
+    that reads less from them than from one reads no caption that states more than a reference) and, when the XE
+    row was run, XE's caption with the hedge phrase appended to every one."""
     from rlcap.data.synthetic.questions import complete_description
     from rlcap.eval.qa_accuracy import qa_accuracy
+    from rlcap.models.hf.build_reader import join
 
     scenes = scenes_of_test()
-    probes = {"complete": {i: complete_description(s) for i, s in scenes.items()}}
+    probes = {"complete": {i: complete_description(s) for i, s in scenes.items()},
+              "joined": {i: join(refs) for i, refs in refs_of_test().items()}}
     if "xe" in names:
         probes["xe_hedged"] = {i: c + HEDGE for i, c in captions_of("xe", qs.out).items()}
     if BASE in names:
@@ -380,6 +383,10 @@ def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str,
     lines = ["- From the complete description of each test picture (`complete_description`: every answer stated, "
              "in the references' usual words), the most a caption can reach: QA-acc "
              + ", ".join(f"{r['complete']:.3f} ({name} reader)" for name, r in reached.items() if name in READERS)
+             + ".",
+             "- From all of each test picture's references joined into one caption (`join`; the reader lines above: "
+             "from the first alone): QA-acc "
+             + ", ".join(f"{r['joined']:.3f} ({name} reader)" for name, r in reached.items() if name in READERS)
              + "."]
     if "xe" in found:
         lines.append(f"- From XE's captions with \"{HEDGE.strip()}\" appended to every one: QA-acc "

@@ -391,3 +391,13 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         bench_rewards.readers(main)
     (tmp_path / "readers" / "judge" / "reader_card.json").write_text('{"qa": "questions.json"}')  # before --joined
     assert bench_rewards.readers(main)["judge"] == {"qa": "questions.json"}
+
+
+
+def test_the_readers_reach_names_the_complete_description_and_the_references_joined():
+    reached = {"reward": {"complete": 0.875, "joined": 0.809}, "judge": {"complete": 0.841, "joined": 0.794}}
+    lines = bench_rewards.reach_lines(reached, {})
+    assert lines[0].endswith("QA-acc 0.875 (reward reader), 0.841 (judge reader).")
+    assert lines[1] == ("- From all of each test picture's references joined into one caption (`join`; the reader "
+                        "lines above: from the first alone): QA-acc 0.809 (reward reader), 0.794 (judge reader).")
+    assert len(lines) == 2  # no XE or CIDEr-D SCST probe without their rows

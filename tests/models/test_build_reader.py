@@ -9,7 +9,7 @@ import random
 from rlcap.data.qa import QASet, Question
 from rlcap.errors import ConfigError
 from rlcap.models.hf.build_reader import (
-    JOIN_MOST, _example, _loss, build_reader_model, join_references, lookup_share, reader_tokenizer, train_reader)
+    JOIN_MOST, _example, _loss, build_reader_model, join, join_references, lookup_share, reader_tokenizer, train_reader)
 from rlcap.models.hf.qa_reader import QAReader
 
 TEXTS = ["a red circle above a blue star.", "What colour is the circle? red blue green pink"]
@@ -51,6 +51,7 @@ REFS = ["a red circle above a blue star.", "A blue star below a red circle", "tw
 
 
 def test_joined_references_are_two_to_three_distinct_ones_each_ended_by_a_full_stop():
+    assert join(["a red circle.", "A blue star"]) == "a red circle. A blue star."
     rng = random.Random(0)
     seen = set()
     for _ in range(200):

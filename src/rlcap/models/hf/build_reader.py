@@ -111,11 +111,16 @@ def lookup_share(step: int, steps: int) -> float:
     return 1.0 + (LOOKUP_END - 1.0) * min(1.0, max(0.0, done))
 
 
+def join(captions: Sequence[str]) -> str:
+    """``captions`` as one caption: each ended by a full stop, joined by a space."""
+    return " ".join(c.rstrip(".") + "." for c in captions)
+
+
 def join_references(rng: random.Random, references: Sequence[str]) -> str:
-    """Two to ``JOIN_MOST`` distinct references of one picture, drawn, each ended by a full stop and joined by a
-    space: one caption that states what each of them states."""
+    """Two to ``JOIN_MOST`` distinct references of one picture, drawn and joined (:func:`join`): one caption that
+    states what each of them states."""
     k = rng.randint(2, min(JOIN_MOST, len(references)))
-    return " ".join(c.rstrip(".") + "." for c in rng.sample(list(references), k))
+    return join(rng.sample(list(references), k))
 
 
 def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids: list[str], reader: QAReader,
