@@ -403,6 +403,15 @@ def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str,
     return lines
 
 
+def single_lines(cards: dict[str, dict], reached: dict[str, dict[str, float]]) -> list[str]:
+    """The main set's readers (trained on single references, ``--joined 0``) read as the joined set's are: from a
+    reference (their cards), from all references joined, from the complete description."""
+    return ["- The main set's readers, trained on single references (`--joined 0`), on the same test pictures: QA-acc "
+            + ", ".join(f"{cards[name]['test']['from_reference']:.3f} from a reference, {reached[name]['joined']:.3f} "
+                        f"from all references joined and {reached[name]['complete']:.3f} from the complete "
+                        f"description ({name} reader)" for name in READERS) + "."]
+
+
 COUNT_PHRASE = re.compile(r"\b(another|one other|two other|three other|some other) (?:shape|object)s?\b")
 NUMBERS = {"another": 1, "one other": 1, "two other": 2, "three other": 3}  # ("some other": no number)
 UNFINISHED = {"a", "an", "the", "on", "of", "with", "and", "to", "in"}  # a caption that stops on one of these
@@ -594,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names, qs.out)
     cover = coverage_by_kinds({**{n: captions_of(n, qs.out) for n in names},
                                "a reference": {i: r[0] for i, r in refs_of_test().items()}})
+    single = single_lines(readers(SETS["main"]), reach([], SETS["main"])) if qs.joined else []
     card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
                   f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
                   f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
@@ -604,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
             "samples from the same XE checkpoint, judged at the end of its budget (its last checkpoint; `scst` alone: "
             "the best epoch by validation CIDEr-D, as the other tables); test captions by beam 3. QA-acc is the "
             "held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
-            *card_lines, *reach_lines(reached, found), reference_line(references()), "", *table(found), "",
+            *card_lines, *reach_lines(reached, found), *single, reference_line(references()), "", *table(found), "",
             "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
             "What the captions say (`phrases()`): the share with a count phrase (\"with two other shapes\") and of "
             "those the share whose count (the shapes named before it plus the phrase's number) is the picture's; the "

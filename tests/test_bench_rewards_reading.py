@@ -401,3 +401,14 @@ def test_the_readers_reach_names_the_complete_description_and_the_references_joi
     assert lines[1] == ("- From all of each test picture's references joined into one caption (`join`; the reader "
                         "lines above: from the first alone): QA-acc 0.809 (reward reader), 0.794 (judge reader).")
     assert len(lines) == 2  # no XE or CIDEr-D SCST probe without their rows
+
+
+
+def test_the_joined_set_reads_the_single_reference_readers_beside_its_own():
+    cards = {"reward": {"test": {"from_reference": 0.754}}, "judge": {"test": {"from_reference": 0.733}}}
+    reached = {"reward": {"complete": 0.731, "joined": 0.677}, "judge": {"complete": 0.763, "joined": 0.7}}
+    assert bench_rewards.single_lines(cards, reached) == [
+        "- The main set's readers, trained on single references (`--joined 0`), on the same test pictures: QA-acc "
+        "0.754 from a reference, 0.677 from all references joined and 0.731 from the complete description (reward "
+        "reader), 0.733 from a reference, 0.700 from all references joined and 0.763 from the complete description "
+        "(judge reader)."]

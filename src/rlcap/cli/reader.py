@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     test = {r.id: r.captions for r in records if r.split == "test"}
     start = time.perf_counter()
     train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size, joined=args.joined)
-    card = {"qa": qa_path.name, "size": args.size, "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size,
-            "joined": args.joined,
+    card = {"qa": qa_path.name, "size": args.size, "seed": args.seed, "steps": args.steps,
+            "batch_size": args.batch_size, "joined": args.joined,
             "train_images": len(train),
             "seconds": round(time.perf_counter() - start, 1),
             "test": reader_card(QAReader.load(args.out), qa, test)}
