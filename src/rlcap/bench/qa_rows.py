@@ -123,14 +123,14 @@ QA_ROWS: dict[str, BenchRow] = {
                                QA_AND_CIDER, paths=QA_EVERY),
     "grpo_qa_every": _qa("grpo_qa_every", "grpo_qa with the questions about every shape", QA_UTILITY, recipe="grpo",
                          paths=QA_EVERY),
-    # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
-    # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     # scst_qa_box and grpo_qa_box with the reward reader trained on joined references: the utility of a caption that
     # states more than one reference does, which the single-reference reader did not pay for (BENCHMARKS.md)
     "scst_qa_box_joined": _boxed("scst_qa_box_joined", "scst_qa_box with the reader trained on joined references",
                                  QA_UTILITY, paths=QA_JOINED),
     "grpo_qa_box_joined": _boxed("grpo_qa_box_joined", "grpo_qa_box with the reader trained on joined references",
                                  QA_UTILITY, recipe="grpo", paths=QA_JOINED),
+    # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
+    # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,
                                 paths=QA_EVERY),
     "grpo_qa_box_every": _boxed("grpo_qa_box_every", "grpo_qa_box with the questions about every shape", QA_UTILITY,
