@@ -558,7 +558,8 @@ def kind_table(kinds: dict[str, dict[str, float]]) -> list[str]:
 def heading(args: argparse.Namespace) -> str:
     """The section's title: the question set, the encoder's input side and the budget where not the defaults."""
     return ("## Rewards that read the caption: QA utility beside CIDEr-D on shapes"
-            + ("" if args.questions == "main" else ", questions about every shape")
+            + {"main": "", "every": ", questions about every shape",
+               "joined": ", readers trained on joined references"}[args.questions]
             + ("" if args.image_size == 128 else f", the pictures encoded at {args.image_size} px")
             + ("" if args.epochs == EPOCHS else f", {args.epochs} RL epochs"))
 

@@ -412,3 +412,15 @@ def test_the_joined_set_reads_the_single_reference_readers_beside_its_own():
         "0.754 from a reference, 0.677 from all references joined and 0.731 from the complete description (reward "
         "reader), 0.733 from a reference, 0.700 from all references joined and 0.763 from the complete description "
         "(judge reader)."]
+
+
+
+def test_each_set_has_its_own_heading():
+    args = argparse.Namespace(questions="joined", image_size=224, epochs=bench_rewards.EPOCHS)
+    assert bench_rewards.heading(args) == ("## Rewards that read the caption: QA utility beside CIDEr-D on shapes, "
+                                           "readers trained on joined references, the pictures encoded at 224 px")
+    assert {bench_rewards.heading(argparse.Namespace(questions=q, image_size=128, epochs=4))
+            for q in bench_rewards.SETS} == {
+        "## Rewards that read the caption: QA utility beside CIDEr-D on shapes",
+        "## Rewards that read the caption: QA utility beside CIDEr-D on shapes, questions about every shape",
+        "## Rewards that read the caption: QA utility beside CIDEr-D on shapes, readers trained on joined references"}
