@@ -88,7 +88,7 @@ def test_a_caption_sampled_twice_is_read_once(reader, monkeypatch):
     once = qa_scores(reader, qa, CAPTIONS[:2], ["1", "2"], 4)[0]
     read = []
     original = reader.option_probs
-    monkeypatch.setattr(reader, "option_probs", lambda prompts, k: read.extend(prompts) or original(prompts, k))
+    monkeypatch.setattr(reader, "option_probs", lambda prompts, k, t: read.extend(prompts) or original(prompts, k, t))
     twice = qa_scores(reader, qa, [CAPTIONS[0], CAPTIONS[1], CAPTIONS[0], CAPTIONS[0]], ["1", "2", "1", "2"], 4)[0]
     assert len(read) == len(set(read)) == 2 * 4 + 4 + 4  # (caption 0 asked of image 2 is another prompt)
     assert torch.allclose(twice[:2], once, atol=1e-6) and torch.equal(twice[2], twice[0])

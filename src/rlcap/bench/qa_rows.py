@@ -16,6 +16,10 @@ QA_EVERY = ("reward.paths={qa_utility: data/shapes/readers/every/reward, qa_file
 # reads a caption that states more than one reference does (make bench-rewards QUESTIONS=joined)
 QA_JOINED = ("reward.paths={qa_utility: data/shapes/readers/joined/reward, qa_file: data/shapes/questions.json}",)
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
+# the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
+# reward server; their evaluation samples at 1.0, the default): the letters' probabilities sharpened, a right letter
+# the reader leans to pays more and a nudge toward it less (docs/RL.md, "QA utility")
+QA_SAMPLED_06 = "reward.qa_temperature=0.6"
 QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
 # the utility weighed by the two rewards' spread: within a picture's 5 samples from the XE checkpoint the standard
 # deviation is 0.833 for CIDEr-D and 0.129 for qa_utility (rlcap diagnose reward-spread, docs/RL.md), and
@@ -129,6 +133,9 @@ QA_ROWS: dict[str, BenchRow] = {
                                  QA_UTILITY, paths=QA_JOINED),
     "grpo_qa_box_joined": _boxed("grpo_qa_box_joined", "grpo_qa_box with the reader trained on joined references",
                                  QA_UTILITY, recipe="grpo", paths=QA_JOINED),
+    # scst_qa_box_joined with the reader's answer sampled at [Xing26]'s training temperature, 0.6
+    "scst_qa_box_joined_t06": _boxed("scst_qa_box_joined_t06", "scst_qa_box_joined with the reader sampling at 0.6 "
+                                     "([Xing26]'s reward server)", QA_UTILITY, QA_SAMPLED_06, paths=QA_JOINED),
     # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
     # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,

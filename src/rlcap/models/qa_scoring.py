@@ -10,14 +10,16 @@ same to every caption of the picture; and a caption's score does not depend on w
 run's history (a resumed run scores the same).
 
 Scores of one (caption, question, order): ``probability``, the reader's probability of the right letter as its
-next token (softmax over the whole vocabulary): the expected accuracy of a reader that samples its answer at
-temperature 1, as [Xing26]'s reader answers; ``accuracy``, 1 when the right letter is the likeliest of the option
+next token (softmax over the whole vocabulary at ``temperature``): the expected accuracy of a reader that samples
+its answer at that temperature, as [Xing26]'s reader answers (their training reward samples at 0.6, their
+evaluation at 1.0; docs/RL.md); ``accuracy``, 1 when the right letter is the likeliest of the option
 letters, else 0. A caption's score is the mean over its picture's questions and their orders. A prompt is read
 once per call however many times it is asked (RL samples of one picture often repeat a caption).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
@@ -64,11 +66,15 @@ def ask(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: Sequenc
 
 
 def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: Sequence[str], shuffles: int = 4,
-              score: Score = "probability", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+              score: Score = "probability", seed: int = 0, temperature: float = 1.0
+              ) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) float32 scores of ``captions`` on the reader's device and (N,) bool, whether each caption's image has
-    questions (a caption whose image has none scores 0)."""
+    questions (a caption whose image has none scores 0). ``temperature`` changes ``probability`` only (the
+    likeliest letter is the same at every temperature)."""
     if score not in SCORES:
         raise ValueError(f"QA score {score!r}: expected one of {', '.join(SCORES)}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"QA reader temperature: expected a number > 0, got {temperature}")
     if shuffles < 1:
         raise ValueError(f"QA shuffles: expected an integer >= 1, got {shuffles}")
     n = len(captions)
@@ -79,7 +85,7 @@ def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: S
         width = max(asked.n_options)
         distinct: dict[str, int] = {}  # a prompt asked twice (a caption sampled twice for its picture) is read once
         rows = torch.tensor([distinct.setdefault(p, len(distinct)) for p in asked.prompts], device=device)
-        probs = reader.option_probs(list(distinct), width)[rows]  # (P, K)
+        probs = reader.option_probs(list(distinct), width, temperature)[rows]  # (P, K)
         offered = torch.arange(width, device=device) < torch.tensor(asked.n_options, device=device)[:, None]
         right = torch.tensor(asked.right, device=device)  # (P,)
         if score == "probability":

@@ -27,7 +27,7 @@ class RewardContext:
     retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
     length_target: the ``length`` reward's target, in words (0: the mean length of the image's references).
     precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
-    qa_shuffles, qa_score, qa_batch: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
+    qa_shuffles, qa_score, qa_batch, qa_temperature: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
     """
 
     train_refs: TrainRefs
@@ -47,6 +47,7 @@ class RewardContext:
     qa_shuffles: int = 4
     qa_score: str = "probability"
     qa_batch: int = 256
+    qa_temperature: float = 1.0
 
     @classmethod
     def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
@@ -55,7 +56,8 @@ class RewardContext:
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
                    negative_captions=cfg.negative_captions, length_target=cfg.length_target,
-                   qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch, **run)
+                   qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch,
+                   qa_temperature=cfg.qa_temperature, **run)
 
     def cider_device(self) -> str:
         """Where CIDEr-D is computed: ``metric_device``, auto (what every run uses) meaning the run's device

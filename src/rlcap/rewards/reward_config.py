@@ -93,6 +93,12 @@ class RewardConfig:
         "right letter is its likeliest option",
     )
     qa_batch: int = _field(256, "qa_utility: (caption, question, order) prompts per forward pass of the reader")
+    qa_temperature: float = _field(
+        1.0,
+        "qa_utility, score 'probability': the temperature the reader samples its answer at (the letters' "
+        "probabilities from the logits divided by it); [Xing26]'s training reward samples at 0.6, its evaluation "
+        "at 1.0 (docs/RL.md)",
+    )
 
     def validate(self) -> None:
         """Check weights (non-empty, finite) and names (registered or a dotted path)."""
@@ -119,6 +125,8 @@ class RewardConfig:
         if self.qa_shuffles < 1 or self.qa_batch < 1:
             raise ConfigError(f"reward.qa_shuffles and reward.qa_batch: expected integers >= 1, got "
                               f"{self.qa_shuffles} and {self.qa_batch}")
+        if not (math.isfinite(self.qa_temperature) and self.qa_temperature > 0):
+            raise ConfigError(f"reward.qa_temperature: expected a number > 0, got {self.qa_temperature}")
         if self.qa_score not in ("probability", "accuracy"):
             raise ConfigError(f"reward.qa_score: {self.qa_score!r} is not one of ['probability', 'accuracy']")
         if self.nonfinite not in ("raise", "zero"):

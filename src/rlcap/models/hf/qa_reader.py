@@ -101,16 +101,17 @@ class QAReader:
         return before + reader_prompt_text(caption, question, options) + after
 
     @torch.no_grad()
-    def option_probs(self, prompts: list[str], n_options: int) -> torch.Tensor:
+    def option_probs(self, prompts: list[str], n_options: int, temperature: float = 1.0) -> torch.Tensor:
         """(P, n_options) float32 on the reader's device: the probability the reader gives each option letter
-        as its next token after each of ``prompts`` (softmax over the whole vocabulary)."""
+        as its next token after each of ``prompts`` (softmax over the whole vocabulary of the logits divided by
+        ``temperature``: what a reader sampling its answer at that temperature would pick)."""
         rows = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         out = torch.empty(len(rows), n_options, device=self.device)
         order = sorted(range(len(rows)), key=lambda k: len(rows[k]))  # similar lengths together: less padding
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
             logits = self.last_logits([rows[k] for k in chunk])  # (b, V)
-            probs = logits.float().softmax(dim=-1)  # (b, V), fp32 outside autocast
+            probs = (logits.float() / temperature).softmax(dim=-1)  # (b, V), fp32 outside autocast
             out[torch.tensor(chunk, device=self.device)] = probs[:, self.letter_ids[:n_options]]
         return out
 
