@@ -357,7 +357,7 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     in the main 224-px folder; its readers are trained with their share and a reader of another share is refused."""
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     assert joined.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined,"
-                           "scst_qa_box_joined_t06")
+                           "scst_qa_box_joined_t06,grpo_qa_box_joined_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -371,10 +371,12 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         assert row.stages[-1].overrides == (*single.stages[-1].overrides[:-1], *QA_JOINED)
         assert single.stages[-1].overrides[-1] == QA_PATHS[0] and "readers/joined/reward" in QA_JOINED[0]
     # the joined reward read at [Xing26]'s training temperature: the joined SCST row with that one setting added
-    sampled, joined_row = BENCH_ROWS["scst_qa_box_joined_t06"], BENCH_ROWS["scst_qa_box_joined"]
-    assert sampled.stages[:-1] == joined_row.stages[:-1] and sampled.checkpoint == "last"
-    assert sampled.stages[-1].overrides == (*joined_row.stages[-1].overrides[:-1], "reward.qa_temperature=0.6",
-                                            *QA_JOINED)
+    for name in ("scst_qa_box", "grpo_qa_box"):
+        sampled, joined_row = BENCH_ROWS[f"{name}_joined_t06"], BENCH_ROWS[f"{name}_joined"]
+        assert sampled.stages[:-1] == joined_row.stages[:-1] and sampled.checkpoint == "last"
+        assert sampled.stages[-1].recipe == joined_row.stages[-1].recipe
+        assert sampled.stages[-1].overrides == (*joined_row.stages[-1].overrides[:-1], "reward.qa_temperature=0.6",
+                                                *QA_JOINED)
     # the readers: each trained with its set's share, the card's share checked
     runs = []
 

@@ -133,9 +133,13 @@ QA_ROWS: dict[str, BenchRow] = {
                                  QA_UTILITY, paths=QA_JOINED),
     "grpo_qa_box_joined": _boxed("grpo_qa_box_joined", "grpo_qa_box with the reader trained on joined references",
                                  QA_UTILITY, recipe="grpo", paths=QA_JOINED),
-    # scst_qa_box_joined with the reader's answer sampled at [Xing26]'s training temperature, 0.6
+    # scst_qa_box_joined and grpo_qa_box_joined with the reader's answer sampled at [Xing26]'s training temperature,
+    # 0.6: GRPO so is [Xing26]'s training setting, bar the abstain option and the reader (docs/RL.md)
     "scst_qa_box_joined_t06": _boxed("scst_qa_box_joined_t06", "scst_qa_box_joined with the reader sampling at 0.6 "
                                      "([Xing26]'s reward server)", QA_UTILITY, QA_SAMPLED_06, paths=QA_JOINED),
+    "grpo_qa_box_joined_t06": _boxed("grpo_qa_box_joined_t06", "grpo_qa_box_joined with the reader sampling at 0.6 "
+                                     "([Xing26]'s reward server)", QA_UTILITY, QA_SAMPLED_06, recipe="grpo",
+                                     paths=QA_JOINED),
     # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
     # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,
