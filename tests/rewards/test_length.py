@@ -24,6 +24,12 @@ def test_the_pure_functions_by_hand():
     lengths, targets = torch.tensor([6.0, 3.0, 10.0]), torch.tensor([4.0, 4.0, 5.0])
     assert overlong_penalty(lengths, targets).tolist() == [-0.5, 0.0, -1.0]  # -(6-4)/4, under it, -(10-5)/5
     assert length_mask(lengths, targets, 1.25).tolist() == [0.0, 1.0, 0.0]  # 6 > 5, 3 <= 5, 10 > 6.25
+    # CapRL++'s R_l less its constant: 0 up to T, -1 at E x T and past it (E = 1.5: -1 from 6 words for T = 4)
+    floored = overlong_penalty(torch.tensor([3.0, 5.0, 6.0, 9.0]), torch.tensor([4.0] * 4), end=1.5)
+    assert floored.tolist() == [0.0, -0.5, -1.0, -1.0]  # under it, -(5-4)/2, at 1.5 x 4, past it
+    # E = 2: the unfloored slope up to twice the target, then the floor
+    assert overlong_penalty(lengths, targets, end=2.0).tolist() == [-0.5, 0.0, -1.0]
+    assert overlong_penalty(torch.tensor([20.0]), torch.tensor([5.0]), end=2.0).item() == -1.0  # unfloored: -3
 
 
 def test_the_length_reward_against_the_references_or_a_fixed_target():
@@ -31,6 +37,10 @@ def test_the_length_reward_against_the_references_or_a_fixed_target():
         assert reward(CAPTIONS, BATCH).tolist() == [-0.5, 0.0]  # target: the references' mean, 4 words
     with build_reward(RewardConfig(weights={"length": 1.0}, length_target=5), {}) as reward:
         assert reward(CAPTIONS, BATCH).tolist() == pytest.approx([-0.2, 0.0])  # -(6-5)/5
+    with build_reward(RewardConfig(weights={"length": 1.0}, length_end=1.25), {}) as reward:
+        assert reward(CAPTIONS, BATCH).tolist() == [-1.0, 0.0]  # 6 words past 1.25 x 4: the floor
+    with build_reward(RewardConfig(weights={"length": 1.0}, length_target=5, length_end=1.5), {}) as reward:
+        assert reward(CAPTIONS, BATCH).tolist() == pytest.approx([-0.4, 0.0])  # -(6-5)/(0.5 x 5)
 
 
 def test_a_masked_reward_scores_0_past_the_ratio_and_the_sum_by_hand():
@@ -49,5 +59,9 @@ def test_length_settings_are_checked():
         RewardConfig(weights={"cider_d": 1.0}, length_mask={"cider_d": 0.0})
     with pytest.raises(ConfigError, match="length_target"):
         RewardConfig(weights={"length": 1.0}, length_target=-1)
+    for end in (1.0, 0.5, -2.0, float("nan")):
+        with pytest.raises(ConfigError, match="reward.length_end: expected 0 .no floor. or a ratio > 1"):
+            RewardConfig(weights={"length": 1.0}, length_end=end)
+    assert RewardConfig(weights={"length": 1.0}).reads("length_end") is True
     assert RewardConfig(weights={"cider_d": 1.0}).reads("length_target") is False  # only the length reward's
     assert RewardConfig(weights={"length": 1.0}).reads("length_target") is True

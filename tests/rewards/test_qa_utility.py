@@ -43,14 +43,17 @@ def test_option_probabilities_equal_a_direct_forward(reader, reader_folder):
     q = QUESTIONS["1"][0]
     prompts = [reader.render(c, q.question, q.options) for c in CAPTIONS]  # four lengths, left-padded together
     got = reader.option_probs(prompts, 4)  # (4, 4)
+    sampled = reader.option_probs(prompts, 4, temperature=0.6)  # [Xing26]'s training reward's temperature
     letters = [tokenizer.encode(letter, add_special_tokens=False)[0] for letter in "ABCD"]
     for k, prompt in enumerate(prompts):
         messages = [{"role": "user", "content": prompt.split("user\n", 1)[1].split("<|im_end|>")[0]}]
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                             return_dict=True)["input_ids"]
         with torch.no_grad():
-            direct = model(input_ids=ids).logits[0, -1].softmax(-1)[letters]  # one unpadded row
+            logits = model(input_ids=ids).logits[0, -1]  # one unpadded row
+        direct = logits.softmax(-1)[letters]
         assert torch.allclose(got[k], direct, atol=1e-5), (k, got[k], direct)
+        assert torch.allclose(sampled[k], (logits / 0.6).softmax(-1)[letters], atol=1e-5)
     assert len(set(letters)) == 4 and bool((got.sum(1) <= 1 + 1e-6).all())
 
 
@@ -101,6 +104,26 @@ def test_accuracy_scores_the_likeliest_letter_and_no_questions_score_zero(reader
     assert set((values[:2] * 4).round().tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}  # 4 or 2 answers, each 0 or 1
 
 
+def test_the_temperature_sharpens_the_probability_and_leaves_accuracy(reader):
+    qa = QASet({k: list(v) for k, v in QUESTIONS.items()})
+    args = (reader, qa, CAPTIONS, ["1", "2", "1", "2"], 4)
+    at_one, default = qa_scores(*args, temperature=1.0)[0], qa_scores(*args)[0]
+    assert torch.equal(at_one, default)  # 1.0 is the score every run before the setting had
+    cold, hot = qa_scores(*args, temperature=1e-4)[0], qa_scores(*args, temperature=0.6)[0]
+    assert not torch.allclose(hot, at_one, atol=1e-4)
+    # near 0 the sampled answer is the likeliest next token: each prompt's probability tends to 0 or 1, 1 only where
+    # the right letter is the likeliest token (so the likeliest letter too: no more than the accuracy)
+    per_prompt = cold * torch.tensor([8.0, 4.0, 8.0, 4.0])  # (questions x orders of each caption's image)
+    assert torch.allclose(per_prompt, per_prompt.round(), atol=1e-2)
+    assert bool((cold <= qa_scores(*args, score="accuracy")[0] + 1e-3).all())
+    assert torch.equal(qa_scores(*args, score="accuracy", temperature=0.6)[0], qa_scores(*args, score="accuracy")[0])
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature"):
+            qa_scores(*args, temperature=bad)
+        with pytest.raises(Exception, match="reward.qa_temperature"):
+            RewardConfig(weights={"qa_utility": 1.0}, qa_temperature=bad)
+
+
 def test_bf16_reads_close_to_fp32(reader_folder):
     fp32 = QAReader.load(reader_folder)
     bf16 = QAReader.load(reader_folder, precision="bf16")
@@ -118,3 +141,12 @@ def test_the_reward_built_from_a_config(reader_folder, tmp_path):
     with build_reward(cfg, {"1": ["a red circle"]}, device="cpu", precision="bf16") as reward:
         scores = reward(CAPTIONS[:2], RewardBatch(["1", "2"], [["r"], ["r"]]))
     assert scores.shape == (2,) and bool(((scores > 0) & (scores < 1)).all())
+    # reward.qa_temperature reaches the reward: its scores are qa_scores' at that temperature
+    cfg = RewardConfig(weights={"qa_utility": 1.0}, qa_shuffles=2, qa_temperature=0.6,
+                       paths={"qa_utility": str(reader_folder), "qa_file": str(qa_file)})
+    with build_reward(cfg, {"1": ["a red circle"]}, device="cpu") as reward:
+        sampled = reward(CAPTIONS[:2], RewardBatch(["1", "2"], [["r"], ["r"]]))
+    fp32 = QAReader.load(reader_folder)
+    expected = qa_scores(fp32, QASet({k: list(v) for k, v in QUESTIONS.items()}), CAPTIONS[:2], ["1", "2"], 2,
+                         temperature=0.6)[0]
+    assert torch.allclose(sampled, expected, atol=1e-6)

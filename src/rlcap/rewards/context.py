@@ -25,7 +25,8 @@ class RewardContext:
     vocab: the run's vocabulary (None outside a training run); fc_dim, att_dim: feature sizes.
     paths: reward name -> a file or folder that reward loads (a checkpoint of a learned reward).
     retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
-    length_target: the ``length`` reward's target, in words (0: the mean length of the image's references).
+    length_target: the ``length`` reward's target, in words (0: the mean length of the image's references);
+    length_end: where it reaches its floor of -1, as a multiple of the target (0: no floor).
     precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
     qa_shuffles, qa_score, qa_batch, qa_temperature: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
     """
@@ -43,6 +44,7 @@ class RewardContext:
     hard_negatives: int = 5
     negative_captions: int = 0
     length_target: float = 0.0
+    length_end: float = 0.0
     precision: str = "fp32"
     qa_shuffles: int = 4
     qa_score: str = "probability"
@@ -56,6 +58,7 @@ class RewardContext:
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
                    negative_captions=cfg.negative_captions, length_target=cfg.length_target,
+                   length_end=cfg.length_end,
                    qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch,
                    qa_temperature=cfg.qa_temperature, **run)
 

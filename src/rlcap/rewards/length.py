@@ -6,10 +6,13 @@ never for a wrong one, so a policy learns to write longer captions; [Ye26] (abst
 "overlong" captions among the failures it corrects. Two remedies, each a setting of the ``reward`` section:
 
 - ``length`` (a reward, weighted like any other): 0 for a caption of at most ``reward.length_target`` words, and
-  past it minus the share by which it overshoots, ``-(L - T) / T`` (:func:`overlong_penalty`). A target length and
-  a linear penalty past it is the form CapRL++ [Yang26] is cited for; its exact formula was not
-  found with the tools this was written with, so the slope (1 per target length, scaled by the weight) and the
-  default target (T = 0: the mean word count of the image's references) are rlcap's choices.
+  past it minus the share by which it overshoots, ``-(L - T) / T`` (:func:`overlong_penalty`); with
+  ``reward.length_end`` E (> 1) it falls linearly from 0 at T to -1 at E x T and stays there,
+  ``-min(1, (L - T) / ((E - 1) T))``. The second is CapRL++'s length reward [Yang26] less its constant: their
+  reward code (InternLM/CapRL, ``CapRL++/train/verl/recipe/video_captionrl/reward_fn.py``) adds ``w * R_l``, R_l 1
+  up to l1 tokens, falling linearly to 0 at l2 and 0 past it (their defaults l1 = 2048, l2 = 3072: E = 1.5, and
+  w = 0, off). The default target (T = 0: the mean word count of the image's references) and words for tokens are
+  rlcap's choices; ``length_end`` 0 (the default) keeps the unfloored slope of every run before the setting.
 - ``reward.length_mask`` (a modifier of named rewards): a reward named there scores 0 for a caption longer than
   ``ratio`` times its image's mean reference length, and is unchanged otherwise (:func:`length_mask`,
   :class:`LengthMasked`). [Ye26]'s length-conditional reward masking gates a reward by the ratio of the
@@ -33,9 +36,13 @@ from rlcap.rewards.batch import Reward, RewardBatch, check_batch
 from rlcap.rewards.combine import Closeable
 
 
-def overlong_penalty(lengths: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``-max(0, L - T) / T``: (B,) lengths and (B,) targets (> 0) -> (B,) penalties in (-inf, 0]."""
-    return -(lengths - targets).clamp(min=0) / targets
+def overlong_penalty(lengths: torch.Tensor, targets: torch.Tensor, end: float = 0.0) -> torch.Tensor:
+    """``-max(0, L - T) / T``: (B,) lengths and (B,) targets (> 0) -> (B,) penalties in (-inf, 0]; with ``end``
+    E > 1, ``-min(1, max(0, L - T) / ((E - 1) T))`` in [-1, 0] ([Yang26]'s R_l less its constant)."""
+    over = (lengths - targets).clamp(min=0)
+    if end == 0:
+        return -over / targets
+    return -(over / ((end - 1) * targets)).clamp(max=1)
 
 
 def length_mask(lengths: torch.Tensor, ref_lengths: torch.Tensor, max_ratio: float) -> torch.Tensor:
@@ -66,18 +73,20 @@ def reference_lengths(batch: RewardBatch) -> torch.Tensor:
 
 class LengthPenalty:
     """The ``length`` reward: :func:`overlong_penalty` of each caption's words against ``target`` (words; 0: the
-    mean length of its image's references)."""
+    mean length of its image's references), floored at -1 from ``end`` times the target (0: no floor)."""
 
-    def __init__(self, target: float):
+    def __init__(self, target: float, end: float = 0.0):
         if target < 0:
             raise ValueError(f"length target must be >= 0 words, got {target}")
-        self.target = target
+        if end != 0 and not end > 1:
+            raise ValueError(f"length end must be 0 (no floor) or a ratio > 1 of the target, got {end}")
+        self.target, self.end = target, end
 
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
         targets = reference_lengths(batch) if self.target == 0 else \
             torch.full((len(captions),), float(self.target))  # cpu: beside the word counts
-        return overlong_penalty(word_counts(captions), targets)
+        return overlong_penalty(word_counts(captions), targets, self.end)
 
 
 class LengthMasked:
@@ -101,4 +110,4 @@ class LengthMasked:
 
 
 def make_length(ctx: Any) -> LengthPenalty:
-    return LengthPenalty(ctx.length_target)
+    return LengthPenalty(ctx.length_target, ctx.length_end)

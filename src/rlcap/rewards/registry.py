@@ -47,7 +47,7 @@ REWARDS: dict[str, Callable[[Any], Any]] = {
     "qa_utility": make_qa_utility,  # [Xing26]: a text-only reader's answers to the picture's questions
 }
 # reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
-SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), "length": ("length_target",),
+SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), "length": ("length_target", "length_end"),
                                         "qa_utility": QA_SETTINGS,
                                         **{name: RETRIEVAL_SETTINGS for name in (*SIMILARITIES, "ref_clip_s")}}
 # reward name -> the combined corpus metric it optimises (a name of rlcap.metrics.combined.COMBINED): what

@@ -74,6 +74,12 @@ class RewardConfig:
         "the length reward's target, in words: a caption longer than it scores -(words - target) / target (0: "
         "the mean length of the image's references; docs/RL.md, length terms)",
     )
+    length_end: float = _field(
+        0.0,
+        "the length reward's floor: past the target it falls linearly to -1 at length_end x target and stays at -1 "
+        "(CapRL++'s length reward, whose defaults give 1.5; docs/RL.md, length terms); 0: no floor, "
+        "-(words - target) / target",
+    )
     length_mask: dict[str, float] = _field(
         {},
         "reward name -> ratio: that reward scores 0 for a caption longer than ratio times its image's mean "
@@ -116,6 +122,8 @@ class RewardConfig:
             raise ConfigError(f"reward.negative_captions: expected an integer >= 0, got {self.negative_captions}")
         if self.length_target < 0 or not math.isfinite(self.length_target):
             raise ConfigError(f"reward.length_target: expected a number of words >= 0, got {self.length_target}")
+        if self.length_end != 0 and not (math.isfinite(self.length_end) and self.length_end > 1):
+            raise ConfigError(f"reward.length_end: expected 0 (no floor) or a ratio > 1, got {self.length_end}")
         for name, ratio in self.length_mask.items():
             if name not in self.weights:
                 raise ConfigError(f"reward.length_mask.{name}: {name!r} is not a weighted reward; it masks one of "
