@@ -90,6 +90,20 @@ def test_every_numeric_option_is_checked():
                 stack.extend(action.choices.values())
 
 
+def test_a_range_includes_its_upper_bound_when_told():
+    import argparse
+
+    from rlcap.cli.options import float_range
+
+    below, up_to = float_range(0.0, 1.0), float_range(0.0, 1.0, include_high=True)
+    assert up_to("1") == 1.0 and up_to("0") == 0.0 and below("0.5") == 0.5
+    with pytest.raises(argparse.ArgumentTypeError, match=r"expected a number in \[0, 1\), got 1$"):
+        below("1")
+    for bad in ("1.5", "-0.1", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"expected a number in \[0, 1\], got"):
+            up_to(bad)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     from tests.tiny import tiny_xe_run

@@ -73,4 +73,4 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     assert rc == 0 and json.loads((tmp_path / "single" / "reader_card.json").read_text())["joined"] == 0.0
     rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "x"), "--joined", "1.5")
-    assert rc == 2 and "argument --joined: expected a number in [0, 1), got 1.5" in err
+    assert rc == 2 and "argument --joined: expected a number in [0, 1], got 1.5" in err

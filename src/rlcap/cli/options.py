@@ -36,13 +36,14 @@ def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def float_range(low: float, high: float | None = None, include_low: bool = True) -> Callable[[str], float]:
-    """argparse ``type``: a finite number from ``low`` (inclusive unless ``include_low`` is False) to
-    below ``high`` (no upper bound when ``high`` is None)."""
+def float_range(low: float, high: float | None = None, include_low: bool = True, include_high: bool = False
+                ) -> Callable[[str], float]:
+    """argparse ``type``: a finite number from ``low`` (inclusive unless ``include_low`` is False) to ``high``
+    (exclusive unless ``include_high``; no upper bound when ``high`` is None)."""
     if high is None:
         allowed = f"a number {'>=' if include_low else '>'} {low:g}"
     else:
-        allowed = f"a number in {'[' if include_low else '('}{low:g}, {high:g})"
+        allowed = f"a number in {'[' if include_low else '('}{low:g}, {high:g}{']' if include_high else ')'}"
 
     def parse(text: str) -> float:
         try:
@@ -50,7 +51,7 @@ def float_range(low: float, high: float | None = None, include_low: bool = True)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
         if (not math.isfinite(value) or value < low or (value == low and not include_low)
-                or (high is not None and value >= high)):
+                or (high is not None and (value > high or (value == high and not include_high)))):
             raise argparse.ArgumentTypeError(f"expected {allowed}, got {text}")
         return value
 

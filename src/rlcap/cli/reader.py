@@ -30,7 +30,7 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
     p.add_argument("--steps", type=int_range(1), default=5000, help="optimizer steps")
     p.add_argument("--batch-size", type=int_range(1), default=16, help="examples a step")
-    p.add_argument("--joined", type=float_range(0.0, 1.0), default=JOINED,
+    p.add_argument("--joined", type=float_range(0.0, 1.0, include_high=True), default=JOINED,
                    help="the share of the non-drill examples whose caption is two or three of the picture's "
                         f"references joined, so that the reader reads a caption that states more than one "
                         f"reference (default {JOINED}; 0: single references, the readers before 12-06)")
