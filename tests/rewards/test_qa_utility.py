@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlcap.data.qa import QASet, Question, write_qa
+from rlcap.data.qa import ABSTAIN, QASet, Question, write_qa
 from rlcap.models.hf.qa_reader import QAReader
-from rlcap.models.qa_scoring import option_order, qa_scores
+from rlcap.models.qa_scoring import ask, option_order, qa_scores
 from rlcap.rewards import RewardBatch
 from rlcap.rewards.build import build_reward
 from rlcap.rewards.qa_utility import QAUtilityReward
@@ -124,6 +124,35 @@ def test_the_temperature_sharpens_the_probability_and_leaves_accuracy(reader):
             RewardConfig(weights={"qa_utility": 1.0}, qa_temperature=bad)
 
 
+def test_the_abstain_option_is_offered_last_and_counts_wrong(reader, monkeypatch):
+    """[Xing26]'s reward offers "Can not answer based on the caption" after the shuffled options; a reader that takes
+    it answers wrong."""
+    qa = QASet({k: list(v) for k, v in QUESTIONS.items()})
+    plain, offered = ask(reader, qa, CAPTIONS[:1], ["1"], 4), ask(reader, qa, CAPTIONS[:1], ["1"], 4, abstain=True)
+    assert offered.right == plain.right and offered.n_options == [5] * 8  # 2 questions x 4 orders, 4 options + 1
+    for with_it, without in zip(offered.prompts, plain.prompts):
+        assert f"E. {ABSTAIN}" in with_it and ABSTAIN not in without
+        assert with_it.replace(f"\nE. {ABSTAIN}", "") == without  # the same orders, the option appended
+    # the probability of the right letter among five, from the prompts with the option
+    q = QUESTIONS["2"][0]
+    by_hand = []
+    for k in range(4):
+        order = option_order(0, "2", 0, k, 4)
+        prompt = reader.render(CAPTIONS[1], q.question, [q.options[j] for j in order] + [ABSTAIN])
+        by_hand.append(reader.option_probs([prompt], 5)[0, order.index(q.answer)])
+    got = QAUtilityReward(reader, qa, shuffles=4, abstain=True)([CAPTIONS[1]], RewardBatch(["2"], [[]]))
+    assert got.item() == pytest.approx(torch.stack(by_hand).mean().item(), abs=1e-6)
+    # a reader sure of the abstain letter: probability 0.1 on the right one, and no right answer
+    monkeypatch.setattr(reader, "option_probs", lambda prompts, k, t: torch.tensor([[0.1, 0.1, 0.1, 0.1, 0.6]] *
+                                                                                  len(prompts))[:, :k])
+    rewards = {score: qa_scores(reader, qa, CAPTIONS[:1], ["1"], 4, score, abstain=True)[0].item()
+               for score in ("probability", "accuracy")}
+    assert rewards == pytest.approx({"probability": 0.1, "accuracy": 0.0})
+    crowded = QASet({"1": [Question("Which?", tuple("abcdefghij"), 0)]})  # ten options: no letter left for it
+    with pytest.raises(ValueError, match="10 options and the abstain option are more than the 10 letters"):
+        ask(reader, crowded, CAPTIONS[:1], ["1"], 1, abstain=True)
+
+
 def test_bf16_reads_close_to_fp32(reader_folder):
     fp32 = QAReader.load(reader_folder)
     bf16 = QAReader.load(reader_folder, precision="bf16")
@@ -141,12 +170,12 @@ def test_the_reward_built_from_a_config(reader_folder, tmp_path):
     with build_reward(cfg, {"1": ["a red circle"]}, device="cpu", precision="bf16") as reward:
         scores = reward(CAPTIONS[:2], RewardBatch(["1", "2"], [["r"], ["r"]]))
     assert scores.shape == (2,) and bool(((scores > 0) & (scores < 1)).all())
-    # reward.qa_temperature reaches the reward: its scores are qa_scores' at that temperature
-    cfg = RewardConfig(weights={"qa_utility": 1.0}, qa_shuffles=2, qa_temperature=0.6,
+    # reward.qa_temperature and reward.qa_abstain reach the reward: its scores are qa_scores' with them
+    cfg = RewardConfig(weights={"qa_utility": 1.0}, qa_shuffles=2, qa_temperature=0.6, qa_abstain=True,
                        paths={"qa_utility": str(reader_folder), "qa_file": str(qa_file)})
     with build_reward(cfg, {"1": ["a red circle"]}, device="cpu") as reward:
         sampled = reward(CAPTIONS[:2], RewardBatch(["1", "2"], [["r"], ["r"]]))
     fp32 = QAReader.load(reader_folder)
     expected = qa_scores(fp32, QASet({k: list(v) for k, v in QUESTIONS.items()}), CAPTIONS[:2], ["1", "2"], 2,
-                         temperature=0.6)[0]
+                         temperature=0.6, abstain=True)[0]
     assert torch.allclose(sampled, expected, atol=1e-6)

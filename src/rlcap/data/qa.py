@@ -28,6 +28,9 @@ from rlcap.files import write_json
 
 FORMAT = "rlcap-qa"
 LETTERS = "ABCDEFGHIJ"  # option letters: at most ten options a question
+# the option [Xing26]'s reward offers after a question's own, in their words (InternLM/CapRL, the reward server):
+# the reader's way to say that the caption does not state the answer, which scores as a wrong answer
+ABSTAIN = "Can not answer based on the caption"
 _OPTION = re.compile(r"^\s*\(?([A-J])[.):]\s+(.+?)\s*$")
 _USER_START = re.compile(r"<\|im_start\|>user\s*")
 _TURN_END = "<|im_end|>"

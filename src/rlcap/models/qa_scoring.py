@@ -9,6 +9,10 @@ the number of options K the right answer stands once at each letter, so a reader
 same to every caption of the picture; and a caption's score does not depend on which batch it came in, nor on a
 run's history (a resumed run scores the same).
 
+Abstaining. With ``abstain`` every prompt offers one more option after the question's own, in whichever order:
+[Xing26]'s "Can not answer based on the caption" (:data:`rlcap.data.qa.ABSTAIN`), as their reward server appends it
+after shuffling. It is never the right answer: the reader's probability on it counts as wrong.
+
 Scores of one (caption, question, order): ``probability``, the reader's probability of the right letter as its
 next token (softmax over the whole vocabulary at ``temperature``): the expected accuracy of a reader that samples
 its answer at that temperature, as [Xing26]'s reader answers (their training reward samples at 0.6, their
@@ -26,7 +30,7 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from rlcap.data.qa import QASet
+from rlcap.data.qa import ABSTAIN, LETTERS, QASet
 from rlcap.models.hf.qa_reader import QAReader
 
 SCORES = ("probability", "accuracy")
@@ -51,26 +55,31 @@ class Asked(NamedTuple):
 
 
 def ask(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: Sequence[str], shuffles: int,
-        seed: int = 0) -> Asked:
-    """Every (caption, question, order) prompt of ``captions``, each caption asked its image's questions."""
+        seed: int = 0, abstain: bool = False) -> Asked:
+    """Every (caption, question, order) prompt of ``captions``, each caption asked its image's questions (with
+    ``abstain``, :data:`ABSTAIN` offered last)."""
     asked = Asked([], [], [], [])
+    extra = [ABSTAIN] if abstain else []
     for c, (caption, image_id) in enumerate(zip(captions, image_ids)):
         for index, q in enumerate(qa.of(image_id)):
+            if len(q.options) + len(extra) > len(LETTERS):
+                raise ValueError(f"image {image_id!r}, question {index}: {len(q.options)} options and the abstain "
+                                 f"option are more than the {len(LETTERS)} letters a reader answers with")
             for k in range(shuffles):
                 order = option_order(seed, image_id, index, k, len(q.options))
-                asked.prompts.append(reader.render(caption, q.question, [q.options[j] for j in order]))
+                asked.prompts.append(reader.render(caption, q.question, [q.options[j] for j in order] + extra))
                 asked.owner.append(c)
                 asked.right.append(order.index(q.answer))
-                asked.n_options.append(len(q.options))
+                asked.n_options.append(len(q.options) + len(extra))
     return asked
 
 
 def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: Sequence[str], shuffles: int = 4,
-              score: Score = "probability", seed: int = 0, temperature: float = 1.0
+              score: Score = "probability", seed: int = 0, temperature: float = 1.0, abstain: bool = False
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) float32 scores of ``captions`` on the reader's device and (N,) bool, whether each caption's image has
     questions (a caption whose image has none scores 0). ``temperature`` changes ``probability`` only (the
-    likeliest letter is the same at every temperature)."""
+    likeliest letter is the same at every temperature); ``abstain``: the prompts offer :data:`ABSTAIN` last."""
     if score not in SCORES:
         raise ValueError(f"QA score {score!r}: expected one of {', '.join(SCORES)}")
     if not (math.isfinite(temperature) and temperature > 0):
@@ -78,7 +87,7 @@ def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: S
     if shuffles < 1:
         raise ValueError(f"QA shuffles: expected an integer >= 1, got {shuffles}")
     n = len(captions)
-    asked = ask(reader, qa, captions, image_ids, shuffles, seed)
+    asked = ask(reader, qa, captions, image_ids, shuffles, seed, abstain)
     device = reader.device
     sums, counts = torch.zeros(n, device=device), torch.zeros(n, device=device)
     if asked.prompts:

@@ -28,7 +28,7 @@ class RewardContext:
     length_target: the ``length`` reward's target, in words (0: the mean length of the image's references);
     length_end: where it reaches its floor of -1, as a multiple of the target (0: no floor).
     precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
-    qa_shuffles, qa_score, qa_batch, qa_temperature: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
+    qa_shuffles, qa_score, qa_batch, qa_temperature, qa_abstain: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
     """
 
     train_refs: TrainRefs
@@ -50,6 +50,7 @@ class RewardContext:
     qa_score: str = "probability"
     qa_batch: int = 256
     qa_temperature: float = 1.0
+    qa_abstain: bool = False
 
     @classmethod
     def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
@@ -60,7 +61,7 @@ class RewardContext:
                    negative_captions=cfg.negative_captions, length_target=cfg.length_target,
                    length_end=cfg.length_end,
                    qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch,
-                   qa_temperature=cfg.qa_temperature, **run)
+                   qa_temperature=cfg.qa_temperature, qa_abstain=cfg.qa_abstain, **run)
 
     def cider_device(self) -> str:
         """Where CIDEr-D is computed: ``metric_device``, auto (what every run uses) meaning the run's device

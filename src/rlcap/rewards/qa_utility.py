@@ -1,7 +1,8 @@
 """``qa_utility``: a caption's utility to a text-only reader ([Xing26]): the reader, which never sees the picture,
 answers the picture's multiple-choice questions from the caption alone; the reward is its mean score over the
 questions and several orders of their options (:mod:`rlcap.models.qa_scoring`: ``reward.qa_score`` probability
-or accuracy, ``reward.qa_shuffles`` orders, ``reward.qa_temperature`` the reader's sampling temperature).
+or accuracy, ``reward.qa_shuffles`` orders, ``reward.qa_temperature`` the reader's sampling temperature,
+``reward.qa_abstain`` [Xing26]'s "Can not answer based on the caption" offered last).
 
 ``reward.paths.qa_utility``: the reader, a local causal LM folder (tokenizer with a chat template);
 ``reward.paths.qa_file``: the questions keyed by image id (rlcap's QA JSON, as ``rlcap data shapes`` writes
@@ -24,23 +25,23 @@ from rlcap.rewards.context import RewardContext
 
 logger = logging.getLogger(__name__)
 
-QA_SETTINGS = ("paths", "qa_shuffles", "qa_score", "qa_batch", "qa_temperature")  # the reward.* keys it reads beside its weight
+QA_SETTINGS = ("paths", "qa_shuffles", "qa_score", "qa_batch", "qa_temperature", "qa_abstain")  # the reward.* keys it reads beside its weight
 
 
 class QAUtilityReward:
     """``(captions, batch) -> (N,)`` float32 on the CPU: each caption's QA utility to ``reader``."""
 
     def __init__(self, reader: QAReader, qa: QASet, shuffles: int = 4, score: Score = "probability", seed: int = 0,
-                 temperature: float = 1.0):
+                 temperature: float = 1.0, abstain: bool = False):
         self.reader, self.qa, self.shuffles, self.score, self.seed = reader, qa, shuffles, score, seed
-        self.temperature = temperature
+        self.temperature, self.abstain = temperature, abstain
         self._warned: set[str] = set()
 
     @torch.no_grad()
     def __call__(self, captions: list[str], batch: RewardBatch) -> torch.Tensor:
         check_batch(captions, batch)
         values, asked = qa_scores(self.reader, self.qa, captions, batch.image_ids, self.shuffles, self.score,
-                                  self.seed, self.temperature)
+                                  self.seed, self.temperature, self.abstain)
         missing = {i for i, has in zip(batch.image_ids, asked.tolist()) if not has} - self._warned
         if missing:
             self._warned |= missing
@@ -52,4 +53,4 @@ class QAUtilityReward:
 def make_qa_utility(ctx: RewardContext) -> QAUtilityReward:
     reader = QAReader.load(ctx.path("qa_utility"), ctx.device, ctx.precision, ctx.qa_batch)
     return QAUtilityReward(reader, load_qa(ctx.path("qa_file")), ctx.qa_shuffles, ctx.qa_score,
-                           temperature=ctx.qa_temperature)
+                           temperature=ctx.qa_temperature, abstain=ctx.qa_abstain)

@@ -105,6 +105,12 @@ class RewardConfig:
         "probabilities from the logits divided by it); [Xing26]'s training reward samples at 0.6, its evaluation "
         "at 1.0 (docs/RL.md)",
     )
+    qa_abstain: bool = _field(
+        False,
+        "qa_utility: offer [Xing26]'s 'Can not answer based on the caption' after each question's options, as "
+        "their reward does; the reader's probability on it counts as wrong (a reader must have learned the option: "
+        "an instruct model; docs/RL.md)",
+    )
 
     def validate(self) -> None:
         """Check weights (non-empty, finite) and names (registered or a dotted path)."""
