@@ -1,4 +1,5 @@
-"""`rlcap score`: an image twice in COCO results, --out naming a folder, a Karpathy file as --refs."""
+"""`rlcap score`: an image twice in COCO results, --out naming a folder, a Karpathy file as --refs, a captions file
+of rlcap bench as --preds."""
 
 from __future__ import annotations
 
@@ -29,6 +30,25 @@ def test_image_twice_in_coco_results_is_one_line(refs, tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"rlcap score: error: {preds}: image '1' appears twice (results[0] and [2]); COCO results hold one "
         "caption per image (for several, use {image_id: [captions]})\n")
+
+
+def test_a_bench_captions_file_as_preds(refs, tmp_path, capsys):
+    """rlcap bench writes captions/NAME.json as {"captions": {id: caption}, "per_image": ...}: scored as it is, the
+    same as the captions alone."""
+    captions = {"1": "a brown dog on a mat", "2": "a cat"}
+    bench = _preds(tmp_path, {"captions": captions, "per_image": {"1": {}, "2": {}}, "ranks": {}})
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({k: [v] for k, v in captions.items()}))
+    outputs = []
+    for preds in (bench, plain):
+        assert main(["score", "--refs", str(refs), "--preds", str(preds), "--metrics", "CIDEr,Bleu_1"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "CIDEr" in outputs[0]
+    # an image literally named "captions" is still an image of a plain mapping
+    from rlcap.metrics.io import read_preds
+
+    odd = _preds(tmp_path, {"captions": ["a dog"], "1": ["a cat"]})
+    assert read_preds(odd) == {"captions": ["a dog"], "1": ["a cat"]}
 
 
 def test_out_naming_a_folder_writes_scores_json_inside(refs, tmp_path, capsys):

@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="references: COCO annotations JSON, a Karpathy split file (every image's "
                              "sentences) or {image_id: [captions]}")
     parser.add_argument("--preds", type=Path, required=True,
-                        help="predictions: COCO results JSON (one caption per image) or {image_id: [captions]}")
+                        help="predictions: COCO results JSON (one caption per image), {image_id: [captions]} or a "
+                             "captions file of rlcap bench (its out folder's captions/NAME.json)")
     parser.add_argument("--metrics",
                         help=f"comma-separated, from {', '.join(METRIC_NAMES)} (default: pycocoevalcap's set, "
                              "Bleu_1..4, METEOR if Java is there, ROUGE_L, CIDEr, SPICE)")

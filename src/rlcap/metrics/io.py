@@ -67,9 +67,13 @@ def read_refs(path: Path) -> dict[str, list[str]]:
 
 
 def read_preds(path: Path) -> dict[str, list[str]]:
+    """COCO results, ``{image_id: [captions]}`` (or one caption string an image), or a captions file that ``rlcap
+    bench`` writes (``captions/NAME.json``: ``{"captions": {image_id: caption}, "per_image": ...}``)."""
     data = read_json(path, unique_keys=True)
     if isinstance(data, list):
         return _from_records(path, data, "results", one_per_image=True)
+    if isinstance(data, dict) and isinstance(data.get("captions"), dict) and "per_image" in data:
+        return _from_mapping(path, data["captions"])  # (rlcap bench's captions file)
     if isinstance(data, dict):
         return _from_mapping(path, data)
     raise DataError(f"{path}: expected COCO results [{{'image_id', 'caption'}}] or {{image_id: [captions]}}")
