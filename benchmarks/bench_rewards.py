@@ -56,6 +56,7 @@ BOXED_GRPO = ("grpo_box", "grpo_qa_box")  # GRPO with CIDEr-D, and with the util
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
 BOXED = (BOXED_BASE, BOXED_QA, *BOXED_SUMMED)  # run at both sizes
 BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds
+SAMPLED = "_t06"  # a set's QA rows again with the reader sampling at [Xing26]'s 0.6 (rlcap.bench.qa_rows.QA_SAMPLED_06)
 # run at 224 px alone, after the QA row: its other seeds, the mask, whose 1.3 was set from 224-px captions, and GRPO
 BOXED_AT_224 = (*BOXED_SEEDS, BOXED_MASK, *BOXED_GRPO)
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
@@ -318,10 +319,12 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
         # the QA row's variants, read against its goals: its seeds, the mask, and the utility under GRPO ([Xing26]'s
         # algorithm; the goals name SCST)
-        lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else [grpo_qa],
-                            list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
-        if all(n in f for n in (BOXED_GRPO[0], grpo_qa)):
-            lines += row_goal_lines(grpo_qa, f[grpo_qa], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
+        sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
+        lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else
+                            [grpo_qa, *sampled], list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
+        for grpo in (grpo_qa, sampled[1]):
+            if all(n in f for n in (BOXED_GRPO[0], grpo)):
+                lines += row_goal_lines(grpo, f[grpo], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
     return lines
 
 

@@ -73,6 +73,24 @@ def test_the_goals_read_every_summed_row_run():
     assert bench_rewards.SETS["every"].rows.endswith("scst_qa_every,scst_qa_cider_every,grpo_qa_every")
 
 
+def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
+    """The joined set's rows with the reader sampling at 0.6 are read against CIDEr-D SCST, and the GRPO one against
+    CIDEr-D GRPO too, as the set's QA rows are; a row not run is left out."""
+    qs = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
+    found = {"scst_box": _row(0.60, 2.0, 0.7), "scst_qa_box_joined": _row(0.65, 1.8, 0.6),
+             "grpo_box": _row(0.59, 2.0, 0.8), "scst_qa_box_joined_t06": _row(0.66, 1.9, 0.5) | {"Coverage": 0.9}}
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_t06 against CIDEr-D SCST: held-out QA-acc 0.660 against 0.600 (+10.0% relative"
+            in lines)
+    assert "- Coverage: scst_qa_box_joined_t06 0.900 against CIDEr-D SCST 0.800 (goal: higher)." in lines
+    assert "QA-utility SCST 0.600, scst_qa_box_joined_t06 0.500 (goal" in lines
+    assert "grpo_qa_box_joined_t06" not in lines  # not run: not read
+    found["grpo_qa_box_joined_t06"] = _row(0.63, 1.5, 0.75)
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert "- grpo_qa_box_joined_t06 against CIDEr-D SCST: held-out QA-acc 0.630 against 0.600 (+5.0%" in lines
+    assert "- grpo_qa_box_joined_t06 against CIDEr-D GRPO: held-out QA-acc 0.630 against 0.590 (+6.8%" in lines
+
+
 def test_one_shape_named_twice_against_the_picture():
     from collections import Counter
 
