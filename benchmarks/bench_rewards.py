@@ -22,8 +22,9 @@ pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a sect
 ``grpo_qa_box_every``, in the same folder, judged by that set's reader; with ``--questions joined``, 224 px alone:
 the main questions, readers trained on joined references too, ``rlcap data reader --joined 0.5``, in
 ``readers/joined/...``, the utility of its reward reader under SCST and GRPO, ``scst_qa_box_joined`` and
-``grpo_qa_box_joined``, and both with the reader sampling at 0.6, ``scst_qa_box_joined_t06`` and ``grpo_qa_box_joined_t06``, beside ``xe_box``, ``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all judged
-by its judge; the main and every sets' readers read single references, ``--joined 0``); ``--epochs N``
+``grpo_qa_box_joined``, and both with the reader sampling at 0.6, ``scst_qa_box_joined_t06`` and
+``grpo_qa_box_joined_t06``, beside ``xe_box``, ``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all
+judged by its judge; the main and every sets' readers read single references, ``--joined 0``); ``--epochs N``
 other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of

@@ -17,8 +17,8 @@ QA_EVERY = ("reward.paths={qa_utility: data/shapes/readers/every/reward, qa_file
 QA_JOINED = ("reward.paths={qa_utility: data/shapes/readers/joined/reward, qa_file: data/shapes/questions.json}",)
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 # the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
-# reward server; their evaluation samples at 1.0, the default): the letters' probabilities sharpened, a right letter
-# the reader leans to pays more and a nudge toward it less (docs/RL.md, "QA utility")
+# reward server; their evaluation samples at 1.0, the default): the letters' probabilities sharpened (docs/RL.md,
+# "QA utility")
 QA_SAMPLED_06 = "reward.qa_temperature=0.6"
 QA_AND_CIDER = "reward.weights={cider_d: 1.0, qa_utility: 1.0}"
 # the utility weighed by the two rewards' spread: within a picture's 5 samples from the XE checkpoint the standard

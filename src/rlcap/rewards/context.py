@@ -28,7 +28,8 @@ class RewardContext:
     length_target: the ``length`` reward's target, in words (0: the mean length of the image's references);
     length_end: where it reaches its floor of -1, as a multiple of the target (0: no floor).
     precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
-    qa_shuffles, qa_score, qa_batch, qa_temperature, qa_abstain: the ``qa_utility`` reward's settings (``rewards/qa_utility.py``).
+    qa_shuffles, qa_score, qa_batch, qa_temperature, qa_abstain: the ``qa_utility`` reward's settings
+    (``rewards/qa_utility.py``).
     """
 
     train_refs: TrainRefs

@@ -11,8 +11,9 @@ never for a wrong one, so a policy learns to write longer captions; [Ye26] (abst
   ``-min(1, (L - T) / ((E - 1) T))``. The second is CapRL++'s length reward [Yang26] less its constant: their
   reward code (InternLM/CapRL, ``CapRL++/train/verl/recipe/video_captionrl/reward_fn.py``) adds ``w * R_l``, R_l 1
   up to l1 tokens, falling linearly to 0 at l2 and 0 past it (their training defaults l1 = 2048, l2 = 3072: E =
-  1.5, and w = 0.2, per ``CapRL++/train/scripts/README.md``). The default target (T = 0: the mean word count of the image's references) and words for tokens are
-  rlcap's choices; ``length_end`` 0 (the default) keeps the unfloored slope of every run before the setting.
+  1.5, and w = 0.2, per ``CapRL++/train/scripts/README.md``). The default target (T = 0: the mean word count of
+  the image's references) and words for tokens are rlcap's choices; ``length_end`` 0
+  (the default) keeps the unfloored slope of every run before the setting.
 - ``reward.length_mask`` (a modifier of named rewards): a reward named there scores 0 for a caption longer than
   ``ratio`` times its image's mean reference length, and is unchanged otherwise (:func:`length_mask`,
   :class:`LengthMasked`). [Ye26]'s length-conditional reward masking gates a reward by the ratio of the

@@ -25,7 +25,8 @@ from rlcap.rewards.context import RewardContext
 
 logger = logging.getLogger(__name__)
 
-QA_SETTINGS = ("paths", "qa_shuffles", "qa_score", "qa_batch", "qa_temperature", "qa_abstain")  # the reward.* keys it reads beside its weight
+# the reward.* keys it reads beside its weight
+QA_SETTINGS = ("paths", "qa_shuffles", "qa_score", "qa_batch", "qa_temperature", "qa_abstain")
 
 
 class QAUtilityReward:
