@@ -23,9 +23,10 @@ pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a sect
 the main questions, readers trained on joined references too, ``rlcap data reader --joined 0.5``, in
 ``readers/joined/...``, the utility of its reward reader under SCST and GRPO, ``scst_qa_box_joined`` and
 ``grpo_qa_box_joined``, and both with the reader sampling at 0.6, ``scst_qa_box_joined_t06`` and
-``grpo_qa_box_joined_t06``, beside ``xe_box``, ``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all
-judged by its judge; the main and every sets' readers read single references, ``--joined 0``); ``--epochs N``
-other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
+``grpo_qa_box_joined_t06``, and SCST at 0.6 with [Xing26]'s abstain option read by a reward reader trained to take
+it (``--abstain 0.25``, ``readers/joined/abstain``), ``scst_qa_box_joined_abstain_t06``, beside ``xe_box``,
+``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all judged by its judge; the main and every sets'
+readers read single references, ``--joined 0``); ``--epochs N`` other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
 question; what the captions say (count phrases, the relation word, unfinished ends). Writes the tables, the readers'
@@ -57,6 +58,8 @@ BOXED_GRPO = ("grpo_box", "grpo_qa_box")  # GRPO with CIDEr-D, and with the util
 BOXED_SUMMED = ("scst_qa_cider_16_box",)
 BOXED = (BOXED_BASE, BOXED_QA, *BOXED_SUMMED)  # run at both sizes
 BOXED_SEEDS = ("scst_qa_box_seed2", "scst_qa_box_seed3")  # scst_qa_box's other seeds
+ABSTAINED = "_abstain"  # the joined set's QA row with the abstain option and its own reader (before SAMPLED)
+ABSTAIN_SHARE = 0.25  # that reader's share of examples that teach it to abstain (rlcap data reader --abstain)
 SAMPLED = "_t06"  # a set's QA rows again with the reader sampling at [Xing26]'s 0.6 (rlcap.bench.qa_rows.QA_SAMPLED_06)
 # run at 224 px alone, after the QA row: its other seeds, the mask, whose 1.3 was set from 224-px captions, and GRPO
 BOXED_AT_224 = (*BOXED_SEEDS, BOXED_MASK, *BOXED_GRPO)
@@ -84,6 +87,7 @@ class QuestionSet:
     out: str = "runs/bench_rewards"  # the rows' folder (rlcap bench --out): its captions/ and runs are read there
     joined: float = 0.0  # its readers' share of joined references (rlcap data reader --joined)
     at_128: bool = True  # whether it has rows at 128 px (the joined set: 224 px alone)
+    abstain: float = 0.0  # > 0: it has an abstaining reward reader, this share of its examples teach it to abstain
 
     @property
     def rows(self) -> str:
@@ -137,8 +141,8 @@ def _sets() -> dict[str, QuestionSet]:
             "joined": QuestionSet(QUESTION_SETS["main"], "readers/joined", "_joined", "bench-rewards-joined",
                                   at_224=("xe_box", BOXED_BASE, BOXED_QA, f"{BOXED_QA}_joined", *BOXED_GRPO,
                                           f"{BOXED_GRPO[1]}_joined", f"{BOXED_QA}_joined_t06",
-                                          f"{BOXED_GRPO[1]}_joined_t06"), joined=JOINED,
-                                  at_128=False)}
+                                          f"{BOXED_GRPO[1]}_joined_t06", f"{BOXED_QA}_joined{ABSTAINED}{SAMPLED}"),
+                                  joined=JOINED, at_128=False, abstain=ABSTAIN_SHARE)}
 
 
 SETS = _sets()
@@ -147,21 +151,44 @@ HALLUCINATION = ("CHAIR_i", "CHAIR_s", "Coverage")  # (taken where rlcap.metrics
 
 
 def readers(qs: QuestionSet) -> dict[str, dict]:
-    """Train the readers of ``qs`` that are not there yet (``rlcap data reader``); each one's reader_card.json."""
+    """Train the readers of ``qs`` that are not there yet (``rlcap data reader``); each one's reader_card.json. With
+    ``qs.abstain`` also its abstaining reward reader, ``abstain`` (the reward reader's size and seed)."""
+    wanted = {name: (size, seed, 0.0) for name, (size, seed) in READERS.items()}
+    if qs.abstain:
+        wanted["abstain"] = (*READERS["reward"], qs.abstain)
     cards = {}
-    for name, (size, seed) in READERS.items():
+    for name, (size, seed, abstain) in wanted.items():
         folder = DATA / qs.readers / name
         if not (folder / "reader_card.json").is_file():
             subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "reader", "--dataset", str(DATA), "--qa",
                             str(DATA / qs.file), "--out", str(folder), "--size", size, "--seed", str(seed),
-                            "--joined", str(qs.joined)], check=True, cwd=REPO)
+                            "--joined", str(qs.joined), "--abstain", str(abstain)], check=True, cwd=REPO)
         cards[name] = json.loads((folder / "reader_card.json").read_text())
         if cards[name].get("qa", SETS["main"].file) != qs.file:
             raise SystemExit(f"{folder} was trained on {cards[name]['qa']}, not {qs.file}: remove it to train again")
-        if cards[name].get("joined", 0.0) != qs.joined:  # (readers before --joined read single references)
-            raise SystemExit(f"{folder} was trained with --joined {cards[name].get('joined', 0.0)}, not {qs.joined}: "
-                             "remove it to train again")
+        # (readers before --joined read single references, before --abstain none abstained)
+        for setting, value in (("joined", qs.joined), ("abstain", abstain)):
+            if cards[name].get(setting, 0.0) != value:
+                raise SystemExit(f"{folder} was trained with --{setting} {cards[name].get(setting, 0.0)}, not {value}: "
+                                 "remove it to train again")
     return cards
+
+
+def card_line(name: str, c: dict) -> str:
+    """What a reader's card says: on the test pictures, from a reference and from an empty caption; for a reader that
+    abstains, the same with the option offered and how often it takes it."""
+    t = c["test"]
+    line = (f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} training "
+            f"pictures): on {t['images']} test pictures it never trained on, QA-acc {t['from_reference']:.3f} from a "
+            f"reference caption, {t['from_empty']:.3f} from an empty caption, chance {t['chance']:.3f}.")
+    if "abstain" in t:
+        a = t["abstain"]
+        line += (f" With the abstain option offered (taught on {c['abstain']:.0%} of its non-drill examples): QA-acc "
+                 f"{a['from_reference']:.3f} from a reference, {a['from_empty']:.3f} from an empty caption; it "
+                 f"abstains on {a['abstains_from_reference']:.3f} of a reference's prompts, "
+                 f"{a['abstains_from_empty']:.3f} of an empty caption's and {a['abstains_from_negative']:.3f} of a caption's of the picture without the "
+                 "asked shapes.")
+    return line
 
 
 HEDGE = " with another shape"  # the phrase SCST with qa_utility alone learned to append (docs/RL.md, "QA utility")
@@ -322,7 +349,8 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
         # algorithm; the goals name SCST)
         sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
         lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else
-                            [grpo_qa, *sampled], list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
+                            [grpo_qa, *sampled, f"{boxed_qa}{ABSTAINED}{SAMPLED}"],
+                            list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
         for grpo in (grpo_qa, sampled[1]):
             if all(n in f for n in (BOXED_GRPO[0], grpo)):
                 lines += row_goal_lines(grpo, f[grpo], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
@@ -611,10 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     cover = coverage_by_kinds({**{n: captions_of(n, qs.out) for n in names},
                                "a reference": {i: r[0] for i, r in refs_of_test().items()}})
     single = single_lines(readers(SETS["main"]), reach([], SETS["main"])) if qs.joined else []
-    card_lines = [f"- {name} reader ({c['size']}, seed {c['seed']}, {c['steps']} steps on {c['train_images']} "
-                  f"training pictures): on {c['test']['images']} test pictures it never trained on, QA-acc "
-                  f"{c['test']['from_reference']:.3f} from a reference caption, {c['test']['from_empty']:.3f} from an "
-                  f"empty caption, chance {c['test']['chance']:.3f}." for name, c in cards.items()]
+    card_lines = [card_line(name, c) for name, c in cards.items()]
     body = [heading(args), "", f"Command: {command_line(args)}. Questions: `{qs.file}`. Machine: "
             f"{machine(torch=torch.__version__, transformers=transformers.__version__)}.", "",
             f"`{' '.join(command)}`, {seconds / 60:.0f} min. Every RL row: {args.epochs} epochs of 50 images x 5 "

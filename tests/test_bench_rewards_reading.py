@@ -74,8 +74,8 @@ def test_the_goals_read_every_summed_row_run():
 
 
 def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
-    """The joined set's rows with the reader sampling at 0.6 are read against CIDEr-D SCST, and the GRPO one against
-    CIDEr-D GRPO too, as the set's QA rows are; a row not run is left out."""
+    """The joined set's rows with the reader sampling at 0.6 (and the abstain row) are read against CIDEr-D SCST, and
+    the GRPO one against CIDEr-D GRPO too, as the set's QA rows are; a row not run is left out."""
     qs = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     found = {"scst_box": _row(0.60, 2.0, 0.7), "scst_qa_box_joined": _row(0.65, 1.8, 0.6),
              "grpo_box": _row(0.59, 2.0, 0.8), "scst_qa_box_joined_t06": _row(0.66, 1.9, 0.5) | {"Coverage": 0.9}}
@@ -89,6 +89,10 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert "- grpo_qa_box_joined_t06 against CIDEr-D SCST: held-out QA-acc 0.630 against 0.600 (+5.0%" in lines
     assert "- grpo_qa_box_joined_t06 against CIDEr-D GRPO: held-out QA-acc 0.630 against 0.590 (+6.8%" in lines
+    assert "scst_qa_box_joined_abstain_t06" not in lines
+    found["scst_qa_box_joined_abstain_t06"] = _row(0.67, 2.1, 0.4)  # the abstain row: against CIDEr-D SCST too
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert "- scst_qa_box_joined_abstain_t06 against CIDEr-D SCST: held-out QA-acc 0.670 against 0.600 (+11.7%" in lines
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -375,7 +379,7 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     in the main 224-px folder; its readers are trained with their share and a reader of another share is refused."""
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     assert joined.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined,"
-                           "scst_qa_box_joined_t06,grpo_qa_box_joined_t06")
+                           "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -395,23 +399,39 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         assert sampled.stages[-1].recipe == joined_row.stages[-1].recipe
         assert sampled.stages[-1].overrides == (*joined_row.stages[-1].overrides[:-1], "reward.qa_temperature=0.6",
                                                 *QA_JOINED)
-    # the readers: each trained with its set's share, the card's share checked
+    # and with the abstain option, read by its own reward reader: the sampled row with those two settings
+    from rlcap.bench.qa_rows import QA_ABSTAIN_PATHS
+
+    abstains, sampled = BENCH_ROWS["scst_qa_box_joined_abstain_t06"], BENCH_ROWS["scst_qa_box_joined_t06"]
+    assert abstains.stages[:-1] == sampled.stages[:-1] and abstains.checkpoint == "last"
+    assert abstains.stages[-1].overrides == (*sampled.stages[-1].overrides[:-1], "reward.qa_abstain=true",
+                                             *QA_ABSTAIN_PATHS)
+    assert "readers/joined/abstain," in QA_ABSTAIN_PATHS[0]
+    # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 
     def train(argv, **_):
         folder = Path(argv[argv.index("--out") + 1])
         folder.mkdir(parents=True)
-        share = float(argv[argv.index("--joined") + 1])
-        (folder / "reader_card.json").write_text(f'{{"qa": "questions.json", "joined": {share}}}')
+        share, abstain = (float(argv[argv.index(flag) + 1]) for flag in ("--joined", "--abstain"))
+        (folder / "reader_card.json").write_text(f'{{"qa": "questions.json", "joined": {share}, '
+                                                 f'"abstain": {abstain}, "size": "{argv[argv.index("--size") + 1]}"}}')
         runs.append(share)
 
     monkeypatch.setattr(bench_rewards, "DATA", tmp_path)
     monkeypatch.setattr(bench_rewards.subprocess, "run", train)
-    assert set(bench_rewards.readers(joined)) == {"reward", "judge"} and runs == [0.5, 0.5]
-    assert bench_rewards.readers(joined)["judge"]["joined"] == 0.5 and runs == [0.5, 0.5]  # trained once
+    cards = bench_rewards.readers(joined)
+    assert set(cards) == {"reward", "judge", "abstain"} and runs == [0.5, 0.5, 0.5]
+    assert (cards["abstain"]["abstain"], cards["abstain"]["size"], cards["reward"]["abstain"]) == (0.25, "small", 0)
+    assert bench_rewards.readers(joined)["judge"]["joined"] == 0.5 and runs == [0.5, 0.5, 0.5]  # trained once
+    (tmp_path / "readers" / "joined" / "abstain" / "reader_card.json").write_text(
+        '{"qa": "questions.json", "joined": 0.5}')  # a reader that never learned to abstain
+    with pytest.raises(SystemExit, match="trained with --abstain 0.0, not 0.25: remove it"):
+        bench_rewards.readers(joined)
+    runs.clear()
     main = bench_rewards.SETS["main"]
     bench_rewards.readers(main)
-    assert runs == [0.5, 0.5, 0.0, 0.0]
+    assert runs == [0.0, 0.0]  # no abstaining reader
     (tmp_path / "readers" / "judge" / "reader_card.json").write_text('{"qa": "questions.json", "joined": 0.5}')
     with pytest.raises(SystemExit, match="trained with --joined 0.5, not 0.0: remove it"):
         bench_rewards.readers(main)

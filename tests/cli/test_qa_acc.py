@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+import torch
 
 from rlcap.data.qa import Question, load_qa, write_qa
-from rlcap.eval.qa_accuracy import qa_accuracy
+from rlcap.eval.qa_accuracy import abstained, qa_accuracy, reader_card
 from rlcap.models.hf.qa_reader import QAReader
 from tests.cli.in_process import run_cli
 from tests.tiny_reader import make_tiny_reader
@@ -42,6 +44,26 @@ def test_score_adds_qa_acc_per_caption_and_corpus(judge, tmp_path, capsys):
     assert all(v["QA-acc"] * 8 == round(v["QA-acc"] * 8) for v in per_image.values())  # 4 orders x 1 or 2 questions
 
 
+def test_the_card_of_a_reader_that_abstains_exactly_on_empty_captions(judge, monkeypatch):
+    reader = QAReader.load(judge[0])
+    qa = load_qa(judge[1])
+
+    def option_probs(prompts, k, temperature=1.0):  # the abstain letter (last) likeliest iff the caption is empty
+        rows = [[0.9 if (j == k - 1) == ("Caption: \n" in p) else 0.1 / (k - 1) for j in range(k)] for p in prompts]
+        return torch.tensor(rows)
+
+    monkeypatch.setattr(reader, "option_probs", option_probs)
+    assert abstained(reader, qa, {"1": "", "2": ""}) == 1.0 and abstained(reader, qa, {"1": "a dog"}) == 0.0
+    assert abstained(reader, qa, {"1": "", "2": "a cat"}) == pytest.approx(1 / 3)  # 4 of 12 prompts: image 1's
+    assert math.isnan(abstained(reader, qa, {"3": ""}))  # no questions about image 3
+    # each question's own negative: image 2's second question has an empty one, its first does not
+    card = reader_card(reader, qa, {"1": ["a dog"], "2": ["a cat"]}, negatives={"1": [""], "2": ["a mat", ""]})
+    assert card["abstain"]["abstains_from_negative"] == pytest.approx(2 / 3)
+    assert card["abstain"]["abstains_from_empty"] == 1.0 and card["abstain"]["abstains_from_reference"] == 0.0
+    assert card["abstain"]["from_empty"] == 0.0  # abstaining is a wrong answer
+    assert "abstain" not in reader_card(reader, qa, {"1": ["a dog"]})
+
+
 def test_reader_without_questions_is_one_line(judge, tmp_path, capsys):
     reader, _ = judge
     rc, _, err = run_cli(capsys, "score", "--refs", str(tmp_path / "r.json"), "--preds", str(tmp_path / "p.json"),
@@ -71,6 +93,21 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "single"), "--steps", "1", "--batch-size", "2", "--joined", "0")
     assert rc == 0 and json.loads((tmp_path / "single" / "reader_card.json").read_text())["joined"] == 0.0
+    rc, _, _ = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
+                       str(tmp_path / "abstains"), "--steps", "2", "--batch-size", "4", "--abstain", "0.5")
+    card = json.loads((tmp_path / "abstains" / "reader_card.json").read_text())
+    assert rc == 0 and card["abstain"] == 0.5 and json.loads((tmp_path / "reader" / "reader_card.json").read_text())[
+        "abstain"] == 0.0
+    assert set(card["test"]["abstain"]) == {"from_reference", "from_empty", "abstains_from_reference",
+                                            "abstains_from_empty", "abstains_from_negative"}
+    assert all(0 <= v <= 1 for v in card["test"]["abstain"].values())
+    plain = json.loads((tmp_path / "shapes" / "dataset_shapes.json").read_text())
+    for image in plain["images"]:
+        del image["scene"]
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "plain.json"), "--qa",
+                         str(tmp_path / "shapes" / "questions.json"), "--out", str(tmp_path / "y"), "--abstain", "0.5")
+    assert rc != 0 and "--abstain writes its negatives from each image's scene" in err
     rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "x"), "--joined", "1.5")
     assert rc == 2 and "argument --joined: expected a number in [0, 1], got 1.5" in err

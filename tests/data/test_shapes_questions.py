@@ -9,7 +9,8 @@ import pytest
 
 from rlcap.data.synthetic.annotators import caption_scene
 from rlcap.data.synthetic.captions import COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS
-from rlcap.data.synthetic.questions import RELATIONS, complete_description, question_rng, scene_questions
+from rlcap.data.synthetic.questions import (
+    RELATIONS, complete_description, question_rng, scene_questions, unanswered_scene, unanswering_caption)
 from rlcap.data.synthetic.scenes import Scene, SceneObject, sample_scene
 
 
@@ -86,3 +87,35 @@ def test_the_complete_description_states_every_answer():
             assert q.options[q.answer] in text, (q, text)
             if q.kind in ("count", "relation"):  # and no other option of these (a position's "top" is in "top left")
                 assert not any(o in text for i, o in enumerate(q.options) if i != q.answer), (q, text)
+
+
+def test_an_unanswering_caption_describes_the_scene_without_the_asked_objects():
+    scene = Scene("white", (_obj("circle", "red", 0.2, 0.5, "large"), _obj("square", "blue", 0.8, 0.52),
+                            _obj("circle", "red", 0.5, 0.9, "small")))
+    qs = {q.question: q for q in scene_questions(scene, random.Random(0))}
+    left = {name: [(o.colour, o.shape) for o in unanswered_scene(scene, q, random.Random(0)).objects]
+            for name, q in qs.items()}
+    assert left == {"What colour is the circle?": [("blue", "square")],  # both circles go
+                    "What shape is the red object?": [("blue", "square")],
+                    "What colour is the square?": [("red", "circle"), ("red", "circle")],
+                    "What shape is the blue object?": [("red", "circle"), ("red", "circle")],
+                    "How many shapes are there?": []}  # any fewer objects would state another count
+    pair = Scene("grey", (_obj("star", "green", 0.2, 0.5), _obj("heart", "pink", 0.8, 0.5),
+                          _obj("cross", "red", 0.5, 0.1)))
+    relation = next(q for q in scene_questions(pair, random.Random(0)) if q.kind == "relation")
+    kept = {tuple(o.shape for o in unanswered_scene(pair, relation, random.Random(k)).objects) for k in range(20)}
+    assert kept == {("heart", "cross"), ("star", "cross")}  # one of the pair goes, drawn; the others stay
+    with pytest.raises(ValueError, match="asks about none of the scene's objects"):
+        unanswered_scene(pair, qs["What colour is the circle?"], random.Random(0))
+    for imgid in range(150):  # the captions name none of what was asked about
+        scene = sample_scene(random.Random(f"s{imgid}"), 4, True)
+        for q in scene_questions(scene, question_rng(0, str(imgid)), "every"):
+            caption = unanswering_caption(scene, q, random.Random(imgid)).lower()
+            if q.kind in ("count", "position") or len(scene.objects) == 1:
+                assert caption == "", (q, caption)
+            elif q.kind == "colour":  # no word of the asked kind
+                assert not _stated(q.question.split()[-1].rstrip("?"), "kind", [caption]), (q, caption)
+            elif q.kind == "kind":  # no object of the asked colour (a "pale blue" background may stay)
+                colour = q.question.split()[4]
+                assert not any(f"{w} {n}" in caption for w in COLOUR_WORDS[colour] for pairs in SHAPE_WORDS.values()
+                               for pair in pairs for n in pair), (q, caption)

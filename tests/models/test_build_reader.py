@@ -6,7 +6,7 @@ import torch
 
 import random
 
-from rlcap.data.qa import QASet, Question
+from rlcap.data.qa import ABSTAIN, QASet, Question
 from rlcap.errors import ConfigError
 from rlcap.models.hf.build_reader import (
     JOIN_MOST, _example, _loss, build_reader_model, join, join_references, lookup_share, reader_tokenizer, train_reader)
@@ -96,3 +96,32 @@ def test_an_example_reads_joined_references_at_their_share_and_one_reference_oth
 def test_a_share_outside_zero_to_one_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="joined: 1.5 is not a share between 0 and 1"):
         train_reader(tmp_path / "r", {"1": REFS}, QA, steps=1, joined=1.5)
+
+
+def test_an_abstain_example_reads_a_negative_and_answers_the_abstain_option_offered_last():
+    reader, captions = _reader(), {"1": REFS}
+    asked = []
+
+    def negative(rng, image_id, q):
+        asked.append((image_id, q.question))
+        return "a lone brown heart."
+
+    prompt, right, text = _example(random.Random(0), captions, QA, ["1"], reader, 0.0, 0.0, 1.0, negative)
+    assert asked == [("1", "What colour is the circle?")]  # the negative of the drawn image and question
+    options = [line.split(" ", 1)[1] for line in prompt.splitlines() if line[:2] in {"A.", "B.", "C.", "D.", "E."}]
+    assert len(options) == 5 and options[-1] == ABSTAIN and right == 4 and text == ABSTAIN
+    assert "a lone brown heart" in prompt
+    # with abstain > 0 every prompt offers the option, and a positive's right letter is its own option's
+    for k in range(20):
+        prompt, right, text = _example(random.Random(k), captions, QA, ["1"], reader, 0.0, 0.5, 0.5, negative)
+        options = [line.split(" ", 1)[1] for line in prompt.splitlines() if line[:2] in {"A.", "B.", "C.", "D.", "E."}]
+        assert options[-1] == ABSTAIN and options[right] == text and (text == ABSTAIN) == ("brown heart" in prompt)
+    # the drill reads the right option alone, never a negative
+    assert _example(random.Random(0), captions, QA, ["1"], reader, 1.0, 0.0, 1.0, negative)[2] == "red"
+
+
+def test_abstaining_needs_what_writes_the_negatives(tmp_path):
+    with pytest.raises(ConfigError, match="abstain: a reader learns to abstain"):
+        train_reader(tmp_path / "r", {"1": REFS}, QA, steps=1, abstain=0.5)
+    with pytest.raises(ConfigError, match="abstain: 2 is not a share between 0 and 1"):
+        train_reader(tmp_path / "r", {"1": REFS}, QA, steps=1, abstain=2, negative=lambda *a: "")

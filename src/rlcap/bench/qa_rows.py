@@ -15,6 +15,11 @@ QA_EVERY = ("reward.paths={qa_utility: data/shapes/readers/every/reward, qa_file
 # the main questions with the reward reader trained on joined references too (rlcap data reader --joined 0.5), which
 # reads a caption that states more than one reference does (make bench-rewards QUESTIONS=joined)
 QA_JOINED = ("reward.paths={qa_utility: data/shapes/readers/joined/reward, qa_file: data/shapes/questions.json}",)
+# the joined set's reward reader trained to abstain too (rlcap data reader --joined 0.5 --abstain 0.25): it answers
+# [Xing26]'s "Can not answer based on the caption" where the caption does not state the answer (docs/RL.md)
+QA_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/abstain, "
+                    "qa_file: data/shapes/questions.json}",)
+QA_ABSTAIN = "reward.qa_abstain=true"  # the option offered in every prompt; choosing it scores as wrong
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 # the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
 # reward server; their evaluation samples at 1.0, the default): the letters' probabilities sharpened (docs/RL.md,
@@ -140,6 +145,11 @@ QA_ROWS: dict[str, BenchRow] = {
     "grpo_qa_box_joined_t06": _boxed("grpo_qa_box_joined_t06", "grpo_qa_box_joined with the reader sampling at 0.6 "
                                      "([Xing26]'s reward server)", QA_UTILITY, QA_SAMPLED_06, recipe="grpo",
                                      paths=QA_JOINED),
+    # scst_qa_box_joined_t06 with the option to abstain, and the reader trained to take it ([Xing26]'s reward server):
+    # a caption earns on a question only where it states the answer, not by a guess the reader makes from it
+    "scst_qa_box_joined_abstain_t06": _boxed("scst_qa_box_joined_abstain_t06", "scst_qa_box_joined_t06 with the "
+                                             "abstain option and a reader trained to take it", QA_UTILITY,
+                                             QA_SAMPLED_06, QA_ABSTAIN, paths=QA_ABSTAIN_PATHS),
     # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
     # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,

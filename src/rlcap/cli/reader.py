@@ -34,6 +34,11 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="the share of the non-drill examples whose caption is two or three of the picture's "
                         f"references joined, so that the reader reads a caption that states more than one "
                         f"reference (default {JOINED}; 0: single references, the readers before 12-06)")
+    p.add_argument("--abstain", type=float_range(0.0, 1.0, include_high=True), default=0.0,
+                   help="the share of the non-drill examples whose caption does not state the answer (a shapes "
+                        "reference of the scene with the asked objects taken out) and whose answer is the option "
+                        "'Can not answer based on the caption', offered in every prompt: a reader for "
+                        "reward.qa_abstain (default 0: no such option)")
     p.set_defaults(func=run)
     return p
 
@@ -53,13 +58,32 @@ def run(args: argparse.Namespace) -> int:
     train = {r.id: r.captions for r in records if r.split == "train"}
     test = {r.id: r.captions for r in records if r.split == "test"}
     start = time.perf_counter()
-    train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size, joined=args.joined)
+    negative, negatives = _negatives(dataset, qa, test) if args.abstain else (None, None)
+    train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size, joined=args.joined,
+                 abstain=args.abstain, negative=negative)
     card = {"qa": qa_path.name, "size": args.size, "seed": args.seed, "steps": args.steps,
-            "batch_size": args.batch_size, "joined": args.joined,
+            "batch_size": args.batch_size, "joined": args.joined, "abstain": args.abstain,
             "train_images": len(train),
             "seconds": round(time.perf_counter() - start, 1),
-            "test": reader_card(QAReader.load(args.out), qa, test)}
+            "test": reader_card(QAReader.load(args.out), qa, test, negatives)}
     write_json(args.out / "reader_card.json", card)
     print(json.dumps(card, indent=1))
     print(f"wrote the reader to {args.out}")
     return 0
+
+
+def _negatives(dataset: Path, qa, test: dict[str, list[str]]):
+    """The shapes dataset's negative (:func:`rlcap.data.synthetic.questions.scene_negatives`) and, for the reader's
+    card, one negative caption for each question of each test image (drawn with a generator of the image's id)."""
+    import random
+
+    from rlcap.data.synthetic.questions import scene_negatives
+    from rlcap.errors import DataError
+    images = json.loads(dataset.read_text(encoding="utf-8")).get("images", [])
+    if not all(isinstance(r, dict) and "scene" in r and "imgid" in r for r in images):
+        raise DataError(f"{dataset}: --abstain writes its negatives from each image's scene: a shapes dataset "
+                        "(rlcap data shapes) has them, this file does not")
+    negative = scene_negatives(images)
+    negatives = {i: [negative(random.Random(f"abstain-card/{i}/{k}"), i, q) for k, q in enumerate(qa.of(i))]
+                 for i in test if qa.of(i)}
+    return negative, negatives

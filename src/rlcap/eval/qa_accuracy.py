@@ -10,10 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rlcap.data.qa import QASet, load_qa
 from rlcap.errors import ConfigError, DataError
 from rlcap.models.hf.qa_reader import QAReader
-from rlcap.models.qa_scoring import qa_scores
+from rlcap.models.qa_scoring import ask, qa_scores
 
 METRIC = "QA-acc"
 SHUFFLES = 4  # each question under four orders of its options: with four options the right one once at each letter
@@ -30,13 +32,14 @@ def load_judge(reader: str | Path | None, qa: str | Path | None, device: str = "
 
 
 def qa_accuracy(reader: QAReader, qa: QASet, captions: Mapping[str, str], shuffles: int = SHUFFLES,
-                ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+                abstain: bool = False) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """QA-acc of one caption per image (``captions``: id -> caption): ``({"QA-acc": corpus}, {id: {"QA-acc":
-    value}})``, over the images that have questions (the corpus value: their mean; nan when none has)."""
+    value}})``, over the images that have questions (the corpus value: their mean; nan when none has); with
+    ``abstain`` every prompt offers :data:`rlcap.data.qa.ABSTAIN` last, which counts as wrong."""
     ids = [i for i in captions if qa.of(i)]
     if not ids:
         return {METRIC: float("nan")}, {}
-    values, _ = qa_scores(reader, qa, [captions[i] for i in ids], ids, shuffles, "accuracy")
+    values, _ = qa_scores(reader, qa, [captions[i] for i in ids], ids, shuffles, "accuracy", abstain=abstain)
     per_image = {i: {METRIC: float(v)} for i, v in zip(ids, values.tolist())}
     return {METRIC: float(values.mean())}, per_image
 
@@ -49,22 +52,57 @@ def add_qa_scores(result: Any, reader: QAReader, qa: QASet) -> None:
         result.per_image.setdefault(i, {}).update(values)
 
 
-def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]]) -> dict[str, float]:
+def abstained(reader: QAReader, qa: QASet, captions: Mapping[str, str], shuffles: int = SHUFFLES) -> float:
+    """The share of the (caption, question, order) prompts of ``captions`` (id -> caption) on which the reader's
+    likeliest letter is the abstain option's (:data:`rlcap.data.qa.ABSTAIN`, offered last); nan when no image of
+    ``captions`` has questions."""
+    ids = [i for i in captions if qa.of(i)]
+    asked = ask(reader, qa, [captions[i] for i in ids], ids, shuffles, abstain=True)
+    if not asked.prompts:
+        return float("nan")
+    width = max(asked.n_options)
+    probs = reader.option_probs(asked.prompts, width)  # (P, K)
+    offered = torch.arange(width, device=probs.device) < torch.tensor(asked.n_options, device=probs.device)[:, None]
+    last = torch.tensor(asked.n_options, device=probs.device) - 1  # (P,) the abstain letter's index
+    return float((probs.masked_fill(~offered, -1.0).argmax(dim=1) == last).float().mean())
+
+
+def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]],
+                negatives: Mapping[str, Sequence[str]] | None = None) -> dict[str, float]:
     """How well a reader reads, on the images of ``references`` (id -> reference captions) that have questions:
     its QA-acc from each image's first reference, from an empty caption, and chance (the mean of 1 / options);
-    ``by_kind``: the two QA-accs on each kind of question alone (when the questions have kinds)."""
+    ``by_kind``: the two QA-accs on each kind of question alone (when the questions have kinds). With
+    ``negatives`` (id -> for each of its questions, a caption that does not state that question's answer), for a
+    reader trained to abstain, ``abstain``: the QA-accs with the abstain option offered, and how often the reader
+    abstains from a reference, from an empty caption and from each question's negative."""
     ids = [i for i in references if qa.of(i) and references[i]]
     if not ids:
         raise DataError("no image with both references and questions to judge the reader on")
-    from_reference, _ = qa_accuracy(reader, qa, {i: references[i][0] for i in ids})
-    from_empty, _ = qa_accuracy(reader, qa, {i: "" for i in ids})
+    first, empty = {i: references[i][0] for i in ids}, {i: "" for i in ids}
+    from_reference, _ = qa_accuracy(reader, qa, first)
+    from_empty, _ = qa_accuracy(reader, qa, empty)
     chance = sum(1 / len(q.options) for i in ids for q in qa.of(i)) / sum(len(qa.of(i)) for i in ids)
     card = {"from_reference": from_reference[METRIC], "from_empty": from_empty[METRIC], "chance": chance,
             "images": len(ids), "questions": sum(len(qa.of(i)) for i in ids)}
     kinds = sorted({q.kind for i in ids for q in qa.of(i) if q.kind})
     if kinds:
         card["by_kind"] = {kind: _kind_card(reader, qa, references, ids, kind) for kind in kinds}
+    if negatives is not None:
+        card["abstain"] = {"from_reference": qa_accuracy(reader, qa, first, abstain=True)[0][METRIC],
+                           "from_empty": qa_accuracy(reader, qa, empty, abstain=True)[0][METRIC],
+                           "abstains_from_reference": abstained(reader, qa, first),
+                           "abstains_from_empty": abstained(reader, qa, empty),
+                           "abstains_from_negative": abstained(reader, *_one_a_caption(qa, negatives, ids))}
     return card
+
+
+def _one_a_caption(qa: QASet, captions: Mapping[str, Sequence[str]], ids: Sequence[str]
+                   ) -> tuple[QASet, dict[str, str]]:
+    """Each question of ``ids`` that ``captions`` has a caption for (id -> one caption per question, in order) as
+    an image of its own ("id#k"), with that caption."""
+    keys = [(i, k) for i in ids if i in captions for k in range(len(qa.of(i)))]
+    return (QASet({f"{i}#{k}": [qa.of(i)[k]] for i, k in keys}),
+            {f"{i}#{k}": captions[i][k] for i, k in keys})
 
 
 def of_kind(qa: QASet, ids: Sequence[str], kind: str) -> QASet:

@@ -24,6 +24,13 @@ relation    "Where is the red circle relative to the blue square?"      the two 
 
 Distractors come from the same attribute's values, drawn with a generator seeded by (seed, image id), so a
 scene's questions are the same in every process. Options are in a drawn order; the reward shuffles them again.
+
+A caption that does not answer a question (:func:`unanswering_caption`) is what a reader learns to abstain on
+([Xing26]'s "Can not answer based on the caption", ``rlcap data reader --abstain``): a reference written for the
+scene with the asked objects taken out. "What colour is the circle?" loses every circle, "What shape is the red
+object?" every red object, a relation question one of its pair (drawn), a position question its lone object; a
+count question every object, since a scene with fewer objects states another count. A scene left empty has the
+empty caption.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import random
 from pathlib import Path
 
 from rlcap.data.qa import Question, write_qa
+from rlcap.data.synthetic.annotators import caption_scene
 from rlcap.data.synthetic.captions import NUMBER_WORDS, RELATION_WORDS, with_article
 from rlcap.data.synthetic.scenes import COLOURS, SHAPES, Scene, SceneObject, region, relation
 
@@ -101,6 +109,40 @@ def complete_description(scene: Scene) -> str:
     text = f"{NUMBER_WORDS[len(objs)]} shapes: {first} {RELATION_WORDS[relation(objs[0], objs[1])][0]} " \
            f"{with_article(_name(objs[1]))}"
     return text + "".join(f", and {with_article(_name(o))}" for o in objs[2:])
+
+
+def unanswered_scene(scene: Scene, q: Question, rng: random.Random) -> Scene:
+    """``scene`` without the objects ``q`` asks about (the module's last paragraph); ValueError when ``q`` is not
+    one of :func:`scene_questions`'s about ``scene``."""
+    objs = scene.objects
+    if q.kind == "colour":
+        keep = [o for o in objs if f"What colour is the {o.shape}?" != q.question]
+    elif q.kind == "kind":
+        keep = [o for o in objs if f"What shape is the {o.colour} object?" != q.question]
+    elif q.kind == "relation" and len(objs) > 1:
+        gone = rng.randrange(2)
+        keep = [o for k, o in enumerate(objs) if k != gone]
+    elif q.kind in ("count", "position"):
+        keep = []
+    else:
+        keep = list(objs)
+    if len(keep) == len(objs):
+        raise ValueError(f"question {q.question!r} ({q.kind or 'no kind'}) asks about none of the scene's objects")
+    return Scene(scene.background, tuple(keep))
+
+
+def unanswering_caption(scene: Scene, q: Question, rng: random.Random) -> str:
+    """A reference of ``scene`` without the objects ``q`` asks about, by a drawn annotator (the empty caption when
+    none is left): a caption that does not state ``q``'s answer."""
+    rest = unanswered_scene(scene, q, rng)
+    return rng.choice(caption_scene(rest, rng)).raw if rest.objects else ""
+
+
+def scene_negatives(records: list[dict]):
+    """For the records of a shapes dataset JSON (each with its ``scene``): a ``negative`` for
+    :func:`rlcap.models.hf.build_reader.train_reader`, (rng, image id, question) -> :func:`unanswering_caption`."""
+    scenes = {str(r["imgid"]): Scene.from_dict(r["scene"]) for r in records}
+    return lambda rng, image_id, q: unanswering_caption(scenes[image_id], q, rng)
 
 
 def question_rng(seed: int, image_id: str) -> random.Random:

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rlcap.data.qa import LETTERS, QASet
+from rlcap.data.qa import ABSTAIN, LETTERS, QASet, Question
 from rlcap.errors import ConfigError
 from rlcap.models.hf.qa_reader import INSTRUCTION, QAReader
 from rlcap.transformers_io import no_bars
@@ -61,6 +61,8 @@ LOOKUP_ONLY, LOOKUP_UNTIL, LOOKUP_END = 0.4, 0.6, 0.25
 
 SIZES = {"small": ReaderSize(128, 3, 4), "base": ReaderSize(128, 4, 4)}
 JOIN_MOST = 3  # the most references one joined training caption holds (join_references)
+# (rng, image id, question) -> a caption of that image that does not state the question's answer
+Negative = Callable[[random.Random, str, Question], str]
 JOINED = 0.5  # the default share of joined references among the non-drill examples (docs/RL.md, "QA utility")
 
 
@@ -124,23 +126,29 @@ def join_references(rng: random.Random, references: Sequence[str]) -> str:
 
 
 def _example(rng: random.Random, captions: dict[str, list[str]], qa: QASet, ids: list[str], reader: QAReader,
-             lookup: float, joined: float = 0.0) -> tuple[str, int, str]:
+             lookup: float, joined: float = 0.0, abstain: float = 0.0, negative: Negative | None = None
+             ) -> tuple[str, int, str]:
     """(prompt, the right letter's index, the right option's text) of a drawn image, question and option order;
     with probability ``lookup`` the caption is the right option's text alone (the drill), else with probability
     ``joined`` the picture's references joined (:func:`join_references`, when it has two), else one reference.
-    With ``joined`` 0 the draws are those of a reader trained before the option existed."""
+    With ``abstain`` > 0 every prompt offers :data:`ABSTAIN` last, as the reward does with ``reward.qa_abstain``,
+    and with probability ``abstain`` a non-drill example's caption is ``negative``'s, one that does not state the
+    answer, whose right option is :data:`ABSTAIN`. With ``joined`` and ``abstain`` 0 the draws are those of a
+    reader trained before the options existed."""
     image_id = rng.choice(ids)
     q = rng.choice(qa.of(image_id))
     order = rng.sample(range(len(q.options)), len(q.options))
+    options = [q.options[j] for j in order] + ([ABSTAIN] if abstain else [])
     references = captions[image_id]
     if rng.random() < lookup:
         caption = q.options[q.answer]
+    elif abstain and negative is not None and rng.random() < abstain:
+        return reader.render(negative(rng, image_id, q), q.question, options), len(options) - 1, ABSTAIN
     elif joined and rng.random() < joined and len(references) > 1:
         caption = join_references(rng, references)
     else:
         caption = rng.choice(references)
-    prompt = reader.render(caption, q.question, [q.options[j] for j in order])
-    return prompt, order.index(q.answer), q.options[q.answer]
+    return reader.render(caption, q.question, options), order.index(q.answer), q.options[q.answer]
 
 
 def _loss(model, prompts: list[list[int]], answers: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,20 +176,27 @@ def _loss(model, prompts: list[list[int]], answers: list[list[int]], pad_id: int
 
 
 def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, size: str = "small", seed: int = 0,
-                 steps: int = 5000, batch_size: int = 16, lr: float = 3e-3, joined: float = JOINED) -> Path:
+                 steps: int = 5000, batch_size: int = 16, lr: float = 3e-3, joined: float = JOINED,
+                 abstain: float = 0.0, negative: Negative | None = None) -> Path:
     """Build, train and save a reader in ``folder`` from the training images' ``captions`` (image id -> its
     references) and their questions in ``qa``; returns ``folder``. Learning rate: ``WARMUP`` steps of linear
     warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`;
-    ``joined``: the share of the other examples whose caption is references joined (:func:`_example`)."""
-    if not 0.0 <= joined <= 1.0:
-        raise ConfigError(f"joined: {joined} is not a share between 0 and 1")
+    ``joined``: the share of the other examples whose caption is references joined (:func:`_example`);
+    ``abstain``: the share of them whose caption is ``negative``'s and whose answer is :data:`ABSTAIN`, offered in
+    every prompt when ``abstain`` > 0 (a reader for ``reward.qa_abstain``)."""
+    for name, share in (("joined", joined), ("abstain", abstain)):
+        if not 0.0 <= share <= 1.0:
+            raise ConfigError(f"{name}: {share} is not a share between 0 and 1")
+    if abstain and negative is None:
+        raise ConfigError("abstain: a reader learns to abstain from captions that do not state the answer; "
+                          "give negative, what writes them")
     import transformers
 
     ids = sorted(i for i in captions if qa.of(i) and captions[i])
     if not ids:
         raise ConfigError("no training image has both reference captions and questions")
     texts = [c for i in ids for c in captions[i]] + [
-        " ".join([q.question, *q.options]) for i in ids for q in qa.of(i)]
+        " ".join([q.question, *q.options]) for i in ids for q in qa.of(i)] + ([ABSTAIN] if abstain else [])
     tokenizer = reader_tokenizer(texts)
     model = build_reader_model(len(tokenizer), size, seed)
     reader = QAReader(model, tokenizer)
@@ -194,7 +209,7 @@ def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, 
     recent: list[float] = []
     for step in range(steps):
         share = lookup_share(step, steps)
-        batch = [_example(rng, captions, qa, ids, reader, share, joined) for _ in range(batch_size)]
+        batch = [_example(rng, captions, qa, ids, reader, share, joined, abstain, negative) for _ in range(batch_size)]
         prompts = [tokenizer.encode(p, add_special_tokens=False) for p, _, _ in batch]
         answers = [[int(reader.letter_ids[right])] + tokenizer.encode(text, add_special_tokens=False)
                    for _, right, text in batch]
