@@ -23,10 +23,11 @@ pictures encoded at 224 px, a 7x7 grid, in ``runs/bench_rewards_224`` and a sect
 the main questions, readers trained on joined references too, ``rlcap data reader --joined 0.5``, in
 ``readers/joined/...``, the utility of its reward reader under SCST and GRPO, ``scst_qa_box_joined`` and
 ``grpo_qa_box_joined``, and both with the reader sampling at 0.6, ``scst_qa_box_joined_t06`` and
-``grpo_qa_box_joined_t06``, and SCST at 0.6 with [Xing26]'s abstain option read by a reward reader trained to take
-it (``--abstain 0.25``, ``readers/joined/abstain``), ``scst_qa_box_joined_abstain_t06``, beside ``xe_box``,
-``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all judged by its judge; the main and every sets'
-readers read single references, ``--joined 0``); ``--epochs N`` other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
+``grpo_qa_box_joined_t06``, and both at 0.6 with [Xing26]'s abstain option read by a reward reader trained to take
+it (``--abstain 0.25``, ``readers/joined/abstain``), ``scst_qa_box_joined_abstain_t06`` and
+``grpo_qa_box_joined_abstain_t06``, beside ``xe_box``, ``scst_box``, ``scst_qa_box``, ``grpo_box`` and
+``grpo_qa_box``, all judged by its judge; the main and every sets' readers read single references, ``--joined 0``);
+``--epochs N`` other than 4: the rows at N RL epochs, in ``..._eN`` and a section of their own), then
 scores each row's test captions (beam 3): the held-out reader's QA-acc, CIDEr-D, SPICE, words a caption, the
 template share, Div-2, and CHAIR_i, CHAIR_s and coverage where rlcap's metrics hold them; the judge by kind of
 question; what the captions say (count phrases, the relation word, unfinished ends). Writes the tables, the readers'
@@ -141,7 +142,8 @@ def _sets() -> dict[str, QuestionSet]:
             "joined": QuestionSet(QUESTION_SETS["main"], "readers/joined", "_joined", "bench-rewards-joined",
                                   at_224=("xe_box", BOXED_BASE, BOXED_QA, f"{BOXED_QA}_joined", *BOXED_GRPO,
                                           f"{BOXED_GRPO[1]}_joined", f"{BOXED_QA}_joined_t06",
-                                          f"{BOXED_GRPO[1]}_joined_t06", f"{BOXED_QA}_joined{ABSTAINED}{SAMPLED}"),
+                                          f"{BOXED_GRPO[1]}_joined_t06", f"{BOXED_QA}_joined{ABSTAINED}{SAMPLED}",
+                                          f"{BOXED_GRPO[1]}_joined{ABSTAINED}{SAMPLED}"),
                                   joined=JOINED, at_128=False, abstain=ABSTAIN_SHARE)}
 
 
@@ -186,8 +188,8 @@ def card_line(name: str, c: dict) -> str:
         line += (f" With the abstain option offered (taught on {c['abstain']:.0%} of its non-drill examples): QA-acc "
                  f"{a['from_reference']:.3f} from a reference, {a['from_empty']:.3f} from an empty caption; it "
                  f"abstains on {a['abstains_from_reference']:.3f} of a reference's prompts, "
-                 f"{a['abstains_from_empty']:.3f} of an empty caption's and {a['abstains_from_negative']:.3f} of a caption's of the picture without the "
-                 "asked shapes.")
+                 f"{a['abstains_from_empty']:.3f} of an empty caption's and {a['abstains_from_negative']:.3f} of a "
+                 "caption's of the picture without the asked shapes.")
     return line
 
 
@@ -348,10 +350,10 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
         # the QA row's variants, read against its goals: its seeds, the mask, and the utility under GRPO ([Xing26]'s
         # algorithm; the goals name SCST)
         sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
+        abstained = [f"{boxed_qa}{ABSTAINED}{SAMPLED}", f"{grpo_qa}{ABSTAINED}{SAMPLED}"]  # (the joined set's)
         lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else
-                            [grpo_qa, *sampled, f"{boxed_qa}{ABSTAINED}{SAMPLED}"],
-                            list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
-        for grpo in (grpo_qa, sampled[1]):
+                            [grpo_qa, *sampled, *abstained], list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
+        for grpo in (grpo_qa, sampled[1], abstained[1]):
             if all(n in f for n in (BOXED_GRPO[0], grpo)):
                 lines += row_goal_lines(grpo, f[grpo], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
     return lines

@@ -93,6 +93,9 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     found["scst_qa_box_joined_abstain_t06"] = _row(0.67, 2.1, 0.4)  # the abstain row: against CIDEr-D SCST too
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert "- scst_qa_box_joined_abstain_t06 against CIDEr-D SCST: held-out QA-acc 0.670 against 0.600 (+11.7%" in lines
+    found["grpo_qa_box_joined_abstain_t06"] = _row(0.62, 1.5, 0.75)
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert "- grpo_qa_box_joined_abstain_t06 against CIDEr-D GRPO: held-out QA-acc 0.620 against 0.590 (+5.1%" in lines
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -379,7 +382,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     in the main 224-px folder; its readers are trained with their share and a reader of another share is refused."""
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     assert joined.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined,"
-                           "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06")
+                           "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06,"
+                           "grpo_qa_box_joined_abstain_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -402,10 +406,12 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     # and with the abstain option, read by its own reward reader: the sampled row with those two settings
     from rlcap.bench.qa_rows import QA_ABSTAIN_PATHS
 
-    abstains, sampled = BENCH_ROWS["scst_qa_box_joined_abstain_t06"], BENCH_ROWS["scst_qa_box_joined_t06"]
-    assert abstains.stages[:-1] == sampled.stages[:-1] and abstains.checkpoint == "last"
-    assert abstains.stages[-1].overrides == (*sampled.stages[-1].overrides[:-1], "reward.qa_abstain=true",
-                                             *QA_ABSTAIN_PATHS)
+    for name in ("scst_qa_box", "grpo_qa_box"):
+        abstains, sampled = BENCH_ROWS[f"{name}_joined_abstain_t06"], BENCH_ROWS[f"{name}_joined_t06"]
+        assert abstains.stages[:-1] == sampled.stages[:-1] and abstains.checkpoint == "last"
+        assert abstains.stages[-1].recipe == sampled.stages[-1].recipe
+        assert abstains.stages[-1].overrides == (*sampled.stages[-1].overrides[:-1], "reward.qa_abstain=true",
+                                                 *QA_ABSTAIN_PATHS)
     assert "readers/joined/abstain," in QA_ABSTAIN_PATHS[0]
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []

@@ -150,6 +150,10 @@ QA_ROWS: dict[str, BenchRow] = {
     "scst_qa_box_joined_abstain_t06": _boxed("scst_qa_box_joined_abstain_t06", "scst_qa_box_joined_t06 with the "
                                              "abstain option and a reader trained to take it", QA_UTILITY,
                                              QA_SAMPLED_06, QA_ABSTAIN, paths=QA_ABSTAIN_PATHS),
+    # the same under GRPO: [Xing26]'s training setting bar their reader and their 8 questions drawn a call
+    "grpo_qa_box_joined_abstain_t06": _boxed("grpo_qa_box_joined_abstain_t06", "grpo_qa_box_joined_t06 with the "
+                                             "abstain option and a reader trained to take it", QA_UTILITY,
+                                             QA_SAMPLED_06, QA_ABSTAIN, recipe="grpo", paths=QA_ABSTAIN_PATHS),
     # scst_qa_box with the questions about every shape and their reward reader: the coverage goal at 224 px, where XE
     # sees the small shapes a third mention would name (at 128 px the set raised coverage by 0.001: BENCHMARKS.md)
     "scst_qa_box_every": _boxed("scst_qa_box_every", "scst_qa_box with the questions about every shape", QA_UTILITY,
