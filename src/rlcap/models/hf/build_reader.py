@@ -15,6 +15,10 @@ A share of the other examples (``joined``) reads two or three of the picture's r
 one, and from a picture's complete description reads no more than from one reference, so it cannot pay a caption
 for stating more than one reference does, the dense caption [Xing26]'s reader (an instruct LM) pays for
 (docs/RL.md, "QA utility").
+With ``abstain`` every prompt offers [Xing26]'s "Can not answer based on the caption" last, and a share of the
+non-drill examples read a caption that does not state the answer (``negative``; on shapes a reference of the scene
+without the asked shapes), answered with that option: a reader for ``reward.qa_abstain``, which pays a caption
+nothing on a question it leaves unanswered (docs/RL.md, "A reader that abstains").
 Without the option's words after the letter a reader stayed at chance, even on the drill alone: the words after
 the letter teach it to bind each letter to the option after it, which the letter itself needs
 (docs/notes/2026-12-02-qa-readers.md).
