@@ -15,7 +15,7 @@ import torch
 from rlcap.data.qa import QASet, load_qa
 from rlcap.errors import ConfigError, DataError
 from rlcap.models.hf.qa_reader import QAReader
-from rlcap.models.qa_scoring import ask, qa_scores
+from rlcap.models.qa_scoring import ask, likeliest, qa_scores
 
 METRIC = "QA-acc"
 SHUFFLES = 4  # each question under four orders of its options: with four options the right one once at each letter
@@ -60,11 +60,9 @@ def abstained(reader: QAReader, qa: QASet, captions: Mapping[str, str], shuffles
     asked = ask(reader, qa, [captions[i] for i in ids], ids, shuffles, abstain=True)
     if not asked.prompts:
         return float("nan")
-    width = max(asked.n_options)
-    probs = reader.option_probs(asked.prompts, width)  # (P, K)
-    offered = torch.arange(width, device=probs.device) < torch.tensor(asked.n_options, device=probs.device)[:, None]
+    probs = reader.option_probs(asked.prompts, max(asked.n_options))  # (P, K)
     last = torch.tensor(asked.n_options, device=probs.device) - 1  # (P,) the abstain letter's index
-    return float((probs.masked_fill(~offered, -1.0).argmax(dim=1) == last).float().mean())
+    return float((likeliest(probs, asked.n_options) == last).float().mean())
 
 
 def reader_card(reader: QAReader, qa: QASet, references: Mapping[str, Sequence[str]],

@@ -74,6 +74,13 @@ def ask(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: Sequenc
     return asked
 
 
+def likeliest(probs: torch.Tensor, n_options: Sequence[int]) -> torch.Tensor:
+    """(P,) the index of each prompt's likeliest offered letter, ``probs`` (P, K) and ``n_options`` (P,) how many
+    of the K letters each prompt offers."""
+    offered = torch.arange(probs.shape[1], device=probs.device) < torch.tensor(n_options, device=probs.device)[:, None]
+    return probs.masked_fill(~offered, -1.0).argmax(dim=1)
+
+
 def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: Sequence[str], shuffles: int = 4,
               score: Score = "probability", seed: int = 0, temperature: float = 1.0, abstain: bool = False
               ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,12 +102,11 @@ def qa_scores(reader: QAReader, qa: QASet, captions: Sequence[str], image_ids: S
         distinct: dict[str, int] = {}  # a prompt asked twice (a caption sampled twice for its picture) is read once
         rows = torch.tensor([distinct.setdefault(p, len(distinct)) for p in asked.prompts], device=device)
         probs = reader.option_probs(list(distinct), width, temperature)[rows]  # (P, K)
-        offered = torch.arange(width, device=device) < torch.tensor(asked.n_options, device=device)[:, None]
         right = torch.tensor(asked.right, device=device)  # (P,)
         if score == "probability":
             values = probs.gather(1, right[:, None]).squeeze(1)  # (P,)
         else:
-            values = (probs.masked_fill(~offered, -1.0).argmax(dim=1) == right).float()  # (P,)
+            values = (likeliest(probs, asked.n_options) == right).float()  # (P,)
         owner = torch.tensor(asked.owner, device=device)
         sums.index_add_(0, owner, values)
         counts.index_add_(0, owner, torch.ones_like(values))
