@@ -154,25 +154,29 @@ HALLUCINATION = ("CHAIR_i", "CHAIR_s", "Coverage")  # (taken where rlcap.metrics
 
 def readers(qs: QuestionSet) -> dict[str, dict]:
     """Train the readers of ``qs`` that are not there yet (``rlcap data reader``); each one's reader_card.json. With
-    ``qs.abstain`` also its abstaining reward reader, ``abstain`` (the reward reader's size and seed)."""
-    wanted = {name: (size, seed, 0.0) for name, (size, seed) in READERS.items()}
+    ``qs.abstain`` also its abstaining reward reader, ``abstain`` (the reward reader's size and seed, trained for
+    ``ABSTAIN_STEPS``: rlcap data reader's default with --abstain)."""
+    from rlcap.models.hf.build_reader import ABSTAIN_STEPS, STEPS
+
+    wanted = {name: (size, seed, 0.0, STEPS) for name, (size, seed) in READERS.items()}
     if qs.abstain:
-        wanted["abstain"] = (*READERS["reward"], qs.abstain)
+        wanted["abstain"] = (*READERS["reward"], qs.abstain, ABSTAIN_STEPS)
     cards = {}
-    for name, (size, seed, abstain) in wanted.items():
+    for name, (size, seed, abstain, steps) in wanted.items():
         folder = DATA / qs.readers / name
         if not (folder / "reader_card.json").is_file():
             subprocess.run([sys.executable, "-m", "rlcap.cli", "data", "reader", "--dataset", str(DATA), "--qa",
                             str(DATA / qs.file), "--out", str(folder), "--size", size, "--seed", str(seed),
-                            "--joined", str(qs.joined), "--abstain", str(abstain)], check=True, cwd=REPO)
+                            "--steps", str(steps), "--joined", str(qs.joined), "--abstain", str(abstain)],
+                           check=True, cwd=REPO)
         cards[name] = json.loads((folder / "reader_card.json").read_text())
         if cards[name].get("qa", SETS["main"].file) != qs.file:
             raise SystemExit(f"{folder} was trained on {cards[name]['qa']}, not {qs.file}: remove it to train again")
         # (readers before --joined read single references, before --abstain none abstained)
-        for setting, value in (("joined", qs.joined), ("abstain", abstain)):
-            if cards[name].get(setting, 0.0) != value:
-                raise SystemExit(f"{folder} was trained with --{setting} {cards[name].get(setting, 0.0)}, not {value}: "
-                                 "remove it to train again")
+        for setting, value, before in (("joined", qs.joined, 0.0), ("abstain", abstain, 0.0), ("steps", steps, STEPS)):
+            if cards[name].get(setting, before) != value:
+                raise SystemExit(f"{folder} was trained with --{setting} {cards[name].get(setting, before)}, not "
+                                 f"{value}: remove it to train again")
     return cards
 
 
@@ -236,11 +240,52 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     if BASE in names:
         probes["base_counted"] = {i: counted(c, len(scenes[i].objects)) for i, c in captions_of(BASE, qs.out).items()}
     found = {}
-    for name in READERS:
-        found[name] = {k: qa_accuracy(*reader(name, qs), captions)[0]["QA-acc"] for k, captions in probes.items()}
+    for name, offered in reading(qs).items():
+        found[name] = {k: qa_accuracy(*reader(name, qs), captions, abstain=offered)[0]["QA-acc"]
+                       for k, captions in probes.items()}
     if BASE in names:
         found["base_counted_cider"] = cider(probes["base_counted"])
     return found
+
+
+def reading(qs: QuestionSet) -> dict[str, bool]:
+    """The readers the probes read, each with whether its prompts offer the abstain option: the reward reader and
+    the judge, and with ``qs.abstain`` the abstaining reward reader, read with the option as its reward reads it."""
+    return {**{name: False for name in READERS}, **({"abstain": True} if qs.abstain else {})}
+
+
+def reach_by_kind(qs: QuestionSet) -> dict[str, dict[str, float]]:
+    """Each reader's QA-acc on each kind of question alone from the complete description; and on the count question
+    of the test pictures of three or four shapes, from their two main shapes alone (``main_pair``: "a purple circle
+    next to a pink star"), with the count phrase the QA rows learned (``counted``: "... with another shape") and from
+    the complete description ("three shapes: ..."): what a count phrase earns from each reader."""
+    from rlcap.data.synthetic.questions import complete_description, main_pair
+    from rlcap.eval.qa_accuracy import of_kind, qa_accuracy
+
+    scenes = scenes_of_test()
+    complete = {i: complete_description(s) for i, s in scenes.items()}
+    many = [i for i, s in scenes.items() if len(s.objects) >= 3]
+    pair = {i: main_pair(scenes[i]) for i in many}
+    counts = {"pair": pair, "pair_counted": {i: counted(c, len(scenes[i].objects)) for i, c in pair.items()},
+              "complete_many": {i: complete[i] for i in many}}
+    found = {}
+    for name, offered in reading(qs).items():
+        judge, qa = reader(name, qs)
+        found[name] = {kind: qa_accuracy(judge, of_kind(qa, list(complete), kind), complete, abstain=offered)[0][
+            "QA-acc"] for kind in KINDS}
+        found[name] |= {k: qa_accuracy(judge, of_kind(qa, many, "count"), captions, abstain=offered)[0]["QA-acc"]
+                        for k, captions in counts.items()}
+    return found
+
+
+def reach_kind_table(found: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["| reader | " + " | ".join(KINDS) + " | count, 3-4 shapes: the main pair | with the count phrase | the "
+             "complete description |", "|---|" + "---:|" * (len(KINDS) + 3)]
+    return lines + [f"| {n} | " + " | ".join(f"{r[c]:.3f}" for c in (*KINDS, *COUNT_PROBES)) + " |"
+                    for n, r in found.items()]
+
+
+COUNT_PROBES = ("pair", "pair_counted", "complete_many")
 
 
 @functools.cache
@@ -415,26 +460,25 @@ def seeds_line(runs: list[dict[str, float]], base: dict[str, float]) -> str:
     return line + "."
 
 
+def _by_reader(reached: dict[str, dict[str, float]], probe: str) -> str:
+    """``probe``'s QA-acc from each reader read (the abstaining one with its option offered)."""
+    return ", ".join(f"{r[probe]:.3f} ({name} reader{', the option offered' if name == 'abstain' else ''})"
+                     for name, r in reached.items() if isinstance(r, dict))
+
+
 def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str, float]]) -> list[str]:
     lines = ["- From the complete description of each test picture (`complete_description`: every answer stated, "
-             "in the references' usual words), the most a caption can reach: QA-acc "
-             + ", ".join(f"{r['complete']:.3f} ({name} reader)" for name, r in reached.items() if name in READERS)
-             + ".",
+             f"in the references' usual words), the most a caption can reach: QA-acc {_by_reader(reached, 'complete')}"
+             ".",
              "- From all of each test picture's references joined into one caption (`join`; the reader lines above: "
-             "from the first alone): QA-acc "
-             + ", ".join(f"{r['joined']:.3f} ({name} reader)" for name, r in reached.items() if name in READERS)
-             + "."]
+             f"from the first alone): QA-acc {_by_reader(reached, 'joined')}."]
     if "xe" in found:
         lines.append(f"- From XE's captions with \"{HEDGE.strip()}\" appended to every one: QA-acc "
-                     + ", ".join(f"{r['xe_hedged']:.3f} ({name} reader)" for name, r in reached.items()
-                                 if name in READERS)
-                     + f"; XE's own captions: {found['xe']['QA-acc']:.3f} (judge).")
+                     f"{_by_reader(reached, 'xe_hedged')}; XE's own captions: {found['xe']['QA-acc']:.3f} (judge).")
     if "base_counted_cider" in reached:
         lines.append(f"- From CIDEr-D SCST's captions ({BASE}) with the picture's true count appended as the QA rows "
-                     "word it (\"with two other shapes\", `counted()`): QA-acc "
-                     + ", ".join(f"{r['base_counted']:.3f} ({name} reader)" for name, r in reached.items()
-                                 if name in READERS)
-                     + f", CIDEr-D {reached['base_counted_cider']:.3f} against its own {found[BASE]['CIDEr']:.3f}: "
+                     f"word it (\"with two other shapes\", `counted()`): QA-acc {_by_reader(reached, 'base_counted')}"
+                     f", CIDEr-D {reached['base_counted_cider']:.3f} against its own {found[BASE]['CIDEr']:.3f}: "
                      "what the summed reward could reach by keeping CIDEr-D's template and adding the count.")
     return lines
 
@@ -638,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     names = rows.split(",")
     found = scores(names, qs)
     reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names, qs.out)
+    read_by_kind = reach_by_kind(qs)
     cover = coverage_by_kinds({**{n: captions_of(n, qs.out) for n in names},
                                "a reference": {i: r[0] for i, r in refs_of_test().items()}})
     single = single_lines(readers(SETS["main"]), reach([], SETS["main"])) if qs.joined else []
@@ -650,6 +695,12 @@ def main(argv: list[str] | None = None) -> int:
             "held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
             *card_lines, *reach_lines(reached, found), *single, reference_line(references()), "", *table(found), "",
             "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
+            "What each reader reads from captions written to probe it (QA-acc; the abstaining reader with its option "
+            "offered): from the complete description, on each kind of question alone; and on the count question of "
+            "the test pictures of three or four shapes, from their two main shapes alone (`main_pair`: \"a purple "
+            "circle next to a pink star\"), with the count phrase the QA rows learned (`counted()`: \"... with "
+            "another shape\") and from the complete description (\"three shapes: ...\"):", "",
+            *reach_kind_table(read_by_kind), "",
             "What the captions say (`phrases()`): the share with a count phrase (\"with two other shapes\") and of "
             "those the share whose count (the shapes named before it plus the phrase's number) is the picture's; the "
             "most frequent relation, by its usual words, and the share of captions using it; the share cut off at the "
@@ -665,8 +716,8 @@ def main(argv: list[str] | None = None) -> int:
             *captions_table(qs.out, names)]
     replace_section(qs.section, "\n".join(body))
     print("\n".join(body))
-    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "by_kind": kinds, "phrases": said,
-                      "coverage_by_kinds": cover}))
+    print(json.dumps({"scores": found, "readers": cards, "reach": reached, "reach_by_kind": read_by_kind,
+                      "by_kind": kinds, "phrases": said, "coverage_by_kinds": cover}))
     return 0
 
 

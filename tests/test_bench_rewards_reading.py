@@ -3,11 +3,14 @@ the count a caption states, its relation and an unfinished end, on captions coun
 the true count; the goals read for every summed row; each summed row's settings."""
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from rlcap.data.qa import ABSTAIN
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -421,7 +424,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         folder.mkdir(parents=True)
         share, abstain = (float(argv[argv.index(flag) + 1]) for flag in ("--joined", "--abstain"))
         (folder / "reader_card.json").write_text(f'{{"qa": "questions.json", "joined": {share}, '
-                                                 f'"abstain": {abstain}, "size": "{argv[argv.index("--size") + 1]}"}}')
+                                                 f'"abstain": {abstain}, "size": "{argv[argv.index("--size") + 1]}", '
+                                                 f'"steps": {argv[argv.index("--steps") + 1]}}}')
         runs.append(share)
 
     monkeypatch.setattr(bench_rewards, "DATA", tmp_path)
@@ -429,7 +433,12 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     cards = bench_rewards.readers(joined)
     assert set(cards) == {"reward", "judge", "abstain"} and runs == [0.5, 0.5, 0.5]
     assert (cards["abstain"]["abstain"], cards["abstain"]["size"], cards["reward"]["abstain"]) == (0.25, "small", 0)
+    assert (cards["abstain"]["steps"], cards["reward"]["steps"], cards["judge"]["steps"]) == (10000, 5000, 5000)
     assert bench_rewards.readers(joined)["judge"]["joined"] == 0.5 and runs == [0.5, 0.5, 0.5]  # trained once
+    (tmp_path / "readers" / "joined" / "abstain" / "reader_card.json").write_text(
+        '{"qa": "questions.json", "joined": 0.5, "abstain": 0.25, "steps": 5000}')  # the fifteenth stop's reader
+    with pytest.raises(SystemExit, match="trained with --steps 5000, not 10000: remove it"):
+        bench_rewards.readers(joined)
     (tmp_path / "readers" / "joined" / "abstain" / "reader_card.json").write_text(
         '{"qa": "questions.json", "joined": 0.5}')  # a reader that never learned to abstain
     with pytest.raises(SystemExit, match="trained with --abstain 0.0, not 0.25: remove it"):
@@ -476,3 +485,69 @@ def test_each_set_has_its_own_heading():
         "## Rewards that read the caption: QA utility beside CIDEr-D on shapes",
         "## Rewards that read the caption: QA utility beside CIDEr-D on shapes, questions about every shape",
         "## Rewards that read the caption: QA utility beside CIDEr-D on shapes, readers trained on joined references"}
+
+
+class LiteralReader:
+    """A stub reader that answers the first option whose words stand in the caption (the abstain option never),
+    and guesses among the others (uniformly: its likeliest letter the first) where none does."""
+
+    device = "cpu"
+
+    def __init__(self):
+        self.offered_abstain = []
+
+    def render(self, caption, question, options):
+        return json.dumps([caption, list(options)])
+
+    def option_probs(self, prompts, k, temperature=1.0):
+        import torch
+
+        rows = []
+        for p in prompts:
+            caption, options = json.loads(p)
+            self.offered_abstain.append(options[-1] == ABSTAIN)
+            read = [j for j, o in enumerate(options) if o != ABSTAIN and f" {o} " in f" {caption} "]
+            n = len(options) - (options[-1] == ABSTAIN)
+            rows.append([(0.9 if j == read[0] else 0.1 / (k - 1)) if read else (1.0 / n if j < n else 0.0)
+                         for j in range(k)])
+        return torch.tensor(rows)
+
+
+def test_the_readers_reading_by_kind_and_what_a_count_phrase_earns_from_each(monkeypatch):
+    from rlcap.data.qa import QASet
+    from rlcap.data.synthetic.questions import dataset_questions
+    from rlcap.data.synthetic.scenes import Scene, SceneObject
+
+    def obj(shape, colour, x, y):
+        return SceneObject(shape, colour, "medium", None, x, y, 0.1)
+
+    scenes = {"3": Scene("white", (obj("circle", "red", 0.2, 0.5), obj("square", "blue", 0.8, 0.52),
+                                   obj("star", "green", 0.5, 0.9))),
+              "4": Scene("white", (obj("circle", "red", 0.2, 0.5), obj("square", "blue", 0.8, 0.52),
+                                   obj("star", "green", 0.5, 0.9), obj("heart", "pink", 0.5, 0.1))),
+              "1": Scene("white", (obj("heart", "orange", 0.2, 0.2),))}
+    qa = QASet(dataset_questions([{"imgid": i, "scene": s.to_dict()} for i, s in scenes.items()], 0))
+    stubs = {}
+    monkeypatch.setattr(bench_rewards, "scenes_of_test", lambda: scenes)
+    monkeypatch.setattr(bench_rewards, "reader", lambda name, qs: (stubs.setdefault(name, LiteralReader()), qa))
+    joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
+    assert bench_rewards.reading(joined) == {"reward": False, "judge": False, "abstain": True}
+    assert bench_rewards.reading(bench_rewards.SETS["main"]) == {"reward": False, "judge": False}
+    found = bench_rewards.reach_by_kind(joined)
+    assert set(found) == {"reward", "judge", "abstain"}
+    for name, row in found.items():
+        assert row["count"] == 1.0 and row["complete_many"] == 1.0  # "three shapes: ...", "four shapes: ..."
+        assert row["pair"] == 0.25  # no number word: a guess, right at one of the 4 orders
+        # "... with another shape" (three shapes): a guess; "... with two other shapes" (four): "two", wrong
+        assert row["pair_counted"] == pytest.approx((0.25 + 0.0) / 2)
+        assert all(stubs[name].offered_abstain) == (name == "abstain") and any(stubs[name].offered_abstain) == (
+            name == "abstain")
+    table = bench_rewards.reach_kind_table(found)
+    assert table[0].startswith("| reader | colour | kind | count | position | relation | count, 3-4 shapes")
+    assert table[2].startswith("| reward | ") and table[2].endswith("| 0.250 | 0.125 | 1.000 |")
+
+
+def test_the_abstaining_reader_is_named_with_its_option_in_the_reach_lines():
+    reached = {"reward": {"complete": 0.875, "joined": 0.809}, "abstain": {"complete": 0.7, "joined": 0.71}}
+    assert bench_rewards.reach_lines(reached, {})[0].endswith(
+        "QA-acc 0.875 (reward reader), 0.700 (abstain reader, the option offered).")

@@ -111,3 +111,25 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     rc, _, err = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "x"), "--joined", "1.5")
     assert rc == 2 and "argument --joined: expected a number in [0, 1], got 1.5" in err
+
+
+def test_data_reader_trains_a_reader_that_abstains_twice_as_long_by_default(tmp_path, capsys, monkeypatch):
+    import rlcap.models.hf.build_reader as build_reader
+
+    rc, _, _ = run_cli(capsys, "data", "shapes", "--out", str(tmp_path / "shapes"), "--n-train", "8", "--n-val", "0",
+                       "--n-test", "3", "--workers", "1", "--image-size", "32")
+    trained = []
+
+    def train_reader(folder, captions, qa, size, seed, steps, *_, **__):  # a random reader, its steps recorded
+        trained.append(steps)
+        return make_tiny_reader(folder, [c for cs in captions.values() for c in cs] + [
+            " ".join([q.question, *q.options]) for i in captions for q in qa.of(i)])
+
+    monkeypatch.setattr(build_reader, "train_reader", train_reader)
+    runs = {"plain": (), "abstains": ("--abstain", "0.25"), "told": ("--abstain", "0.25", "--steps", "7")}
+    for name, extra in runs.items():
+        rc, _, _ = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
+                           str(tmp_path / name), *extra)
+        assert rc == 0
+    assert trained == [build_reader.STEPS, build_reader.ABSTAIN_STEPS, 7] == [5000, 10000, 7]
+    assert json.loads((tmp_path / "abstains" / "reader_card.json").read_text())["steps"] == 10000

@@ -10,7 +10,7 @@ import pytest
 from rlcap.data.synthetic.annotators import caption_scene
 from rlcap.data.synthetic.captions import COLOUR_WORDS, NUMBER_WORDS, RELATION_WORDS, SHAPE_WORDS
 from rlcap.data.synthetic.questions import (
-    RELATIONS, complete_description, question_rng, scene_questions, unanswered_scene, unanswering_caption)
+    RELATIONS, complete_description, main_pair, question_rng, scene_questions, unanswered_scene, unanswering_caption)
 from rlcap.data.synthetic.scenes import Scene, SceneObject, sample_scene
 
 
@@ -80,6 +80,8 @@ def test_the_complete_description_states_every_answer():
     assert complete_description(scene) == "three shapes: a red circle to the left of a blue square, and a green star"
     assert complete_description(Scene("grey", (_obj("heart", "orange", 0.2, 0.2),))) == \
         "one shape: an orange heart in the top left"
+    assert main_pair(scene) == "a red circle to the left of a blue square"  # without the count and the star
+    assert main_pair(Scene("grey", (_obj("heart", "orange", 0.2, 0.2),))) == "an orange heart in the top left"
     for imgid in range(300):
         scene = sample_scene(random.Random(f"s{imgid}"), 4, True)
         text = complete_description(scene)

@@ -1,15 +1,17 @@
 """The shapes QA reader's training pieces (rlcap.models.hf.build_reader): its tokenizer, the lookup drill's
 share and the answer's loss, against hand-computed values and a direct forward of each row alone."""
 
+import math
+import random
+
 import pytest
 import torch
-
-import random
 
 from rlcap.data.qa import ABSTAIN, QASet, Question
 from rlcap.errors import ConfigError
 from rlcap.models.hf.build_reader import (
-    JOIN_MOST, _example, _loss, build_reader_model, join, join_references, lookup_share, reader_tokenizer, train_reader)
+    JOIN_MOST, _chance, _example, _loss, build_reader_model, join, join_references, lookup_share, reader_tokenizer,
+    train_reader)
 from rlcap.models.hf.qa_reader import QAReader
 
 TEXTS = ["a red circle above a blue star.", "What colour is the circle? red blue green pink"]
@@ -125,3 +127,10 @@ def test_abstaining_needs_what_writes_the_negatives(tmp_path):
         train_reader(tmp_path / "r", {"1": REFS}, QA, steps=1, abstain=0.5)
     with pytest.raises(ConfigError, match="abstain: 2 is not a share between 0 and 1"):
         train_reader(tmp_path / "r", {"1": REFS}, QA, steps=1, abstain=2, negative=lambda *a: "")
+
+
+def test_the_logged_chance_is_the_mean_log_of_the_letters_offered_one_more_with_the_abstain_option():
+    qa = QASet({"1": [Question("How many?", ("one", "two", "three", "four"), 0)],
+                "2": [Question("Which?", ("red", "blue"), 1)]})
+    assert _chance(qa, ["1", "2"], abstains=False) == pytest.approx((math.log(4) + math.log(2)) / 2)
+    assert _chance(qa, ["1"], abstains=True) == pytest.approx(math.log(5))

@@ -14,7 +14,7 @@ from rlcap.cli.options import float_range, int_range
 
 
 def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from rlcap.models.hf.build_reader import JOINED, SIZES
+    from rlcap.models.hf.build_reader import ABSTAIN_STEPS, JOINED, SIZES, STEPS
 
     p = datasets.add_parser(
         "reader", help="train a text-only QA reader on a dataset's references and questions (qa_utility, QA-acc)",
@@ -28,7 +28,10 @@ def add_parser(datasets: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="the reader's folder")
     p.add_argument("--size", choices=sorted(SIZES), default="small", help="small: 128 wide, 3 layers; base: 128, 4")
     p.add_argument("--seed", type=int_range(0), default=0, help="weights and the examples' draws")
-    p.add_argument("--steps", type=int_range(1), default=5000, help="optimizer steps")
+    p.add_argument("--steps", type=int_range(1),
+                   help=f"optimizer steps (default {STEPS}, {ABSTAIN_STEPS} with --abstain: a reader taught to "
+                        "abstain leaves chance later, and at 5000 steps read the count of a shapes picture of three or "
+                        "four shapes from its complete description at 0.50, at 10000 at 1.00; docs/RL.md)")
     p.add_argument("--batch-size", type=int_range(1), default=16, help="examples a step")
     p.add_argument("--joined", type=float_range(0.0, 1.0, include_high=True), default=JOINED,
                    help="the share of the non-drill examples whose caption is two or three of the picture's "
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.data.readers import read_karpathy
     from rlcap.eval.qa_accuracy import reader_card
     from rlcap.files import write_json
-    from rlcap.models.hf.build_reader import train_reader
+    from rlcap.models.hf.build_reader import ABSTAIN_STEPS, STEPS, train_reader
     from rlcap.models.hf.qa_reader import QAReader
 
     dataset = args.dataset / "dataset_shapes.json" if args.dataset.is_dir() else args.dataset
@@ -57,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     records = read_karpathy(dataset)
     train = {r.id: r.captions for r in records if r.split == "train"}
     test = {r.id: r.captions for r in records if r.split == "test"}
+    if args.steps is None:
+        args.steps = ABSTAIN_STEPS if args.abstain else STEPS
     start = time.perf_counter()
     negative, negatives = _negatives(dataset, qa, test) if args.abstain else (None, None)
     train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size, joined=args.joined,

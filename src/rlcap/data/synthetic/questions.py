@@ -103,12 +103,19 @@ def complete_description(scene: Scene) -> str:
 
     Example: "three shapes: a red circle to the left of a blue square, and a green star"."""
     objs = scene.objects
+    count = f"{NUMBER_WORDS[len(objs)]} shape{'s' if len(objs) > 1 else ''}"
+    return f"{count}: {main_pair(scene)}" + "".join(f", and {with_article(_name(o))}" for o in objs[2:])
+
+
+def main_pair(scene: Scene) -> str:
+    """The two main objects and how the first stands to the second, in the references' usual words ("a red circle
+    to the left of a blue square"); a lone object: where it is ("a red star in the left"). What the questions
+    about colour, kind, relation and position ask, without the count and the other objects."""
+    objs = scene.objects
     first = with_article(_name(objs[0]))
     if len(objs) == 1:
-        return f"one shape: {first} in the {REGIONS[region(objs[0])]}"
-    text = f"{NUMBER_WORDS[len(objs)]} shapes: {first} {RELATION_WORDS[relation(objs[0], objs[1])][0]} " \
-           f"{with_article(_name(objs[1]))}"
-    return text + "".join(f", and {with_article(_name(o))}" for o in objs[2:])
+        return f"{first} in the {REGIONS[region(objs[0])]}"
+    return f"{first} {RELATION_WORDS[relation(objs[0], objs[1])][0]} {with_article(_name(objs[1]))}"
 
 
 def unanswered_scene(scene: Scene, q: Question, rng: random.Random) -> Scene:
