@@ -134,3 +134,9 @@ def test_the_logged_chance_is_the_mean_log_of_the_letters_offered_one_more_with_
                 "2": [Question("Which?", ("red", "blue"), 1)]})
     assert _chance(qa, ["1", "2"], abstains=False) == pytest.approx((math.log(4) + math.log(2)) / 2)
     assert _chance(qa, ["1"], abstains=True) == pytest.approx(math.log(5))
+
+
+def test_a_reader_that_abstains_trains_twice_as_long_unless_told():
+    from rlcap.models.hf.build_reader import ABSTAIN_STEPS, STEPS, default_steps
+
+    assert (default_steps(0.0), default_steps(0.25), STEPS, ABSTAIN_STEPS) == (5000, 10000, 5000, 10000)

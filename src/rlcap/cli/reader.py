@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from rlcap.data.readers import read_karpathy
     from rlcap.eval.qa_accuracy import reader_card
     from rlcap.files import write_json
-    from rlcap.models.hf.build_reader import ABSTAIN_STEPS, STEPS, train_reader
+    from rlcap.models.hf.build_reader import default_steps, train_reader
     from rlcap.models.hf.qa_reader import QAReader
 
     dataset = args.dataset / "dataset_shapes.json" if args.dataset.is_dir() else args.dataset
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     train = {r.id: r.captions for r in records if r.split == "train"}
     test = {r.id: r.captions for r in records if r.split == "test"}
     if args.steps is None:
-        args.steps = ABSTAIN_STEPS if args.abstain else STEPS
+        args.steps = default_steps(args.abstain)
     start = time.perf_counter()
     negative, negatives = _negatives(dataset, qa, test) if args.abstain else (None, None)
     train_reader(args.out, train, qa, args.size, args.seed, args.steps, args.batch_size, joined=args.joined,

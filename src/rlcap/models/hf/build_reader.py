@@ -76,6 +76,11 @@ STEPS = 5000  # the default optimizer steps
 ABSTAIN_STEPS = 10000
 
 
+def default_steps(abstain: float) -> int:
+    """A reader's optimizer steps when none are given: ``ABSTAIN_STEPS`` when it learns to abstain, else ``STEPS``."""
+    return ABSTAIN_STEPS if abstain else STEPS
+
+
 def reader_tokenizer(texts: Sequence[str]):
     """A word-level fast tokenizer of ``texts`` and the prompt's words, Qwen's turn markers special, punctuation
     dropped (an option's word stands right after its letter, the prompt is shorter). Cased, unlike
@@ -193,14 +198,15 @@ def _chance(qa: QASet, ids: Sequence[str], abstains: bool) -> float:
 
 
 def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, size: str = "small", seed: int = 0,
-                 steps: int = STEPS, batch_size: int = 16, lr: float = 3e-3, joined: float = JOINED,
+                 steps: int | None = None, batch_size: int = 16, lr: float = 3e-3, joined: float = JOINED,
                  abstain: float = 0.0, negative: Negative | None = None) -> Path:
     """Build, train and save a reader in ``folder`` from the training images' ``captions`` (image id -> its
-    references) and their questions in ``qa``; returns ``folder``. Learning rate: ``WARMUP`` steps of linear
-    warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`;
+    references) and their questions in ``qa``; returns ``folder``. ``steps``: :func:`default_steps` when None.
+    Learning rate: ``WARMUP`` steps of linear warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`;
     ``joined``: the share of the other examples whose caption is references joined (:func:`_example`);
     ``abstain``: the share of them whose caption is ``negative``'s and whose answer is :data:`ABSTAIN`, offered in
     every prompt when ``abstain`` > 0 (a reader for ``reward.qa_abstain``)."""
+    steps = default_steps(abstain) if steps is None else steps
     for name, share in (("joined", joined), ("abstain", abstain)):
         if not 0.0 <= share <= 1.0:
             raise ConfigError(f"{name}: {share} is not a share between 0 and 1")
