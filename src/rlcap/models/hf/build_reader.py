@@ -202,7 +202,8 @@ def train_reader(folder: str | Path, captions: dict[str, list[str]], qa: QASet, 
                  abstain: float = 0.0, negative: Negative | None = None) -> Path:
     """Build, train and save a reader in ``folder`` from the training images' ``captions`` (image id -> its
     references) and their questions in ``qa``; returns ``folder``. ``steps``: :func:`default_steps` when None.
-    Learning rate: ``WARMUP`` steps of linear warm-up, constant, then down to 0 linearly over the last fifth; the lookup drill's share: :func:`lookup_share`;
+    Learning rate: ``WARMUP`` steps of linear warm-up, constant, then down to 0 linearly over the last fifth; the
+    lookup drill's share: :func:`lookup_share`;
     ``joined``: the share of the other examples whose caption is references joined (:func:`_example`);
     ``abstain``: the share of them whose caption is ``negative``'s and whose answer is :data:`ABSTAIN`, offered in
     every prompt when ``abstain`` > 0 (a reader for ``reward.qa_abstain``)."""
