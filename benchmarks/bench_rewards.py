@@ -227,7 +227,8 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
     """Each reader's QA-acc on the test pictures from captions written to probe it: the complete description
     (every answer stated: the ceiling of any row), all of a picture's references joined into one caption (a reader
     that reads less from them than from one reads no caption that states more than a reference) and, when the XE
-    row was run, XE's caption with the hedge phrase appended to every one."""
+    row was run, XE's caption with the hedge phrase appended to every one; when a CIDEr-D SCST row was run
+    (``counted_base``), its captions with the picture's true count appended (``counted``)."""
     from rlcap.data.synthetic.questions import complete_description
     from rlcap.eval.qa_accuracy import qa_accuracy
     from rlcap.models.hf.build_reader import join
@@ -237,15 +238,21 @@ def reach(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
               "joined": {i: join(refs) for i, refs in refs_of_test().items()}}
     if "xe" in names:
         probes["xe_hedged"] = {i: c + HEDGE for i, c in captions_of("xe", qs.out).items()}
-    if BASE in names:
-        probes["base_counted"] = {i: counted(c, len(scenes[i].objects)) for i, c in captions_of(BASE, qs.out).items()}
+    base = counted_base(names)
+    if base:
+        probes["base_counted"] = {i: counted(c, len(scenes[i].objects)) for i, c in captions_of(base, qs.out).items()}
     found = {}
     for name, offered in reading(qs).items():
         found[name] = {k: qa_accuracy(*reader(name, qs), captions, abstain=offered)[0]["QA-acc"]
                        for k, captions in probes.items()}
-    if BASE in names:
+    if base:
         found["base_counted_cider"] = cider(probes["base_counted"])
     return found
+
+
+def counted_base(names: list[str]) -> str | None:
+    """The CIDEr-D SCST row of ``names`` the count probe reads (BASE at 128 px, else the boxed rows' scst_box)."""
+    return next((n for n in (BASE, BOXED_BASE) if n in names), None)
 
 
 def reading(qs: QuestionSet) -> dict[str, bool]:
@@ -476,10 +483,14 @@ def reach_lines(reached: dict[str, dict[str, float]], found: dict[str, dict[str,
         lines.append(f"- From XE's captions with \"{HEDGE.strip()}\" appended to every one: QA-acc "
                      f"{_by_reader(reached, 'xe_hedged')}; XE's own captions: {found['xe']['QA-acc']:.3f} (judge).")
     if "base_counted_cider" in reached:
-        lines.append(f"- From CIDEr-D SCST's captions ({BASE}) with the picture's true count appended as the QA rows "
+        base = counted_base(list(found))
+        own = found[base]["QA-acc"]
+        lines.append(f"- From CIDEr-D SCST's captions ({base}) with the picture's true count appended as the QA rows "
                      f"word it (\"with two other shapes\", `counted()`): QA-acc {_by_reader(reached, 'base_counted')}"
-                     f", CIDEr-D {reached['base_counted_cider']:.3f} against its own {found[BASE]['CIDEr']:.3f}: "
-                     "what the summed reward could reach by keeping CIDEr-D's template and adding the count.")
+                     f" (the judge's {reached['judge']['base_counted'] / own - 1:+.1%} relative over its own "
+                     f"{own:.3f}), CIDEr-D {reached['base_counted_cider']:.3f} against its own "
+                     f"{found[base]['CIDEr']:.3f}: what the summed reward could reach by keeping CIDEr-D's template "
+                     "and adding the count, and the most the count phrase adds to that template.")
     return lines
 
 

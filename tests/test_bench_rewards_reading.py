@@ -551,3 +551,17 @@ def test_the_abstaining_reader_is_named_with_its_option_in_the_reach_lines():
     reached = {"reward": {"complete": 0.875, "joined": 0.809}, "abstain": {"complete": 0.7, "joined": 0.71}}
     assert bench_rewards.reach_lines(reached, {})[0].endswith(
         "QA-acc 0.875 (reward reader), 0.700 (abstain reader, the option offered).")
+
+
+def test_the_count_probe_reads_the_boxed_cider_d_scst_where_the_set_has_no_scst_end():
+    assert bench_rewards.counted_base(["xe_box", "scst_box", "scst_qa_box"]) == "scst_box"
+    assert bench_rewards.counted_base(["scst_end", "scst_box"]) == "scst_end"
+    assert bench_rewards.counted_base(["xe_box", "scst_qa_box"]) is None
+    reached = {"reward": {"complete": 0.875, "joined": 0.809, "base_counted": 0.76},
+               "judge": {"complete": 0.841, "joined": 0.794, "base_counted": 0.7505}, "base_counted_cider": 2.639}
+    found = {"xe_box": {"QA-acc": 0.682, "CIDEr": 2.72}, "scst_box": {"QA-acc": 0.6839, "CIDEr": 2.748}}
+    line = bench_rewards.reach_lines(reached, found)[2]
+    assert line.startswith("- From CIDEr-D SCST's captions (scst_box) with the picture's true count appended")
+    # 0.7505 / 0.6839 - 1 = 0.0974
+    assert "QA-acc 0.760 (reward reader), 0.750 (judge reader) (the judge's +9.7% relative over its own 0.684)" in line
+    assert "CIDEr-D 2.639 against its own 2.748" in line
