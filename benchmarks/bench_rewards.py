@@ -329,11 +329,12 @@ def counted(caption: str, n_objects: int) -> str:
     return caption + OTHERS.get(n_objects - _named(caption.split()), "")
 
 
-def by_kind(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
-    """The held-out judge's QA-acc from each row's test captions on each kind of question alone."""
+def by_kind(names: list[str], qs: QuestionSet, name: str = "judge") -> dict[str, dict[str, float]]:
+    """The QA-acc of the reader ``name`` (the held-out judge, or the reward reader) from each row's test captions on
+    each kind of question alone."""
     from rlcap.eval.qa_accuracy import of_kind, qa_accuracy
 
-    judge, qa = reader("judge", qs)
+    judge, qa = reader(name, qs)
     found = {}
     for n in names:
         said = captions_of(n, qs.out)
@@ -693,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     names = rows.split(",")
     found = scores(names, qs)
     reached, kinds, said = reach(names, qs), by_kind(names, qs), phrases(names, qs.out)
+    rewarded = by_kind(names, qs, "reward")
     read_by_kind = reach_by_kind(qs)
     cover = coverage_by_kinds({**{n: captions_of(n, qs.out) for n in names},
                                "a reference": {i: r[0] for i, r in refs_of_test().items()}})
@@ -706,6 +708,9 @@ def main(argv: list[str] | None = None) -> int:
             "held-out reader's, never the reward's (docs/RL.md, \"QA utility\").", "",
             *card_lines, *reach_lines(reached, found), *single, reference_line(references()), "", *table(found), "",
             "The held-out judge's QA-acc on each kind of question alone:", "", *kind_table(kinds), "",
+            "The same read by the reward reader (the one without the abstain option, for every row): where it reads a "
+            "row's answers much better than the judge does, the row's captions took a form that one reader reads and "
+            "the other misreads (docs/RL.md, \"Where the goals stand\"):", "", *kind_table(rewarded), "",
             "What each reader reads from captions written to probe it (QA-acc; the abstaining reader with its option "
             "offered): from the complete description, on each kind of question alone; and on the count question of "
             "the test pictures of three or four shapes, from their two main shapes alone (`main_pair`: \"a purple "
@@ -728,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     replace_section(qs.section, "\n".join(body))
     print("\n".join(body))
     print(json.dumps({"scores": found, "readers": cards, "reach": reached, "reach_by_kind": read_by_kind,
-                      "by_kind": kinds, "phrases": said, "coverage_by_kinds": cover}))
+                      "by_kind": kinds, "by_kind_reward": rewarded, "phrases": said, "coverage_by_kinds": cover}))
     return 0
 
 

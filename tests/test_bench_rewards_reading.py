@@ -565,3 +565,28 @@ def test_the_count_probe_reads_the_boxed_cider_d_scst_where_the_set_has_no_scst_
     # 0.7505 / 0.6839 - 1 = 0.0974
     assert "QA-acc 0.760 (reward reader), 0.750 (judge reader) (the judge's +9.7% relative over its own 0.684)" in line
     assert "CIDEr-D 2.639 against its own 2.748" in line
+
+
+def test_by_kind_reads_with_the_reader_named(monkeypatch):
+    from rlcap.data.qa import QASet
+    from rlcap.data.synthetic.questions import dataset_questions
+    from rlcap.data.synthetic.scenes import Scene, SceneObject
+
+    scenes = {"7": Scene("white", (SceneObject("circle", "red", "medium", None, 0.2, 0.5, 0.1),
+                                   SceneObject("square", "blue", "medium", None, 0.8, 0.52, 0.1)))}
+    qa = QASet(dataset_questions([{"imgid": i, "scene": s.to_dict()} for i, s in scenes.items()], 0))
+    asked = []
+
+    def reader(name, qs):
+        asked.append(name)
+        return LiteralReader(), qa
+
+    monkeypatch.setattr(bench_rewards, "reader", reader)
+    monkeypatch.setattr(bench_rewards, "captions_of", lambda row, out: {"7": "two shapes: a red circle and a blue "
+                                                                              "square"})
+    joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
+    judged, rewarded = bench_rewards.by_kind(["row"], joined), bench_rewards.by_kind(["row"], joined, "reward")
+    assert asked == ["judge", "reward"]
+    assert set(rewarded["row"]) == set(bench_rewards.KINDS)
+    assert rewarded["row"]["count"] == judged["row"]["count"] == 1.0  # "two" stands in the caption alone
+    assert rewarded["row"]["kind"] == judged["row"]["kind"] > 0.25  # the same stub reads the same
