@@ -334,11 +334,11 @@ def by_kind(names: list[str], qs: QuestionSet, name: str = "judge") -> dict[str,
     each kind of question alone."""
     from rlcap.eval.qa_accuracy import of_kind, qa_accuracy
 
-    judge, qa = reader(name, qs)
+    read, qa = reader(name, qs)
     found = {}
     for n in names:
         said = captions_of(n, qs.out)
-        found[n] = {kind: qa_accuracy(judge, of_kind(qa, list(said), kind), said)[0]["QA-acc"] for kind in KINDS}
+        found[n] = {kind: qa_accuracy(read, of_kind(qa, list(said), kind), said)[0]["QA-acc"] for kind in KINDS}
     return found
 
 
