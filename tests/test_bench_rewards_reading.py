@@ -99,6 +99,13 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     found["grpo_qa_box_joined_abstain_t06"] = _row(0.62, 1.5, 0.75)
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert "- grpo_qa_box_joined_abstain_t06 against CIDEr-D GRPO: held-out QA-acc 0.620 against 0.590 (+5.1%" in lines
+    assert "every_abstain" not in lines
+    found["scst_qa_box_joined_every_abstain_t06"] = _row(0.64, 2.0, 0.2) | {"Coverage": 0.95}  # every shape's
+    lines = "\n".join(bench_rewards.goals(found, qs))  # questions: against CIDEr-D SCST too, and not against GRPO
+    assert ("- scst_qa_box_joined_every_abstain_t06 against CIDEr-D SCST: held-out QA-acc 0.640 against 0.600 (+6.7%"
+            in lines)
+    assert "- Coverage: scst_qa_box_joined_every_abstain_t06 0.950 against CIDEr-D SCST 0.800 (goal: higher)." in lines
+    assert "scst_qa_box_joined_every_abstain_t06 against CIDEr-D GRPO" not in lines
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -386,7 +393,7 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     assert joined.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined,"
                            "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06,"
-                           "grpo_qa_box_joined_abstain_t06")
+                           "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_every_abstain_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -416,6 +423,16 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         assert abstains.stages[-1].overrides == (*sampled.stages[-1].overrides[:-1], "reward.qa_abstain=true",
                                                  *QA_ABSTAIN_PATHS)
     assert "readers/joined/abstain," in QA_ABSTAIN_PATHS[0]
+    # and rewarded on the questions about every shape by the abstaining recipe trained on them: the abstaining SCST
+    # row with its reader and questions alone changed
+    from rlcap.bench.qa_rows import QA_EVERY_ABSTAIN_PATHS
+
+    every, abstains = BENCH_ROWS["scst_qa_box_joined_every_abstain_t06"], BENCH_ROWS["scst_qa_box_joined_abstain_t06"]
+    assert every.stages[:-1] == abstains.stages[:-1] and every.checkpoint == "last"
+    assert every.stages[-1].recipe == abstains.stages[-1].recipe == "scst"
+    assert every.stages[-1].overrides == (*abstains.stages[-1].overrides[:-1], *QA_EVERY_ABSTAIN_PATHS)
+    assert ("readers/joined/every_abstain," in QA_EVERY_ABSTAIN_PATHS[0]
+            and "qa_file: data/shapes/questions_every.json" in QA_EVERY_ABSTAIN_PATHS[0])
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 
@@ -423,18 +440,24 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         folder = Path(argv[argv.index("--out") + 1])
         folder.mkdir(parents=True)
         share, abstain = (float(argv[argv.index(flag) + 1]) for flag in ("--joined", "--abstain"))
-        (folder / "reader_card.json").write_text(f'{{"qa": "questions.json", "joined": {share}, '
+        (folder / "reader_card.json").write_text(f'{{"qa": "{Path(argv[argv.index("--qa") + 1]).name}", '
+                                                 f'"joined": {share}, '
                                                  f'"abstain": {abstain}, "size": "{argv[argv.index("--size") + 1]}", '
-                                                 f'"steps": {argv[argv.index("--steps") + 1]}}}')
+                                                 f'"steps": {argv[argv.index("--steps") + 1]}, '
+                                                 f'"seed": {argv[argv.index("--seed") + 1]}}}')
         runs.append(share)
 
     monkeypatch.setattr(bench_rewards, "DATA", tmp_path)
     monkeypatch.setattr(bench_rewards.subprocess, "run", train)
     cards = bench_rewards.readers(joined)
-    assert set(cards) == {"reward", "judge", "abstain"} and runs == [0.5, 0.5, 0.5]
+    assert set(cards) == {"reward", "judge", "judge2", "abstain", "every_abstain"} and runs == [0.5] * 5
     assert (cards["abstain"]["abstain"], cards["abstain"]["size"], cards["reward"]["abstain"]) == (0.25, "small", 0)
     assert (cards["abstain"]["steps"], cards["reward"]["steps"], cards["judge"]["steps"]) == (10000, 5000, 5000)
-    assert bench_rewards.readers(joined)["judge"]["joined"] == 0.5 and runs == [0.5, 0.5, 0.5]  # trained once
+    assert (cards["every_abstain"]["qa"], cards["every_abstain"]["abstain"], cards["every_abstain"]["steps"]) == (
+        "questions_every.json", 0.25, 10000)
+    assert {cards[n]["qa"] for n in ("reward", "judge", "judge2", "abstain")} == {"questions.json"}
+    assert [(cards[n]["size"], cards[n]["seed"]) for n in bench_rewards.JUDGES] == [("base", 1), ("base", 2)]
+    assert bench_rewards.readers(joined)["judge"]["joined"] == 0.5 and runs == [0.5] * 5  # trained once
     (tmp_path / "readers" / "joined" / "abstain" / "reader_card.json").write_text(
         '{"qa": "questions.json", "joined": 0.5, "abstain": 0.25, "steps": 5000}')  # the fifteenth stop's reader
     with pytest.raises(SystemExit, match="trained with --steps 5000, not 10000: remove it"):
@@ -446,7 +469,7 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     runs.clear()
     main = bench_rewards.SETS["main"]
     bench_rewards.readers(main)
-    assert runs == [0.0, 0.0]  # no abstaining reader
+    assert runs == [0.0, 0.0, 0.0]  # the reward reader and the two judges: no abstaining reader
     (tmp_path / "readers" / "judge" / "reader_card.json").write_text('{"qa": "questions.json", "joined": 0.5}')
     with pytest.raises(SystemExit, match="trained with --joined 0.5, not 0.0: remove it"):
         bench_rewards.readers(main)
@@ -466,13 +489,16 @@ def test_the_readers_reach_names_the_complete_description_and_the_references_joi
 
 
 def test_the_joined_set_reads_the_single_reference_readers_beside_its_own():
-    cards = {"reward": {"test": {"from_reference": 0.754}}, "judge": {"test": {"from_reference": 0.733}}}
-    reached = {"reward": {"complete": 0.731, "joined": 0.677}, "judge": {"complete": 0.763, "joined": 0.7}}
+    cards = {"reward": {"test": {"from_reference": 0.754}}, "judge": {"test": {"from_reference": 0.733}},
+             "judge2": {"test": {"from_reference": 0.722}}}
+    reached = {"reward": {"complete": 0.731, "joined": 0.677}, "judge": {"complete": 0.763, "joined": 0.7},
+               "judge2": {"complete": 0.75, "joined": 0.69}}
     assert bench_rewards.single_lines(cards, reached) == [
         "- The main set's readers, trained on single references (`--joined 0`), on the same test pictures: QA-acc "
         "0.754 from a reference, 0.677 from all references joined and 0.731 from the complete description (reward "
         "reader), 0.733 from a reference, 0.700 from all references joined and 0.763 from the complete description "
-        "(judge reader)."]
+        "(judge reader), 0.722 from a reference, 0.690 from all references joined and 0.750 from the complete "
+        "description (judge2 reader)."]
 
 
 
@@ -531,10 +557,10 @@ def test_the_readers_reading_by_kind_and_what_a_count_phrase_earns_from_each(mon
     monkeypatch.setattr(bench_rewards, "scenes_of_test", lambda: scenes)
     monkeypatch.setattr(bench_rewards, "reader", lambda name, qs: (stubs.setdefault(name, LiteralReader()), qa))
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
-    assert bench_rewards.reading(joined) == {"reward": False, "judge": False, "abstain": True}
-    assert bench_rewards.reading(bench_rewards.SETS["main"]) == {"reward": False, "judge": False}
+    assert bench_rewards.reading(joined) == {"reward": False, "judge": False, "judge2": False, "abstain": True}
+    assert bench_rewards.reading(bench_rewards.SETS["main"]) == {"reward": False, "judge": False, "judge2": False}
     found = bench_rewards.reach_by_kind(joined)
-    assert set(found) == {"reward", "judge", "abstain"}
+    assert set(found) == {"reward", "judge", "judge2", "abstain"}
     for name, row in found.items():
         assert row["count"] == 1.0 and row["complete_many"] == 1.0  # "three shapes: ...", "four shapes: ..."
         assert row["pair"] == 0.25  # no number word: a guess, right at one of the 4 orders
@@ -565,6 +591,10 @@ def test_the_count_probe_reads_the_boxed_cider_d_scst_where_the_set_has_no_scst_
     # 0.7505 / 0.6839 - 1 = 0.0974
     assert "QA-acc 0.760 (reward reader), 0.750 (judge reader) (the judge's +9.7% relative over its own 0.684)" in line
     assert "CIDEr-D 2.639 against its own 2.748" in line
+    # with the second judge: the gain is the judges' mean, (0.7505 + 0.7475) / 2 / 0.6839 - 1 = 0.0952
+    reached["judge2"] = {"complete": 0.8, "joined": 0.79, "base_counted": 0.7475}
+    line = bench_rewards.reach_lines(reached, found)[2]
+    assert "0.750 (judge reader), 0.748 (judge2 reader) (the judges' +9.5% relative over its own 0.684)" in line
 
 
 def test_by_kind_reads_with_the_reader_named(monkeypatch):
@@ -590,3 +620,51 @@ def test_by_kind_reads_with_the_reader_named(monkeypatch):
     assert set(rewarded["row"]) == set(bench_rewards.KINDS)
     assert rewarded["row"]["count"] == judged["row"]["count"] == 1.0  # "two" stands in the caption alone
     assert rewarded["row"]["kind"] == judged["row"]["kind"] > 0.25  # the same stub reads the same
+
+
+class GuessingReader(LiteralReader):
+    """A stub reader that reads nothing: every option equally likely (its likeliest letter the first)."""
+
+    def option_probs(self, prompts, k, temperature=1.0):
+        import torch
+
+        return torch.full((len(prompts), k), 1.0 / k)
+
+
+def test_a_rows_qa_acc_is_the_two_judges_mean_each_beside_it(monkeypatch):
+    """scores(): QA-acc is the mean of the held-out judges' (a stub that reads the caption and one that guesses),
+    each judge's in its own column; the goal line reads the mean and gives each judge's gain."""
+    import rlcap.metrics
+    from rlcap.data.qa import QASet
+    from rlcap.data.synthetic.questions import dataset_questions
+    from rlcap.data.synthetic.scenes import Scene, SceneObject
+
+    scenes = {"7": Scene("white", (SceneObject("circle", "red", "medium", None, 0.2, 0.5, 0.1),
+                                   SceneObject("square", "blue", "medium", None, 0.8, 0.52, 0.1)))}
+    qa = QASet(dataset_questions([{"imgid": i, "scene": s.to_dict()} for i, s in scenes.items()], 0))
+    stubs = {"judge": LiteralReader(), "judge2": GuessingReader()}
+    asked = []
+
+    def reader(name, qs):
+        asked.append(name)
+        return stubs[name], qa
+
+    said = {"row": {"7": "two shapes: a red circle and a blue square"}, "base": {"7": ""}}
+    monkeypatch.setattr(bench_rewards, "reader", reader)
+    monkeypatch.setattr(bench_rewards, "captions_of", lambda row, out: said[row])
+    monkeypatch.setattr(bench_rewards, "refs_of_test", lambda: {"7": ["a red circle"]})
+    monkeypatch.setattr(bench_rewards, "objects_of_test", dict)
+    monkeypatch.setattr(rlcap.metrics, "score_captions",
+                        lambda refs, caps, metrics, objects: argparse.Namespace(corpus={m: 0.5 for m in metrics}))
+    found = bench_rewards.scores(["row", "base"], bench_rewards.SETS["main"])
+    assert asked == ["judge", "judge2"] * 2
+    literal, guessed = found["row"]["QA-acc judge"], found["row"]["QA-acc judge2"]
+    chance = found["base"]["QA-acc judge"]  # the empty caption: both guess
+    assert found["base"]["QA-acc judge2"] == chance == guessed < 0.5 < literal  # the literal reader reads the colours,
+    assert found["row"]["QA-acc"] == pytest.approx((literal + guessed) / 2)  # kinds and count stated
+    assert bench_rewards.table(found)[0].startswith("| row | QA-acc | QA-acc judge | QA-acc judge2 | ")
+    line = bench_rewards.row_goal_lines("row", found["row"], found["base"])[0]
+    gain = (literal + guessed) / 2 / chance - 1
+    assert line == (f"- row against CIDEr-D SCST: held-out QA-acc (the judges' mean) {found['row']['QA-acc']:.3f} "
+                    f"against {chance:.3f} ({gain:+.1%} relative; judge {literal / chance - 1:+.1%}, judge2 +0.0%; "
+                    "goal: at least +10%).")
