@@ -407,21 +407,22 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     """The issue's goals, each read from the figures (those of rows not run left out, said so); then the same from
     the captioner that sees where its grid cells lie (BOXED), where its rows were run."""
     boxed_qa, grpo_qa = (f"{r}{qs.suffix}" for r in (BOXED_QA, BOXED_GRPO[1]))  # the set's QA rows from xe_box
-    boxed = all(n in f for n in (BOXED_BASE, boxed_qa))
     main = qs.suffix == ""  # the seeds, the mask and the summed rows from xe_box are the main set's alone
+    # the QA row's variants, read against its goals: its seeds, the mask, and the utility under GRPO ([Xing26]'s
+    # algorithm; the goals name SCST)
+    sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
+    abstained = [f"{boxed_qa}{ABSTAINED}{SAMPLED}", f"{grpo_qa}{ABSTAINED}{SAMPLED}",
+                 f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}"]  # (the joined set's)
+    boxed_variants = [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else [grpo_qa, *sampled, *abstained]
+    boxed_summed = list(BOXED_SUMMED) if main else []
+    boxed = BOXED_BASE in f and any(n in f for n in (boxed_qa, *boxed_variants, *boxed_summed))
     lines = []
     if BASE in f or not boxed:
         lines = pair_goals(f, BASE, f"scst_qa{qs.suffix}", [f"{r}{qs.suffix}" for r in qs.variants],
                            [f"{r}{qs.suffix}" for r in qs.summed], [f"{r}{qs.suffix}" for r in qs.seeds])
     if boxed:
         lines += ["", "The same goals from `xe_box` (model.grid_boxes), against its own CIDEr-D SCST (`scst_box`):", ""]
-        # the QA row's variants, read against its goals: its seeds, the mask, and the utility under GRPO ([Xing26]'s
-        # algorithm; the goals name SCST)
-        sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
-        abstained = [f"{boxed_qa}{ABSTAINED}{SAMPLED}", f"{grpo_qa}{ABSTAINED}{SAMPLED}",
-                     f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}"]  # (the joined set's)
-        lines += pair_goals(f, BOXED_BASE, boxed_qa, [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else
-                            [grpo_qa, *sampled, *abstained], list(BOXED_SUMMED) if main else [], list(BOXED_SEEDS))
+        lines += pair_goals(f, BOXED_BASE, boxed_qa, boxed_variants, boxed_summed, list(BOXED_SEEDS))
         for grpo in (grpo_qa, sampled[1], abstained[1]):
             if all(n in f for n in (BOXED_GRPO[0], grpo)):
                 lines += row_goal_lines(grpo, f[grpo], f[BOXED_GRPO[0]], "CIDEr-D GRPO")
@@ -432,14 +433,17 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
                summed_names: list[str], seed_names: tuple[str, ...] | list[str] = ()) -> list[str]:
     """The goals of the QA row ``qa_name`` and its variants and summed rows against CIDEr-D SCST ``base_name``;
     where some of ``seed_names`` (the QA row again with other seeds, among the variants) were run, the same read
-    from the mean of the QA row's runs."""
-    if qa_name not in f:
-        return ["- No QA-utility row was run: no goal is read."]
-    qa, base = f[qa_name], f[base_name]
+    from the mean of the QA row's runs. Where the QA row was not run (``--rows``), its variants are read alone."""
     variants = {n: f[n] for n in variant_names if n in f}
-    seeds = {n: row for n, row in variants.items() if n in seed_names}
+    if qa_name not in f and not variants and not any(n in f for n in summed_names):
+        return ["- No QA-utility row was run: no goal is read."]
+    qa, base = f.get(qa_name), f[base_name]
+    seeds = {n: row for n, row in variants.items() if n in seed_names} if qa else {}
     label = "QA-utility SCST" if qa_name.startswith("scst_qa") else qa_name
-    lines = [line for n, row in {label: qa, **seeds}.items() for line in row_goal_lines(n, row, base)]
+    ran = {label: qa, **seeds} if qa else {}
+    lines = [line for n, row in ran.items() for line in row_goal_lines(n, row, base)]
+    if qa is None:
+        lines.append(f"- The QA row {qa_name} was not run: its variants are read alone.")
     if seeds:  # the mean of the QA row's runs, after its last seed and before the other variants
         lines.append(seeds_line([qa, *seeds.values()], base))
     lines += [line for n, row in variants.items() if n not in seeds for line in row_goal_lines(n, row, base)]
@@ -448,10 +452,12 @@ def pair_goals(f: dict[str, dict[str, float]], base_name: str, qa_name: str, var
         lines.append(f"- No summed reward ({', '.join(summed_names)}) was run: its goals (95% of CIDEr-D SCST's "
                      "CIDEr-D, half of the QA gain) are not read.")
     for n, row in summed.items():
-        gain = (row["QA-acc"] - base["QA-acc"]) / max(qa["QA-acc"] - base["QA-acc"], 1e-9)
+        kept = (f"{(row['QA-acc'] - base['QA-acc']) / max(qa['QA-acc'] - base['QA-acc'], 1e-9):.0%} of the QA gain"
+                if qa else "a share of the QA gain not read, no QA row run")
         lines.append(f"- The summed reward {n} keeps {row['CIDEr'] / base['CIDEr']:.1%} of CIDEr-D SCST's CIDEr-D "
-                     f"(goal: at least 95%) and {gain:.0%} of the QA gain (goal: at least half).")
-    lines.append(f"- Template share: CIDEr-D SCST {base['Template']:.3f}, QA-utility SCST {qa['Template']:.3f}"
+                     f"(goal: at least 95%) and {kept} (goal: at least half).")
+    lines.append(f"- Template share: CIDEr-D SCST {base['Template']:.3f}"
+                 + (f", QA-utility SCST {qa['Template']:.3f}" if qa else "")
                  + "".join(f", {n} {row['Template']:.3f}" for n, row in {**variants, **summed}.items())
                  + " (goal: the QA-utility and summed rows below CIDEr-D SCST's).")
     return lines

@@ -668,3 +668,27 @@ def test_a_rows_qa_acc_is_the_two_judges_mean_each_beside_it(monkeypatch):
     assert line == (f"- row against CIDEr-D SCST: held-out QA-acc (the judges' mean) {found['row']['QA-acc']:.3f} "
                     f"against {chance:.3f} ({gain:+.1%} relative; judge {literal / chance - 1:+.1%}, judge2 +0.0%; "
                     "goal: at least +10%).")
+
+
+def test_rows_run_without_the_qa_row_are_read_against_the_goals_alone():
+    """--rows with the set's abstaining rows but not its QA row (scst_qa_box_joined): those rows are still read
+    against CIDEr-D SCST, and the line says the QA row was not run; with no QA row of any kind, no goal is read."""
+    qs = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
+    found = {"xe_box": _row(0.60, 2.0, 0.2), "scst_box": _row(0.60, 2.0, 0.7),
+             "scst_qa_box_joined_abstain_t06": _row(0.66, 1.8, 0.6),
+             "grpo_qa_box_joined_abstain_t06": _row(0.63, 1.9, 0.3)}
+    lines = bench_rewards.goals(found, qs)
+    assert "- The QA row scst_qa_box_joined was not run: its variants are read alone." in lines
+    assert ("- scst_qa_box_joined_abstain_t06 against CIDEr-D SCST: held-out QA-acc 0.660 against 0.600 (+10.0% "
+            "relative; goal: at least +10%).") in lines
+    assert any(line.startswith("- grpo_qa_box_joined_abstain_t06 against CIDEr-D SCST: held-out QA-acc 0.630")
+               for line in lines)
+    assert lines[-1] == ("- Template share: CIDEr-D SCST 0.700, scst_qa_box_joined_abstain_t06 0.600, "
+                         "grpo_qa_box_joined_abstain_t06 0.300 (goal: the QA-utility and summed rows below CIDEr-D "
+                         "SCST's).")
+    assert bench_rewards.goals({n: found[n] for n in ("xe_box", "scst_box")}, qs) == [
+        "- No QA-utility row was run: no goal is read."]
+    main = bench_rewards.at_size(bench_rewards.SETS["main"], 224)  # a summed row alone: its CIDEr-D read, not its gain
+    lines = bench_rewards.goals({"scst_box": _row(0.60, 2.0, 0.7), "scst_qa_cider_16_box": _row(0.62, 1.96, 0.5)}, main)
+    assert ("- The summed reward scst_qa_cider_16_box keeps 98.0% of CIDEr-D SCST's CIDEr-D (goal: at least 95%) and "
+            "a share of the QA gain not read, no QA row run (goal: at least half).") in lines
