@@ -27,7 +27,8 @@ the main questions, readers trained on joined references too, ``rlcap data reade
 ``grpo_qa_box_joined_t06``, and both at 0.6 with [Xing26]'s abstain option read by a reward reader trained to take
 it (``--abstain 0.25``, ``readers/joined/abstain``), ``scst_qa_box_joined_abstain_t06`` and
 ``grpo_qa_box_joined_abstain_t06``, and the SCST one rewarded on the questions about every shape by such a reader
-trained on them (``readers/joined/every_abstain``), ``scst_qa_box_joined_every_abstain_t06``, beside ``xe_box``,
+trained on them (``readers/joined/every_abstain``), ``scst_qa_box_joined_every_abstain_t06``, and that row with
+[Yeo25]'s n-gram repetition penalty beside the utility, ``scst_qa_box_joined_every_abstain_rep_t06``, beside ``xe_box``,
 ``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all judged by its judges; the main and every sets'
 readers read single references, ``--joined 0``); ``--epochs N`` other than 4: the rows at N RL epochs, in
 ``..._eN`` and a section of their own), then scores each row's test captions (beam 3): the held-out judges' QA-acc
@@ -65,6 +66,7 @@ ABSTAINED = "_abstain"  # the joined set's QA row with the abstain option and it
 # the joined set's QA row rewarded on the questions about every shape by an abstaining reader trained on them (judged
 # on the main questions, as every row of the set)
 EVERY_ABSTAINED = "_every_abstain"
+REPEATED = "_rep"  # that row with the n-gram repetition penalty beside the utility (after EVERY_ABSTAINED)
 ABSTAIN_SHARE = 0.25  # that reader's share of examples that teach it to abstain (rlcap data reader --abstain)
 SAMPLED = "_t06"  # a set's QA rows again with the reader sampling at [Xing26]'s 0.6 (rlcap.bench.qa_rows.QA_SAMPLED_06)
 # run at 224 px alone, after the QA row: its other seeds, the mask, whose 1.3 was set from 224-px captions, and GRPO
@@ -153,7 +155,8 @@ def _sets() -> dict[str, QuestionSet]:
                                           f"{BOXED_GRPO[1]}_joined", f"{BOXED_QA}_joined_t06",
                                           f"{BOXED_GRPO[1]}_joined_t06", f"{BOXED_QA}_joined{ABSTAINED}{SAMPLED}",
                                           f"{BOXED_GRPO[1]}_joined{ABSTAINED}{SAMPLED}",
-                                          f"{BOXED_QA}_joined{EVERY_ABSTAINED}{SAMPLED}"),
+                                          f"{BOXED_QA}_joined{EVERY_ABSTAINED}{SAMPLED}",
+                                          f"{BOXED_QA}_joined{EVERY_ABSTAINED}{REPEATED}{SAMPLED}"),
                                   joined=JOINED, at_128=False, abstain=ABSTAIN_SHARE)}
 
 
@@ -412,7 +415,7 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     # algorithm; the goals name SCST)
     sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
     abstained = [f"{boxed_qa}{ABSTAINED}{SAMPLED}", f"{grpo_qa}{ABSTAINED}{SAMPLED}",
-                 f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}"]  # (the joined set's)
+                 f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}", f"{boxed_qa}{EVERY_ABSTAINED}{REPEATED}{SAMPLED}"]
     boxed_variants = [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else [grpo_qa, *sampled, *abstained]
     boxed_summed = list(BOXED_SUMMED) if main else []
     boxed = BOXED_BASE in f and any(n in f for n in (boxed_qa, *boxed_variants, *boxed_summed))

@@ -106,6 +106,11 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
             in lines)
     assert "- Coverage: scst_qa_box_joined_every_abstain_t06 0.950 against CIDEr-D SCST 0.800 (goal: higher)." in lines
     assert "scst_qa_box_joined_every_abstain_t06 against CIDEr-D GRPO" not in lines
+    assert "_rep_t06" not in lines
+    found["scst_qa_box_joined_every_abstain_rep_t06"] = _row(0.66, 2.2, 0.3)  # with the repetition penalty
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_every_abstain_rep_t06 against CIDEr-D SCST: held-out QA-acc 0.660 against 0.600 "
+            "(+10.0%" in lines)
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -393,7 +398,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     assert joined.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined,"
                            "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06,"
-                           "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_every_abstain_t06")
+                           "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_every_abstain_t06,"
+                           "scst_qa_box_joined_every_abstain_rep_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -433,6 +439,15 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     assert every.stages[-1].overrides == (*abstains.stages[-1].overrides[:-1], *QA_EVERY_ABSTAIN_PATHS)
     assert ("readers/joined/every_abstain," in QA_EVERY_ABSTAIN_PATHS[0]
             and "qa_file: data/shapes/questions_every.json" in QA_EVERY_ABSTAIN_PATHS[0])
+    # and that row with the n-gram repetition penalty beside the utility: its weights alone changed
+    from rlcap import api
+
+    repeated = BENCH_ROWS["scst_qa_box_joined_every_abstain_rep_t06"]
+    assert repeated.stages[:-1] == every.stages[:-1] and repeated.checkpoint == "last"
+    assert [o for o in repeated.stages[-1].overrides if "weights" not in o] == \
+        [o for o in every.stages[-1].overrides if "weights" not in o]
+    cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(repeated.stages[-1].overrides))
+    assert cfg.reward.weights == {"qa_utility": 1.0, "repetition": 1.0} and cfg.reward.repetition_ngram == 3
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 

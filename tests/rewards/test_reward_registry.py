@@ -29,7 +29,8 @@ def user_module(tmp_path, monkeypatch):
 
 def test_registry_is_a_plain_dict_of_the_documented_names():
     assert set(REWARDS) == {"cider_d", "cider", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "spice", "spider", "bcmr",
-                            "embedding", "clip_s", "ref_clip_s", "i2t", "t2i", "bicont", "length", "qa_utility"}
+                            "embedding", "clip_s", "ref_clip_s", "i2t", "t2i", "bicont", "length", "repetition",
+                            "qa_utility"}
 
 
 def test_build_weighted_cider_and_bleu():

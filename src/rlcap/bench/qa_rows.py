@@ -23,6 +23,11 @@ QA_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/abstai
 # the utility pays for naming every shape, which coverage counts, where the main questions pay for the two main ones
 QA_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/every_abstain, "
                           "qa_file: data/shapes/questions_every.json}",)
+# the utility with [Yeo25]'s n-gram repetition penalty at weight 1 (its -1 for a caption of one looped trigram on the
+# utility's 0-1 scale): rewarded on every shape's questions, the abstaining SCST row looped one shape's phrase into the
+# 16-word cap ("a purple circle below a purple circle on a purple circle on ..."; its test captions' mean repeated
+# trigram share 0.130 against scst_box's 0.009), as the reader charges nothing for a shape named again
+QA_AND_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 1.0}"
 QA_ABSTAIN = "reward.qa_abstain=true"  # the option offered in every prompt; choosing it scores as wrong
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 # the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
@@ -168,6 +173,11 @@ QA_ROWS: dict[str, BenchRow] = {
     "scst_qa_box_joined_every_abstain_t06": _boxed(
         "scst_qa_box_joined_every_abstain_t06", "scst_qa_box_joined_abstain_t06 rewarded on the questions about every "
         "shape", QA_UTILITY, QA_SAMPLED_06, QA_ABSTAIN, paths=QA_EVERY_ABSTAIN_PATHS),
+    # the same with the repetition penalty beside the utility: a shape named again costs what its repeated trigrams
+    # share of the caption is, so that the reward pays for a new shape alone
+    "scst_qa_box_joined_every_abstain_rep_t06": _boxed(
+        "scst_qa_box_joined_every_abstain_rep_t06", "scst_qa_box_joined_every_abstain_t06 with the n-gram repetition "
+        "penalty ([Yeo25])", QA_AND_REPETITION, QA_SAMPLED_06, QA_ABSTAIN, paths=QA_EVERY_ABSTAIN_PATHS),
     "grpo_qa_box_every": _boxed("grpo_qa_box_every", "grpo_qa_box with the questions about every shape", QA_UTILITY,
                                 recipe="grpo", paths=QA_EVERY),
 }

@@ -27,6 +27,7 @@ class RewardContext:
     retrieval_tau, hard_negatives, negative_captions: the retrieval rewards' settings (``rewards/retrieval.py``).
     length_target: the ``length`` reward's target, in words (0: the mean length of the image's references);
     length_end: where it reaches its floor of -1, as a multiple of the target (0: no floor).
+    repetition_ngram: the ``repetition`` reward's n (``rewards/repetition.py``).
     precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
     qa_shuffles, qa_score, qa_batch, qa_temperature, qa_abstain: the ``qa_utility`` reward's settings
     (``rewards/qa_utility.py``).
@@ -46,6 +47,7 @@ class RewardContext:
     negative_captions: int = 0
     length_target: float = 0.0
     length_end: float = 0.0
+    repetition_ngram: int = 3
     precision: str = "fp32"
     qa_shuffles: int = 4
     qa_score: str = "probability"
@@ -60,7 +62,7 @@ class RewardContext:
         return cls(train_refs, eos_counts=cfg.eos_counts, cache_dir=cfg.cache_dir, paths=dict(cfg.paths),
                    retrieval_tau=cfg.retrieval_tau, hard_negatives=cfg.hard_negatives,
                    negative_captions=cfg.negative_captions, length_target=cfg.length_target,
-                   length_end=cfg.length_end,
+                   length_end=cfg.length_end, repetition_ngram=cfg.repetition_ngram,
                    qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch,
                    qa_temperature=cfg.qa_temperature, qa_abstain=cfg.qa_abstain, **run)
 

@@ -18,6 +18,7 @@ from rlcap.rewards.bcmr import make_bcmr
 from rlcap.rewards.embedding import make_embedding
 from rlcap.rewards.length import make_length
 from rlcap.rewards.cider_device import make_cider, make_cider_d
+from rlcap.rewards.repetition import make_repetition
 from rlcap.rewards.qa_utility import QA_SETTINGS, make_qa_utility
 from rlcap.rewards.metric_rewards import make_bleu_1, make_bleu_2, make_bleu_3, make_bleu_4, make_meteor, make_rouge_l
 from rlcap.rewards.retrieval import (RETRIEVAL_SETTINGS, SIMILARITIES, make_bicont, make_clip_s, make_i2t,
@@ -44,10 +45,12 @@ REWARDS: dict[str, Callable[[Any], Any]] = {
     "t2i": make_t2i,
     "bicont": make_bicont,
     "length": make_length,  # minus the share a caption overshoots reward.length_target by ([Yang26]; rewards/length.py)
+    "repetition": make_repetition,  # minus the share of repeated n-grams ([Yeo25]; rewards/repetition.py)
     "qa_utility": make_qa_utility,  # [Xing26]: a text-only reader's answers to the picture's questions
 }
 # reward name -> the reward.* keys it reads beside its weight (a learned reward's model, a retriever's settings)
 SETTINGS: dict[str, tuple[str, ...]] = {"embedding": ("paths",), "length": ("length_target", "length_end"),
+                                        "repetition": ("repetition_ngram",),
                                         "qa_utility": QA_SETTINGS,
                                         **{name: RETRIEVAL_SETTINGS for name in (*SIMILARITIES, "ref_clip_s")}}
 # reward name -> the combined corpus metric it optimises (a name of rlcap.metrics.combined.COMBINED): what

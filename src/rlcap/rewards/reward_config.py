@@ -25,6 +25,7 @@ class RewardConfig:
         {"cider_d": 1.0},
         "reward name -> weight, summed. Names: cider_d, cider (plain: no length penalty), bleu_1..bleu_4, "
         "meteor, rouge_l, spice, spider (SPICE in Python, no Java), length (a penalty past reward.length_target), "
+        "repetition (minus the share of repeated n-grams), "
         "qa_utility (a text-only reader's answers from the caption, [Xing26]), or a "
         "user reward by dotted import path ('mypkg.mod:func' or 'mypkg.mod.func') whose object is "
         "the reward callable (captions, batch) -> Tensor[len(captions)]",
@@ -80,6 +81,11 @@ class RewardConfig:
         "(CapRL++'s length reward, whose defaults give 1.5; docs/RL.md, length terms); 0: no floor, "
         "-(words - target) / target",
     )
+    repetition_ngram: int = _field(
+        3,
+        "the repetition reward's n: a caption scores minus the share of its word n-grams that repeat one before it "
+        "([Yeo25]; docs/RL.md, length terms)",
+    )
     length_mask: dict[str, float] = _field(
         {},
         "reward name -> ratio: that reward scores 0 for a caption longer than ratio times its image's mean "
@@ -130,6 +136,8 @@ class RewardConfig:
             raise ConfigError(f"reward.length_target: expected a number of words >= 0, got {self.length_target}")
         if self.length_end != 0 and not (math.isfinite(self.length_end) and self.length_end > 1):
             raise ConfigError(f"reward.length_end: expected 0 (no floor) or a ratio > 1, got {self.length_end}")
+        if self.repetition_ngram < 1:
+            raise ConfigError(f"reward.repetition_ngram: expected an integer >= 1, got {self.repetition_ngram}")
         for name, ratio in self.length_mask.items():
             if name not in self.weights:
                 raise ConfigError(f"reward.length_mask.{name}: {name!r} is not a weighted reward; it masks one of "
