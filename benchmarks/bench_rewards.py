@@ -26,7 +26,8 @@ the main questions, readers trained on joined references too, ``rlcap data reade
 ``grpo_qa_box_joined``, and both with the reader sampling at 0.6, ``scst_qa_box_joined_t06`` and
 ``grpo_qa_box_joined_t06``, and both at 0.6 with [Xing26]'s abstain option read by a reward reader trained to take
 it (``--abstain 0.25``, ``readers/joined/abstain``), ``scst_qa_box_joined_abstain_t06`` and
-``grpo_qa_box_joined_abstain_t06``, and the SCST one rewarded on the questions about every shape by such a reader
+``grpo_qa_box_joined_abstain_t06``, the SCST one again with seed 1235, ``..._abstain_t06_seed2``, and the SCST one
+rewarded on the questions about every shape by such a reader
 trained on them (``readers/joined/every_abstain``), ``scst_qa_box_joined_every_abstain_t06``, and that row with
 [Yeo25]'s n-gram repetition penalty beside the utility, ``scst_qa_box_joined_every_abstain_rep_t06``, beside ``xe_box``,
 ``scst_box``, ``scst_qa_box``, ``grpo_box`` and ``grpo_qa_box``, all judged by its judges; the main and every sets'
@@ -66,6 +67,7 @@ ABSTAINED = "_abstain"  # the joined set's QA row with the abstain option and it
 # the joined set's QA row rewarded on the questions about every shape by an abstaining reader trained on them (judged
 # on the main questions, as every row of the set)
 EVERY_ABSTAINED = "_every_abstain"
+SEED2 = "_seed2"  # the joined set's abstaining SCST row again with seed 1235 (after SAMPLED)
 REPEATED = "_rep"  # that row with the n-gram repetition penalty beside the utility (after EVERY_ABSTAINED)
 ABSTAIN_SHARE = 0.25  # that reader's share of examples that teach it to abstain (rlcap data reader --abstain)
 SAMPLED = "_t06"  # a set's QA rows again with the reader sampling at [Xing26]'s 0.6 (rlcap.bench.qa_rows.QA_SAMPLED_06)
@@ -155,6 +157,7 @@ def _sets() -> dict[str, QuestionSet]:
                                           f"{BOXED_GRPO[1]}_joined", f"{BOXED_QA}_joined_t06",
                                           f"{BOXED_GRPO[1]}_joined_t06", f"{BOXED_QA}_joined{ABSTAINED}{SAMPLED}",
                                           f"{BOXED_GRPO[1]}_joined{ABSTAINED}{SAMPLED}",
+                                          f"{BOXED_QA}_joined{ABSTAINED}{SAMPLED}{SEED2}",
                                           f"{BOXED_QA}_joined{EVERY_ABSTAINED}{SAMPLED}",
                                           f"{BOXED_QA}_joined{EVERY_ABSTAINED}{REPEATED}{SAMPLED}"),
                                   joined=JOINED, at_128=False, abstain=ABSTAIN_SHARE)}
@@ -415,7 +418,8 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     # algorithm; the goals name SCST)
     sampled = [f"{boxed_qa}{SAMPLED}", f"{grpo_qa}{SAMPLED}"]  # (the joined set's)
     abstained = [f"{boxed_qa}{ABSTAINED}{SAMPLED}", f"{grpo_qa}{ABSTAINED}{SAMPLED}",
-                 f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}", f"{boxed_qa}{EVERY_ABSTAINED}{REPEATED}{SAMPLED}"]
+                 f"{boxed_qa}{ABSTAINED}{SAMPLED}{SEED2}", f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}",
+                 f"{boxed_qa}{EVERY_ABSTAINED}{REPEATED}{SAMPLED}"]
     boxed_variants = [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else [grpo_qa, *sampled, *abstained]
     boxed_summed = list(BOXED_SUMMED) if main else []
     boxed = BOXED_BASE in f and any(n in f for n in (boxed_qa, *boxed_variants, *boxed_summed))

@@ -99,6 +99,10 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     found["grpo_qa_box_joined_abstain_t06"] = _row(0.62, 1.5, 0.75)
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert "- grpo_qa_box_joined_abstain_t06 against CIDEr-D GRPO: held-out QA-acc 0.620 against 0.590 (+5.1%" in lines
+    found["scst_qa_box_joined_abstain_t06_seed2"] = _row(0.68, 2.1, 0.4)  # its other seed: read as a variant
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_abstain_t06_seed2 against CIDEr-D SCST: held-out QA-acc 0.680 against 0.600 "
+            "(+13.3%" in lines)
     assert "every_abstain" not in lines
     found["scst_qa_box_joined_every_abstain_t06"] = _row(0.64, 2.0, 0.2) | {"Coverage": 0.95}  # every shape's
     lines = "\n".join(bench_rewards.goals(found, qs))  # questions: against CIDEr-D SCST too, and not against GRPO
@@ -398,7 +402,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     joined = bench_rewards.at_size(bench_rewards.SETS["joined"], 224)
     assert joined.rows == ("xe_box,scst_box,scst_qa_box,scst_qa_box_joined,grpo_box,grpo_qa_box,grpo_qa_box_joined,"
                            "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06,"
-                           "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_every_abstain_t06,"
+                           "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_abstain_t06_seed2,"
+                           "scst_qa_box_joined_every_abstain_t06,"
                            "scst_qa_box_joined_every_abstain_rep_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
@@ -429,6 +434,10 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         assert abstains.stages[-1].overrides == (*sampled.stages[-1].overrides[:-1], "reward.qa_abstain=true",
                                                  *QA_ABSTAIN_PATHS)
     assert "readers/joined/abstain," in QA_ABSTAIN_PATHS[0]
+    # the abstaining SCST row again with another seed: that one setting added
+    seeded, abstains = BENCH_ROWS["scst_qa_box_joined_abstain_t06_seed2"], BENCH_ROWS["scst_qa_box_joined_abstain_t06"]
+    assert seeded.stages[:-1] == abstains.stages[:-1] and seeded.checkpoint == "last"
+    assert seeded.stages[-1].overrides == (*abstains.stages[-1].overrides[:-1], "seed=1235", *QA_ABSTAIN_PATHS)
     # and rewarded on the questions about every shape by the abstaining recipe trained on them: the abstaining SCST
     # row with its reader and questions alone changed
     from rlcap.bench.qa_rows import QA_EVERY_ABSTAIN_PATHS
