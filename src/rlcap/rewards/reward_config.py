@@ -84,7 +84,7 @@ class RewardConfig:
     repetition_ngram: int = _field(
         3,
         "the repetition reward's n: a caption scores minus the share of its word n-grams that repeat one before it "
-        "([Yeo25]; docs/RL.md, length terms)",
+        "([Yeo25]; docs/RL.md, repetition)",
     )
     length_mask: dict[str, float] = _field(
         {},
