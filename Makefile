@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-fsdp2 bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-fsdp2 bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards bench-rewards-wide clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -187,6 +187,11 @@ QUESTIONS ?= main
 bench-rewards: $(STAMP)
 	$(PY) benchmarks/bench_rewards.py --questions $(QUESTIONS) $(if $(IMAGE_SIZE),--image-size $(IMAGE_SIZE)) \
 		$(if $(EPOCHS),--epochs $(EPOCHS))
+
+# make bench-rewards' trained rows judged again on TEST_IMAGES (default 5000) test pictures: trains nothing
+bench-rewards-wide: $(STAMP)
+	$(PY) benchmarks/bench_rewards_wide.py --questions $(QUESTIONS) $(if $(IMAGE_SIZE),--image-size $(IMAGE_SIZE)) \
+		$(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(TEST_IMAGES),--test-images $(TEST_IMAGES)) $(if $(ROWS),--rows $(ROWS))
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

@@ -76,6 +76,9 @@ BOXED_AT_224 = (*BOXED_SEEDS, BOXED_MASK, *BOXED_GRPO)
 SIZES = (128, 224)  # the encoder's input side: a 4x4 grid of cells, or 7x7 (the pictures are drawn at 128 px)
 EPOCHS = 4  # RL epochs of every row: equal sampled captions (50 images x 5 samples a step)
 DATA = REPO / "data" / "shapes"
+# the folder whose test split the rows are judged on: DATA, or a wider one of the same training data
+# (bench_rewards_wide.py sets it before anything is read)
+TEST_DATA = DATA
 # the reward reader, and two held-out judges of one recipe and two seeds: one small judge's seed moved a row's gain
 # by 4.5 points (+7.0% and +11.5% for the same captions: BENCHMARKS.md, "... readers trained on joined references"),
 # so a row's QA-acc is the judges' mean, each judge's beside it
@@ -225,7 +228,7 @@ def reader(name: str, qs: QuestionSet) -> tuple:
     """The reader ``name`` of READERS trained on ``qs`` (fp32) and its questions, loaded once a process."""
     from rlcap.eval.qa_accuracy import load_judge
 
-    return load_judge(DATA / qs.readers / name, DATA / qs.file)
+    return load_judge(DATA / qs.readers / name, TEST_DATA / qs.file)
 
 
 @functools.cache
@@ -233,7 +236,7 @@ def scenes_of_test() -> dict[str, object]:
     """The test pictures' scenes (id -> Scene), from the dataset JSON."""
     from rlcap.data.synthetic.scenes import Scene
 
-    images = json.loads((DATA / "dataset_shapes.json").read_text())["images"]
+    images = json.loads((TEST_DATA / "dataset_shapes.json").read_text())["images"]
     return {str(r["imgid"]): Scene.from_dict(r["scene"]) for r in images if r["split"] == "test"}
 
 
@@ -319,7 +322,7 @@ def refs_of_test() -> dict[str, list[str]]:
     """The test pictures' references (id -> captions), read once a process."""
     from rlcap.data.readers import read_dataset
 
-    return {r.id: r.captions for r in read_dataset(DATA / "dataset_shapes.json") if r.split == "test"}
+    return {r.id: r.captions for r in read_dataset(TEST_DATA / "dataset_shapes.json") if r.split == "test"}
 
 
 @functools.cache
@@ -327,7 +330,7 @@ def objects_of_test() -> dict:
     """Each scene's shapes (rlcap.data.objects' truth, for CHAIR and coverage, exact), read once a process."""
     from rlcap.data.objects import read_object_truth
 
-    return read_object_truth(DATA / "dataset_shapes.json")
+    return read_object_truth(TEST_DATA / "dataset_shapes.json")
 
 
 def cider(said: dict[str, str]) -> float:
@@ -361,9 +364,10 @@ def by_kind(names: list[str], qs: QuestionSet, name: str = "judge") -> dict[str,
     return found
 
 
-def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
+def scores(names: list[str], qs: QuestionSet, per_image: dict | None = None) -> dict[str, dict[str, float]]:
     """Each row's test captions scored: the held-out judges' QA-acc (``QA-acc judge``, ``QA-acc judge2``) and their
-    mean (``QA-acc``, what the goals read), and the metrics of the table."""
+    mean (``QA-acc``, what the goals read), and the metrics of the table. ``per_image``: filled with each judge's
+    QA-acc of each picture, ``(row, judge) -> {id: value}``."""
     from rlcap.eval.qa_accuracy import qa_accuracy
     from rlcap.metrics import METRIC_NAMES, score_captions
 
@@ -375,7 +379,12 @@ def scores(names: list[str], qs: QuestionSet) -> dict[str, dict[str, float]]:
         said = captions_of(n, qs.out)
         report = score_captions({i: refs[i] for i in said}, {i: [c] for i, c in said.items()}, metrics,
                                 objects=objects)
-        judged = {f"QA-acc {j}": qa_accuracy(*reader(j, qs), said)[0]["QA-acc"] for j in JUDGES}
+        judged = {}
+        for j in JUDGES:
+            corpus, pictures = qa_accuracy(*reader(j, qs), said)
+            judged[f"QA-acc {j}"] = corpus["QA-acc"]
+            if per_image is not None:
+                per_image[n, j] = {i: v["QA-acc"] for i, v in pictures.items()}
         found[n] = {"QA-acc": sum(judged.values()) / len(judged), **judged, **report.corpus,
                     "words": sum(len(c.split()) for c in said.values()) / len(said)}
     return found
@@ -400,12 +409,18 @@ def reference_line(ref: dict[str, float]) -> str:
             + f", {ref['words']:.1f} words: what the captions the policy learns from cover.")
 
 
+def figure(metric: str, value: float) -> str:
+    """A figure as the tables print it: CHAIR at 4 decimals (at 1,000 test pictures one hallucinated mention of
+    about 1,800 is 0.0006), the rest at 3."""
+    return f"{value:.4f}" if metric.startswith("CHAIR") else f"{value:.3f}"
+
+
 def table(found: dict[str, dict[str, float]]) -> list[str]:
     first = next(iter(found.values()))
     columns = ["QA-acc", *[f"QA-acc {j}" for j in JUDGES if f"QA-acc {j}" in first],
                *[m for m in HALLUCINATION if m in first], "CIDEr", "SPICE", "words", "Template", "Div-2"]
     lines = ["| row | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
-    lines += [f"| {n} | " + " | ".join(f"{f[c]:.3f}" for c in columns) + " |" for n, f in found.items()]
+    lines += [f"| {n} | " + " | ".join(figure(c, f[c]) for c in columns) + " |" for n, f in found.items()]
     return lines
 
 
@@ -483,7 +498,7 @@ def row_goal_lines(name: str, row: dict[str, float], base: dict[str, float], aga
     return [f"- {name} against {against}: held-out QA-acc{mean} {row['QA-acc']:.3f} "
             f"against {base['QA-acc']:.3f} ({row['QA-acc'] / base['QA-acc'] - 1:+.1%} relative{apart}; goal: at "
             "least +10%).",
-            *(f"- {m}: {name} {row[m]:.3f} against {against} {base[m]:.3f} (goal: {goal})."
+            *(f"- {m}: {name} {figure(m, row[m])} against {against} {figure(m, base[m])} (goal: {goal})."
               for m, goal in ROW_GOALS if m in base)]
 
 
@@ -496,8 +511,8 @@ def seeds_line(runs: list[dict[str, float]], base: dict[str, float]) -> str:
     line = (f"- QA-utility SCST over its {len(runs)} runs (seeds): mean held-out QA-acc {mean('QA-acc'):.3f} "
             f"({mean('QA-acc') / base['QA-acc'] - 1:+.1%} relative; the runs {min(gains):+.1%} to {max(gains):+.1%}; "
             "goal: at least +10%)")
-    line += "".join(f"; mean {m} {mean(m):.3f} against {base[m]:.3f} (goal: {goal})" for m, goal in ROW_GOALS
-                    if m in base)
+    line += "".join(f"; mean {m} {figure(m, mean(m))} against {figure(m, base[m])} (goal: {goal})"
+                    for m, goal in ROW_GOALS if m in base)
     return line + "."
 
 
@@ -602,17 +617,18 @@ def _number(tokens: list[str], start: int, adjectives: set[str]) -> int:
     return COUNTED.get(tokens[j], 1) if j >= 0 else 1
 
 
-def phrases(names: list[str], out: str) -> dict[str, dict]:
-    """Each row's test captions read against the scenes (:func:`read_caption`): the share with a count phrase and,
-    of those with a number, the share whose count is right; the most frequent relation and the share of
-    captions that use it; the share cut at the length cap; the share that ends unfinished."""
+def phrases(names: list[str], out: str, runs: str | None = None) -> dict[str, dict]:
+    """Each row's test captions (in ``out``) read against the scenes (:func:`read_caption`): the share with a count
+    phrase and, of those with a number, the share whose count is right; the most frequent relation and the share of
+    captions that use it; the share cut at the length cap (its run's, in ``runs``, default ``out``); the share that
+    ends unfinished."""
     from rlcap.bench.registry import BENCH_ROWS
 
     scenes = scenes_of_test()
     found = {}
     for n in names:
         said = captions_of(n, out)
-        run = REPO / out / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
+        run = REPO / (runs or out) / BENCH_ROWS[n].stages[-1].name  # (scst_end: the scst run's folder)
         cap = json.loads((run / "config.json").read_text())["decode"]["max_len"]
         read = [read_caption(c, len(scenes[i].objects), Counter((o.colour, o.shape) for o in scenes[i].objects))
                 for i, c in said.items()]

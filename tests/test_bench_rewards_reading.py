@@ -269,7 +269,7 @@ def test_the_qa_rows_goals_are_read_from_the_mean_of_its_seeds_too():
     mean = [line for line in lines if "over its" in line]
     assert mean == ["- QA-utility SCST over its 2 runs (seeds): mean held-out QA-acc 0.660 (+10.0% relative; the "
                     "runs +5.0% to +15.0%; goal: at least +10%); mean Coverage 0.800 against 0.800 (goal: higher); "
-                    "mean CHAIR_i 0.020 against 0.020 (goal: no higher)."]
+                    "mean CHAIR_i 0.0200 against 0.0200 (goal: no higher)."]
     found["scst_qa_box_seed3"] = _row(0.60, 1.7, 0.3) | {"Coverage": 0.8}
     found["scst_qa_mask_box"] = _row(0.50, 1.7, 0.3)
     lines = bench_rewards.goals(found, big)
@@ -350,7 +350,7 @@ def test_grpo_with_the_utility_is_read_against_cider_d_scst_and_cider_d_grpo():
         "- grpo_qa_box against CIDEr-D GRPO: held-out QA-acc 0.720 against 0.640 (+12.5% relative; goal: at least "
         "+10%).",
         "- Coverage: grpo_qa_box 0.700 against CIDEr-D GRPO 0.900 (goal: higher).",
-        "- CHAIR_i: grpo_qa_box 0.020 against CIDEr-D GRPO 0.010 (goal: no higher)."]
+        "- CHAIR_i: grpo_qa_box 0.0200 against CIDEr-D GRPO 0.0100 (goal: no higher)."]
     assert not any(line.startswith("- grpo_box against") for line in lines)
     assert "grpo_box" not in next(line for line in lines if line.startswith("- Template share"))
 
