@@ -115,6 +115,10 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert ("- scst_qa_box_joined_every_abstain_rep_t06 against CIDEr-D SCST: held-out QA-acc 0.660 against 0.600 "
             "(+10.0%" in lines)
+    found["scst_qa_box_joined_main_every_abstain_rep03_t06"] = _row(0.67, 2.2, 0.3)  # both sets' questions
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_main_every_abstain_rep03_t06 against CIDEr-D SCST: held-out QA-acc 0.670 against "
+            "0.600 (+11.7%" in lines)
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -404,7 +408,7 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
                            "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06,"
                            "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_abstain_t06_seed2,"
                            "scst_qa_box_joined_every_abstain_t06,"
-                           "scst_qa_box_joined_every_abstain_rep_t06")
+                           "scst_qa_box_joined_every_abstain_rep_t06,scst_qa_box_joined_main_every_abstain_rep03_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -457,6 +461,16 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
         [o for o in every.stages[-1].overrides if "weights" not in o]
     cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(repeated.stages[-1].overrides))
     assert cfg.reward.weights == {"qa_utility": 1.0, "repetition": 1.0} and cfg.reward.repetition_ngram == 3
+    # and asked both sets' questions by the same reader, the penalty at 0.3: its questions and weights alone changed
+    both = BENCH_ROWS["scst_qa_box_joined_main_every_abstain_rep03_t06"]
+    assert both.stages[:-1] == every.stages[:-1] and both.checkpoint == "last"
+    changed = ("weights", "paths")
+    assert [o for o in both.stages[-1].overrides if not any(c in o for c in changed)] == \
+        [o for o in every.stages[-1].overrides if not any(c in o for c in changed)]
+    cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(both.stages[-1].overrides))
+    assert cfg.reward.weights == {"qa_utility": 1.0, "repetition": 0.3}
+    assert cfg.reward.paths["qa_utility"] == "data/shapes/readers/joined/every_abstain"
+    assert cfg.reward.paths["qa_file"] == "data/shapes/questions_main_every.json"
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 

@@ -79,6 +79,8 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     asked = {s: {i: {(q.question, q.options[q.answer]) for q in qs.of(i)} for i in qs.questions} for s, qs in
              (("main", main), ("every", every))}
     assert all(asked["main"][i] <= asked["every"][i] for i in asked["main"])  # every: main's and the others' objects
+    both = load_qa(tmp_path / "shapes" / "questions_main_every.json")  # main's questions, then every's
+    assert all(list(both.of(i)) == [*main.of(i), *every.of(i)] for i in main.questions)
     rc, out, _ = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "reader"), "--steps", "2", "--batch-size", "4")
     card = json.loads((tmp_path / "reader" / "reader_card.json").read_text())

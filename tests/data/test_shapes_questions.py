@@ -45,6 +45,17 @@ def test_questions_of_a_scene_by_hand():
     assert [q.options[q.answer] for q in pair if q.kind == "relation"] == ["left of"]
 
 
+def test_main_every_asks_both_sets_questions_as_their_files_do():
+    scene = Scene("white", (_obj("circle", "red", 0.2, 0.5, "large"), _obj("square", "blue", 0.8, 0.52),
+                            _obj("star", "green", 0.5, 0.9, "small")))
+    main, every, both = (scene_questions(scene, question_rng(0, "7"), cover)
+                         for cover in ("main", "every", "main_every"))
+    assert both == main + every  # the same distractors in the same order as each set's own file
+    assert len(every) > len(main) and sum(q.question == "How many shapes are there?" for q in both) == 2
+    twice = {q.question for q in both if sum(r.question == q.question for r in both) == 2}
+    assert twice == {q.question for q in main}  # the main objects' questions and the count weigh twice, the star once
+
+
 def _stated(answer: str, kind: str, refs: list[str]) -> bool:
     text = " ".join(refs).lower()
     if kind == "colour":

@@ -28,6 +28,14 @@ QA_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/
 # 16-word cap ("a purple circle below a purple circle on a purple circle on ..."; its test captions' mean repeated
 # trigram share 0.130 against scst_box's 0.009), as the reader charges nothing for a shape named again
 QA_AND_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 1.0}"
+# the same reader asked both sets' questions (questions_main_every.json: the main set's, then the every set's), so that
+# the two main shapes weigh twice and a third once: judged on 5,000 test pictures the every-shape row named another
+# pair than the main one (colour and kind QA-acc 2.0-2.5 points under the abstaining row's) and looped the count
+# phrase into the 16-word cap; the repetition penalty at 0.3, as weight 1 moved the count phrase to "some other
+# shapes" (count QA-acc 0.64 -> 0.59: BENCHMARKS.md, "judged on 5,000 test pictures")
+QA_MAIN_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/every_abstain, "
+                               "qa_file: data/shapes/questions_main_every.json}",)
+QA_AND_LIGHT_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 0.3}"
 QA_ABSTAIN = "reward.qa_abstain=true"  # the option offered in every prompt; choosing it scores as wrong
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 # the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
@@ -183,6 +191,10 @@ QA_ROWS: dict[str, BenchRow] = {
     "scst_qa_box_joined_every_abstain_rep_t06": _boxed(
         "scst_qa_box_joined_every_abstain_rep_t06", "scst_qa_box_joined_every_abstain_t06 with the n-gram repetition "
         "penalty ([Yeo25])", QA_AND_REPETITION, QA_SAMPLED_06, QA_ABSTAIN, paths=QA_EVERY_ABSTAIN_PATHS),
+    "scst_qa_box_joined_main_every_abstain_rep03_t06": _boxed(
+        "scst_qa_box_joined_main_every_abstain_rep03_t06", "scst_qa_box_joined_every_abstain_t06 asked the main "
+        "questions too, with the repetition penalty at 0.3", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN,
+        paths=QA_MAIN_EVERY_ABSTAIN_PATHS),
     "grpo_qa_box_every": _boxed("grpo_qa_box_every", "grpo_qa_box with the questions about every shape", QA_UTILITY,
                                 recipe="grpo", paths=QA_EVERY),
 }

@@ -5,7 +5,11 @@ Five kinds, each asked only where a complete description of the scene answers it
 rlcap writes state the answer (tests/data/test_shapes_questions.py checks them against the references). Two sets,
 each its own file: ``main`` (``questions.json``) asks the colour and kind of the two main objects, as the table
 says; ``every`` (``questions_every.json``) asks them of every object (the counting annotator names every one), so
-that a caption earns by naming the third and fourth shape too, as [Xing26]'s questions cover the whole picture.
+that a caption earns by naming the third and fourth shape too, as [Xing26]'s questions cover the whole picture;
+``main_every`` (``questions_main_every.json``) asks the main set's questions and then the every set's, the same
+questions as in those two files, so that the two main objects' colour and kind, the count and the relation weigh
+twice and every other object's once: a caption earns by naming every shape, and most by the two that the
+references and the main questions name first.
 
 ==========  ==========================================================  ======================================
 kind        question (options: the right one and distractors)          asked about
@@ -44,7 +48,8 @@ from rlcap.data.synthetic.captions import NUMBER_WORDS, RELATION_WORDS, with_art
 from rlcap.data.synthetic.scenes import COLOURS, SHAPES, Scene, SceneObject, region, relation
 
 QA_FILE = "questions.json"
-QUESTION_SETS = {"main": QA_FILE, "every": "questions_every.json"}  # which objects' colour and kind are asked
+# which objects' colour and kind are asked (main_every: the main set's questions, then the every set's)
+QUESTION_SETS = {"main": QA_FILE, "every": "questions_every.json", "main_every": "questions_main_every.json"}
 N_OPTIONS = 4  # the right option and three distractors (the count and relation questions have four values)
 REGIONS = {("top", "left"): "top left", ("top", "right"): "top right", ("bottom", "left"): "bottom left",
            ("bottom", "right"): "bottom right", ("top", "middle"): "top", ("bottom", "middle"): "bottom",
@@ -65,9 +70,15 @@ def _choice(right: str, values: list[str], rng: random.Random, kind: str, questi
 
 def scene_questions(scene: Scene, rng: random.Random, cover: str = "main") -> list[Question]:
     """The questions a complete description of ``scene`` answers (see the module's table); ``cover``: the colour
-    and kind of the two main objects ("main") or of every object ("every")."""
+    and kind of the two main objects ("main"), of every object ("every"), or both sets' questions ("main_every":
+    each set's drawn from ``rng`` as it stands, as each set's own file draws them)."""
     if cover not in QUESTION_SETS:
         raise ValueError(f"question set {cover!r}: expected one of {', '.join(QUESTION_SETS)}")
+    if cover == "main_every":
+        state = rng.getstate()
+        main = scene_questions(scene, rng, "main")
+        rng.setstate(state)
+        return main + scene_questions(scene, rng, "every")
     objs = scene.objects
     out: list[Question] = []
     for obj in objs[:2] if cover == "main" else objs:
