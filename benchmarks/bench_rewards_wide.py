@@ -95,19 +95,33 @@ def decode(name: str, qs: br.QuestionSet, wide: Path, image_size: int, out: Path
 def judged(names: list[str], qs: br.QuestionSet, wide_qs: br.QuestionSet) -> tuple[dict, dict, dict, dict]:
     """The rows' scores, the judges' QA-acc by kind, what the captions say, and each judge's QA-acc of each
     picture ((row, judge) -> {id: value}), as bench_rewards.py reads them from the wider split's captions; kept in
-    ``wide_qs.out``/judged.json and read from there while the rows' captions are from the same checkpoints."""
+    ``wide_qs``.out/judged.json row by row, a row's read from there while its captions are from the same checkpoint
+    (the rows added or changed alone are scored)."""
     path = REPO / wide_qs.out / "judged.json"
     rows = {n: json.loads((REPO / wide_qs.out / "captions" / f"{n}.json").read_text())["checkpoint"] for n in names}
-    if path.is_file() and (kept := json.loads(path.read_text())).get("rows") == rows:
-        pictures = {tuple(k.split(" ")): v for k, v in kept["per_image"].items()}
-        return kept["scores"], kept["by_kind"], kept["phrases"], pictures
-    said = br.phrases(names, wide_qs.out, qs.out)  # (the runs' length cap: their own folders)
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    keep = [n for n in names if kept.get("rows", {}).get(n) == rows[n]]
+    fresh = [n for n in names if n not in keep]
+    said = br.phrases(fresh, wide_qs.out, qs.out) if fresh else {}  # (the runs' length cap: their own folders)
     per_image: dict[tuple[str, str], dict[str, float]] = {}
-    found = br.scores(names, wide_qs, per_image)
-    kinds = {j: br.by_kind(names, wide_qs, j) for j in br.JUDGES}
-    path.write_text(json.dumps({"rows": rows, "scores": found, "by_kind": kinds, "phrases": said,
-                                "per_image": {f"{n} {j}": v for (n, j), v in per_image.items()}}))
-    return found, kinds, said, per_image
+    found = br.scores(fresh, wide_qs, per_image) if fresh else {}
+    kinds = {j: br.by_kind(fresh, wide_qs, j) if fresh else {} for j in br.JUDGES}
+    for n in keep:
+        found[n], said[n] = kept["scores"][n], kept["phrases"][n]
+        for j in br.JUDGES:
+            kinds[j][n], per_image[n, j] = kept["by_kind"][j][n], kept["per_image"][f"{n} {j}"]
+    if fresh:
+        old = {n: c for n, c in kept.get("rows", {}).items() if n not in rows}  # rows not asked for now: kept
+        both = {**old, **rows}
+        path.write_text(json.dumps({
+            "rows": both, "scores": {**{n: kept["scores"][n] for n in old}, **found},
+            "by_kind": {j: {**{n: kept["by_kind"][j][n] for n in old}, **kinds[j]} for j in br.JUDGES},
+            "phrases": {**{n: kept["phrases"][n] for n in old}, **said},
+            "per_image": {**{f"{n} {j}": kept["per_image"][f"{n} {j}"] for n in old for j in br.JUDGES},
+                          **{f"{n} {j}": v for (n, j), v in per_image.items()}}}))
+    order = {n: k for k, n in enumerate(names)}
+    ordered = lambda d: dict(sorted(d.items(), key=lambda kv: order[kv[0]]))  # noqa: E731
+    return ordered(found), {j: ordered(k) for j, k in kinds.items()}, ordered(said), per_image
 
 
 def paired_gain(row: dict[str, float], base: dict[str, float], seed: int = 0) -> tuple[float, float, float]:

@@ -118,8 +118,8 @@ def test_phrases_read_the_length_cap_from_the_runs_folder(tmp_path, monkeypatch)
 
 
 def test_the_figures_are_read_again_while_the_checkpoints_are_the_same(tmp_path, monkeypatch):
-    """judged(): scored once and kept in judged.json; read from there while each row's captions name the same
-    checkpoint; scored again when one does not."""
+    """judged(): scored once and kept in judged.json row by row; a row read from there while its captions name the
+    same checkpoint; the row whose checkpoint changed, or a row added, scored alone."""
     calls = []
 
     def scores(names, qs, per_image):
@@ -139,5 +139,13 @@ def test_the_figures_are_read_again_while_the_checkpoints_are_the_same(tmp_path,
     assert wide.judged(["scst_box", "scst_qa_box"], qs, wide_qs) == first and len(calls) == 1
     assert first[3][("scst_qa_box", "judge2")] == {"1": 0.5}
     (tmp_path / "captions" / "scst_box.json").write_text(json.dumps({"captions": {}, "checkpoint": ["scst_box", 2]}))
-    wide.judged(["scst_box", "scst_qa_box"], qs, wide_qs)
-    assert len(calls) == 2
+    again = wide.judged(["scst_box", "scst_qa_box"], qs, wide_qs)
+    assert calls == [["scst_box", "scst_qa_box"], ["scst_box"]]  # the changed row alone scored again
+    assert again == first and list(again[0]) == ["scst_box", "scst_qa_box"]  # in the rows' order
+    (tmp_path / "captions" / "xe_box.json").write_text(json.dumps({"captions": {}, "checkpoint": ["xe_box", 1]}))
+    added = wide.judged(["xe_box", "scst_box", "scst_qa_box"], qs, wide_qs)
+    assert calls[-1] == ["xe_box"] and list(added[0]) == ["xe_box", "scst_box", "scst_qa_box"]
+    assert added[1]["judge"]["scst_qa_box"] == {"count": 0.4} and added[3][("xe_box", "judge")] == {"1": 0.5}
+    wide.judged(["scst_qa_box"], qs, wide_qs)  # a row left out is kept in the file for the next call
+    wide.judged(["xe_box", "scst_qa_box"], qs, wide_qs)
+    assert len(calls) == 3
