@@ -100,28 +100,20 @@ def judged(names: list[str], qs: br.QuestionSet, wide_qs: br.QuestionSet) -> tup
     path = REPO / wide_qs.out / "judged.json"
     rows = {n: json.loads((REPO / wide_qs.out / "captions" / f"{n}.json").read_text())["checkpoint"] for n in names}
     kept = json.loads(path.read_text()) if path.is_file() else {}
-    keep = [n for n in names if kept.get("rows", {}).get(n) == rows[n]]
-    fresh = [n for n in names if n not in keep]
-    said = br.phrases(fresh, wide_qs.out, qs.out) if fresh else {}  # (the runs' length cap: their own folders)
-    per_image: dict[tuple[str, str], dict[str, float]] = {}
-    found = br.scores(fresh, wide_qs, per_image) if fresh else {}
-    kinds = {j: br.by_kind(fresh, wide_qs, j) if fresh else {} for j in br.JUDGES}
-    for n in keep:
-        found[n], said[n] = kept["scores"][n], kept["phrases"][n]
-        for j in br.JUDGES:
-            kinds[j][n], per_image[n, j] = kept["by_kind"][j][n], kept["per_image"][f"{n} {j}"]
-    if fresh:
-        old = {n: c for n, c in kept.get("rows", {}).items() if n not in rows}  # rows not asked for now: kept
-        both = {**old, **rows}
-        path.write_text(json.dumps({
-            "rows": both, "scores": {**{n: kept["scores"][n] for n in old}, **found},
-            "by_kind": {j: {**{n: kept["by_kind"][j][n] for n in old}, **kinds[j]} for j in br.JUDGES},
-            "phrases": {**{n: kept["phrases"][n] for n in old}, **said},
-            "per_image": {**{f"{n} {j}": kept["per_image"][f"{n} {j}"] for n in old for j in br.JUDGES},
-                          **{f"{n} {j}": v for (n, j), v in per_image.items()}}}))
-    order = {n: k for k, n in enumerate(names)}
-    ordered = lambda d: dict(sorted(d.items(), key=lambda kv: order[kv[0]]))  # noqa: E731
-    return ordered(found), {j: ordered(k) for j, k in kinds.items()}, ordered(said), per_image
+    fresh = [n for n in names if kept.get("rows", {}).get(n) != rows[n]]
+    if fresh:  # scored and merged into the file; rows not asked for now stay in it
+        per_image: dict[tuple[str, str], dict[str, float]] = {}
+        found = br.scores(fresh, wide_qs, per_image)
+        kept = {"rows": {**kept.get("rows", {}), **{n: rows[n] for n in fresh}},
+                "scores": {**kept.get("scores", {}), **found},
+                "by_kind": {j: {**kept.get("by_kind", {}).get(j, {}), **br.by_kind(fresh, wide_qs, j)}
+                            for j in br.JUDGES},
+                "phrases": {**kept.get("phrases", {}), **br.phrases(fresh, wide_qs.out, qs.out)},  # (the runs' cap)
+                "per_image": {**kept.get("per_image", {}), **{f"{n} {j}": v for (n, j), v in per_image.items()}}}
+        path.write_text(json.dumps(kept))
+    return ({n: kept["scores"][n] for n in names}, {j: {n: kept["by_kind"][j][n] for n in names} for j in br.JUDGES},
+            {n: kept["phrases"][n] for n in names},
+            {(n, j): kept["per_image"][f"{n} {j}"] for n in names for j in br.JUDGES})
 
 
 def paired_gain(row: dict[str, float], base: dict[str, float], seed: int = 0) -> tuple[float, float, float]:
