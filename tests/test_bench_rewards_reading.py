@@ -119,6 +119,11 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert ("- scst_qa_box_joined_main_every_abstain_rep03_t06 against CIDEr-D SCST: held-out QA-acc 0.670 against "
             "0.600 (+11.7%" in lines)
+    assert "pair_every" not in lines
+    found["scst_qa_box_joined_pair_every_abstain_rep03_t06"] = _row(0.68, 2.2, 0.3)  # the count asked once
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_pair_every_abstain_rep03_t06 against CIDEr-D SCST: held-out QA-acc 0.680 against "
+            "0.600 (+13.3%" in lines)
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -408,7 +413,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
                            "scst_qa_box_joined_t06,grpo_qa_box_joined_t06,scst_qa_box_joined_abstain_t06,"
                            "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_abstain_t06_seed2,"
                            "scst_qa_box_joined_every_abstain_t06,"
-                           "scst_qa_box_joined_every_abstain_rep_t06,scst_qa_box_joined_main_every_abstain_rep03_t06")
+                           "scst_qa_box_joined_every_abstain_rep_t06,scst_qa_box_joined_main_every_abstain_rep03_t06,"
+                           "scst_qa_box_joined_pair_every_abstain_rep03_t06")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -471,6 +477,14 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     assert cfg.reward.weights == {"qa_utility": 1.0, "repetition": 0.3}
     assert cfg.reward.paths["qa_utility"] == "data/shapes/readers/joined/every_abstain"
     assert cfg.reward.paths["qa_file"] == "data/shapes/questions_main_every.json"
+    # and with the count asked once: its question file alone changed
+    once = BENCH_ROWS["scst_qa_box_joined_pair_every_abstain_rep03_t06"]
+    assert once.stages[:-1] == both.stages[:-1] and once.checkpoint == "last"
+    assert [o for o in once.stages[-1].overrides if "paths" not in o] == \
+        [o for o in both.stages[-1].overrides if "paths" not in o]
+    cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(once.stages[-1].overrides))
+    assert cfg.reward.paths == {"qa_utility": "data/shapes/readers/joined/every_abstain",
+                                "qa_file": "data/shapes/questions_pair_every.json"}
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 

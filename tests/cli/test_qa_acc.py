@@ -81,6 +81,9 @@ def test_data_reader_trains_and_says_how_it_reads(tmp_path, capsys):
     assert all(asked["main"][i] <= asked["every"][i] for i in asked["main"])  # every: main's and the others' objects
     both = load_qa(tmp_path / "shapes" / "questions_main_every.json")  # main's questions, then every's
     assert all(list(both.of(i)) == [*main.of(i), *every.of(i)] for i in main.questions)
+    once = load_qa(tmp_path / "shapes" / "questions_pair_every.json")  # the same with the count asked once
+    assert all(list(once.of(i)) == [*(q for q in main.of(i) if q.kind != "count"), *every.of(i)]
+               for i in main.questions)
     rc, out, _ = run_cli(capsys, "data", "reader", "--dataset", str(tmp_path / "shapes"), "--out",
                          str(tmp_path / "reader"), "--steps", "2", "--batch-size", "4")
     card = json.loads((tmp_path / "reader" / "reader_card.json").read_text())

@@ -54,6 +54,9 @@ def test_main_every_asks_both_sets_questions_as_their_files_do():
     assert len(every) > len(main) and sum(q.question == "How many shapes are there?" for q in both) == 2
     twice = {q.question for q in both if sum(r.question == q.question for r in both) == 2}
     assert twice == {q.question for q in main}  # the main objects' questions and the count weigh twice, the star once
+    once = scene_questions(scene, question_rng(0, "7"), "pair_every")  # the same with the count asked once
+    assert once == [q for q in main if q.kind != "count"] + every
+    assert [q.question for q in once].count("How many shapes are there?") == 1 and len(once) == len(both) - 1
 
 
 def _stated(answer: str, kind: str, refs: list[str]) -> bool:

@@ -35,6 +35,10 @@ QA_AND_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 1.0}"
 # shapes" (count QA-acc 0.64 -> 0.59: BENCHMARKS.md, "judged on 5,000 test pictures")
 QA_MAIN_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/every_abstain, "
                                "qa_file: data/shapes/questions_main_every.json}",)
+# the same with the count asked once (questions_pair_every.json): asked twice, the count phrase earned as much as a
+# third shape named, and none of that row's bench captions named more than two shapes (docs/RL.md)
+QA_PAIR_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/every_abstain, "
+                               "qa_file: data/shapes/questions_pair_every.json}",)
 QA_AND_LIGHT_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 0.3}"
 QA_ABSTAIN = "reward.qa_abstain=true"  # the option offered in every prompt; choosing it scores as wrong
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
@@ -195,6 +199,9 @@ QA_ROWS: dict[str, BenchRow] = {
         "scst_qa_box_joined_main_every_abstain_rep03_t06", "scst_qa_box_joined_every_abstain_t06 asked the main "
         "questions too, with the repetition penalty at 0.3", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN,
         paths=QA_MAIN_EVERY_ABSTAIN_PATHS),
+    "scst_qa_box_joined_pair_every_abstain_rep03_t06": _boxed(
+        "scst_qa_box_joined_pair_every_abstain_rep03_t06", "scst_qa_box_joined_main_every_abstain_rep03_t06 with the "
+        "count asked once", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN, paths=QA_PAIR_EVERY_ABSTAIN_PATHS),
     "grpo_qa_box_every": _boxed("grpo_qa_box_every", "grpo_qa_box with the questions about every shape", QA_UTILITY,
                                 recipe="grpo", paths=QA_EVERY),
 }

@@ -9,7 +9,9 @@ that a caption earns by naming the third and fourth shape too, as [Xing26]'s que
 ``main_every`` (``questions_main_every.json``) asks the main set's questions and then the every set's, the same
 questions as in those two files, so that the two main objects' colour and kind, the count and the relation weigh
 twice and every other object's once: a caption earns by naming every shape, and most by the two that the
-references and the main questions name first.
+references and the main questions name first. ``pair_every`` (``questions_pair_every.json``) is ``main_every``
+with the count asked once: asked twice, the count phrase ("with two other shapes") earns as much as naming a third
+shape and is the surer bet (docs/RL.md, "Where the goals stand").
 
 ==========  ==========================================================  ======================================
 kind        question (options: the right one and distractors)          asked about
@@ -48,8 +50,10 @@ from rlcap.data.synthetic.captions import NUMBER_WORDS, RELATION_WORDS, with_art
 from rlcap.data.synthetic.scenes import COLOURS, SHAPES, Scene, SceneObject, region, relation
 
 QA_FILE = "questions.json"
-# which objects' colour and kind are asked (main_every: the main set's questions, then the every set's)
-QUESTION_SETS = {"main": QA_FILE, "every": "questions_every.json", "main_every": "questions_main_every.json"}
+# which objects' colour and kind are asked (main_every: the main set's questions, then the every set's; pair_every:
+# the main set's without the count, then the every set's)
+QUESTION_SETS = {"main": QA_FILE, "every": "questions_every.json", "main_every": "questions_main_every.json",
+                 "pair_every": "questions_pair_every.json"}
 N_OPTIONS = 4  # the right option and three distractors (the count and relation questions have four values)
 REGIONS = {("top", "left"): "top left", ("top", "right"): "top right", ("bottom", "left"): "bottom left",
            ("bottom", "right"): "bottom right", ("top", "middle"): "top", ("bottom", "middle"): "bottom",
@@ -70,14 +74,16 @@ def _choice(right: str, values: list[str], rng: random.Random, kind: str, questi
 
 def scene_questions(scene: Scene, rng: random.Random, cover: str = "main") -> list[Question]:
     """The questions a complete description of ``scene`` answers (see the module's table); ``cover``: the colour
-    and kind of the two main objects ("main"), of every object ("every"), or both sets' questions ("main_every":
-    each set's drawn from ``rng`` as it stands, as each set's own file draws them)."""
+    and kind of the two main objects ("main"), of every object ("every"), both sets' questions ("main_every":
+    each set's drawn from ``rng`` as it stands, as each set's own file draws them), or both with the count asked
+    once ("pair_every": the main set's count question left out)."""
     if cover not in QUESTION_SETS:
         raise ValueError(f"question set {cover!r}: expected one of {', '.join(QUESTION_SETS)}")
-    if cover == "main_every":
+    if cover in ("main_every", "pair_every"):
         state = rng.getstate()
         main = scene_questions(scene, rng, "main")
         rng.setstate(state)
+        main = [q for q in main if cover == "main_every" or q.kind != "count"]
         return main + scene_questions(scene, rng, "every")
     objs = scene.objects
     out: list[Question] = []

@@ -2,9 +2,10 @@
 
 ``generate_shapes(ShapesConfig(), "data/shapes")`` writes ``images/<imgid>.png`` and
 ``dataset_shapes.json`` in the Karpathy schema (plus each image's ``scene`` and each sentence's
-``annotator``), and ``questions.json``, ``questions_every.json`` and ``questions_main_every.json``,
-multiple-choice questions from each scene's ground truth (:mod:`rlcap.data.synthetic.questions`: about the two main
-objects, about every object, both sets'). Image ``imgid`` is a function of ``(seed, imgid)`` only, so the output does
+``annotator``), and ``questions.json``, ``questions_every.json``, ``questions_main_every.json`` and
+``questions_pair_every.json``, multiple-choice questions from each scene's ground truth
+(:mod:`rlcap.data.synthetic.questions`: about the two main objects, about every object, both sets', both with the
+count asked once). Image ``imgid`` is a function of ``(seed, imgid)`` only, so the output does
 not depend on the number of workers. Ids ``0 .. n_train-1`` are the train split, then val, then test.
 A ``manifest.json`` records the config and which images the folder may hold from rlcap's
 generations (``images_written``: ``images/0.png`` to ``images/<images_written - 1>.png``); it is
