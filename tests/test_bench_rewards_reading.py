@@ -124,6 +124,11 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert ("- scst_qa_box_joined_pair_every_abstain_rep03_t06 against CIDEr-D SCST: held-out QA-acc 0.680 against "
             "0.600 (+13.3%" in lines)
+    assert "_len24" not in lines
+    found["scst_qa_box_joined_main_every_abstain_rep03_t06_len24"] = _row(0.69, 2.2, 0.3)  # captions up to 24 words
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_main_every_abstain_rep03_t06_len24 against CIDEr-D SCST: held-out QA-acc 0.690 "
+            "against 0.600 (+15.0%" in lines)
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -414,7 +419,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
                            "grpo_qa_box_joined_abstain_t06,scst_qa_box_joined_abstain_t06_seed2,"
                            "scst_qa_box_joined_every_abstain_t06,"
                            "scst_qa_box_joined_every_abstain_rep_t06,scst_qa_box_joined_main_every_abstain_rep03_t06,"
-                           "scst_qa_box_joined_pair_every_abstain_rep03_t06")
+                           "scst_qa_box_joined_pair_every_abstain_rep03_t06,"
+                           "scst_qa_box_joined_main_every_abstain_rep03_t06_len24")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -485,6 +491,14 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(once.stages[-1].overrides))
     assert cfg.reward.paths == {"qa_utility": "data/shapes/readers/joined/every_abstain",
                                 "qa_file": "data/shapes/questions_pair_every.json"}
+    # and with captions of up to 24 words, sampled and decoded: that cap alone added
+    long = BENCH_ROWS["scst_qa_box_joined_main_every_abstain_rep03_t06_len24"]
+    assert long.stages[:-1] == both.stages[:-1] and long.checkpoint == "last"
+    assert long.stages[-1].overrides == (*both.stages[-1].overrides[:-1], "decode.max_len=24",
+                                         both.stages[-1].overrides[-1])
+    cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(long.stages[-1].overrides))
+    assert (cfg.decode.max_len, cfg.data.max_len) == (24, 16)
+    assert cfg.reward.paths["qa_file"] == "data/shapes/questions_main_every.json"
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 

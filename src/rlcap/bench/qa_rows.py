@@ -40,6 +40,10 @@ QA_MAIN_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/jo
 QA_PAIR_EVERY_ABSTAIN_PATHS = ("reward.paths={qa_utility: data/shapes/readers/joined/every_abstain, "
                                "qa_file: data/shapes/questions_pair_every.json}",)
 QA_AND_LIGHT_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 0.3}"
+# captions of up to 24 words, sampled and judged (every other row's cap is 16): a four-shape picture's complete
+# description runs 18.2 words on average, and the count-twice row's captions named the main pair and the count phrase
+# into the cap (38% of them reach 16 words) and never a third shape (docs/RL.md, "Where the goals stand")
+LONG_CAPTIONS = "decode.max_len=24"
 QA_ABSTAIN = "reward.qa_abstain=true"  # the option offered in every prompt; choosing it scores as wrong
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 # the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
@@ -198,6 +202,10 @@ QA_ROWS: dict[str, BenchRow] = {
     "scst_qa_box_joined_main_every_abstain_rep03_t06": _boxed(
         "scst_qa_box_joined_main_every_abstain_rep03_t06", "scst_qa_box_joined_every_abstain_t06 asked the main "
         "questions too, with the repetition penalty at 0.3", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN,
+        paths=QA_MAIN_EVERY_ABSTAIN_PATHS),
+    "scst_qa_box_joined_main_every_abstain_rep03_t06_len24": _boxed(
+        "scst_qa_box_joined_main_every_abstain_rep03_t06_len24", "scst_qa_box_joined_main_every_abstain_rep03_t06 "
+        "with captions of up to 24 words", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN, LONG_CAPTIONS,
         paths=QA_MAIN_EVERY_ABSTAIN_PATHS),
     "scst_qa_box_joined_pair_every_abstain_rep03_t06": _boxed(
         "scst_qa_box_joined_pair_every_abstain_rep03_t06", "scst_qa_box_joined_main_every_abstain_rep03_t06 with the "
