@@ -64,6 +64,49 @@ def test_reward_spread_defaults_to_the_run_s_reward_and_settings(runs, tmp_path,
     assert got["rewards"]["cider_d"]["share"] == pytest.approx(1.0)
 
 
+def test_reward_forms_labels_the_samples_and_their_advantages_balance(runs, tmp_path, capsys):
+    """Each sample is labelled by the first form it matches; the forms' counts add up to every sample, their
+    advantages (leave-one-out, image by image) balance to 0, for R and for each reward alone, and each form's
+    examples are its own."""
+    _, _, folder = runs
+    out = _run(capsys, ["diagnose", "reward-forms", str(folder / "xe" / "best"), "--samples", "4", "--images", "5",
+                        "--temperature", "1.5", "--rewards", "cider_d:1,bleu_1:2", "--form", r"long=^(\S+ ){5}",
+                        "--form", r"short=^(\S+( \S+){0,2})?$", "--examples", "2", "--max-len", "7",
+                        "--out", str(tmp_path / "f.json")])
+    got = json.loads((tmp_path / "f.json").read_text())
+    assert (got["measurement"], got["split"], got["images"], got["samples_per_image"], got["temperature"],
+            got["max_len"]) == ("reward-forms", "val", 5, 4, 1.5, 7)
+    assert got["rewards"] == {"cider_d": 1.0, "bleu_1": 2.0}
+    forms = got["forms"]
+    assert list(forms) == ["long", "short", "other"]
+    assert forms["long"]["pattern"] == r"^(\S+ ){5}" and forms["other"]["pattern"] is None
+    assert sum(f["samples"] for f in forms.values()) == 5 * 4
+    assert sum(f["samples"] > 0 for f in forms.values()) >= 2  # at temperature 1.5 the lengths vary
+    for measure in ("R", "cider_d", "bleu_1"):
+        total = sum(f["samples"] * (f["mean_advantage"] if measure == "R" else f["by_reward"][measure]["mean_advantage"])
+                    for f in forms.values() if f["samples"])
+        assert total == pytest.approx(0.0, abs=1e-9)
+    for f in (f for f in forms.values() if f["samples"]):  # R is 1 x CIDEr-D + 2 x BLEU-1, form by form
+        parts = f["by_reward"]
+        assert f["mean_reward"] == pytest.approx(parts["cider_d"]["mean_reward"] + 2 * parts["bleu_1"]["mean_reward"])
+        assert 1 <= f["images"] <= 5 and f["contested"] <= f["images"]
+        assert 1 <= len(f["examples"]) <= 2
+    assert all(6 <= len(c.split()) <= 7 for c in forms["long"]["examples"])  # --max-len 7
+    assert all(len(c.split()) <= 3 for c in forms["short"]["examples"])  # (an empty caption too)
+    assert all(4 <= len(c.split()) <= 5 for c in forms["other"]["examples"]), forms["other"]["examples"]
+    assert "advantage R" in out and "advantage bleu_1" in out and "leave-one-out" in out
+
+
+def test_reward_forms_needs_a_form_and_a_pattern(runs, capsys):
+    _, _, folder = runs
+    _one_line_error(capsys, ["diagnose", "reward-forms", str(folder / "xe" / "best")],
+                    "the following arguments are required: --form")
+    _one_line_error(capsys, ["diagnose", "reward-forms", str(folder / "xe" / "best"), "--form", "third=(circle"],
+                    "third: '(circle' is not a regular expression")
+    _one_line_error(capsys, ["diagnose", "reward-forms", str(folder / "xe" / "best"), "--form", "circle"],
+                    "expected NAME=REGEX")
+
+
 def test_value_fit_reports_r_squared_by_position(runs, tmp_path, capsys):
     _, _, folder = runs
     out = _run(capsys, ["diagnose", "value-fit", str(folder / "ac" / "best"), "--samples", "3",

@@ -3,6 +3,8 @@
 - ``reward-spread CHECKPOINT``: each part of a combined reward among one image's sampled captions:
   mean, within-image standard deviation and correlation, share of the combined reward's variance
   (:mod:`rlcap.diagnose.reward_spread`).
+- ``reward-forms CHECKPOINT --form NAME=REGEX ...``: what a reward pays for: each named form of caption's mean
+  reward and leave-one-out advantage among an image's samples (:mod:`rlcap.diagnose.reward_forms`).
 - ``value-fit CHECKPOINT``: an actor-critic value network's R^2 by caption position
   (:mod:`rlcap.diagnose.value_fit`).
 - ``prefix-credit DATASET``: where per-word delta rewards put the cost of a wrong prefix, by metric
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Any
 
 from rlcap import api
@@ -29,6 +32,10 @@ SHARE_DEFINITION = ("share_i = Cov(w_i r_i, R) / Var(R), R = sum_i w_i r_i, with
                     "own_share_i = Var(w_i r_i) / Var(R) leaves out the covariances between rewards")
 R2_DEFINITION = ("R^2_t = 1 - sum_i (R_i - v(s_t))^2 / sum_i (R_i - mean R)^2 over the captions still running "
                  "at position t; overall: over every valid step")
+FORMS_DEFINITION = ("each sample is labelled by the first form whose pattern it contains (re.search), else 'other'; "
+                    "advantage: the sample's reward minus the mean of its image's other samples' (the leave-one-out "
+                    "baseline), averaged over the form's samples; contested: images where the form's samples sit "
+                    "beside another form's")
 CREDIT_DEFINITION = ("the first SWAP words of each caption are replaced by the next clip's caption's; wrong / later: "
                      "the mean change per caption of the delta rewards summed over the replaced words / the "
                      "identical words after them; later_share = later / (wrong + later)")
@@ -38,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("diagnose", help="rerun the measurements behind the documented findings on your data")
     inner = p.add_subparsers(dest="measurement", metavar="MEASUREMENT", parser_class=CommandParser, required=True)
     _add_reward_spread(inner)
+    _add_reward_forms(inner)
     _add_value_fit(inner)
     _add_prefix_credit(inner)
     return p
@@ -96,6 +104,33 @@ def _add_reward_spread(inner: argparse._SubParsersAction) -> None:
                    help="the combined reward, e.g. cider_d:0.5,spice:0.5 for SPIDEr (default: the run's "
                         "reward.weights)")
     p.set_defaults(func=run_reward_spread)
+
+
+def caption_form(text: str) -> tuple[str, str]:
+    """``third=(circle|square).*(circle|square)`` -> ("third", the regular expression), checked."""
+    name, sep, pattern = text.partition("=")
+    if not sep or not name.strip() or not pattern:
+        raise argparse.ArgumentTypeError(f"expected NAME=REGEX (e.g. count='with (two|three) other'), got {text!r}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{name.strip()}: {pattern!r} is not a regular expression ({exc})") from None
+    return name.strip(), pattern
+
+
+def _add_reward_forms(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("reward-forms", help="each form of caption's mean reward and leave-one-out advantage among "
+                                              "an image's samples: what the reward pays for")
+    _add_sampling(p, "val")
+    p.add_argument("--form", dest="forms", type=caption_form, action="append", required=True,
+                   metavar="NAME=REGEX", help="a form of caption: the samples whose text contains REGEX (the first "
+                                              "form matched labels a sample); repeat for more")
+    p.add_argument("--rewards", type=reward_weights, default=None, metavar="NAME:W,...",
+                   help="the combined reward (default: the run's reward.weights)")
+    p.add_argument("--max-len", type=int_range(1), default=None,
+                   help="the most words a sample may have (default: the run's decode.max_len)")
+    p.add_argument("--examples", type=int_range(0), default=3, help="captions shown per form (default 3)")
+    p.set_defaults(func=run_reward_forms)
 
 
 def _add_value_fit(inner: argparse._SubParsersAction) -> None:
@@ -174,6 +209,45 @@ def run_reward_spread(args: argparse.Namespace) -> int:
         "measurement": "reward-spread", "checkpoint": got.checkpoint, "split": got.split, "images": got.images,
         "samples_per_image": got.samples_per_image, "temperature": got.temperature, "definition": SHARE_DEFINITION,
         "rewards": rewards, "correlation": correlation, "combined": combined})
+
+
+def run_reward_forms(args: argparse.Namespace) -> int:
+    from rlcap.diagnose.reward_forms import reward_forms
+
+    _check_out(args.out)
+    forms = dict(args.forms)
+    got = reward_forms(args.checkpoint, forms, args.split, args.images, args.samples, args.temperature, args.rewards,
+                       _data_overrides(args, rewards_apart=True), args.batch_size, args.seed, progress=True,
+                       reward_overrides=_reward_overrides(args), max_len=args.max_len)
+    s, sampled = got.stats, got.sampled
+    flat = [c for row in sampled.captions for c in row]
+    labels = got.labels.reshape(-1).tolist()
+    table, figures = {}, {}
+    for f, name in enumerate(got.names):
+        parts = {r: {"mean_reward": by.mean_reward[f].item(), "mean_advantage": by.mean_advantage[f].item()}
+                 for r, by in zip(sampled.rewards, got.by_reward)}
+        figures[name] = {"pattern": forms.get(name), "samples": s.samples[f].item(), "images": s.images[f].item(),
+                         "contested": s.contested[f].item(), "mean_reward": s.mean_reward[f].item(),
+                         "mean_advantage": s.mean_advantage[f].item(), "by_reward": parts,
+                         "examples": [c for c, label in zip(flat, labels) if label == f][:args.examples]}
+        table[name] = {"samples": figures[name]["samples"], "images": figures[name]["images"],
+                       "contested": figures[name]["contested"], "mean R": figures[name]["mean_reward"],
+                       "advantage R": figures[name]["mean_advantage"],
+                       **({f"advantage {r}": p["mean_advantage"] for r, p in parts.items()} if len(parts) > 1 else {})}
+    weights = ", ".join(f"{w:g} x {r}" for r, w in zip(sampled.rewards, sampled.weights))
+    print(f"{len(sampled.image_ids)} images of {sampled.split}, {sampled.samples_per_image} samples each of at most "
+          f"{sampled.max_len} words at temperature {sampled.temperature:g}; R = {weights}:")
+    print(format_scores(table, label="form"))
+    print(FORMS_DEFINITION)
+    for name, fig in figures.items():
+        for caption in fig["examples"]:
+            print(f"  {name}: {caption}")
+    return _write(args.out, {
+        "measurement": "reward-forms", "checkpoint": sampled.checkpoint, "split": sampled.split,
+        "images": len(sampled.image_ids), "samples_per_image": sampled.samples_per_image,
+        "temperature": sampled.temperature, "max_len": sampled.max_len,
+        "rewards": dict(zip(sampled.rewards, sampled.weights)),
+        "definition": FORMS_DEFINITION, "forms": figures})
 
 
 def run_value_fit(args: argparse.Namespace) -> int:

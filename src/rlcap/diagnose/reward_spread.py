@@ -13,8 +13,6 @@ checkpoint's policy, scores them with each reward and applies it.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import logging
 import math
 from pathlib import Path
@@ -22,15 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from rlcap.config import apply_overrides, from_dict
-from rlcap.decoding import Decoding, sample
-from rlcap.diagnose.checkpoint_data import checkpoint_data, reward_references
-from rlcap.errors import DataError
-from rlcap.eval.open_run import open_run
-from rlcap.progress import track
-from rlcap.rewards import RewardConfig, build_reward
-from rlcap.run_config import RLConfig
-from rlcap.rewards.batch import reward_batch
+from rlcap.diagnose.sampled_rewards import sampled_rewards
 
 log = logging.getLogger(__name__)
 
@@ -123,55 +113,15 @@ def reward_spread(checkpoint: str | Path, split: str = "val", images: int = 500,
                   data_overrides: list[str] | None = None, batch_size: int = 50, seed: int = 0,
                   progress: bool = False, reward_overrides: list[str] | None = None) -> RewardSpread:
     """Sample ``samples`` captions per image of ``split`` from the checkpoint's policy, score each
-    with every reward of ``weights`` and return their :func:`within_image_spread`.
-
-    Args:
-        checkpoint: a checkpoint folder of any captioner run (its ``policy``).
-        split: the images measured (their first ``images``; 0: all).
-        samples, temperature: captions per image (>= 2) and sampling temperature (None: the run's
-            ``rl.n_samples`` and ``decode.temperature``); the policy is in eval mode (no dropout),
-            sampling is seeded by ``seed`` and leaves the global random state alone.
-        weights: reward name -> weight (None: the run's ``reward.weights``), built as the run builds
-            its reward (its ``reward`` section: EOS convention, paths of learned rewards), except that
-            CIDEr-D's document frequencies count the training references and the split's, and are
-            not cached (the run's cache stays as it is).
-        data_overrides: ``key=value`` changes to the checkpoint's data section (``features=x.h5``).
-        reward_overrides: ``key=value`` changes to its reward section, e.g. the paths of a reward the run did not
-            train with (``paths={qa_utility: DIR, qa_file: FILE}`` on an XE checkpoint).
-    """
-    # 1. the policy (open_run leaves the caller's random state alone)
-    run = open_run(checkpoint, device="cpu")
-    model, vocab, config = run.policy, run.vocab, run.config
-    # an XE checkpoint has no rl or reward section: the sequence-level methods' defaults
-    n = config.get("rl", asdict(RLConfig()))["n_samples"] if samples is None else samples
-    stored = apply_overrides({"reward": dict(config.get("reward", asdict(RewardConfig())))},
-                             [f"reward.{o}" for o in reward_overrides or []])["reward"]
-    if n < 2:
-        raise DataError(f"reward spread: {n} sample per image has no spread; give 2 or more")
-    temperature = config["decode"]["temperature"] if temperature is None else temperature
-    reward_cfg = from_dict(RewardConfig, {**stored, "weights": dict(weights or stored["weights"]),
-                                          "cache_dir": None}, "reward.")
-    # 2. the data: the split measured, and the training references the reward is built with
-    data = checkpoint_data(run, split, data_overrides)
-    measured, dims = data.splits[split], config["feature_dims"]
-    batches = list(measured.eval_batches(batch_size, images))
-    gen = torch.Generator().manual_seed(seed)
-    scores: list[torch.Tensor] = []
-    with build_reward(reward_cfg, reward_references(data, split), vocab=vocab, fc_dim=dims["fc"],
-                      att_dim=dims["att"]) as reward, torch.no_grad():
-        for batch in (track(batches, len(batches), f"reward spread on {split}", "batch") if progress else batches):
-            # 3. n captions per image from the policy: B*n rows, one image's adjacent
-            out = sample(model, batch.feats, n,
-                         Decoding("sample", config["decode"]["max_len"], temperature=temperature), generator=gen)
-            captions = [vocab.decode(row.tolist()) for row in out.tokens]
-            # 4. each reward's own scores, unweighted: (B*n,) each -> (B, n, M)
-            parts = reward.components(captions, reward_batch(batch, n))
-            scores.append(torch.stack([parts[name] for name in reward_cfg.weights], dim=1).view(len(batch.ids), n, -1))
-    # 5. their spread among each image's samples, and each one's share of R's
-    names = list(reward_cfg.weights)
-    weight_list = [float(reward_cfg.weights[name]) for name in names]
-    stats = within_image_spread(torch.cat(scores), torch.tensor(weight_list))
-    total = sum(len(b.ids) for b in batches)
+    with every reward of ``weights`` and return their :func:`within_image_spread`. The arguments are
+    :func:`rlcap.diagnose.sampled_rewards.sampled_rewards`'s (None: the run's ``rl.n_samples``,
+    ``decode.temperature``, ``reward.weights``)."""
+    got = sampled_rewards(checkpoint, split, images, samples, temperature, weights, data_overrides, batch_size, seed,
+                          progress, reward_overrides)
+    # their spread among each image's samples, and each one's share of R's
+    stats = within_image_spread(got.scores, torch.tensor(got.weights))
     log.info("reward spread of %s on %s (%d images, %d samples each, temperature %g): shares %s", checkpoint, split,
-             total, n, temperature, ", ".join(f"{m} {s:.3f}" for m, s in zip(names, stats.share.tolist())))
-    return RewardSpread(str(checkpoint), split, total, n, float(temperature), names, weight_list, stats)
+             len(got.image_ids), got.samples_per_image, got.temperature,
+             ", ".join(f"{m} {s:.3f}" for m, s in zip(got.rewards, stats.share.tolist())))
+    return RewardSpread(got.checkpoint, split, len(got.image_ids), got.samples_per_image, got.temperature,
+                        got.rewards, got.weights, stats)
