@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlcap-installed
 RLCAP := $(PY) -m rlcap.cli
 
-.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-fsdp2 bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards bench-rewards-wide clean
+.PHONY: demo test test-fast bench bench-metrics bench-features bench-feature-batching bench-vlm-features bench-xe-width bench-checkpoint-save bench-decode bench-scst bench-hf bench-shapes-hf bench-shapes-vlm bench-methods bench-demo bench-headroom bench-faults bench-pg bench-concepts bench-distinct bench-credit bench-credit-shapes bench-credit-concepts bench-video bench-scale bench-scale-vlm bench-scale-vlm-fsdp2 bench-scale-vlm-gpu bench-gpu bench-report bench-trl bench-grpo bench-trackers bench-rewards bench-rewards-wide bench-qa-reader clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -192,6 +192,10 @@ bench-rewards: $(STAMP)
 bench-rewards-wide: $(STAMP)
 	$(PY) benchmarks/bench_rewards_wide.py --questions $(QUESTIONS) $(if $(IMAGE_SIZE),--image-size $(IMAGE_SIZE)) \
 		$(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(TEST_IMAGES),--test-images $(TEST_IMAGES)) $(if $(ROWS),--rows $(ROWS))
+
+# one qa_utility call of the shapes QA rows with the reader in fp32 and bf16 (reward.qa_precision): after bench-rewards
+bench-qa-reader: $(STAMP)
+	$(PY) benchmarks/bench_qa_reader.py
 
 bench-report: $(STAMP)
 	$(PY) benchmarks/bench_report.py

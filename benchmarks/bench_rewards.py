@@ -74,6 +74,7 @@ REPEATED = "_rep"  # that row with the n-gram repetition penalty beside the util
 MAIN_EVERY_ABSTAINED = "_main_every_abstain_rep03"
 PAIR_EVERY_ABSTAINED = "_pair_every_abstain_rep03"  # the same with the count asked once (questions_pair_every.json)
 LONG = "_len24"  # the MAIN_EVERY_ABSTAINED row with captions of up to 24 words (rlcap.bench.qa_rows.LONG_CAPTIONS)
+BF16_READER = "_bf16reader"  # the MAIN_EVERY_ABSTAINED row with its reader in bf16 (rlcap.bench.qa_rows.BF16_READER)
 ABSTAIN_SHARE = 0.25  # that reader's share of examples that teach it to abstain (rlcap data reader --abstain)
 SAMPLED = "_t06"  # a set's QA rows again with the reader sampling at [Xing26]'s 0.6 (rlcap.bench.qa_rows.QA_SAMPLED_06)
 # run at 224 px alone, after the QA row: its other seeds, the mask, whose 1.3 was set from 224-px captions, and GRPO
@@ -170,7 +171,8 @@ def _sets() -> dict[str, QuestionSet]:
                                           f"{BOXED_QA}_joined{EVERY_ABSTAINED}{REPEATED}{SAMPLED}",
                                           f"{BOXED_QA}_joined{MAIN_EVERY_ABSTAINED}{SAMPLED}",
                                           f"{BOXED_QA}_joined{PAIR_EVERY_ABSTAINED}{SAMPLED}",
-                                          f"{BOXED_QA}_joined{MAIN_EVERY_ABSTAINED}{SAMPLED}{LONG}"),
+                                          f"{BOXED_QA}_joined{MAIN_EVERY_ABSTAINED}{SAMPLED}{LONG}",
+                                          f"{BOXED_QA}_joined{MAIN_EVERY_ABSTAINED}{SAMPLED}{BF16_READER}"),
                                   joined=JOINED, at_128=False, abstain=ABSTAIN_SHARE)}
 
 
@@ -443,7 +445,8 @@ def goals(f: dict[str, dict[str, float]], qs: QuestionSet) -> list[str]:
     abstained = [f"{boxed_qa}{ABSTAINED}{SAMPLED}", f"{grpo_qa}{ABSTAINED}{SAMPLED}",
                  f"{boxed_qa}{ABSTAINED}{SAMPLED}{SEED2}", f"{boxed_qa}{EVERY_ABSTAINED}{SAMPLED}",
                  f"{boxed_qa}{EVERY_ABSTAINED}{REPEATED}{SAMPLED}", f"{boxed_qa}{MAIN_EVERY_ABSTAINED}{SAMPLED}",
-                 f"{boxed_qa}{PAIR_EVERY_ABSTAINED}{SAMPLED}", f"{boxed_qa}{MAIN_EVERY_ABSTAINED}{SAMPLED}{LONG}"]
+                 f"{boxed_qa}{PAIR_EVERY_ABSTAINED}{SAMPLED}", f"{boxed_qa}{MAIN_EVERY_ABSTAINED}{SAMPLED}{LONG}",
+                 f"{boxed_qa}{MAIN_EVERY_ABSTAINED}{SAMPLED}{BF16_READER}"]
     boxed_variants = [*BOXED_SEEDS, BOXED_MASK, grpo_qa] if main else [grpo_qa, *sampled, *abstained]
     boxed_summed = list(BOXED_SUMMED) if main else []
     boxed = BOXED_BASE in f and any(n in f for n in (boxed_qa, *boxed_variants, *boxed_summed))

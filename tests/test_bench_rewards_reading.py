@@ -129,6 +129,11 @@ def test_the_joined_sets_sampled_rows_are_read_against_the_goals():
     lines = "\n".join(bench_rewards.goals(found, qs))
     assert ("- scst_qa_box_joined_main_every_abstain_rep03_t06_len24 against CIDEr-D SCST: held-out QA-acc 0.690 "
             "against 0.600 (+15.0%" in lines)
+    assert "_bf16reader" not in lines
+    found["scst_qa_box_joined_main_every_abstain_rep03_t06_bf16reader"] = _row(0.63, 2.2, 0.3)  # its reader in bf16
+    lines = "\n".join(bench_rewards.goals(found, qs))
+    assert ("- scst_qa_box_joined_main_every_abstain_rep03_t06_bf16reader against CIDEr-D SCST: held-out QA-acc 0.630 "
+            "against 0.600 (+5.0%" in lines)
 
 
 def test_one_shape_named_twice_against_the_picture():
@@ -420,7 +425,8 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
                            "scst_qa_box_joined_every_abstain_t06,"
                            "scst_qa_box_joined_every_abstain_rep_t06,scst_qa_box_joined_main_every_abstain_rep03_t06,"
                            "scst_qa_box_joined_pair_every_abstain_rep03_t06,"
-                           "scst_qa_box_joined_main_every_abstain_rep03_t06_len24")
+                           "scst_qa_box_joined_main_every_abstain_rep03_t06_len24,"
+                           "scst_qa_box_joined_main_every_abstain_rep03_t06_bf16reader")
     assert (joined.file, joined.out, joined.section, joined.readers, joined.joined) == (
         "questions.json", "runs/bench_rewards_224", "bench-rewards-joined-224", "readers/joined", 0.5)
     with pytest.raises(SystemExit, match="bench-rewards-joined has no rows at 128 px: give --image-size 224"):
@@ -499,6 +505,13 @@ def test_the_joined_readers_set_at_224_px(tmp_path, monkeypatch):
     cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(long.stages[-1].overrides))
     assert (cfg.decode.max_len, cfg.data.max_len) == (24, 16)
     assert cfg.reward.paths["qa_file"] == "data/shapes/questions_main_every.json"
+    # and with the reader in bf16 while the policy trains in fp32: that setting alone added
+    bf16 = BENCH_ROWS["scst_qa_box_joined_main_every_abstain_rep03_t06_bf16reader"]
+    assert bf16.stages[:-1] == both.stages[:-1] and bf16.checkpoint == "last"
+    assert bf16.stages[-1].overrides == (*both.stages[-1].overrides[:-1], "reward.qa_precision=bf16",
+                                         both.stages[-1].overrides[-1])
+    cfg = api.load_run_config(str(REPO / "configs" / "shapes_scst.yaml"), list(bf16.stages[-1].overrides))
+    assert (cfg.reward.qa_precision, cfg.precision) == ("bf16", "fp32")
     # the readers: each trained with its set's shares, the card's shares checked
     runs = []
 

@@ -179,3 +179,25 @@ def test_the_reward_built_from_a_config(reader_folder, tmp_path):
     expected = qa_scores(fp32, QASet({k: list(v) for k, v in QUESTIONS.items()}), CAPTIONS[:2], ["1", "2"], 2,
                          temperature=0.6, abstain=True)[0]
     assert torch.allclose(sampled, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("run, setting, expected", [("fp32", "bf16", torch.bfloat16), ("bf16", "run", torch.bfloat16),
+                                                    ("bf16", "fp32", torch.float32), ("fp32", "run", torch.float32)])
+def test_the_readers_precision_apart_from_the_runs(reader_folder, tmp_path, run, setting, expected):
+    # reward.qa_precision: the frozen reader's weights and forward passes in its own precision ("run": the run's);
+    # its scores are those of a reader loaded in that precision
+    qa_file = write_qa(tmp_path / "qa.json", QUESTIONS)
+    cfg = RewardConfig(weights={"qa_utility": 1.0}, qa_shuffles=2, qa_precision=setting,
+                       paths={"qa_utility": str(reader_folder), "qa_file": str(qa_file)})
+    with build_reward(cfg, {"1": ["a red circle"]}, device="cpu", precision=run) as reward:
+        qa_reward = reward.rewards["qa_utility"]
+        assert next(qa_reward.reader.model.parameters()).dtype == expected
+        got = reward(CAPTIONS[:2], RewardBatch(["1", "2"], [["r"], ["r"]]))
+    alone = QAReader.load(reader_folder, precision={torch.bfloat16: "bf16", torch.float32: "fp32"}[expected])
+    want = qa_scores(alone, QASet({k: list(v) for k, v in QUESTIONS.items()}), CAPTIONS[:2], ["1", "2"], 2)[0]
+    assert torch.equal(got, want.float().cpu())
+
+
+def test_a_bad_reader_precision_is_one_clear_error():
+    with pytest.raises(Exception, match="reward.qa_precision: 'bf32' is not one of"):
+        RewardConfig(weights={"qa_utility": 1.0}, qa_precision="bf32")

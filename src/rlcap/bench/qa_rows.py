@@ -44,6 +44,10 @@ QA_AND_LIGHT_REPETITION = "reward.weights={qa_utility: 1.0, repetition: 0.3}"
 # description runs 18.2 words on average, and the count-twice row's captions named the main pair and the count phrase
 # into the cap (38% of them reach 16 words) and never a third shape (docs/RL.md, "Where the goals stand")
 LONG_CAPTIONS = "decode.max_len=24"
+# the frozen reader's weights and forward passes in bf16 while the policy trains in fp32 (reward.qa_precision; its
+# speed and its rewards beside fp32's: make bench-qa-reader): the count-twice row again so, to read whether the
+# outcome moves more than another seed moves it
+BF16_READER = "reward.qa_precision=bf16"
 QA_ABSTAIN = "reward.qa_abstain=true"  # the option offered in every prompt; choosing it scores as wrong
 QA_UTILITY = "reward.weights={qa_utility: 1.0}"
 # the reader's answer sampled at 0.6, as [Xing26]'s training reward samples it (InternLM/CapRL, CapRL++/train, the
@@ -206,6 +210,10 @@ QA_ROWS: dict[str, BenchRow] = {
     "scst_qa_box_joined_main_every_abstain_rep03_t06_len24": _boxed(
         "scst_qa_box_joined_main_every_abstain_rep03_t06_len24", "scst_qa_box_joined_main_every_abstain_rep03_t06 "
         "with captions of up to 24 words", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN, LONG_CAPTIONS,
+        paths=QA_MAIN_EVERY_ABSTAIN_PATHS),
+    "scst_qa_box_joined_main_every_abstain_rep03_t06_bf16reader": _boxed(
+        "scst_qa_box_joined_main_every_abstain_rep03_t06_bf16reader", "scst_qa_box_joined_main_every_abstain_rep03_t06 "
+        "with its reader in bf16", QA_AND_LIGHT_REPETITION, QA_SAMPLED_06, QA_ABSTAIN, BF16_READER,
         paths=QA_MAIN_EVERY_ABSTAIN_PATHS),
     "scst_qa_box_joined_pair_every_abstain_rep03_t06": _boxed(
         "scst_qa_box_joined_pair_every_abstain_rep03_t06", "scst_qa_box_joined_main_every_abstain_rep03_t06 with the "

@@ -29,8 +29,8 @@ class RewardContext:
     length_end: where it reaches its floor of -1, as a multiple of the target (0: no floor).
     repetition_ngram: the ``repetition`` reward's n (``rewards/repetition.py``).
     precision: the run's forward passes' (fp32, bf16, fp16), which a reward's own model reads in (the QA reader).
-    qa_shuffles, qa_score, qa_batch, qa_temperature, qa_abstain: the ``qa_utility`` reward's settings
-    (``rewards/qa_utility.py``).
+    qa_shuffles, qa_score, qa_batch, qa_temperature, qa_abstain, qa_precision: the ``qa_utility`` reward's settings
+    (``rewards/qa_utility.py``); :meth:`qa_reader_precision` resolves the last against ``precision``.
     """
 
     train_refs: TrainRefs
@@ -54,6 +54,7 @@ class RewardContext:
     qa_batch: int = 256
     qa_temperature: float = 1.0
     qa_abstain: bool = False
+    qa_precision: str = "run"
 
     @classmethod
     def from_config(cls, cfg: Any, train_refs: TrainRefs, **run: Any) -> "RewardContext":
@@ -64,7 +65,12 @@ class RewardContext:
                    negative_captions=cfg.negative_captions, length_target=cfg.length_target,
                    length_end=cfg.length_end, repetition_ngram=cfg.repetition_ngram,
                    qa_shuffles=cfg.qa_shuffles, qa_score=cfg.qa_score, qa_batch=cfg.qa_batch,
-                   qa_temperature=cfg.qa_temperature, qa_abstain=cfg.qa_abstain, **run)
+                   qa_temperature=cfg.qa_temperature, qa_abstain=cfg.qa_abstain,
+                   qa_precision=cfg.qa_precision, **run)
+
+    def qa_reader_precision(self) -> str:
+        """The QA reader's precision: ``qa_precision``, "run" meaning the run's own ``precision``."""
+        return self.precision if self.qa_precision == "run" else self.qa_precision
 
     def cider_device(self) -> str:
         """Where CIDEr-D is computed: ``metric_device``, auto (what every run uses) meaning the run's device

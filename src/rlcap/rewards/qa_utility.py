@@ -7,8 +7,9 @@ or accuracy, ``reward.qa_shuffles`` orders, ``reward.qa_temperature`` the reader
 ``reward.paths.qa_utility``: the reader, a local causal LM folder (tokenizer with a chat template);
 ``reward.paths.qa_file``: the questions keyed by image id (rlcap's QA JSON, as ``rlcap data shapes`` writes
 ``questions.json``, or CapRL's file). The reader is loaded once, frozen, on the run's device; each call asks all
-of its captions' (caption, question, order) prompts in padded batches under no_grad, the forward passes in the
-run's precision. A caption whose image has no questions scores 0 (a warning says how many images had none).
+of its captions' (caption, question, order) prompts in padded batches under no_grad, its weights and forward
+passes in ``reward.qa_precision`` (by default the run's precision). A caption whose image has no questions scores
+0 (a warning says how many images had none).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rlcap.rewards.context import RewardContext
 logger = logging.getLogger(__name__)
 
 # the reward.* keys it reads beside its weight
-QA_SETTINGS = ("paths", "qa_shuffles", "qa_score", "qa_batch", "qa_temperature", "qa_abstain")
+QA_SETTINGS = ("paths", "qa_shuffles", "qa_score", "qa_batch", "qa_temperature", "qa_abstain", "qa_precision")
 
 
 class QAUtilityReward:
@@ -52,6 +53,6 @@ class QAUtilityReward:
 
 
 def make_qa_utility(ctx: RewardContext) -> QAUtilityReward:
-    reader = QAReader.load(ctx.path("qa_utility"), ctx.device, ctx.precision, ctx.qa_batch)
+    reader = QAReader.load(ctx.path("qa_utility"), ctx.device, ctx.qa_reader_precision(), ctx.qa_batch)
     return QAUtilityReward(reader, load_qa(ctx.path("qa_file")), ctx.qa_shuffles, ctx.qa_score,
                            temperature=ctx.qa_temperature, abstain=ctx.qa_abstain)

@@ -105,6 +105,12 @@ class RewardConfig:
         "right letter is its likeliest option",
     )
     qa_batch: int = _field(256, "qa_utility: (caption, question, order) prompts per forward pass of the reader")
+    qa_precision: Literal["run", "fp32", "bf16", "fp16"] = _field(
+        "run",
+        "qa_utility: the precision the frozen reader's weights and forward passes take: 'run', the run's own "
+        "(precision=...), or fp32, bf16 or fp16 whatever the policy trains in (a bf16 reader beside an fp32 "
+        "policy: its speed and how far its rewards lie from fp32's in docs/RL.md, make bench-qa-reader)",
+    )
     qa_temperature: float = _field(
         1.0,
         "qa_utility, score 'probability': the temperature the reader samples its answer at (the letters' "
@@ -149,6 +155,9 @@ class RewardConfig:
                               f"{self.qa_shuffles} and {self.qa_batch}")
         if not (math.isfinite(self.qa_temperature) and self.qa_temperature > 0):
             raise ConfigError(f"reward.qa_temperature: expected a number > 0, got {self.qa_temperature}")
+        if self.qa_precision not in ("run", "fp32", "bf16", "fp16"):
+            raise ConfigError(f"reward.qa_precision: {self.qa_precision!r} is not one of ['run', 'fp32', 'bf16', "
+                              "'fp16']")
         if self.qa_score not in ("probability", "accuracy"):
             raise ConfigError(f"reward.qa_score: {self.qa_score!r} is not one of ['probability', 'accuracy']")
         if self.nonfinite not in ("raise", "zero"):
